@@ -1,0 +1,80 @@
+# lingvoc build. `make` builds build/liblingvoc.a and bin/*; `make test` runs every Check
+# suite and shell test; `make asan` does the same under ASan+UBSan in build-asan/;
+# `make bench` runs the benchmarks; `make fuzz` runs each fuzz target briefly.
+#
+# Sources are found by globbing: a new .c file under src/<module>/ joins the library, a
+# new src/<tool>/main.c becomes bin/<tool>, a new tests/check_<name>.c becomes a suite, a
+# new src/io/proto/*.proto is compiled with protoc-c. No list to edit.
+
+BUILD    ?= build
+BINDIR   ?= bin
+CC       ?= cc
+OPT      ?= -O2 -march=x86-64-v2 -mtune=generic
+SAN      ?=
+CFLAGS   ?=
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fopenmp $(SAN) \
+            -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags libconfig libprotobuf-c)
+LDLIBS   += $(shell pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread
+LDFLAGS  += -fopenmp $(SAN)
+CHECK_LIBS = $(shell pkg-config --libs check)
+
+TOOLS     := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
+LIB_SRC   := $(filter-out $(wildcard src/*/main.c),$(wildcard src/*/*.c src/kernels/cpu/*.c))
+PROTOS    := $(wildcard src/io/proto/*.proto)
+PROTO_C   := $(patsubst src/io/proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
+PROTO_H   := $(PROTO_C:.c=.h)
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(PROTO_C:.c=.o)
+LIB       := $(BUILD)/liblingvoc.a
+BINS      := $(addprefix $(BINDIR)/,$(TOOLS))
+TEST_SRC  := $(wildcard tests/check_*.c)
+TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+
+.PHONY: all test asan bench fuzz clean deps
+.DELETE_ON_ERROR:
+
+all: $(BINS) $(TESTS)
+
+deps:
+	scripts/install-deps.sh
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: src/io/proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=src/io/proto --c_out=$(BUILD)/gen $<
+
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(PROTO_H)
+	$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
+
+$(BUILD)/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINDIR)/%: $(BUILD)/src/%/main.o $(LIB)
+	@mkdir -p $(BINDIR)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+	$(CC) $(LDFLAGS) $< $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
+
+# Each suite runs in its own process; the run fails if any suite fails, after all have run.
+test: all
+	@scripts/run-tests.sh $(BUILD) $(BINDIR) $(TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan BINDIR=build-asan/bin OPT="-O1 -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+bench: all
+	@bench/run-all.sh
+
+fuzz:
+	@scripts/run-fuzz.sh $(FUZZ_SRC)
+
+clean:
+	rm -rf build build-asan build-fuzz bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what lingvoc needs to build, test and benchmark on Debian 12. Idempotent:
+# packages already present are not reinstalled, and apt-get update runs only when needed.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config
+  libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check
+  libsnappy-dev zlib1g-dev libpng-dev
+  python3 python3-protobuf protobuf-compiler python3-numpy
+  dataset-fashion-mnist
+)
+# Only for the benchmarks (PyTorch baseline); install with LINGVOC_BENCH=1.
+if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,96 @@
+#include "base/arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+
+typedef struct block {
+  struct block *next;
+  size_t size, used;
+  char *data;
+} block;
+
+struct lv_arena {
+  block *head; /* current block; older blocks follow */
+  size_t cap, total, used, peak;
+};
+
+lv_arena *lv_arena_create(size_t cap_bytes) {
+  lv_arena *a = calloc(1, sizeof *a);
+  LV_ASSERT(a);
+  a->cap = cap_bytes ? cap_bytes : ((size_t)16 << 30);
+  return a;
+}
+
+static void free_blocks(block *b) {
+  while (b) {
+    block *n = b->next;
+    free(b->data);
+    free(b);
+    b = n;
+  }
+}
+
+void lv_arena_destroy(lv_arena *a) {
+  if (!a) return;
+  free_blocks(a->head);
+  free(a);
+}
+
+void *lv_arena_alloc(lv_arena *a, size_t bytes) {
+  bytes = (bytes + 63) & ~(size_t)63;
+  if (bytes == 0) bytes = 64;
+  if (a->used + bytes > a->cap) return NULL;
+  block *b = a->head;
+  if (!b || b->used + bytes > b->size) {
+    size_t sz = b ? b->size * 2 : ((size_t)1 << 20);
+    if (sz < bytes) sz = bytes;
+    block *nb = calloc(1, sizeof *nb);
+    if (!nb) return NULL;
+    if (posix_memalign((void **)&nb->data, 64, sz) != 0) {
+      free(nb);
+      return NULL;
+    }
+    nb->size = sz;
+    nb->next = b;
+    a->head = nb;
+    a->total += sz;
+    b = nb;
+  }
+  void *p = b->data + b->used;
+  b->used += bytes;
+  a->used += bytes;
+  if (a->used > a->peak) a->peak = a->used;
+  return p;
+}
+
+void *lv_arena_calloc(lv_arena *a, size_t bytes) {
+  void *p = lv_arena_alloc(a, bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+void lv_arena_reset(lv_arena *a) {
+  /* Keep one block big enough for the whole previous step so later steps never grow. */
+  if (a->head && a->head->next) {
+    size_t want = a->peak;
+    free_blocks(a->head);
+    a->head = NULL;
+    a->total = 0;
+    block *nb = calloc(1, sizeof *nb);
+    if (nb && posix_memalign((void **)&nb->data, 64, want) == 0) {
+      nb->size = want;
+      a->head = nb;
+      a->total = want;
+    } else {
+      free(nb);
+    }
+  }
+  if (a->head) a->head->used = 0;
+  a->used = 0;
+}
+
+size_t lv_arena_used(const lv_arena *a) { return a->used; }
+size_t lv_arena_peak(const lv_arena *a) { return a->peak; }
+size_t lv_arena_cap(const lv_arena *a) { return a->cap; }

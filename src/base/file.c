@@ -1,0 +1,177 @@
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static lv_status os_error(const char *what, const char *path) {
+  int e = errno;
+  return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s %s: %s", what, path,
+                        strerror(e));
+}
+
+lv_status lv_file_read_all(const char *path, char **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return os_error("cannot open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    lv_status s = os_error("cannot stat", path);
+    close(fd);
+    return s;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return lv_status_make(LV_ERR_INVALID, "%s is a directory, expected a file", path);
+  }
+  size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    close(fd);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s (%zu bytes)", path, cap);
+  }
+  for (;;) {
+    if (n + 1 >= cap) {
+      cap *= 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s", path);
+      }
+      buf = nb;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      lv_status s = os_error("cannot read", path);
+      free(buf);
+      close(fd);
+      return s;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return NULL;
+}
+
+lv_status lv_file_sync_parent_dir(const char *path) {
+  char *copy = strdup(path);
+  LV_ASSERT(copy);
+  const char *dir = dirname(copy);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  free(copy);
+  return NULL;
+}
+
+lv_status lv_file_write_atomic(const char *path, const void *data, size_t len) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return os_error("cannot create", tmp);
+  const char *p = data;
+  size_t left = len;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      lv_status s = os_error("cannot write", tmp);
+      close(fd);
+      unlink(tmp);
+      return s;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0) {
+    lv_status s = os_error("cannot fsync", tmp);
+    close(fd);
+    unlink(tmp);
+    return s;
+  }
+  close(fd);
+  if (rename(tmp, path) != 0) {
+    lv_status s = os_error("cannot rename into", path);
+    unlink(tmp);
+    return s;
+  }
+  return lv_file_sync_parent_dir(path);
+}
+
+lv_status lv_file_append_line(const char *path, const char *line) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return os_error("cannot open", path);
+  size_t n = strlen(line);
+  char *buf = malloc(n + 1);
+  LV_ASSERT(buf);
+  memcpy(buf, line, n);
+  buf[n] = '\n';
+  ssize_t w = write(fd, buf, n + 1);
+  free(buf);
+  lv_status s = NULL;
+  if (w != (ssize_t)(n + 1)) s = os_error("cannot append to", path);
+  else fsync(fd);
+  close(fd);
+  return s;
+}
+
+lv_status lv_file_mkdirs(const char *path) {
+  char buf[4096];
+  if (strlen(path) >= sizeof buf) return lv_status_make(LV_ERR_INVALID, "path too long: %s", path);
+  strcpy(buf, path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return os_error("cannot create directory", buf);
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return os_error("cannot create directory", buf);
+  if (!lv_file_is_dir(buf))
+    return lv_status_make(LV_ERR_IO, "%s exists and is not a directory", buf);
+  return NULL;
+}
+
+bool lv_file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+bool lv_file_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int64_t lv_file_size(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  return (int64_t)st.st_size;
+}
+
+void lv_file_expand_home(const char *path, char *out, size_t n) {
+  const char *home = getenv("HOME");
+  if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home)
+    snprintf(out, n, "%s%s", home, path + 1);
+  else
+    snprintf(out, n, "%s", path);
+}
+
+lv_status lv_file_check_writable_dir(const char *dir) {
+  lv_status s = lv_file_mkdirs(dir);
+  if (s) return lv_status_wrap(s, "log directory is not usable");
+  if (access(dir, W_OK | X_OK) != 0) return os_error("cannot write into directory", dir);
+  return NULL;
+}

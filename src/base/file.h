@@ -1,0 +1,32 @@
+/* Files and directories. Whole-file reads, atomic whole-file writes (temporary name,
+ * fsync, rename, fsync of the directory: a crash leaves the old file or the new one,
+ * never half of one), recursive mkdir. Every error names the path and the OS reason. */
+#ifndef LV_BASE_FILE_H
+#define LV_BASE_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* Reads the whole file into a malloc'd buffer (NUL-terminated; *len excludes the NUL). */
+lv_status lv_file_read_all(const char *path, char **data, size_t *len);
+/* Writes data to path atomically. */
+lv_status lv_file_write_atomic(const char *path, const void *data, size_t len);
+/* Appends one line (adds '\n') and fsyncs. */
+lv_status lv_file_append_line(const char *path, const char *line);
+/* mkdir -p. */
+lv_status lv_file_mkdirs(const char *path);
+bool lv_file_exists(const char *path);
+bool lv_file_is_dir(const char *path);
+/* Size in bytes, or -1 if it cannot be stat'ed. */
+int64_t lv_file_size(const char *path);
+/* fsync the directory holding path (after a rename into it). */
+lv_status lv_file_sync_parent_dir(const char *path);
+/* "~/x" -> "$HOME/x" into out (size n). */
+void lv_file_expand_home(const char *path, char *out, size_t n);
+/* Checks that dir exists (creating it) and that a file can be created in it. */
+lv_status lv_file_check_writable_dir(const char *dir);
+
+#endif

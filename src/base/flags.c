@@ -1,0 +1,169 @@
+#include "base/flags.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return 99;
+  int d[65][65];
+  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+/* Lingvo's _KeyErrorString similarity: fraction of name's trigrams name[i:i+3] for
+ * i in range(len(name)-3) found in the candidate, > 0.5. */
+static bool trigram_similar(const char *name, const char *cand) {
+  int n = (int)strlen(name);
+  if (n - 3 <= 0) return false;
+  int hits = 0;
+  for (int i = 0; i < n - 3; i++) {
+    char tri[4] = {name[i], name[i + 1], name[i + 2], 0};
+    if (strstr(cand, tri)) hits++;
+  }
+  return (double)hits / (n - 3) > 0.5;
+}
+
+int lv_similar_names(const char *name, const char *const *candidates, int ncand,
+                     const char **out, int max) {
+  int k = 0;
+  for (int i = 0; i < ncand && k < max; i++)
+    if (trigram_similar(name, candidates[i]) || edit_distance(name, candidates[i]) <= 2)
+      out[k++] = candidates[i];
+  return k;
+}
+
+const lv_flag *lv_flags_find(const lv_flag *flags, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(flags[i].name, name) == 0) return &flags[i];
+  return NULL;
+}
+
+static const char *type_word(lv_flag_type t) {
+  switch (t) {
+    case LV_FLAG_STRING: return "string";
+    case LV_FLAG_INT: return "integer";
+    case LV_FLAG_FLOAT: return "number";
+    case LV_FLAG_BOOL: return "bool";
+    default: return "?";
+  }
+}
+
+void lv_flags_print_help(FILE *out, const char *usage, const lv_flag *flags, int n) {
+  fprintf(out, "%s\nFlags:\n", usage);
+  for (int i = 0; i < n; i++) {
+    const lv_flag *f = &flags[i];
+    char def[256];
+    switch (f->type) {
+      case LV_FLAG_STRING: {
+        const char *v = *(const char **)f->ptr;
+        snprintf(def, sizeof def, "\"%s\"", v ? v : "");
+        break;
+      }
+      case LV_FLAG_INT: snprintf(def, sizeof def, "%lld", (long long)*(int64_t *)f->ptr); break;
+      case LV_FLAG_FLOAT: snprintf(def, sizeof def, "%g", *(double *)f->ptr); break;
+      case LV_FLAG_BOOL: snprintf(def, sizeof def, "%s", *(bool *)f->ptr ? "true" : "false"); break;
+      default: def[0] = 0;
+    }
+    fprintf(out, "  --%s (%s; default: %s)\n      %s\n", f->name, type_word(f->type), def, f->help);
+  }
+}
+
+static lv_status unknown_flag(const lv_flag *flags, int n, const char *name) {
+  const char *names[256], *sim[8];
+  int m = n < 256 ? n : 256;
+  for (int i = 0; i < m; i++) names[i] = flags[i].name;
+  int k = lv_similar_names(name, names, m, sim, 8);
+  char hint[512] = "";
+  if (k > 0) {
+    strcat(hint, " (did you mean:");
+    for (int i = 0; i < k; i++) {
+      strncat(hint, " --", sizeof hint - strlen(hint) - 1);
+      strncat(hint, sim[i], sizeof hint - strlen(hint) - 1);
+    }
+    strncat(hint, "?)", sizeof hint - strlen(hint) - 1);
+  }
+  return lv_status_make(LV_ERR_INVALID, "unknown flag --%s%s; run with --help for the list", name,
+                        hint);
+}
+
+static lv_status set_value(lv_flag *f, const char *v) {
+  char *end = NULL;
+  errno = 0;
+  switch (f->type) {
+    case LV_FLAG_STRING: *(const char **)f->ptr = v; break;
+    case LV_FLAG_INT: {
+      long long x = strtoll(v, &end, 10);
+      if (!*v || *end || errno)
+        return lv_status_make(LV_ERR_INVALID, "flag --%s expects an integer, got \"%s\"", f->name, v);
+      *(int64_t *)f->ptr = x;
+      break;
+    }
+    case LV_FLAG_FLOAT: {
+      double x = strtod(v, &end);
+      if (!*v || *end || errno || !isfinite(x))
+        return lv_status_make(LV_ERR_INVALID, "flag --%s expects a number, got \"%s\"", f->name, v);
+      *(double *)f->ptr = x;
+      break;
+    }
+    case LV_FLAG_BOOL:
+      if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "True")) *(bool *)f->ptr = true;
+      else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "False")) *(bool *)f->ptr = false;
+      else
+        return lv_status_make(LV_ERR_INVALID, "flag --%s expects true or false, got \"%s\"", f->name, v);
+      break;
+    default: LV_ASSERT(0);
+  }
+  f->set = true;
+  return NULL;
+}
+
+lv_status lv_flags_parse(lv_flag *flags, int n, int argc, char **argv, const char *usage,
+                         bool *help_shown) {
+  *help_shown = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--helpfull")) {
+      lv_flags_print_help(stdout, usage, flags, n);
+      *help_shown = true;
+      return NULL;
+    }
+    if (strncmp(a, "--", 2) != 0 && !(a[0] == '-' && a[1] && a[1] != '-'))
+      return lv_status_make(LV_ERR_INVALID,
+                            "unexpected argument \"%s\": every option is a --flag=value; run with --help", a);
+    const char *body = a + (a[1] == '-' ? 2 : 1);
+    char name[256];
+    const char *eq = strchr(body, '=');
+    size_t nl = eq ? (size_t)(eq - body) : strlen(body);
+    if (nl == 0 || nl >= sizeof name) return lv_status_make(LV_ERR_INVALID, "malformed flag \"%s\"", a);
+    memcpy(name, body, nl);
+    name[nl] = 0;
+    lv_flag *f = (lv_flag *)lv_flags_find(flags, n, name);
+    if (!f && !eq && !strncmp(name, "no", 2)) {
+      lv_flag *g = (lv_flag *)lv_flags_find(flags, n, name + 2);
+      if (g && g->type == LV_FLAG_BOOL) {
+        *(bool *)g->ptr = false;
+        g->set = true;
+        continue;
+      }
+    }
+    if (!f) return unknown_flag(flags, n, name);
+    const char *v;
+    if (eq) v = eq + 1;
+    else if (f->type == LV_FLAG_BOOL) v = "true";
+    else if (i + 1 < argc) v = argv[++i];
+    else return lv_status_make(LV_ERR_INVALID, "flag --%s needs a value", name);
+    LV_TRY(set_value(f, v));
+  }
+  return NULL;
+}

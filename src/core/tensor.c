@@ -1,0 +1,41 @@
+#include "core/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+
+lv_tensor *lv_tensor_new(lv_dtype dtype, lv_shape shape) {
+  lv_tensor *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->dtype = dtype;
+  t->shape = shape;
+  t->device = LV_DEVICE_CPU;
+  t->node = -1;
+  size_t bytes = (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype);
+  size_t alloc = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+  if (posix_memalign(&t->data, 64, alloc) != 0) {
+    free(t);
+    return NULL;
+  }
+  memset(t->data, 0, alloc);
+  t->owns_data = true;
+  return t;
+}
+
+void lv_tensor_free(lv_tensor *t) {
+  if (!t) return;
+  if (t->owns_data) free(t->data);
+  free(t);
+}
+
+lv_tensor lv_tensor_view(lv_dtype dtype, lv_shape shape, void *data) {
+  lv_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.shape = shape;
+  t.device = LV_DEVICE_CPU;
+  t.data = data;
+  t.node = -1;
+  return t;
+}

@@ -1,0 +1,65 @@
+/* Variables: named persistent tensors (Lingvo/TF names such as "lenet5/conv0/w/var")
+ * and their gradients. A var store keeps every float32 variable's value in one
+ * contiguous buffer and every gradient in another (one all-reduce per step; one memset
+ * to zero the grads), and non-float variables (global_step int64) beside them. */
+#ifndef LV_CORE_VARIABLE_H
+#define LV_CORE_VARIABLE_H
+
+#include <stdbool.h>
+
+#include "base/rng.h"
+#include "base/status.h"
+#include "core/tensor.h"
+
+#define LV_VAR_NAME_MAX 256
+
+typedef struct lv_var {
+  char name[LV_VAR_NAME_MAX];
+  lv_tensor value;  /* view into the store's value buffer (requires_grad if trainable) */
+  lv_tensor grad;   /* view into the store's grad buffer (float32 only) */
+  bool trainable;
+  bool skip_lp_regularization;
+} lv_var;
+
+/* How to fill a new variable (Lingvo's py_utils.WeightInit). */
+typedef enum {
+  LV_INIT_XAVIER,    /* uniform(+-scale*sqrt(6/(fan_in+fan_out))) */
+  LV_INIT_GAUSSIAN,  /* N(0, scale) */
+  LV_INIT_UNIFORM,   /* U(-scale, scale) */
+  LV_INIT_CONSTANT,  /* scale */
+  LV_INIT_GAUSSIAN_SQRT_DIM,    /* N(0, scale/sqrt(shape[0])) */
+  LV_INIT_GAUSSIAN_SQRT_FANIN,  /* N(0, scale/sqrt(fan_in)) */
+  LV_INIT_UNIFORM_SQRT_DIM,     /* U(+-scale/sqrt(shape[-1])) */
+  LV_INIT_TRUNCATED_GAUSSIAN,   /* N(0, scale) truncated at 2 stddev */
+  LV_INIT_COUNT
+} lv_init_method;
+
+extern const char *const lv_init_method_names[LV_INIT_COUNT]; /* "xavier", "gaussian", ... */
+bool lv_init_method_from_name(const char *name, lv_init_method *out);
+
+typedef struct lv_var_init {
+  lv_init_method method;
+  double scale;
+} lv_var_init;
+
+typedef struct lv_varstore lv_varstore;
+
+lv_varstore *lv_varstore_create(void);
+void lv_varstore_destroy(lv_varstore *vs);
+/* Declares a variable; memory is assigned by lv_varstore_finalize. Duplicate names are
+ * an LV_ERR_INTERNAL error. fan_in/fan_out follow TF's Xavier for conv (k*k*in, k*k*out). */
+lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_shape shape,
+                          lv_var_init init, bool trainable, lv_var **out);
+/* Allocates the contiguous buffers and initializes every variable from seed (each
+ * variable's stream is derived from its name, so adding a variable never changes the
+ * others). After this no variable may be added. */
+lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed);
+int lv_varstore_count(const lv_varstore *vs);
+lv_var *lv_varstore_get(lv_varstore *vs, int i);
+lv_var *lv_varstore_find(lv_varstore *vs, const char *name);
+/* All trainable float32 values / grads as one flat array (valid after finalize). */
+float *lv_varstore_values(lv_varstore *vs, int64_t *n);
+float *lv_varstore_grads(lv_varstore *vs, int64_t *n);
+void lv_varstore_zero_grads(lv_varstore *vs);
+
+#endif

@@ -1,0 +1,139 @@
+/* Lingvo's Params in C (reference/lingvo.md §3): an ordered tree of typed, described
+ * values. Classes define their params in C starting from their base class's; an
+ * experiment file or an override may only set keys that exist, with values of the
+ * declared type. A params tree is frozen after loading.
+ *
+ * Values: int (int64), float (double), bool, string, list (of values, nested lists
+ * allowed: filter_shapes = ([5,5,1,20],[5,5,20,50])), params (a nested tree). Any scalar
+ * or list may be None when defined as nullable (Lingvo's None defaults, e.g.
+ * train.save_interval_steps); getters of a None value are programmer errors, check
+ * lv_params_is_set first.
+ *
+ * Ownership: a tree owns its values and children. Getters return borrowed pointers,
+ * valid until the tree changes or is freed. Getting an undefined key is a programmer
+ * error (LV_ASSERT); setting one returns LV_ERR_INVALID with a did-you-mean. */
+#ifndef LV_PARAMS_PARAMS_H
+#define LV_PARAMS_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef enum {
+  LV_PV_INT, LV_PV_FLOAT, LV_PV_BOOL, LV_PV_STRING, LV_PV_LIST, LV_PV_PARAMS, LV_PV_KIND_COUNT
+} lv_pv_kind;
+extern const char *const lv_pv_kind_names[LV_PV_KIND_COUNT]; /* "int", "float", ... */
+
+typedef struct lv_params lv_params;
+typedef struct lv_pvalue lv_pvalue;
+
+/* ---- values (lists) ---- */
+lv_pvalue *lv_pvalue_int(int64_t v);
+lv_pvalue *lv_pvalue_float(double v);
+lv_pvalue *lv_pvalue_bool(bool v);
+lv_pvalue *lv_pvalue_string(const char *v);
+lv_pvalue *lv_pvalue_list(void);
+/* Appends item (taking ownership) to a list; returns list. */
+lv_pvalue *lv_pvalue_append(lv_pvalue *list, lv_pvalue *item);
+/* Convenience: a list of n ints / floats. */
+lv_pvalue *lv_pvalue_ints(int n, const int64_t *v);
+lv_pvalue *lv_pvalue_floats(int n, const double *v);
+void lv_pvalue_free(lv_pvalue *v);
+lv_pv_kind lv_pvalue_kind(const lv_pvalue *v);
+int lv_pvalue_len(const lv_pvalue *list);
+const lv_pvalue *lv_pvalue_at(const lv_pvalue *list, int i);
+int64_t lv_pvalue_as_int(const lv_pvalue *v);
+double lv_pvalue_as_float(const lv_pvalue *v); /* int or float */
+bool lv_pvalue_as_bool(const lv_pvalue *v);
+const char *lv_pvalue_as_string(const lv_pvalue *v);
+/* Reads a list of ints into out (at most max); returns the length, or -1 if v is not a
+ * list of ints. */
+int lv_pvalue_to_ints(const lv_pvalue *v, int64_t *out, int max);
+int lv_pvalue_to_floats(const lv_pvalue *v, double *out, int max);
+
+/* ---- trees ---- */
+lv_params *lv_params_new(void);
+void lv_params_free(lv_params *p);
+lv_params *lv_params_copy(const lv_params *p); /* deep; the copy is not frozen */
+void lv_params_freeze(lv_params *p);            /* recursive */
+bool lv_params_is_frozen(const lv_params *p);
+bool lv_params_equal(const lv_params *a, const lv_params *b); /* values only */
+
+/* Define: name must match ^[a-z_][a-z0-9_]*$ and be new (else LV_ASSERT: these are
+ * programmer errors in C class definitions). desc is mandatory. */
+void lv_params_define_int(lv_params *p, const char *name, int64_t def, const char *desc);
+void lv_params_define_float(lv_params *p, const char *name, double def, const char *desc);
+void lv_params_define_bool(lv_params *p, const char *name, bool def, const char *desc);
+void lv_params_define_string(lv_params *p, const char *name, const char *def, const char *desc);
+/* A list param; def may be NULL for an empty list; takes ownership of def. */
+void lv_params_define_list(lv_params *p, const char *name, lv_pvalue *def, const char *desc);
+/* A nullable scalar of the given kind whose default is None. */
+void lv_params_define_none(lv_params *p, const char *name, lv_pv_kind kind, const char *desc);
+/* A nested tree (takes ownership of child, which may be NULL for "None" — a slot that
+ * an experiment fills with `cls = "..."`); returns child. */
+lv_params *lv_params_define_params(lv_params *p, const char *name, lv_params *child, const char *desc);
+/* Removes a key (Lingvo's Delete). */
+void lv_params_delete(lv_params *p, const char *name);
+
+/* Lookup, dotted ("task.train.learning_rate"). */
+bool lv_params_has(const lv_params *p, const char *dotted);
+bool lv_params_is_set(const lv_params *p, const char *dotted); /* defined and not None */
+lv_pv_kind lv_params_kind(const lv_params *p, const char *dotted);
+const char *lv_params_desc(const lv_params *p, const char *dotted);
+int64_t lv_params_int(const lv_params *p, const char *dotted);
+double lv_params_float(const lv_params *p, const char *dotted); /* int params convert */
+bool lv_params_bool(const lv_params *p, const char *dotted);
+const char *lv_params_str(const lv_params *p, const char *dotted);
+const lv_pvalue *lv_params_list(const lv_params *p, const char *dotted);
+lv_params *lv_params_sub(const lv_params *p, const char *dotted); /* NULL if None */
+/* Keys in definition order. */
+int lv_params_num_keys(const lv_params *p);
+const char *lv_params_key(const lv_params *p, int i);
+
+/* Set, dotted. Errors (LV_ERR_INVALID): frozen; unknown key (with did-you-mean, Lingvo's
+ * "<name> (did you mean: [a,b])"); wrong type (an int is accepted for a float). */
+lv_status lv_params_set_int(lv_params *p, const char *dotted, int64_t v);
+lv_status lv_params_set_float(lv_params *p, const char *dotted, double v);
+lv_status lv_params_set_bool(lv_params *p, const char *dotted, bool v);
+lv_status lv_params_set_string(lv_params *p, const char *dotted, const char *v);
+lv_status lv_params_set_list(lv_params *p, const char *dotted, lv_pvalue *v); /* takes v */
+lv_status lv_params_set_none(lv_params *p, const char *dotted);
+/* Replaces a nested tree (takes child). */
+lv_status lv_params_set_params(lv_params *p, const char *dotted, lv_params *child);
+
+/* ---- class registry ---- */
+/* A registered class ("classifier.ModelV1", "FCLayer", "Adam", "PiecewiseConstantSchedule")
+ * has a function building its default Params, which always include `cls` (string, the
+ * class name). Setting `cls` of a nested tree in a config or override replaces that tree
+ * with the class's defaults before the other keys of the group are applied. */
+typedef lv_params *(*lv_params_ctor)(void);
+void lv_registry_add(const char *cls, lv_params_ctor ctor);
+/* NULL if unknown. */
+lv_params_ctor lv_registry_find(const char *cls);
+/* Fills out with the registered class names (sorted); returns the count. */
+int lv_registry_names(const char **out, int max);
+/* ctor(cls) or an LV_ERR_NOT_FOUND error listing similar class names. */
+lv_status lv_registry_instantiate(const char *cls, lv_params **out);
+
+/* ---- text (Lingvo's ToText / FromText) ---- */
+/* "key : value" lines sorted by key, nested keys dotted; strings quoted as Lingvo
+ * does; None as NoneType; lists as [1, 2] / (1, 2). Caller frees. */
+char *lv_params_to_text(const lv_params *p);
+/* Applies "key : value" lines (';' also separates lines, as --model_params_override
+ * does). Every error names "<source>:<line>", the key, what was expected and what was
+ * found; all errors are collected into one status. */
+lv_status lv_params_from_text(lv_params *p, const char *text, const char *source);
+
+/* ---- experiment files (libconfig) ---- */
+/* Loads group `group` of the libconfig file `path` into p: `base = "Other";` applies
+ * group Other first; `cls = "X";` in a nested group replaces that subtree with class X's
+ * defaults; every other setting must name an existing key with a compatible type.
+ * Every error is listed as "path:line: dotted.key: expected ..., found ..."; the status
+ * carries them all. */
+lv_status lv_params_load_cfg(lv_params *p, const char *path, const char *group);
+/* Group names in a file (for "unknown model, known models are ..."). Returns count;
+ * names point into *storage, which the caller frees. */
+lv_status lv_params_cfg_groups(const char *path, char ***names, int *count);
+
+#endif
