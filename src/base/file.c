@@ -170,8 +170,14 @@ void lv_file_expand_home(const char *path, char *out, size_t n) {
 }
 
 lv_status lv_file_check_writable_dir(const char *dir) {
+  /* An unusable output directory is the user's to fix: LV_ERR_INVALID (exit code 2). */
   lv_status s = lv_file_mkdirs(dir);
-  if (s) return lv_status_wrap(s, "log directory is not usable");
-  if (access(dir, W_OK | X_OK) != 0) return os_error("cannot write into directory", dir);
+  if (s) {
+    lv_status out = lv_status_make(LV_ERR_INVALID, "directory %s is not usable: %s", dir, lv_status_msg(s));
+    lv_status_free(s);
+    return out;
+  }
+  if (access(dir, W_OK | X_OK) != 0)
+    return lv_status_make(LV_ERR_INVALID, "cannot write into directory %s: %s", dir, strerror(errno));
   return NULL;
 }

@@ -1,0 +1,58 @@
+#include "layers/batch_norm.h"
+
+#include <math.h>
+
+lv_params *lv_batch_norm_layer_params(void) {
+  lv_params *p = lv_layer_base_params("BatchNormLayer");
+  lv_params_define_int(p, "dim", 0, "Depth of the input/output.");
+  lv_params_define_float(p, "decay", 0.999, "Decay in updating the mean and variance moving average.");
+  lv_params_define_float(p, "epsilon", 0.001, "Small value added to the variance to avoid dividing by zero.");
+  return p;
+}
+
+lv_status lv_batch_norm_layer_create(lv_batch_norm_layer *l, const lv_params *p, const char *parent_scope,
+                                     lv_varstore *vs) {
+  LV_TRY(lv_layer_setup(&l->base, p, parent_scope, vs));
+  l->dim = lv_params_int(p, "dim");
+  l->decay = lv_params_float(p, "decay");
+  l->epsilon = lv_params_float(p, "epsilon");
+  if (l->dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: dim must be > 0, got %lld", l->base.scope, (long long)l->dim);
+  lv_var_init zero = {LV_INIT_CONSTANT, 0.0}, one = {LV_INIT_CONSTANT, 1.0};
+  LV_TRY(lv_layer_add_var(&l->base, "beta", lv_shape1(l->dim), &zero, true, &l->beta));
+  LV_TRY(lv_layer_add_var(&l->base, "gamma", lv_shape1(l->dim), &zero, true, &l->gamma));
+  LV_TRY(lv_layer_add_var(&l->base, "moving_mean", lv_shape1(l->dim), &zero, false, &l->moving_mean));
+  LV_TRY(lv_layer_add_var(&l->base, "moving_variance", lv_shape1(l->dim), &one, false, &l->moving_variance));
+  l->beta->skip_lp_regularization = l->gamma->skip_lp_regularization = true;
+  return NULL;
+}
+
+lv_tensor *lv_batch_norm_layer_fprop(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x) {
+  if (!x) return NULL;
+  if (x->shape.d[x->shape.rank - 1] != l->dim) {
+    lv_graph_fail(g, "%s: input depth %lld does not match dim %lld", l->base.scope,
+                  (long long)x->shape.d[x->shape.rank - 1], (long long)l->dim);
+    return NULL;
+  }
+  lv_tensor *flat = lv_op_reshape(g, x, lv_shape2(-1, l->dim));
+  lv_tensor *mean, *var;
+  if (lv_graph_is_training(g)) {
+    mean = lv_op_reduce_mean(g, flat, 0, true);
+    lv_tensor *centered = lv_op_sub(g, flat, mean);
+    var = lv_op_reduce_mean(g, lv_op_activation(g, centered, LV_ACT_SQUARE), 0, true);
+    if (mean && var) {
+      float *mm = lv_f32(&l->moving_mean->value), *mv = lv_f32(&l->moving_variance->value);
+      const float *bm = lv_f32(mean), *bv = lv_f32(var);
+      for (int64_t i = 0; i < l->dim; i++) {
+        mm[i] = (float)(mm[i] * l->decay + bm[i] * (1 - l->decay));
+        mv[i] = (float)(mv[i] * l->decay + bv[i] * (1 - l->decay));
+      }
+    }
+  } else {
+    mean = &l->moving_mean->value;
+    var = &l->moving_variance->value;
+  }
+  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
+  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
+  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
+  return y ? lv_op_reshape(g, y, x->shape) : NULL;
+}

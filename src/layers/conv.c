@@ -1,0 +1,82 @@
+#include "layers/conv.h"
+
+#include <stdlib.h>
+
+lv_params *lv_conv_layer_params(void) {
+  lv_params *p = lv_layer_base_params("ConvLayer");
+  int64_t zeros4[4] = {0, 0, 0, 0}, zeros2[2] = {0, 0}, ones2[2] = {1, 1};
+  lv_params_define_list(p, "filter_shape", lv_pvalue_ints(4, zeros4),
+                        "Filter shape. Must be a sequence of length 4. Elements are in the order of "
+                        "height (time), width (frequency), in_channel, out_channel.");
+  lv_params_define_list(p, "filter_stride", lv_pvalue_ints(2, zeros2),
+                        "Filter stride to use. Must be a pair of ints. The first int specifies the "
+                        "stride on the time dimension. The second int specifies the stride on the "
+                        "frequency dimension.");
+  lv_params_define_list(p, "dilation_rate", lv_pvalue_ints(2, ones2),
+                        "If > 1, dilation rate for atrous convolution.");
+  lv_params_define_string(p, "activation", "RELU", "Activation function to use.");
+  lv_params_define_bool(p, "bias", false, "Whether or not to apply a bias before activation.");
+  lv_params_define_bool(p, "batch_norm", true, "Whether or not to apply batch norm.");
+  lv_params_define_float(p, "bn_decay", 0.999, "Decay in updating the mean and variance moving average used in batch normalization.");
+  return p;
+}
+
+lv_status lv_conv_layer_create(lv_conv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  LV_TRY(lv_layer_setup(&l->base, p, parent_scope, vs));
+  LV_TRY(lv_layer_int_list(&l->base, "filter_shape", 4, l->filter));
+  LV_TRY(lv_layer_int_list(&l->base, "filter_stride", 2, l->stride));
+  LV_TRY(lv_layer_int_list(&l->base, "dilation_rate", 2, l->dilation));
+  LV_TRY(lv_layer_activation(&l->base, "activation", &l->act));
+  for (int i = 0; i < 4; i++)
+    if (l->filter[i] <= 0)
+      return lv_status_make(LV_ERR_INVALID, "%s: filter_shape entries must be > 0, got [%lld,%lld,%lld,%lld]",
+                            l->base.scope, (long long)l->filter[0], (long long)l->filter[1],
+                            (long long)l->filter[2], (long long)l->filter[3]);
+  for (int i = 0; i < 2; i++)
+    if (l->stride[i] <= 0 || l->dilation[i] <= 0)
+      return lv_status_make(LV_ERR_INVALID, "%s: filter_stride and dilation_rate entries must be > 0", l->base.scope);
+  LV_TRY(lv_layer_add_var(&l->base, "w", lv_shape4(l->filter[0], l->filter[1], l->filter[2], l->filter[3]), NULL,
+                          true, &l->w));
+  if (lv_params_bool(p, "bias")) {
+    lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
+    LV_TRY(lv_layer_add_var(&l->base, "b", lv_shape1(l->filter[3]), &zero, true, &l->b));
+  }
+  l->has_bn = lv_params_bool(p, "batch_norm");
+  if (l->has_bn) {
+    l->bn_params = lv_batch_norm_layer_params();
+    LV_TRY(lv_params_set_string(l->bn_params, "name", "bn"));
+    LV_TRY(lv_params_set_int(l->bn_params, "dim", l->filter[3]));
+    LV_TRY(lv_params_set_float(l->bn_params, "decay", lv_params_float(p, "bn_decay")));
+    lv_params_freeze(l->bn_params);
+    LV_TRY(lv_batch_norm_layer_create(&l->bn, l->bn_params, l->base.scope, vs));
+  }
+  return NULL;
+}
+
+void lv_conv_layer_destroy(lv_conv_layer *l) {
+  lv_params_free(l->bn_params);
+  l->bn_params = NULL;
+}
+
+lv_shape lv_conv_layer_out_shape(const lv_conv_layer *l, lv_shape in) {
+  lv_shape o = in;
+  o.d[1] = (in.d[1] + l->stride[0] - 1) / l->stride[0];
+  o.d[2] = (in.d[2] + l->stride[1] - 1) / l->stride[1];
+  o.d[3] = l->filter[3];
+  return o;
+}
+
+lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
+  if (!x) return NULL;
+  if (x->shape.rank != 4 || x->shape.d[3] != l->filter[2]) {
+    char s[96];
+    lv_graph_fail(g, "%s: expected input [N,H,W,%lld], got %s", l->base.scope, (long long)l->filter[2],
+                  lv_shape_str(&x->shape, s, sizeof s));
+    return NULL;
+  }
+  lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
+                              (int)l->dilation[1], LV_PAD_SAME);
+  if (l->b) y = lv_op_add(g, y, &l->b->value);
+  if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
+  return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
+}

@@ -1,0 +1,196 @@
+/* classifier.ModelV1 (lingvo/tasks/image/classifier.py): conv + max-pool blocks, dropout
+ * after each pool (training only), an FC layer down to softmax.input_dim, softmax. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/conv.h"
+#include "layers/pooling.h"
+#include "layers/projection.h"
+#include "layers/softmax.h"
+#include "models/task.h"
+
+#define MAX_BLOCKS 8
+
+typedef struct classifier {
+  lv_task base;
+  int nblocks;
+  lv_conv_layer conv[MAX_BLOCKS];
+  lv_pooling_layer pool[MAX_BLOCKS];
+  lv_params *child_params[2 * MAX_BLOCKS + 1];
+  int nchild_params;
+  lv_projection_layer fc;
+  lv_softmax_layer softmax;
+  int64_t data_shape[3];
+  double dropout_prob;
+  uint64_t seed;
+} classifier;
+
+static lv_params *model_v1_params(void) {
+  lv_params *p = lv_task_base_params("classifier.ModelV1");
+  lv_params *sm = NULL;
+  LV_ASSERT(!lv_registry_instantiate("SimpleFullSoftmax", &sm));
+  lv_params_define_params(p, "softmax", sm, "Softmax layer.");
+  int64_t z4[4] = {0, 0, 0, 0}, z2[2] = {0, 0};
+  lv_params_define_list(p, "filter_shapes", lv_pvalue_append(lv_pvalue_list(), lv_pvalue_ints(4, z4)),
+                        "Conv filter shapes. Must be a list of sequences of 4. Elements are in order of "
+                        "height, width, in_channel, out_channel");
+  lv_params_define_list(p, "window_shapes", lv_pvalue_append(lv_pvalue_list(), lv_pvalue_ints(2, z2)),
+                        "Max pooling window shapes. Must be a list of sequences of 2. Elements are in order "
+                        "of height, width.");
+  lv_params_define_bool(p, "batch_norm", false, "Apply BN or not after the conv.");
+  lv_params_define_float(p, "dropout_prob", 0.0, "Probability of the dropout applied after pooling.");
+  LV_ASSERT(!lv_params_set_float(p, "train.learning_rate", 1e-4));
+  lv_params *sched = NULL;
+  LV_ASSERT(!lv_registry_instantiate("LinearRampupExponentialDecayScaledByNumSplitSchedule", &sched));
+  LV_ASSERT(!lv_params_set_float(sched, "warmup", 100));
+  LV_ASSERT(!lv_params_set_float(sched, "decay_start", 100000));
+  LV_ASSERT(!lv_params_set_float(sched, "decay_end", 1000000));
+  LV_ASSERT(!lv_params_set_float(sched, "min", 0.1));
+  LV_ASSERT(!lv_params_set_params(p, "train.lr_schedule", sched));
+  return p;
+}
+
+static void classifier_destroy(lv_task *t) {
+  classifier *c = (classifier *)t;
+  for (int i = 0; i < c->nblocks; i++) lv_conv_layer_destroy(&c->conv[i]);
+  for (int i = 0; i < c->nchild_params; i++) lv_params_free(c->child_params[i]);
+  free(c);
+}
+
+static lv_params *child(classifier *c, lv_params *p) {
+  LV_ASSERT(c->nchild_params < (int)LV_ARRAY_LEN(c->child_params));
+  c->child_params[c->nchild_params++] = p;
+  return p;
+}
+
+static lv_status build(classifier *c, const lv_params *p, const lv_params *input_p, lv_varstore *vs) {
+  const char *name = lv_params_str(p, "name");
+  if (!*name) return lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"lenet5\")");
+  const lv_pvalue *fs = lv_params_list(p, "filter_shapes"), *ws = lv_params_list(p, "window_shapes");
+  int nf = lv_pvalue_len(fs), nw = lv_pvalue_len(ws);
+  if (nf != nw)
+    return lv_status_make(LV_ERR_INVALID, "task.filter_shapes has %d entries but task.window_shapes has %d; "
+                          "they must match", nf, nw);
+  if (nf < 1 || nf > MAX_BLOCKS)
+    return lv_status_make(LV_ERR_INVALID, "task.filter_shapes must have 1 to %d entries, got %d", MAX_BLOCKS, nf);
+  if (lv_pvalue_to_ints(lv_params_list(input_p, "data_shape"), c->data_shape, 3) != 3)
+    return lv_status_make(LV_ERR_INVALID, "input.data_shape must be [height, width, depth]");
+  c->dropout_prob = lv_params_float(p, "dropout_prob");
+  if (c->dropout_prob < 0 || c->dropout_prob >= 1)
+    return lv_status_make(LV_ERR_INVALID, "task.dropout_prob must be in [0, 1), got %g", c->dropout_prob);
+  c->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : 0x1e4e75ull;
+  lv_shape shape = lv_shape4(1, c->data_shape[0], c->data_shape[1], c->data_shape[2]);
+  bool bn = lv_params_bool(p, "batch_norm");
+  c->nblocks = nf;
+  for (int i = 0; i < nf; i++) {
+    int64_t k[4], w[2];
+    if (lv_pvalue_to_ints(lv_pvalue_at(fs, i), k, 4) != 4)
+      return lv_status_make(LV_ERR_INVALID, "task.filter_shapes[%d] must be 4 ints (height, width, in, out)", i);
+    if (lv_pvalue_to_ints(lv_pvalue_at(ws, i), w, 2) != 2)
+      return lv_status_make(LV_ERR_INVALID, "task.window_shapes[%d] must be 2 ints (height, width)", i);
+    if (k[2] != shape.d[3])
+      return lv_status_make(LV_ERR_INVALID, "task.filter_shapes[%d] expects %lld input channels but the layer "
+                            "below gives %lld", i, (long long)k[2], (long long)shape.d[3]);
+    char nm[32];
+    lv_params *cp = child(c, lv_conv_layer_params());
+    snprintf(nm, sizeof nm, "conv%d", i);
+    int64_t one2[2] = {1, 1};
+    LV_TRY(lv_params_set_string(cp, "name", nm));
+    LV_TRY(lv_params_set_list(cp, "filter_shape", lv_pvalue_ints(4, k)));
+    LV_TRY(lv_params_set_list(cp, "filter_stride", lv_pvalue_ints(2, one2)));
+    LV_TRY(lv_params_set_bool(cp, "batch_norm", bn));
+    LV_TRY(lv_params_set_string(cp, "params_init.method", lv_params_str(p, "params_init.method")));
+    LV_TRY(lv_params_set_float(cp, "params_init.scale", lv_params_float(p, "params_init.scale")));
+    lv_params_freeze(cp);
+    LV_TRY(lv_conv_layer_create(&c->conv[i], cp, name, vs));
+    lv_params *pp = child(c, lv_pooling_layer_params());
+    snprintf(nm, sizeof nm, "pool%d", i);
+    LV_TRY(lv_params_set_string(pp, "name", nm));
+    LV_TRY(lv_params_set_list(pp, "window_shape", lv_pvalue_ints(2, w)));
+    LV_TRY(lv_params_set_list(pp, "window_stride", lv_pvalue_ints(2, w)));
+    lv_params_freeze(pp);
+    LV_TRY(lv_pooling_layer_create(&c->pool[i], pp, name, vs));
+    shape = lv_pooling_layer_out_shape(&c->pool[i], lv_conv_layer_out_shape(&c->conv[i], shape));
+  }
+  lv_params *fp = child(c, lv_fc_layer_params());
+  LV_TRY(lv_params_set_string(fp, "name", "fc"));
+  LV_TRY(lv_params_set_int(fp, "input_dim", shape.d[1] * shape.d[2] * shape.d[3]));
+  LV_TRY(lv_params_set_int(fp, "output_dim", lv_params_int(p, "softmax.input_dim")));
+  LV_TRY(lv_params_set_string(fp, "params_init.method", lv_params_str(p, "params_init.method")));
+  LV_TRY(lv_params_set_float(fp, "params_init.scale", lv_params_float(p, "params_init.scale")));
+  lv_params_freeze(fp);
+  LV_TRY(lv_projection_layer_create(&c->fc, fp, name, vs));
+  lv_params *sp = child(c, lv_params_copy(lv_params_sub(p, "softmax")));
+  if (!*lv_params_str(sp, "name")) LV_TRY(lv_params_set_string(sp, "name", "softmax"));
+  lv_params_freeze(sp);
+  LV_TRY(lv_softmax_layer_create(&c->softmax, sp, name, vs));
+  return NULL;
+}
+
+static lv_status classifier_create(const lv_params *p, const lv_params *input_p, lv_varstore *vs, lv_task **out) {
+  classifier *c = calloc(1, sizeof *c);
+  LV_ASSERT(c);
+  extern const lv_task_class lv_classifier_model_v1;
+  c->base.cls = &lv_classifier_model_v1;
+  c->base.p = p;
+  lv_status s = build(c, p, input_p, vs);
+  if (s) {
+    classifier_destroy(&c->base);
+    return s;
+  }
+  *out = &c->base;
+  return NULL;
+}
+
+/* sum(correct * weight) / max(1e-8, sum(weight)) as a new scalar. */
+static lv_tensor *weighted_accuracy(lv_graph *g, lv_tensor *logits, lv_tensor *labels, lv_tensor *w, int k) {
+  lv_tensor *correct = lv_op_in_top_k(g, logits, labels, k);
+  lv_tensor *num = lv_op_reduce_sum(g, lv_op_mul(g, correct, w), LV_ALL_AXES, false);
+  lv_tensor *den = lv_op_reduce_sum(g, w, LV_ALL_AXES, false);
+  if (!num || !den) return NULL;
+  float d = lv_f32(den)[0];
+  return lv_op_scale(g, num, 1.0f / (d > 1e-8f ? d : 1e-8f));
+}
+
+static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *m) {
+  classifier *c = (classifier *)t;
+  lv_tensor *raw = lv_batch_get(b, "raw"), *label = lv_batch_get(b, "label"), *weight = lv_batch_get(b, "weight");
+  LV_ASSERT(raw && label && weight);
+  int64_t n = raw->shape.d[0];
+  lv_tensor *act = lv_op_per_image_standardization(
+      g, lv_op_reshape(g, lv_op_cast(g, raw, LV_F32), lv_shape4(n, c->data_shape[0], c->data_shape[1], c->data_shape[2])));
+  for (int i = 0; i < c->nblocks; i++) {
+    act = lv_conv_layer_fprop(&c->conv[i], g, act);
+    act = lv_pooling_layer_fprop(&c->pool[i], g, act);
+    if (c->dropout_prob > 0.0 && !is_eval)
+      act = lv_op_dropout(g, act, (float)(1.0 - c->dropout_prob), c->seed, (uint64_t)step * MAX_BLOCKS + (uint64_t)i);
+  }
+  act = lv_op_reshape(g, act, lv_shape2(n, -1));
+  act = lv_projection_layer_fprop(&c->fc, g, act);
+  lv_xent_output x;
+  if (!lv_softmax_layer_fprop(&c->softmax, g, act, weight, label, NULL, &x)) return false;
+  lv_metrics_add(m, "loss", x.avg_xent, (double)n);
+  lv_metrics_add(m, "log_pplx", x.avg_xent, (double)n);
+  lv_metrics_add_const(m, "num_preds", (double)n, 1.0);
+  if (is_eval) {
+    lv_tensor *acc1 = weighted_accuracy(g, x.logits, label, weight, 1);
+    lv_tensor *acc5 = weighted_accuracy(g, x.logits, label, weight, 5);
+    lv_metrics_add(m, "accuracy", acc1, (double)n);
+    lv_metrics_add(m, "acc5", acc5, (double)n);
+    lv_metrics_add(m, "error", lv_op_add_scalar(g, lv_op_scale(g, acc1, -1.0f), 1.0f), (double)n);
+    lv_metrics_add(m, "error5", lv_op_add_scalar(g, lv_op_scale(g, acc5, -1.0f), 1.0f), (double)n);
+    m->predictions = lv_op_argmax(g, x.logits);
+  }
+  lv_status s = lv_graph_status(g);
+  bool ok = s == NULL;
+  lv_status_free(s);
+  return ok;
+}
+
+const lv_task_class lv_classifier_model_v1 = {
+    .cls = "classifier.ModelV1",
+    .params = model_v1_params,
+    .create = classifier_create,
+    .fprop = classifier_fprop,
+    .destroy = classifier_destroy,
+};

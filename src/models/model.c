@@ -1,0 +1,310 @@
+#include "models/model.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "models/task.h"
+
+static const char *const kDatasets[] = {"Train", "Dev", "Test"};
+static const char *const kCopiedTrainKeys[] = {
+    "start_up_delay_steps", "max_steps", "tpu_steps_per_loop", "enqueue_max_steps", "save_interval_seconds",
+    "save_interval_steps", "save_max_to_keep", "save_keep_checkpoint_every_n_hours", "summary_interval_steps",
+    "async_checkpointing", "checkpoint_finite_check", "ema_decay",
+};
+
+void lv_model_options_init(lv_model_options *o) {
+  memset(o, 0, sizeof *o);
+  o->saver_max_to_keep = -1;
+  o->saver_keep_checkpoint_every_n_hours = -1;
+}
+
+lv_params *lv_model_default_params(void) {
+  lv_tasks_register_all();
+  lv_params *p = lv_params_new();
+  lv_params_define_string(p, "model", "", "Which model is this (registry key @ experiment file).");
+  lv_params *c = lv_params_new();
+  lv_params_define_string(c, "mode", "sync", "A string noting the overall training method. Valid values: sync, async.");
+  lv_params_define_string(c, "job", "trainer_client", "The role of this job in the training cluster.");
+  lv_params_define_int(c, "task", 0, "This process is the task-th task in the job.");
+  lv_params_define_string(c, "logdir", "", "The root dir of the training job.");
+  lv_params_define_bool(c, "do_eval", false, "Whether to do eval.");
+  lv_params_define_int(c, "num_threads", 0, "lingvoc: kernel threads (OpenMP and OpenBLAS); 0 = one per core.");
+  lv_params *w = lv_params_new();
+  lv_params_define_int(w, "replicas", 1, "The number of tasks.");
+  lv_params_define_int(w, "gpus_per_replica", 0, "The number of GPUs per task.");
+  lv_params_define_int(w, "devices_per_split", 1, "Devices of one split of the model (model parallelism).");
+  lv_params_define_params(c, "worker", w, "The worker job.");
+  lv_params_define_params(p, "cluster", c, "Training cluster.");
+  lv_params *t = lv_task_base_params("BaseTask");
+  lv_params *train = lv_params_new();
+  lv_params *tt = lv_params_sub(t, "train");
+  for (size_t i = 0; i < LV_ARRAY_LEN(kCopiedTrainKeys); i++) {
+    const char *k = kCopiedTrainKeys[i];
+    switch (lv_params_kind(tt, k)) {
+      case LV_PV_INT:
+        if (lv_params_is_set(tt, k)) lv_params_define_int(train, k, lv_params_int(tt, k), lv_params_desc(tt, k));
+        else lv_params_define_none(train, k, LV_PV_INT, lv_params_desc(tt, k));
+        break;
+      case LV_PV_FLOAT: lv_params_define_float(train, k, lv_params_float(tt, k), lv_params_desc(tt, k)); break;
+      case LV_PV_BOOL: lv_params_define_bool(train, k, lv_params_bool(tt, k), lv_params_desc(tt, k)); break;
+      default: LV_ASSERT(0);
+    }
+  }
+  lv_params_free(t);
+  lv_params_define_params(p, "train", train, "Model-level training params, read by the runners (copied from task.train).");
+  lv_params_define_params(p, "task", NULL, "The task (set task.cls to a registered task class).");
+  lv_params_define_params(p, "input", NULL, "Input generator params of the chosen dataset.");
+  lv_params *ds = lv_params_new();
+  lv_params_define_params(ds, "train", NULL, "Input params of dataset Train.");
+  lv_params_define_params(ds, "dev", NULL, "Input params of dataset Dev.");
+  lv_params_define_params(ds, "test", NULL, "Input params of dataset Test.");
+  lv_params_define_params(p, "datasets", ds, "Input params of every dataset (experiment files only).");
+  return p;
+}
+
+lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n) {
+  if (flag_value && *flag_value) {
+    if (!lv_file_is_dir(flag_value))
+      return lv_status_make(LV_ERR_NOT_FOUND, "--experiments_dir=%s is not a directory", flag_value);
+    snprintf(out, n, "%s", flag_value);
+    return NULL;
+  }
+  const char *env = getenv("LINGVOC_EXPERIMENTS");
+  if (env && *env && lv_file_is_dir(env)) {
+    snprintf(out, n, "%s", env);
+    return NULL;
+  }
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    char cand[4200];
+    snprintf(cand, sizeof cand, "%s/../experiments", dirname(exe));
+    if (lv_file_is_dir(cand)) {
+      snprintf(out, n, "%s", cand);
+      return NULL;
+    }
+  }
+  if (lv_file_is_dir("experiments")) {
+    snprintf(out, n, "experiments");
+    return NULL;
+  }
+  return lv_status_make(LV_ERR_NOT_FOUND, "cannot find the experiments directory (tried $LINGVOC_EXPERIMENTS, "
+                        "<bin>/../experiments and ./experiments); pass --experiments_dir");
+}
+
+/* Lists "dir.sub.Group" model names under root into buf. */
+static void list_models(const char *root, const char *rel, char *buf, size_t n) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char sub[1024], full[4200];
+    snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+    snprintf(full, sizeof full, "%s/%s", root, sub);
+    if (lv_file_is_dir(full)) {
+      list_models(root, sub, buf, n);
+      continue;
+    }
+    size_t l = strlen(sub);
+    if (l < 5 || strcmp(sub + l - 4, ".cfg")) continue;
+    char **groups = NULL;
+    int ng = 0;
+    lv_status s = lv_params_cfg_groups(full, &groups, &ng);
+    if (s) {
+      lv_status_free(s);
+      continue;
+    }
+    sub[l - 4] = 0;
+    for (char *c = sub; *c; c++)
+      if (*c == '/') *c = '.';
+    for (int i = 0; i < ng; i++) {
+      size_t used = strlen(buf);
+      if (used + strlen(sub) + strlen(groups[i]) + 4 < n) snprintf(buf + used, n - used, "\n  %s.%s", sub, groups[i]);
+      free(groups[i]);
+    }
+    free(groups);
+  }
+  closedir(d);
+}
+
+static lv_status resolve(const lv_model_options *o, char *path, size_t pn, char *group, size_t gn) {
+  if (!o->model || !*o->model)
+    return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5)");
+  char dir[4096];
+  LV_TRY(lv_model_experiments_dir(o->experiments_dir, dir, sizeof dir));
+  const char *dot = strrchr(o->model, '.');
+  if (!dot || dot == o->model || !dot[1]) {
+    char known[8192] = "";
+    list_models(dir, "", known, sizeof known);
+    return lv_status_make(LV_ERR_INVALID, "--model=%s: expected <task>.<file>.<Group>; known models:%s", o->model, known);
+  }
+  char rel[1024];
+  snprintf(rel, sizeof rel, "%.*s", (int)(dot - o->model), o->model);
+  for (char *c = rel; *c; c++)
+    if (*c == '.') *c = '/';
+  snprintf(path, pn, "%s/%s.cfg", dir, rel);
+  snprintf(group, gn, "%s", dot + 1);
+  char **groups = NULL;
+  int ng = 0;
+  bool found = false;
+  if (lv_file_exists(path)) {
+    LV_TRY(lv_params_cfg_groups(path, &groups, &ng));
+    for (int i = 0; i < ng; i++) {
+      found |= !strcmp(groups[i], group);
+      free(groups[i]);
+    }
+    free(groups);
+  }
+  if (!found) {
+    char known[8192] = "";
+    list_models(dir, "", known, sizeof known);
+    return lv_status_make(LV_ERR_NOT_FOUND, "model %s not found (looked for group %s in %s); known models:%s",
+                          o->model, group, path, known);
+  }
+  return NULL;
+}
+
+static lv_status copy_field(const lv_params *from, lv_params *to, const char *k) {
+  if (!lv_params_is_set(from, k)) return lv_params_set_none(to, k);
+  switch (lv_params_kind(from, k)) {
+    case LV_PV_INT: return lv_params_set_int(to, k, lv_params_int(from, k));
+    case LV_PV_FLOAT: return lv_params_set_float(to, k, lv_params_float(from, k));
+    case LV_PV_BOOL: return lv_params_set_bool(to, k, lv_params_bool(from, k));
+    default: LV_ASSERT(0);
+  }
+  return NULL;
+}
+
+static bool same_value(const lv_params *a, const lv_params *b, const char *k) {
+  if (lv_params_is_set(a, k) != lv_params_is_set(b, k)) return false;
+  if (!lv_params_is_set(a, k)) return true;
+  switch (lv_params_kind(a, k)) {
+    case LV_PV_INT: return lv_params_int(a, k) == lv_params_int(b, k);
+    case LV_PV_FLOAT: return lv_params_float(a, k) == lv_params_float(b, k);
+    case LV_PV_BOOL: return lv_params_bool(a, k) == lv_params_bool(b, k);
+    default: return false;
+  }
+}
+
+static lv_status load(const lv_model_options *o, lv_params **out, char *path, size_t pn) {
+  char group[256];
+  LV_TRY(resolve(o, path, pn, group, sizeof group));
+  lv_params *p = lv_model_default_params();
+  lv_status s = lv_params_load_cfg(p, path, group);
+  if (!s && !lv_params_sub(p, "task"))
+    s = lv_status_make(LV_ERR_INVALID, "%s: group %s sets no task (add task: { cls = \"...\"; ... };)", path, group);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  /* SingleTaskModel.Params(task): the runners read model-level train.*; take the task's
+   * value for every field the experiment did not set at model level. */
+  lv_params *defaults = lv_model_default_params();
+  lv_params *mt = lv_params_sub(p, "train"), *dt = lv_params_sub(defaults, "train");
+  const lv_params *tt = lv_params_sub(p, "task.train");
+  for (size_t i = 0; i < LV_ARRAY_LEN(kCopiedTrainKeys) && !s; i++)
+    if (same_value(mt, dt, kCopiedTrainKeys[i])) s = copy_field(tt, mt, kCopiedTrainKeys[i]);
+  lv_params_free(defaults);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  *out = p;
+  return NULL;
+}
+
+static void lower(const char *in, char *out, size_t n) {
+  size_t i = 0;
+  for (; in[i] && i + 1 < n; i++) out[i] = (char)tolower((unsigned char)in[i]);
+  out[i] = 0;
+}
+
+lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n) {
+  lv_params *p = NULL;
+  char path[4096];
+  LV_TRY(load(o, &p, path, sizeof path));
+  *n = 0;
+  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
+    char key[64], l[16];
+    lower(kDatasets[i], l, sizeof l);
+    snprintf(key, sizeof key, "datasets.%s", l);
+    if (lv_params_sub(p, key)) names[(*n)++] = kDatasets[i];
+  }
+  lv_params_free(p);
+  return NULL;
+}
+
+lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
+  *out = NULL;
+  if (o->params_override && *o->params_override && o->params_file_override && *o->params_file_override)
+    return lv_status_make(LV_ERR_INVALID,
+                          "Only one of --model_params_override and --model_params_file_override may be specified.");
+  lv_params *p = NULL;
+  char path[4096];
+  LV_TRY(load(o, &p, path, sizeof path));
+  lv_status s = NULL;
+  char key[64], l[32], avail[128] = "";
+  lower(o->dataset ? o->dataset : "Train", l, sizeof l);
+  snprintf(key, sizeof key, "datasets.%s", l);
+  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
+    char k2[64], l2[16];
+    lower(kDatasets[i], l2, sizeof l2);
+    snprintf(k2, sizeof k2, "datasets.%s", l2);
+    if (lv_params_sub(p, k2)) {
+      strcat(avail, *avail ? ", " : "");
+      strcat(avail, kDatasets[i]);
+    }
+  }
+  if (!lv_params_has(p, key) || !lv_params_sub(p, key))
+    s = lv_status_make(LV_ERR_NOT_FOUND, "model %s has no dataset %s; available datasets are: [%s]", o->model,
+                       o->dataset ? o->dataset : "Train", avail);
+  if (!s) s = lv_params_set_params(p, "input", lv_params_copy(lv_params_sub(p, key)));
+  if (!s) lv_params_delete(p, "datasets");
+  char model_str[4500];
+  snprintf(model_str, sizeof model_str, "%s@%s", o->model, path);
+  if (!s) s = lv_params_set_string(p, "model", model_str);
+  if (!s && o->logdir) s = lv_params_set_string(p, "cluster.logdir", o->logdir);
+  if (!s && o->mode && *o->mode) s = lv_params_set_string(p, "cluster.mode", o->mode);
+  if (!s && o->job && *o->job) s = lv_params_set_string(p, "cluster.job", o->job);
+  if (!s && o->num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", o->num_threads);
+  int64_t task_max_steps = lv_params_int(p, "task.train.max_steps");
+  if (!s && o->params_override && *o->params_override)
+    s = lv_params_from_text(p, o->params_override, "--model_params_override");
+  if (!s && o->params_file_override && *o->params_file_override) {
+    /* Lingvo applies the file only if it exists. */
+    if (lv_file_exists(o->params_file_override)) {
+      char *text = NULL;
+      size_t len = 0;
+      s = lv_file_read_all(o->params_file_override, &text, &len);
+      if (!s) s = lv_params_from_text(p, text, o->params_file_override);
+      free(text);
+    } else {
+      lv_warn("--model_params_file_override=%s does not exist; ignored (as Lingvo does)", o->params_file_override);
+    }
+  }
+  if (!s && o->saver_max_to_keep >= 0) s = lv_params_set_int(p, "train.save_max_to_keep", o->saver_max_to_keep);
+  if (!s && o->saver_keep_checkpoint_every_n_hours >= 0)
+    s = lv_params_set_float(p, "train.save_keep_checkpoint_every_n_hours", o->saver_keep_checkpoint_every_n_hours);
+  if (!s && lv_params_int(p, "task.train.max_steps") != task_max_steps &&
+      lv_params_int(p, "task.train.max_steps") != lv_params_int(p, "train.max_steps"))
+    lv_warn("task.train.max_steps (%lld) differs from train.max_steps (%lld): the runners use train.max_steps, "
+            "as Lingvo's do; override train.max_steps", (long long)lv_params_int(p, "task.train.max_steps"),
+            (long long)lv_params_int(p, "train.max_steps"));
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  lv_params_freeze(p);
+  *out = p;
+  return NULL;
+}

@@ -1,0 +1,36 @@
+/* Model params (Lingvo's SingleTaskModel params + model registry): resolves
+ * --model=image.mnist.LeNet5 to group LeNet5 of experiments/image/mnist.cfg, loads it
+ * into the model-level tree {model, cluster, train, task, input}, copies task.train's
+ * runner fields to the model-level train (as SingleTaskModel.Params does), picks the
+ * dataset's input params, applies --model_params_override / _file_override and the saver
+ * flags, and freezes the result. */
+#ifndef LV_MODELS_MODEL_H
+#define LV_MODELS_MODEL_H
+
+#include "base/status.h"
+#include "params/params.h"
+
+typedef struct lv_model_options {
+  const char *model;                /* "image.mnist.LeNet5" */
+  const char *dataset;              /* "Train", "Test", "Dev" (case-insensitive) */
+  const char *experiments_dir;      /* NULL or "": search (see lv_model_experiments_dir) */
+  const char *params_override;      /* --model_params_override */
+  const char *params_file_override; /* --model_params_file_override */
+  const char *logdir, *mode, *job;
+  int64_t saver_max_to_keep;                  /* < 0: unset */
+  double saver_keep_checkpoint_every_n_hours; /* < 0: unset */
+  int64_t num_threads;                        /* <= 0: unset */
+} lv_model_options;
+
+/* Fills defaults (unset saver flags). */
+void lv_model_options_init(lv_model_options *o);
+/* The experiments directory: o->experiments_dir, else $LINGVOC_EXPERIMENTS, else
+ * <executable dir>/../experiments, else ./experiments. */
+lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n);
+/* The default model params tree (before any experiment file). */
+lv_params *lv_model_default_params(void);
+lv_status lv_model_params_build(const lv_model_options *o, lv_params **out);
+/* The dataset names an experiment defines ("Train", "Dev", "Test"), for inspect_params. */
+lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n);
+
+#endif

@@ -1,0 +1,101 @@
+#include "models/task.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "input/input.h"
+#include "layers/layer.h"
+#include "optim/optim_params.h"
+
+#define X(sym) extern const lv_task_class sym;
+#include "models/tasks.def"
+#undef X
+
+static const lv_task_class *const kTasks[] = {
+#define X(sym) &sym,
+#include "models/tasks.def"
+#undef X
+};
+
+void lv_metrics_add(lv_metrics *m, const char *name, lv_tensor *value, double weight) {
+  LV_ASSERT(m->n < LV_MAX_METRICS);
+  snprintf(m->name[m->n], LV_METRIC_NAME_MAX, "%s", name);
+  m->value[m->n] = value;
+  m->weight[m->n] = weight;
+  m->constant[m->n] = 0;
+  m->n++;
+  if (!strcmp(name, "loss")) m->loss = value;
+}
+
+void lv_metrics_add_const(lv_metrics *m, const char *name, double value, double weight) {
+  lv_metrics_add(m, name, NULL, weight);
+  m->constant[m->n - 1] = value;
+}
+
+double lv_metrics_value(const lv_metrics *m, int i) {
+  return m->value[i] ? (double)lv_f32(m->value[i])[0] : m->constant[i];
+}
+
+const lv_task_class *lv_task_class_find(const char *cls) {
+  for (size_t i = 0; i < LV_ARRAY_LEN(kTasks); i++)
+    if (!strcmp(kTasks[i]->cls, cls)) return kTasks[i];
+  return NULL;
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void register_all(void) {
+  lv_layers_register_all();
+  lv_optim_register_all();
+  lv_input_register_all();
+  for (size_t i = 0; i < LV_ARRAY_LEN(kTasks); i++) lv_registry_add(kTasks[i]->cls, kTasks[i]->params);
+}
+void lv_tasks_register_all(void) { pthread_once(&g_once, register_all); }
+
+static lv_params *train_params(void) {
+  lv_params *tp = lv_params_new();
+  lv_params_define_int(tp, "start_up_delay_steps", 200, "i-th replica starts training after i*(i+1)/2*start_up_delay_steps steps.");
+  lv_params_define_int(tp, "max_steps", 4000000, "Training max of 4M steps.");
+  lv_params_define_int(tp, "tpu_steps_per_loop", 1000, "The number of training steps per training loop for TPUs.");
+  lv_params_define_float(tp, "vn_std", 0.0, "Std of the variational noise (lingvoc: must be 0).");
+  lv_params_define_float(tp, "ema_decay", 0.0, "If > 0, enable ExponentialMovingAverage (lingvoc: must be 0).");
+  lv_params_define_int(tp, "enqueue_max_steps", -1, "Max enqueue steps. -1 meaning no limit. Tests only.");
+  lv_params_define_int(tp, "save_interval_seconds", 600, "Generates a checkpoint roughly once every this many seconds.");
+  lv_params_define_none(tp, "save_interval_steps", LV_PV_INT, "Generates a checkpoint roughly once every this many training steps. Supersedes save_interval_seconds if not None.");
+  lv_params_define_int(tp, "save_max_to_keep", 100, "Maximum number of recent checkpoints to keep.");
+  lv_params_define_float(tp, "save_keep_checkpoint_every_n_hours", 0.5, "How often to keep a checkpoint.");
+  lv_params_define_bool(tp, "async_checkpointing", true, "Checkpointing asynchronously (copy the variables, write in a thread).");
+  lv_params_define_bool(tp, "checkpoint_finite_check", false, "Whether to sanity check that every variable is finite before saving.");
+  lv_params_define_int(tp, "summary_interval_steps", 100, "Generates a summary roughly once every this many steps.");
+  lv_params_define_none(tp, "l2_regularizer_weight", LV_PV_FLOAT, "If not None, L2 regularization to apply to the weights.");
+  lv_params_define_none(tp, "l1_regularizer_weight", LV_PV_FLOAT, "If not None, L1 regularization to apply to the weights.");
+  lv_params_define_float(tp, "learning_rate", 0.0, "learning rate to use.");
+  lv_params_define_float(tp, "clip_gradient_norm_to_value", 0.0, "Clip gradient by global norm to this value.");
+  lv_params_define_float(tp, "clip_gradient_single_norm_to_value", 0.0, "Clip gradient by single tensor norm to this value.");
+  lv_params_define_float(tp, "grad_norm_to_clip_to_zero", 0.0, "Clip gradient to 0 if its norm exceeds this value.");
+  lv_params *opt = NULL, *sched = NULL;
+  LV_ASSERT(!lv_registry_instantiate("Adam", &opt));
+  LV_ASSERT(!lv_registry_instantiate("ContinuousSchedule", &sched));
+  lv_params_define_params(tp, "optimizer", opt, "Runtime optimizer.");
+  lv_params_define_params(tp, "lr_schedule", sched, "Learning rate schedule.");
+  lv_params_define_bool(tp, "scale_gradients", true, "Whether to apply gradients adjustment and scaling.");
+  return tp;
+}
+
+static lv_params *eval_params(void) {
+  lv_params *ep = lv_params_new();
+  lv_params_define_int(ep, "samples_per_summary", 1000, "If > 0, generates one summary after this many samples, at most. If == 0 or the dataset has fewer examples, evaluate the whole dataset.");
+  lv_params_define_none(ep, "decoder_samples_per_summary", LV_PV_INT, "If > 0, each decoder summary will contain at most this many samples. If None, defaults to the actual value of `p.eval.samples_per_summary` for backwards compatibility.");
+  lv_params_define_string(ep, "load_checkpoint_from", "", "If not empty, specifies a location for the checkpoint that should be used for eval. One example format is a checkpoint directory of a training run.");
+  lv_params_define_int(ep, "start_eval_after", 0, "Start evaluation after specified number of steps.");
+  lv_params_define_int(ep, "start_decoder_after", 0, "Only decode checkpoints after this step.");
+  lv_params_define_bool(ep, "eval_all_checkpoints", false, "Compute evaluation metrics for every checkpoint saved by the Trainer.");
+  lv_params_define_bool(ep, "decode_all_checkpoints", false, "Compute decoder metrics for every checkpoint saved by the Trainer.");
+  return ep;
+}
+
+lv_params *lv_task_base_params(const char *cls) {
+  lv_params *p = lv_layer_base_params(cls);
+  lv_params_define_params(p, "train", train_params(), "Params to control how this task should be trained.");
+  lv_params_define_params(p, "eval", eval_params(), "Params to control how this task should be evaled.");
+  return p;
+}

@@ -1,0 +1,55 @@
+/* Tasks (Lingvo's BaseTask subclasses). A task class is registered by name
+ * ("classifier.ModelV1") with its params constructor and a vtable; tasks.def lists them.
+ * fprop runs one split of a batch and fills named scalar metrics (value tensor, weight),
+ * `loss` among them (Lingvo's FPropTower returning {name: (value, weight)}). */
+#ifndef LV_MODELS_TASK_H
+#define LV_MODELS_TASK_H
+
+#include "base/status.h"
+#include "core/graph.h"
+#include "core/variable.h"
+#include "input/batch.h"
+#include "params/params.h"
+
+#define LV_MAX_METRICS 16
+#define LV_METRIC_NAME_MAX 64
+
+typedef struct lv_metrics {
+  int n;
+  char name[LV_MAX_METRICS][LV_METRIC_NAME_MAX];
+  lv_tensor *value[LV_MAX_METRICS]; /* float32 scalars in the step arena */
+  double constant[LV_MAX_METRICS];  /* the value when value[i] is NULL */
+  double weight[LV_MAX_METRICS];
+  lv_tensor *loss;                  /* the `loss` metric's value */
+  lv_tensor *predictions;           /* optional: int32 [B] argmax, for image summaries */
+} lv_metrics;
+
+void lv_metrics_add(lv_metrics *m, const char *name, lv_tensor *value, double weight);
+void lv_metrics_add_const(lv_metrics *m, const char *name, double value, double weight);
+/* The metric's value as a double (reads the scalar tensor, or the constant). */
+double lv_metrics_value(const lv_metrics *m, int i);
+
+typedef struct lv_task lv_task;
+
+typedef struct lv_task_class {
+  const char *cls;
+  lv_params *(*params)(void);
+  /* task_p: the frozen task params; input_p: the dataset's input params. */
+  lv_status (*create)(const lv_params *task_p, const lv_params *input_p, lv_varstore *vs, lv_task **out);
+  /* Returns false when the graph recorded an error. */
+  bool (*fprop)(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *m);
+  void (*destroy)(lv_task *t);
+} lv_task_class;
+
+struct lv_task {
+  const lv_task_class *cls;
+  const lv_params *p;
+};
+
+/* BaseTask params shared by every task: layer base + train + eval (§5.2, §5.3). */
+lv_params *lv_task_base_params(const char *cls);
+const lv_task_class *lv_task_class_find(const char *cls);
+/* Registers every task class (tasks.def) and their dependencies (layers, optimizers). */
+void lv_tasks_register_all(void);
+
+#endif

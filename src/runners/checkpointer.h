@@ -1,0 +1,55 @@
+/* Checkpoints of a training run (Lingvo's checkpointer.py + saver.py): prefix
+ * <train_dir>/ckpt-%08d, the `checkpoint` state file, save policy (save_interval_steps /
+ * save_interval_seconds; the first call always saves), retention (save_max_to_keep
+ * newest plus one every save_keep_checkpoint_every_n_hours) and restore by name.
+ *
+ * Saving is asynchronous when asked: the tensors are copied into a buffer the
+ * checkpointer owns, and a thread writes the bundle (temporary names, fsync, rename) and
+ * then the state file, so a crash at any point leaves the previous checkpoint usable. */
+#ifndef LV_RUNNERS_CHECKPOINTER_H
+#define LV_RUNNERS_CHECKPOINTER_H
+
+#include <stdbool.h>
+
+#include "base/dtype.h"
+#include "base/shape.h"
+#include "base/status.h"
+#include "params/params.h"
+
+/* One tensor to save or restore (borrowed data). */
+typedef struct lv_saveable {
+  const char *name;
+  lv_dtype dtype;
+  lv_shape shape;
+  void *data;
+} lv_saveable;
+
+typedef struct lv_checkpointer lv_checkpointer;
+
+/* train_p: the model-level train params (save_*, max_steps). */
+lv_status lv_checkpointer_create(const char *train_dir, const lv_params *train_p, bool async,
+                                 lv_checkpointer **out);
+/* Waits for a pending save and frees. Returns the pending save's status. */
+lv_status lv_checkpointer_destroy(lv_checkpointer *ck);
+bool lv_checkpointer_should_save(lv_checkpointer *ck, int64_t step);
+/* Saves items (plus a string tensor with params_text, if given) as ckpt-<step>. The
+ * error of an earlier asynchronous save is returned here. */
+lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_saveable *items, int n,
+                               const char *params_text);
+/* Blocks until no save is pending. */
+lv_status lv_checkpointer_wait(lv_checkpointer *ck);
+
+/* The newest checkpoint listed in <train_dir>/checkpoint: prefix and step. *found=false
+ * (and no error) if there is none yet. */
+lv_status lv_checkpoint_latest(const char *train_dir, char *prefix, size_t n, int64_t *step, bool *found);
+/* Every checkpoint listed, oldest first (caller frees each and the array). */
+lv_status lv_checkpoint_list(const char *train_dir, char ***prefixes, int64_t **steps, int *n);
+/* Step parsed from ".../ckpt-00000205" (-1 if the name has no ckpt-<digits>). */
+int64_t lv_checkpoint_step(const char *prefix);
+/* Restores every item by name. Missing names, dtype or shape mismatches are one error
+ * listing them all (LV_ERR_INVALID), and nothing is changed in that case. */
+lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, int n);
+
+#define LV_CKPT_PARAMS_TENSOR "_lingvoc/params_txt"
+
+#endif

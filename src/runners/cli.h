@@ -1,0 +1,28 @@
+/* Flags shared by the trainer, evaler and decoder mains (Lingvo's names, reference
+ * §1.1), and the step from flags to frozen model params. */
+#ifndef LV_RUNNERS_CLI_H
+#define LV_RUNNERS_CLI_H
+
+#include "base/flags.h"
+#include "models/model.h"
+
+typedef struct lv_cli {
+  const char *model, *logdir, *job, *mode, *run_locally, *model_params_override, *model_params_file_override;
+  const char *experiments_dir, *model_task_name, *cluster_spec;
+  int64_t saver_max_to_keep, task, num_threads, worker_gpus, worker_replicas;
+  double saver_keep_checkpoint_every_n_hours;
+  bool verbose;
+} lv_cli;
+
+#define LV_CLI_MAX_FLAGS 64
+
+void lv_cli_init(lv_cli *c);
+/* Appends the common flags to flags (returns the new count). */
+int lv_cli_add_flags(lv_cli *c, lv_flag *flags, int n);
+/* Validates the common flags and fills model options for dataset. */
+lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, const char *dataset, lv_model_options *o);
+/* Builds the frozen params, applying --num_threads. */
+lv_status lv_cli_build_params(lv_cli *c, const lv_flag *flags, int nflags, const char *dataset, lv_params **out);
+const char *lv_cli_prog(const char *argv0);
+
+#endif

@@ -1,0 +1,124 @@
+#include "runners/instance.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+lv_status lv_instance_create(const lv_params *cfg, lv_instance **out) {
+  *out = NULL;
+  lv_instance *m = calloc(1, sizeof *m);
+  LV_ASSERT(m);
+  m->cfg = cfg;
+  snprintf(m->logdir, sizeof m->logdir, "%s", lv_params_str(cfg, "cluster.logdir"));
+  snprintf(m->train_dir, sizeof m->train_dir, "%s/train", m->logdir);
+  lv_set_num_threads((int)lv_params_int(cfg, "cluster.num_threads"));
+  const lv_params *tp = lv_params_sub(cfg, "task");
+  const char *cls = lv_params_str(tp, "cls");
+  const lv_task_class *tc = lv_task_class_find(cls);
+  lv_status s = NULL;
+  if (!tc) s = lv_status_make(LV_ERR_INVALID, "task.cls: \"%s\" is not a task class", cls);
+  if (!s && lv_params_float(tp, "train.ema_decay") != 0.0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.ema_decay: exponential moving averages are not supported by lingvoc yet; leave it 0");
+  if (!s && lv_params_float(tp, "train.vn_std") != 0.0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.vn_std: variational noise is not supported by lingvoc yet; leave it 0");
+  m->vs = lv_varstore_create();
+  lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
+  if (!s) s = lv_varstore_add(m->vs, "global_step", LV_I64, lv_shape0(), zero, false, &m->global_step);
+  if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
+  uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
+  if (!s) s = lv_varstore_finalize(m->vs, seed);
+  if (!s) s = lv_input_create(lv_params_sub(cfg, "input"), &m->input);
+  if (s) {
+    lv_instance_destroy(m);
+    return s;
+  }
+  m->graph = lv_graph_create(0);
+  *out = m;
+  return NULL;
+}
+
+void lv_instance_destroy(lv_instance *m) {
+  if (!m) return;
+  if (m->task) m->task->cls->destroy(m->task);
+  lv_input_destroy(m->input);
+  if (m->graph) lv_graph_destroy(m->graph);
+  lv_varstore_destroy(m->vs);
+  free(m);
+}
+
+int64_t lv_instance_step(const lv_instance *m) { return lv_i64(&m->global_step->value)[0]; }
+
+lv_saveable *lv_instance_saveables(lv_instance *m, int *n) {
+  int c = lv_varstore_count(m->vs);
+  lv_saveable *s = calloc((size_t)c, sizeof *s);
+  LV_ASSERT(s);
+  for (int i = 0; i < c; i++) {
+    lv_var *v = lv_varstore_get(m->vs, i);
+    s[i] = (lv_saveable){v->name, v->value.dtype, v->value.shape, v->value.data};
+  }
+  *n = c;
+  return s;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char *lv_instance_analysis(lv_instance *m) {
+  int c = lv_varstore_count(m->vs);
+  char **lines = calloc((size_t)c, sizeof *lines);
+  size_t maxlen = 0;
+  for (int i = 0; i < c; i++) {
+    size_t l = strlen(lv_varstore_get(m->vs, i)->name);
+    if (l > maxlen) maxlen = l;
+  }
+  int64_t total = 0;
+  int k = 0;
+  for (int i = 0; i < c; i++) {
+    lv_var *v = lv_varstore_get(m->vs, i);
+    if (!v->trainable) continue;
+    char shape[128] = "[";
+    for (int d = 0; d < v->value.shape.rank; d++) {
+      char t[32];
+      snprintf(t, sizeof t, d ? ", %lld" : "%lld", (long long)v->value.shape.d[d]);
+      strcat(shape, t);
+    }
+    strcat(shape, "]");
+    int64_t ne = lv_tensor_numel(&v->value);
+    total += ne;
+    LV_ASSERT(asprintf(&lines[k++], "%-*s%-20s %10lld %s", (int)maxlen + 4, v->name, shape, (long long)ne, v->name) >= 0);
+  }
+  qsort(lines, (size_t)k, sizeof *lines, cmp_str);
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  fprintf(f, "\n");
+  for (int i = 0; i < k; i++) {
+    fprintf(f, "%s\n", lines[i]);
+    free(lines[i]);
+  }
+  for (int i = 0; i < 100; i++) fputc('=', f);
+  /* total with thousands separators, as Python's '{:,}' */
+  char num[64], grouped[96];
+  snprintf(num, sizeof num, "%lld", (long long)total);
+  int nl = (int)strlen(num), g = 0;
+  for (int i = 0; i < nl; i++) {
+    grouped[g++] = num[i];
+    if ((nl - i - 1) % 3 == 0 && i != nl - 1) grouped[g++] = ',';
+  }
+  grouped[g] = 0;
+  fprintf(f, "\ntotal #params: %s\n", grouped);
+  fclose(f);
+  free(lines);
+  return out;
+}
+
+lv_status lv_instance_fprop(lv_instance *m, lv_batch *b, bool training, int64_t step, lv_metrics *metrics) {
+  memset(metrics, 0, sizeof *metrics);
+  lv_graph_reset(m->graph);
+  lv_graph_set_training(m->graph, training);
+  bool ok = m->task->cls->fprop(m->task, m->graph, b, !training, step, metrics);
+  lv_status s = lv_graph_status(m->graph);
+  if (!s && !ok) s = lv_status_make(LV_ERR_INTERNAL, "task fprop failed without a message");
+  if (!s && !metrics->loss) s = lv_status_make(LV_ERR_INTERNAL, "task produced no `loss` metric");
+  return s ? lv_status_wrap(s, "step %lld", (long long)step) : NULL;
+}

@@ -1,0 +1,34 @@
+/* A model instantiated from frozen params for one job: variables (with global_step),
+ * the task, its input generator and a step graph. Shared by the trainer and evaler. */
+#ifndef LV_RUNNERS_INSTANCE_H
+#define LV_RUNNERS_INSTANCE_H
+
+#include "core/graph.h"
+#include "core/variable.h"
+#include "input/input.h"
+#include "models/task.h"
+#include "runners/checkpointer.h"
+
+typedef struct lv_instance {
+  const lv_params *cfg;
+  lv_varstore *vs;
+  lv_task *task;
+  lv_var *global_step;
+  lv_input *input;
+  lv_graph *graph;
+  char logdir[4096], train_dir[4200];
+} lv_instance;
+
+lv_status lv_instance_create(const lv_params *cfg, lv_instance **out);
+void lv_instance_destroy(lv_instance *m);
+int64_t lv_instance_step(const lv_instance *m);
+/* Saveables for every model variable (including global_step), in var-store order;
+ * caller frees the array. */
+lv_saveable *lv_instance_saveables(lv_instance *m, int *n);
+/* Lingvo's model_analysis.txt text (caller frees). */
+char *lv_instance_analysis(lv_instance *m);
+/* Runs one forward pass (training or eval) of batch b; on success m->graph holds the
+ * arena tensors referenced by metrics until the next reset. */
+lv_status lv_instance_fprop(lv_instance *m, lv_batch *b, bool training, int64_t step, lv_metrics *metrics);
+
+#endif

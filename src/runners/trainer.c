@@ -1,0 +1,241 @@
+#include "runners/trainer.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "io/events.h"
+#include "optim/learner.h"
+#include "runners/instance.h"
+
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_signal(int sig) { g_stop_signal = sig; }
+
+static lv_status write_text(const char *dir, const char *name, const char *text) {
+  char path[8192];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return lv_file_write_atomic(path, text, strlen(text));
+}
+
+lv_status lv_trainer_write_control(const lv_params *cfg, const char *analysis) {
+  const char *logdir = lv_params_str(cfg, "cluster.logdir");
+  char control[4200], train[4200];
+  snprintf(control, sizeof control, "%s/control", logdir);
+  snprintf(train, sizeof train, "%s/train", logdir);
+  LV_TRY(lv_file_mkdirs(control));
+  LV_TRY(lv_file_mkdirs(train));
+  char *text = lv_params_to_text(cfg);
+  lv_status s = write_text(control, "params.txt", text);
+  if (!s) s = write_text(train, "trainer_params.txt", text);
+  if (!s && analysis) s = write_text(control, "model_analysis.txt", analysis);
+  free(text);
+  return s;
+}
+
+static void format_eta(double secs, char *buf, size_t n) {
+  if (!isfinite(secs) || secs < 0) {
+    snprintf(buf, n, "?");
+    return;
+  }
+  long s = (long)secs;
+  if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60) snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+  else snprintf(buf, n, "%lds", s);
+}
+
+typedef struct train_state {
+  lv_instance *m;
+  lv_learner *learner;
+  lv_checkpointer *ck;
+  lv_events_writer *ev;
+  lv_saveable *items;
+  int nitems;
+  char *params_text;
+} train_state;
+
+static lv_status collect_saveables(train_state *t) {
+  int nm = 0;
+  lv_saveable *model = lv_instance_saveables(t->m, &nm);
+  int no = lv_learner_num_saveables(t->learner);
+  t->items = calloc((size_t)(nm + no), sizeof *t->items);
+  LV_ASSERT(t->items);
+  memcpy(t->items, model, sizeof *model * (size_t)nm);
+  free(model);
+  for (int i = 0; i < no; i++) {
+    lv_learner_saveable sv;
+    lv_learner_get_saveable(t->learner, i, &sv);
+    t->items[nm + i] = (lv_saveable){sv.name, sv.dtype, sv.shape, sv.data};
+  }
+  t->nitems = nm + no;
+  return NULL;
+}
+
+static lv_status save(train_state *t, int64_t step) {
+  return lv_checkpointer_save(t->ck, step, t->items, t->nitems, t->params_text);
+}
+
+static lv_status restore_or_init(train_state *t) {
+  char prefix[8192];
+  int64_t step = 0;
+  bool found = false;
+  LV_TRY(lv_checkpoint_latest(t->m->train_dir, prefix, sizeof prefix, &step, &found));
+  if (!found) {
+    lv_info("no checkpoint in %s: starting from freshly initialized variables", t->m->train_dir);
+    return NULL;
+  }
+  LV_TRY(lv_status_wrap(lv_checkpoint_restore(prefix, t->items, t->nitems), "cannot resume training"));
+  lv_info("restored %d tensors from %s (global_step %lld)", t->nitems, prefix, (long long)lv_instance_step(t->m));
+  return NULL;
+}
+
+typedef struct metric_acc {
+  int n;
+  char name[LV_MAX_METRICS + 16][LV_METRIC_NAME_MAX];
+  double sum[LV_MAX_METRICS + 16], wsum[LV_MAX_METRICS + 16];
+} metric_acc;
+
+static void acc_add(metric_acc *a, const char *name, double v, double w) {
+  int i = 0;
+  while (i < a->n && strcmp(a->name[i], name)) i++;
+  if (i == a->n) {
+    if (a->n >= (int)LV_ARRAY_LEN(a->name)) return;
+    snprintf(a->name[a->n], LV_METRIC_NAME_MAX, "%s", name);
+    a->sum[i] = a->wsum[i] = 0;
+    a->n++;
+  }
+  a->sum[i] += v * w;
+  a->wsum[i] += w;
+}
+
+static int cmp_names(const void *x, const void *y) { return strcmp((const char *)x, (const char *)y); }
+
+lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
+  train_state t = {0};
+  lv_status s = lv_instance_create(cfg, &t.m);
+  if (s) return s;
+  const lv_params *train_p = lv_params_sub(cfg, "train");
+  int64_t num_splits = lv_params_int(cfg, "cluster.worker.replicas") *
+                       (lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0
+                            ? lv_params_int(cfg, "cluster.worker.gpus_per_replica") / lv_params_int(cfg, "cluster.worker.devices_per_split")
+                            : 1);
+  if (!s) s = lv_learner_create_for_vars(lv_params_sub(cfg, "task.train"), (int)num_splits, t.m->vs, &t.learner);
+  if (!s) s = collect_saveables(&t);
+  if (!s) s = restore_or_init(&t);
+  /* Only now, with the model built and any checkpoint restored, write into the logdir:
+   * a run that fails on bad input leaves the directory as it was. */
+  if (!s) {
+    char *analysis = lv_instance_analysis(t.m);
+    s = lv_trainer_write_control(cfg, analysis);
+    free(analysis);
+  }
+  if (!s) s = lv_checkpointer_create(t.m->train_dir, train_p, lv_params_bool(train_p, "async_checkpointing"), &t.ck);
+  if (!s) s = lv_events_writer_open(t.m->train_dir, 5.0, &t.ev);
+  t.params_text = lv_params_to_text(cfg);
+  if (s) goto done;
+  if (opt->install_signal_handlers) {
+    g_stop_signal = 0;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+  }
+  const int64_t max_steps = lv_params_int(train_p, "max_steps");
+  const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
+  const int64_t batch = lv_input_batch_size(t.m->input);
+  int64_t step = lv_instance_step(t.m);
+  lv_events_text(t.ev, "trainer_params.txt", step, t.params_text);
+  if (step >= max_steps) {
+    lv_info("global_step %lld >= train.max_steps %lld: nothing to train", (long long)step, (long long)max_steps);
+    goto done;
+  }
+  lv_info("training %s from step %lld to %lld, batch %lld, %d threads",
+          lv_params_str(cfg, "model"), (long long)step, (long long)max_steps, (long long)batch, lv_get_num_threads());
+  if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
+  double t_start = lv_now_monotonic(), t_log = t_start;
+  int64_t step_log = step, start_step = step, skipped = 0;
+  const int64_t log_every = opt->log_interval_steps > 0 ? opt->log_interval_steps : 100;
+  metric_acc acc = {0};
+  while (step < max_steps && !g_stop_signal) {
+    lv_batch b;
+    lv_input_train_batch(t.m->input, step, &b);
+    lv_metrics mt;
+    lv_varstore_zero_grads(t.m->vs);
+    s = lv_instance_fprop(t.m, &b, true, step, &mt);
+    if (!s) s = lv_graph_backward(t.m->graph, mt.loss);
+    lv_learner_stats st;
+    if (!s) s = lv_learner_apply(t.learner, step, &st);
+    if (s) goto done;
+    if (st.has_nan_or_inf > 0) {
+      skipped++;
+      lv_warn("step %lld: gradient has NaN or Inf: step skipped (variables unchanged); %lld skipped so far",
+              (long long)step, (long long)skipped);
+    }
+    step++;
+    lv_i64(&t.m->global_step->value)[0] = step;
+    for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], lv_metrics_value(&mt, i), mt.weight[i]);
+    acc_add(&acc, "learning_rate", st.learning_rate, 1);
+    acc_add(&acc, "grad_norm/all", st.grad_norm, 1);
+    acc_add(&acc, "var_norm/all", st.var_norm, 1);
+    acc_add(&acc, "has_nan_or_inf", st.has_nan_or_inf, 1);
+    double now = lv_now_monotonic();
+    bool do_summary = summary_every > 0 && step % summary_every == 0;
+    if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
+      double dt = now - t_log, rate = dt > 0 ? (double)(step - step_log) / dt : 0;
+      double overall = (double)(step - start_step) / (now - t_start);
+      char eta[32], line[2048];
+      format_eta((double)(max_steps - step) / overall, eta, sizeof eta);
+      int off = snprintf(line, sizeof line, "step: %6lld, steps/sec: %0.2f, examples/sec: %0.2f", (long long)step, rate,
+                         rate * (double)batch);
+      int order[LV_ARRAY_LEN(acc.name)];
+      for (int i = 0; i < acc.n; i++) order[i] = i;
+      for (int i = 1; i < acc.n; i++)
+        for (int j = i; j > 0 && cmp_names(acc.name[order[j]], acc.name[order[j - 1]]) < 0; j--) {
+          int tmp = order[j];
+          order[j] = order[j - 1];
+          order[j - 1] = tmp;
+        }
+      for (int k = 0; k < acc.n && off < (int)sizeof line - 64; k++) {
+        int i = order[k];
+        double v = acc.wsum[i] > 0 ? acc.sum[i] / acc.wsum[i] : 0;
+        off += snprintf(line + off, sizeof line - (size_t)off, " %s:%.8g", acc.name[i], v);
+        if (do_summary) lv_events_scalar(t.ev, acc.name[i], step, v);
+      }
+      lv_info("%s ETA %s", line, eta);
+      if (do_summary) {
+        lv_events_scalar(t.ev, "global_step/sec", step, rate);
+        lv_events_scalar(t.ev, "examples/sec", step, rate * (double)batch);
+        lv_events_scalar(t.ev, "total_samples", step, (double)(step * batch));
+      }
+      acc.n = 0;
+      t_log = now;
+      step_log = step;
+    }
+    if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
+  }
+  if (g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping", (int)g_stop_signal, (long long)step);
+  if (lv_checkpointer_should_save(t.ck, step)) s = save(&t, step);
+  if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
+                  lv_now_monotonic() - t_start, (long long)skipped);
+done:
+  if (opt->install_signal_handlers) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+  }
+  {
+    lv_status s2 = lv_checkpointer_destroy(t.ck);
+    if (!s) s = s2;
+    else lv_status_free(s2);
+    if (t.ev) {
+      s2 = lv_events_writer_close(t.ev);
+      if (!s) s = s2;
+      else lv_status_free(s2);
+    }
+  }
+  free(t.items);
+  free(t.params_text);
+  if (t.learner) lv_learner_destroy(t.learner);
+  lv_instance_destroy(t.m);
+  return s;
+}

@@ -1,0 +1,20 @@
+/* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync on one
+ * machine): restore or initialize, run train.max_steps steps, log progress with rate and
+ * ETA, write summaries every train.summary_interval_steps, checkpoint by the policy in
+ * checkpointer.h, and on SIGINT/SIGTERM save a checkpoint and return cleanly. */
+#ifndef LV_RUNNERS_TRAINER_H
+#define LV_RUNNERS_TRAINER_H
+
+#include "base/status.h"
+#include "params/params.h"
+
+typedef struct lv_trainer_options {
+  int64_t log_interval_steps; /* progress line every N steps (0: every 100 or 10 s) */
+  bool install_signal_handlers;
+} lv_trainer_options;
+
+lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);
+/* Writes control/params.txt, control/model_analysis.txt and train/trainer_params.txt. */
+lv_status lv_trainer_write_control(const lv_params *cfg, const char *analysis);
+
+#endif

@@ -1,0 +1,104 @@
+/* bin/trainer: Lingvo's trainer job (controller + trainer_client in one process on one
+ * machine), plus --mode=inspect_params / inspect_model / inspect_evaler. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "models/model.h"
+#include "runners/cli.h"
+#include "runners/instance.h"
+#include "runners/trainer.h"
+
+static const char kUsage[] =
+    "usage: trainer --model=image.mnist.LeNet5 --logdir=DIR [--run_locally=cpu --mode=sync] [flags]\n"
+    "\n"
+    "Trains a model from a checked-in experiment file, resuming from the latest checkpoint in\n"
+    "DIR/train. Checkpoints are TensorFlow V2 checkpoints (DIR/train/ckpt-%08d), summaries are\n"
+    "TensorBoard event files. SIGINT/SIGTERM save a checkpoint and exit 0.\n"
+    "--mode=inspect_params writes DIR/<dataset>-params.txt for every dataset;\n"
+    "--mode=inspect_model prints the variables and their sizes; --mode=inspect_evaler prints\n"
+    "the datasets.\n";
+
+static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
+  if (!*c->logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required with --mode=inspect_params");
+  lv_model_options o;
+  LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
+  const char *names[8];
+  int nd = 0;
+  LV_TRY(lv_model_datasets(&o, names, &nd));
+  LV_TRY(lv_file_mkdirs(c->logdir));
+  for (int i = 0; i < nd; i++) {
+    lv_params *p = NULL;
+    LV_TRY(lv_cli_build_params(c, flags, n, names[i], &p));
+    char *text = lv_params_to_text(p), path[4200], lower[32];
+    size_t k = 0;
+    for (; names[i][k] && k + 1 < sizeof lower; k++) lower[k] = (char)(names[i][k] | 0x20);
+    lower[k] = 0;
+    snprintf(path, sizeof path, "%s/%s-params.txt", c->logdir, lower);
+    lv_status s = lv_file_write_atomic(path, text, strlen(text));
+    free(text);
+    lv_params_free(p);
+    if (s) return s;
+    printf("%s\n", path);
+  }
+  return NULL;
+}
+
+static lv_status inspect_model(lv_cli *c, lv_flag *flags, int n) {
+  lv_params *p = NULL;
+  LV_TRY(lv_cli_build_params(c, flags, n, "Train", &p));
+  lv_instance *m = NULL;
+  /* Only the variables are needed: build the task without reading the dataset. */
+  lv_status s = lv_instance_create(p, &m);
+  if (!s) {
+    char *a = lv_instance_analysis(m);
+    fputs(a, stdout);
+    free(a);
+  }
+  lv_instance_destroy(m);
+  lv_params_free(p);
+  return s;
+}
+
+static lv_status inspect_evaler(lv_cli *c, lv_flag *flags, int n) {
+  lv_model_options o;
+  LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
+  const char *names[8];
+  int nd = 0;
+  LV_TRY(lv_model_datasets(&o, names, &nd));
+  for (int i = 0; i < nd; i++) {
+    if (!strcmp(names[i], "Train")) continue;
+    for (const char *ch = names[i]; *ch; ch++) putchar(*ch | 0x20);
+    putchar(i + 1 < nd ? ',' : '\n');
+  }
+  return NULL;
+}
+
+static lv_status run(int argc, char **argv) {
+  lv_cli c;
+  lv_cli_init(&c);
+  int64_t log_interval = 100;
+  lv_flag flags[LV_CLI_MAX_FLAGS];
+  int n = lv_cli_add_flags(&c, flags, 0);
+  flags[n++] = (lv_flag)LV_FLAG_I64("log_interval_steps", &log_interval, "Log a progress line every this many steps.");
+  bool help = false;
+  LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
+  if (help) return NULL;
+  if (!strcmp(c.mode, "inspect_params")) return inspect_params(&c, flags, n);
+  if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
+  if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
+  if (*c.mode && strcmp(c.mode, "sync") && strcmp(c.mode, "async"))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s: expected sync, async, inspect_params, inspect_model or inspect_evaler", c.mode);
+  if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
+  LV_TRY(lv_file_check_writable_dir(c.logdir));
+  lv_params *p = NULL;
+  LV_TRY(lv_cli_build_params(&c, flags, n, "Train", &p));
+  lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true};
+  lv_status s = lv_trainer_run(p, &o);
+  lv_params_free(p);
+  return s;
+}
+
+int main(int argc, char **argv) { return lv_status_report(lv_cli_prog(argv[0]), run(argc, argv)); }
