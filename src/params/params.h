@@ -34,12 +34,21 @@ lv_pvalue *lv_pvalue_float(double v);
 lv_pvalue *lv_pvalue_bool(bool v);
 lv_pvalue *lv_pvalue_string(const char *v);
 lv_pvalue *lv_pvalue_list(void);
-/* Appends item (taking ownership) to a list; returns list. */
+/* A list printed as a Python tuple, (1, 2); otherwise a list (lv_pvalue_kind LV_PV_LIST).
+ * Equality tells tuples from lists, as Python does. */
+lv_pvalue *lv_pvalue_tuple(void);
+bool lv_pvalue_is_tuple(const lv_pvalue *list);
+/* Appends item (taking ownership) to a list; returns list. item NULL appends None
+ * (Python's None inside a list literal); lv_pvalue_at then returns NULL for it. */
 lv_pvalue *lv_pvalue_append(lv_pvalue *list, lv_pvalue *item);
 /* Convenience: a list of n ints / floats. */
 lv_pvalue *lv_pvalue_ints(int n, const int64_t *v);
 lv_pvalue *lv_pvalue_floats(int n, const double *v);
 void lv_pvalue_free(lv_pvalue *v);
+lv_pvalue *lv_pvalue_copy(const lv_pvalue *v); /* deep; NULL stays NULL */
+bool lv_pvalue_equal(const lv_pvalue *a, const lv_pvalue *b); /* NULL (None) == NULL */
+/* The value as ToText writes it: 3, 0.0001, True, 'abc', [1, (2, 3)]; caller frees. */
+char *lv_pvalue_to_text(const lv_pvalue *v);
 lv_pv_kind lv_pvalue_kind(const lv_pvalue *v);
 int lv_pvalue_len(const lv_pvalue *list);
 const lv_pvalue *lv_pvalue_at(const lv_pvalue *list, int i);
@@ -54,6 +63,9 @@ int lv_pvalue_to_floats(const lv_pvalue *v, double *out, int max);
 
 /* ---- trees ---- */
 lv_params *lv_params_new(void);
+/* A tree whose first key is `cls` (string) = cls, as Lingvo's InstantiableParams(cls):
+ * the start of every registered class's ctor. */
+lv_params *lv_params_new_cls(const char *cls);
 void lv_params_free(lv_params *p);
 lv_params *lv_params_copy(const lv_params *p); /* deep; the copy is not frozen */
 void lv_params_freeze(lv_params *p);            /* recursive */
@@ -99,8 +111,13 @@ lv_status lv_params_set_bool(lv_params *p, const char *dotted, bool v);
 lv_status lv_params_set_string(lv_params *p, const char *dotted, const char *v);
 lv_status lv_params_set_list(lv_params *p, const char *dotted, lv_pvalue *v); /* takes v */
 lv_status lv_params_set_none(lv_params *p, const char *dotted);
-/* Replaces a nested tree (takes child). */
+/* Replaces a nested tree (takes child; NULL sets None). set_list and set_params free
+ * what they were given when they fail. */
 lv_status lv_params_set_params(lv_params *p, const char *dotted, lv_params *child);
+/* Points the nested tree at `dotted` ("" for p itself) at registered class cls: if its
+ * `cls` already equals cls nothing changes; otherwise (or when the slot is None) the tree
+ * is replaced by cls's defaults. What configs and overrides do on `... cls = "X"`. */
+lv_status lv_params_set_class(lv_params *p, const char *dotted, const char *cls);
 
 /* ---- class registry ---- */
 /* A registered class ("classifier.ModelV1", "FCLayer", "Adam", "PiecewiseConstantSchedule")
@@ -124,6 +141,13 @@ char *lv_params_to_text(const lv_params *p);
  * does). Every error names "<source>:<line>", the key, what was expected and what was
  * found; all errors are collected into one status. */
 lv_status lv_params_from_text(lv_params *p, const char *text, const char *source);
+/* --model_params_override / --model_params_file_override (reference §1.1): either may be
+ * NULL or ""; both given is an error (Lingvo's message). The text is applied with source
+ * "<command line>", the file's contents with the file's path as source. Unlike Lingvo,
+ * which skips a file that does not exist, a missing file is an LV_ERR_NOT_FOUND error:
+ * a mistyped path must not silently train the unmodified model. */
+lv_status lv_params_apply_overrides(lv_params *p, const char *override_text,
+                                    const char *override_file);
 
 /* ---- experiment files (libconfig) ---- */
 /* Loads group `group` of the libconfig file `path` into p: `base = "Other";` applies
@@ -132,8 +156,9 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
  * Every error is listed as "path:line: dotted.key: expected ..., found ..."; the status
  * carries them all. */
 lv_status lv_params_load_cfg(lv_params *p, const char *path, const char *group);
-/* Group names in a file (for "unknown model, known models are ..."). Returns count;
- * names point into *storage, which the caller frees. */
+/* Group names in a file, in file order (for "unknown model, known models are ...").
+ * *names is one allocation (a NULL-terminated pointer array followed by the strings):
+ * the caller releases everything with free(*names). */
 lv_status lv_params_cfg_groups(const char *path, char ***names, int *count);
 
 #endif
