@@ -502,7 +502,7 @@ lv_status lv_params_walk(lv_params *p, const char *dotted, lv_params **parent, c
     if (!e)
       s = unknown_key(cur, dotted, upto, part);
     else if (e->kind != LV_PV_PARAMS)
-      s = lv_status_make(LV_ERR_INVALID, "%.*s is a %s, not a nested params (in %s)", (int)upto, dotted,
+      s = lv_status_make(LV_ERR_INVALID, "%.*s is of type %s, not a nested params (in %s)", (int)upto, dotted,
                          lv_pv_kind_names[e->kind], dotted);
     else if (!e->child)
       s = lv_status_make(LV_ERR_INVALID, "%.*s is None: set %.*s.cls to a class first (in %s)", (int)upto,
@@ -812,7 +812,7 @@ lv_status lv_params_set_class(lv_params *p, const char *dotted, const char *cls)
   lv_pentry *e;
   LV_TRY(lv_params_resolve(p, dotted, &e));
   if (e->kind != LV_PV_PARAMS)
-    return lv_status_make(LV_ERR_INVALID, "%s.cls: %s is a %s, not a nested params", dotted, dotted,
+    return lv_status_make(LV_ERR_INVALID, "%s.cls: %s is of type %s, not a nested params", dotted, dotted,
                           lv_pv_kind_names[e->kind]);
   if (p->frozen || parent->frozen) return frozen_error(dotted);
   if (!e->child) {
