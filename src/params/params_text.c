@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,7 @@ static int kv_cmp(const void *a, const void *b) {
 char *lv_params_to_text(const lv_params *p) {
   kv_lines l = {0};
   traverse(p, "", &l);
-  qsort(l.v, (size_t)l.n, sizeof(kv_line), kv_cmp);
+  if (l.n > 1) qsort(l.v, (size_t)l.n, sizeof(kv_line), kv_cmp);
   lv_pbuf b = {0};
   for (int i = 0; i < l.n; i++) {
     lv_pbuf_addf(&b, "%s : %s\n", l.v[i].key, l.v[i].val);
@@ -456,6 +457,58 @@ static void stmt_push(stmts *l, int line, char *key, char *value) {
   l->v[l->n++] = (stmt){line, key, value};
 }
 
+/* Errors of one FromText call, reported in line order although `cls` lines and the
+ * line splitting are handled in separate passes. */
+typedef struct {
+  int line, seq;
+  char *msg;
+} line_err;
+
+typedef struct {
+  line_err *v;
+  int n, cap;
+  const char *source;
+} line_errs;
+
+static void lerr_add(line_errs *l, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void lerr_add(line_errs *l, int line, const char *fmt, ...) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 16;
+    line_err *nv = realloc(l->v, sizeof(line_err) * (size_t)l->cap);
+    LV_ASSERTF(nv, "out of memory collecting params errors");
+    l->v = nv;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = NULL;
+  LV_ASSERT(vasprintf(&msg, fmt, ap) >= 0);
+  va_end(ap);
+  l->v[l->n] = (line_err){line, l->n, msg};
+  l->n++;
+}
+
+static void lerr_add_status(line_errs *l, int line, lv_status s) {
+  if (!s) return;
+  lerr_add(l, line, "%s", lv_status_msg(s));
+  lv_status_free(s);
+}
+
+static int lerr_cmp(const void *a, const void *b) {
+  const line_err *x = a, *y = b;
+  return x->line != y->line ? (x->line > y->line) - (x->line < y->line) : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static lv_status lerr_finish(line_errs *l) {
+  if (l->n > 1) qsort(l->v, (size_t)l->n, sizeof(line_err), lerr_cmp);
+  lv_perrs errs = {0};
+  for (int i = 0; i < l->n; i++) {
+    lv_perrs_add(&errs, "%s:%d: %s", l->source, l->v[i].line, l->v[i].msg);
+    free(l->v[i].msg);
+  }
+  free(l->v);
+  return lv_perrs_finish(&errs);
+}
+
 static char *strip_dup(const char *a, const char *b) {
   while (a < b && isspace((unsigned char)*a)) a++;
   while (b > a && isspace((unsigned char)b[-1])) b--;
@@ -467,7 +520,7 @@ static void add_found(lv_pbuf *b, const char *text) { quote_string(b, text); }
 /* Splits text into key/value statements: lines or ';'-separated parts (a ';' inside
  * quotes belongs to the value), '#' comment lines, quoted values that may span lines
  * (Lingvo's multi-line strings). */
-static void split_statements(const char *text, const char *source, stmts *out, lv_perrs *errs) {
+static void split_statements(const char *text, stmts *out, line_errs *errs) {
   const char *c = text;
   int line = 1;
   while (*c) {
@@ -491,7 +544,7 @@ static void split_statements(const char *text, const char *source, stmts *out, l
       char *bad = strip_dup(ks, c);
       lv_pbuf b = {0};
       add_found(&b, bad);
-      lv_perrs_add(errs, "%s:%d: expected a line in <key> : <value> format, found %s%s", source, sline, b.s,
+      lerr_add(errs, sline, "expected a line in <key> : <value> format, found %s%s", b.s,
                    strchr(bad, '=') ? " (use ':' between key and value, not '=')" : "");
       free(b.s);
       free(bad);
@@ -513,7 +566,7 @@ static void split_statements(const char *text, const char *source, stmts *out, l
         c++;
       }
       if (!*c) {
-        lv_perrs_add(errs, "%s:%d: %s: unterminated string: no closing %c", source, sline, key, q);
+        lerr_add(errs, sline, "%s: unterminated string: no closing %c", key, q);
         free(key);
         return;
       }
@@ -525,7 +578,7 @@ static void split_statements(const char *text, const char *source, stmts *out, l
         const char *e = c;
         while (*e && *e != '\n' && *e != ';') e++;
         char *rest = strip_dup(after, e);
-        lv_perrs_add(errs, "%s:%d: %s: unexpected text after the closing quote: %s", source, line, key, rest);
+        lerr_add(errs, line, "%s: unexpected text after the closing quote: %s", key, rest);
         free(rest);
         free(key);
         free(value);
@@ -676,9 +729,9 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
   LV_ASSERT(p && text);
   if (!source) source = "<text>";
   if (p->frozen) return lv_status_make(LV_ERR_INVALID, "%s: This Params instance is immutable", source);
-  lv_perrs errs = {0};
+  line_errs errs = {.source = source};
   stmts st = {0};
-  split_statements(text, source, &st, &errs);
+  split_statements(text, &st, &errs);
 
   /* `cls` first, outermost first: replacing a tree by a class's defaults must happen
    * before the keys set inside it, whatever order the lines come in (ToText sorts
@@ -703,7 +756,7 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
       }
       if (err) {
         failed[nfailed++] = prefix;
-        lv_perrs_add_status(&errs, source, s->line, err);
+        lerr_add_status(&errs, s->line, err);
       } else {
         free(prefix);
       }
@@ -713,7 +766,7 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
     stmt *s = &st.v[i];
     bool skip = is_cls_key(s->key);
     for (int k = 0; k < nfailed && !skip; k++) skip = under(s->key, failed[k]);
-    if (!skip) lv_perrs_add_status(&errs, source, s->line, apply_one(p, s->key, s->value));
+    if (!skip) lerr_add_status(&errs, s->line, apply_one(p, s->key, s->value));
   }
   for (int k = 0; k < nfailed; k++) free(failed[k]);
   free(failed);
@@ -722,7 +775,7 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
     free(st.v[i].value);
   }
   free(st.v);
-  return lv_perrs_finish(&errs);
+  return lerr_finish(&errs);
 }
 
 lv_status lv_params_apply_overrides(lv_params *p, const char *override_text, const char *override_file) {
