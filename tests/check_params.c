@@ -297,6 +297,15 @@ START_TEST(test_freeze_copy_equal_delete) {
   EXPECT_ERR(lv_params_set_none(p, "task.train.save_interval_steps"), LV_ERR_INVALID, "immutable");
   EXPECT_ERR(lv_params_from_text(p, "train.max_steps : 3", "x"), LV_ERR_INVALID, "immutable");
   EXPECT_ERR(lv_params_set_class(p, "task.softmax", "test.SoftmaxB"), LV_ERR_INVALID, "immutable");
+  /* a frozen subtree of a mutable tree stays read-only through every path */
+  lv_params *half = experiment();
+  lv_params_freeze(lv_params_sub(half, "task.softmax"));
+  EXPECT_ERR(lv_params_from_text(half, "task.softmax.num_classes : 3", "t"), LV_ERR_INVALID, "t:1:", "immutable");
+  EXPECT_ERR(lv_params_from_text(half, "task.softmax.cls : test.SoftmaxB", "t"), LV_ERR_INVALID, "immutable");
+  /* the slot belongs to the mutable parent: emptying it is allowed */
+  EXPECT_OK(lv_params_from_text(half, "task.softmax : NoneType", "t"));
+  EXPECT_OK(lv_params_from_text(half, "task.name : ok", "t"));
+  lv_params_free(half);
   lv_params *pc = lv_params_copy(p);
   ck_assert(!lv_params_is_frozen(pc));
   ck_assert(lv_params_equal(p, pc));

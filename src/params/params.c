@@ -644,13 +644,17 @@ static lv_status frozen_error(const char *dotted) {
   return lv_status_make(LV_ERR_INVALID, "This Params instance is immutable: cannot set %s", dotted);
 }
 
-static lv_status set_value(lv_params *p, const char *dotted, lv_pvalue *v) {
+lv_status lv_params_resolve_mutable(lv_params *p, const char *dotted, lv_pentry **entry) {
   lv_params *parent;
   const char *leaf;
-  lv_status s = lv_params_walk(p, dotted, &parent, &leaf);
-  if (!s && (p->frozen || parent->frozen)) s = frozen_error(dotted);
+  LV_TRY(lv_params_walk(p, dotted, &parent, &leaf));
+  if (p->frozen || parent->frozen) return frozen_error(dotted);
+  return lv_params_resolve(p, dotted, entry);
+}
+
+static lv_status set_value(lv_params *p, const char *dotted, lv_pvalue *v) {
   lv_pentry *e = NULL;
-  if (!s) s = lv_params_resolve(p, dotted, &e);
+  lv_status s = lv_params_resolve_mutable(p, dotted, &e);
   if (s) {
     lv_pvalue_free(v);
     return s;
@@ -814,7 +818,7 @@ lv_status lv_params_set_class(lv_params *p, const char *dotted, const char *cls)
   if (e->kind != LV_PV_PARAMS)
     return lv_status_make(LV_ERR_INVALID, "%s.cls: %s is of type %s, not a nested params", dotted, dotted,
                           lv_pv_kind_names[e->kind]);
-  if (p->frozen || parent->frozen) return frozen_error(dotted);
+  if (p->frozen || parent->frozen || (e->child && e->child->frozen)) return frozen_error(dotted);
   if (!e->child) {
     lv_params *fresh;
     LV_TRY(lv_status_wrap(lv_registry_instantiate(cls, &fresh), "%s.cls", dotted));

@@ -56,8 +56,9 @@ int64_t lv_pvalue_as_int(const lv_pvalue *v);
 double lv_pvalue_as_float(const lv_pvalue *v); /* int or float */
 bool lv_pvalue_as_bool(const lv_pvalue *v);
 const char *lv_pvalue_as_string(const lv_pvalue *v);
-/* Reads a list of ints into out (at most max); returns the length, or -1 if v is not a
- * list of ints. */
+/* Reads a list of ints into out (at most max items written); returns the list's length
+ * (so a result > max means truncated), or -1 if v is not a list of ints (a None item
+ * counts as not an int). to_floats accepts ints and floats. */
 int lv_pvalue_to_ints(const lv_pvalue *v, int64_t *out, int max);
 int lv_pvalue_to_floats(const lv_pvalue *v, double *out, int max);
 
@@ -71,6 +72,9 @@ lv_params *lv_params_copy(const lv_params *p); /* deep; the copy is not frozen *
 void lv_params_freeze(lv_params *p);            /* recursive */
 bool lv_params_is_frozen(const lv_params *p);
 bool lv_params_equal(const lv_params *a, const lv_params *b); /* values only */
+
+/* Freeze is recursive (Lingvo's is shallow) and a copy is not frozen (Lingvo's stays
+ * frozen): a loaded tree is read-only throughout, and copying is how to change it. */
 
 /* Define: name must match ^[a-z_][a-z0-9_]*$ and be new (else LV_ASSERT: these are
  * programmer errors in C class definitions). desc is mandatory. */
@@ -118,6 +122,8 @@ lv_status lv_params_set_params(lv_params *p, const char *dotted, lv_params *chil
  * `cls` already equals cls nothing changes; otherwise (or when the slot is None) the tree
  * is replaced by cls's defaults. What configs and overrides do on `... cls = "X"`. */
 lv_status lv_params_set_class(lv_params *p, const char *dotted, const char *cls);
+/* (lv_params_set_string(p, "task.cls", ...) is a plain set: only lv_params_set_class,
+ * FromText and experiment files replace the tree.) */
 
 /* ---- class registry ---- */
 /* A registered class ("classifier.ModelV1", "FCLayer", "Adam", "PiecewiseConstantSchedule")
@@ -128,9 +134,12 @@ typedef lv_params *(*lv_params_ctor)(void);
 void lv_registry_add(const char *cls, lv_params_ctor ctor);
 /* NULL if unknown. */
 lv_params_ctor lv_registry_find(const char *cls);
-/* Fills out with the registered class names (sorted); returns the count. */
+/* Fills out with the registered class names (sorted); returns how many were written
+ * (at most max). */
 int lv_registry_names(const char **out, int max);
-/* ctor(cls) or an LV_ERR_NOT_FOUND error listing similar class names. */
+/* ctor(cls) or an LV_ERR_NOT_FOUND error listing similar class names (all registered
+ * names if none is similar). The result's `cls` is set to the registered name, so a
+ * subclass ctor that starts from its base's params need not reset it. */
 lv_status lv_registry_instantiate(const char *cls, lv_params **out);
 
 /* ---- text (Lingvo's ToText / FromText) ---- */
@@ -139,7 +148,17 @@ lv_status lv_registry_instantiate(const char *cls, lv_params **out);
 char *lv_params_to_text(const lv_params *p);
 /* Applies "key : value" lines (';' also separates lines, as --model_params_override
  * does). Every error names "<source>:<line>", the key, what was expected and what was
- * found; all errors are collected into one status. */
+ * found; all errors are collected into one status, in line order.
+ * Rules (reference §3.4): split on the first ':'; lines starting with '#' are comments;
+ * a value opening with a quote runs to the matching unescaped quote, across lines if
+ * need be (a ';' inside quotes is part of the value, where Lingvo would split it).
+ * Values are read as the key's declared kind: bool is False only for '', False, false
+ * (Lingvo's rule: "0" and "no" are True); int and float as Python's int()/float(); a
+ * string unquoted (\ ' " undone) or taken literally; a list as a Python literal
+ * ([..], (..), numbers, quoted strings, True/False/None; no dicts). NoneType sets a
+ * nullable key or a params slot to None. `cls` lines apply first, outer trees before
+ * inner ones (lv_params_set_class), so the sorted ToText order loads correctly; keys
+ * under a cls that failed are skipped rather than reported against the old tree. */
 lv_status lv_params_from_text(lv_params *p, const char *text, const char *source);
 /* --model_params_override / --model_params_file_override (reference §1.1): either may be
  * NULL or ""; both given is an error (Lingvo's message). The text is applied with source
@@ -151,10 +170,16 @@ lv_status lv_params_apply_overrides(lv_params *p, const char *override_text,
 
 /* ---- experiment files (libconfig) ---- */
 /* Loads group `group` of the libconfig file `path` into p: `base = "Other";` applies
- * group Other first; `cls = "X";` in a nested group replaces that subtree with class X's
- * defaults; every other setting must name an existing key with a compatible type.
- * Every error is listed as "path:line: dotted.key: expected ..., found ..."; the status
- * carries them all. */
+ * group Other (of the same file, recursively; cycles are errors) first; `cls = "X";` in
+ * a nested group replaces that subtree with class X's defaults; every other setting must
+ * name an existing key with a compatible type. `base` is special only directly inside a
+ * top-level group; `cls` is applied before the other settings of its group. libconfig
+ * lists ( .. ) and arrays [ .. ] both become lists (never tuples); an int may set a float;
+ * there is no way to write None. @include paths are relative to the including file.
+ * Every error is listed as "path:line: dotted.key: expected ..., found ..." (unknown
+ * keys: "path:line: unknown key dotted.key (did you mean: [..])", libconfig syntax errors
+ * "path:line: syntax error"); the LV_ERR_INVALID status carries them all. A missing file
+ * or group is LV_ERR_NOT_FOUND (listing the file's groups). */
 lv_status lv_params_load_cfg(lv_params *p, const char *path, const char *group);
 /* Group names in a file, in file order (for "unknown model, known models are ...").
  * *names is one allocation (a NULL-terminated pointer array followed by the strings):

@@ -100,7 +100,7 @@ static void apply_group_setting(cfg_ctx *c, config_setting_t *s, const char *key
 
 static void apply_scalar_setting(cfg_ctx *c, config_setting_t *s, const char *key) {
   lv_pentry *e;
-  lv_status st = lv_params_resolve(c->p, key, &e);
+  lv_status st = lv_params_resolve_mutable(c->p, key, &e);
   if (st) {
     add_err(c, s, st);
     return;

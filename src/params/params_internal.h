@@ -71,6 +71,8 @@ lv_pentry *lv_params_entry(const lv_params *p, const char *name); /* top level, 
 lv_status lv_params_walk(lv_params *p, const char *dotted, lv_params **parent, const char **leaf);
 /* Like lv_params_walk, then finds the entry (unknown key -> did-you-mean error). */
 lv_status lv_params_resolve(lv_params *p, const char *dotted, lv_pentry **entry);
+/* lv_params_resolve, plus an "immutable" error when the tree holding the key is frozen. */
+lv_status lv_params_resolve_mutable(lv_params *p, const char *dotted, lv_pentry **entry);
 /* "name (did you mean: [a,b])" or "name (keys are ['a', 'b'])" (Lingvo's _KeyErrorString),
  * candidates are p's keys. */
 char *lv_params_key_error_string(const lv_params *p, const char *shown_name, const char *leaf);

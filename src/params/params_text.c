@@ -656,7 +656,7 @@ static lv_status expected(const char *key, const char *what, const char *text, c
 /* Converts text to a value for entry e (FromText's per-type rules) and sets it. */
 static lv_status apply_one(lv_params *p, const char *key, const char *text) {
   lv_pentry *e;
-  LV_TRY(lv_params_resolve(p, key, &e));
+  LV_TRY(lv_params_resolve_mutable(p, key, &e));
   bool none_text = strcmp(text, "NoneType") == 0;
   if (e->kind == LV_PV_PARAMS) {
     if (none_text) return lv_params_set_none(p, key);
