@@ -34,12 +34,21 @@ lv_pvalue *lv_pvalue_float(double v);
 lv_pvalue *lv_pvalue_bool(bool v);
 lv_pvalue *lv_pvalue_string(const char *v);
 lv_pvalue *lv_pvalue_list(void);
-/* Appends item (taking ownership) to a list; returns list. */
+/* A list printed as a Python tuple, (1, 2); otherwise a list (lv_pvalue_kind LV_PV_LIST).
+ * Equality tells tuples from lists, as Python does. */
+lv_pvalue *lv_pvalue_tuple(void);
+bool lv_pvalue_is_tuple(const lv_pvalue *list);
+/* Appends item (taking ownership) to a list; returns list. item NULL appends None
+ * (Python's None inside a list literal); lv_pvalue_at then returns NULL for it. */
 lv_pvalue *lv_pvalue_append(lv_pvalue *list, lv_pvalue *item);
 /* Convenience: a list of n ints / floats. */
 lv_pvalue *lv_pvalue_ints(int n, const int64_t *v);
 lv_pvalue *lv_pvalue_floats(int n, const double *v);
 void lv_pvalue_free(lv_pvalue *v);
+lv_pvalue *lv_pvalue_copy(const lv_pvalue *v); /* deep; NULL stays NULL */
+bool lv_pvalue_equal(const lv_pvalue *a, const lv_pvalue *b); /* NULL (None) == NULL */
+/* The value as ToText writes it: 3, 0.0001, True, 'abc', [1, (2, 3)]; caller frees. */
+char *lv_pvalue_to_text(const lv_pvalue *v);
 lv_pv_kind lv_pvalue_kind(const lv_pvalue *v);
 int lv_pvalue_len(const lv_pvalue *list);
 const lv_pvalue *lv_pvalue_at(const lv_pvalue *list, int i);
@@ -47,18 +56,25 @@ int64_t lv_pvalue_as_int(const lv_pvalue *v);
 double lv_pvalue_as_float(const lv_pvalue *v); /* int or float */
 bool lv_pvalue_as_bool(const lv_pvalue *v);
 const char *lv_pvalue_as_string(const lv_pvalue *v);
-/* Reads a list of ints into out (at most max); returns the length, or -1 if v is not a
- * list of ints. */
+/* Reads a list of ints into out (at most max items written); returns the list's length
+ * (so a result > max means truncated), or -1 if v is not a list of ints (a None item
+ * counts as not an int). to_floats accepts ints and floats. */
 int lv_pvalue_to_ints(const lv_pvalue *v, int64_t *out, int max);
 int lv_pvalue_to_floats(const lv_pvalue *v, double *out, int max);
 
 /* ---- trees ---- */
 lv_params *lv_params_new(void);
+/* A tree whose first key is `cls` (string) = cls, as Lingvo's InstantiableParams(cls):
+ * the start of every registered class's ctor. */
+lv_params *lv_params_new_cls(const char *cls);
 void lv_params_free(lv_params *p);
 lv_params *lv_params_copy(const lv_params *p); /* deep; the copy is not frozen */
 void lv_params_freeze(lv_params *p);            /* recursive */
 bool lv_params_is_frozen(const lv_params *p);
 bool lv_params_equal(const lv_params *a, const lv_params *b); /* values only */
+
+/* Freeze is recursive (Lingvo's is shallow) and a copy is not frozen (Lingvo's stays
+ * frozen): a loaded tree is read-only throughout, and copying is how to change it. */
 
 /* Define: name must match ^[a-z_][a-z0-9_]*$ and be new (else LV_ASSERT: these are
  * programmer errors in C class definitions). desc is mandatory. */
@@ -99,8 +115,15 @@ lv_status lv_params_set_bool(lv_params *p, const char *dotted, bool v);
 lv_status lv_params_set_string(lv_params *p, const char *dotted, const char *v);
 lv_status lv_params_set_list(lv_params *p, const char *dotted, lv_pvalue *v); /* takes v */
 lv_status lv_params_set_none(lv_params *p, const char *dotted);
-/* Replaces a nested tree (takes child). */
+/* Replaces a nested tree (takes child; NULL sets None). set_list and set_params free
+ * what they were given when they fail. */
 lv_status lv_params_set_params(lv_params *p, const char *dotted, lv_params *child);
+/* Points the nested tree at `dotted` ("" for p itself) at registered class cls: if its
+ * `cls` already equals cls nothing changes; otherwise (or when the slot is None) the tree
+ * is replaced by cls's defaults. What configs and overrides do on `... cls = "X"`. */
+lv_status lv_params_set_class(lv_params *p, const char *dotted, const char *cls);
+/* (lv_params_set_string(p, "task.cls", ...) is a plain set: only lv_params_set_class,
+ * FromText and experiment files replace the tree.) */
 
 /* ---- class registry ---- */
 /* A registered class ("classifier.ModelV1", "FCLayer", "Adam", "PiecewiseConstantSchedule")
@@ -111,9 +134,12 @@ typedef lv_params *(*lv_params_ctor)(void);
 void lv_registry_add(const char *cls, lv_params_ctor ctor);
 /* NULL if unknown. */
 lv_params_ctor lv_registry_find(const char *cls);
-/* Fills out with the registered class names (sorted); returns the count. */
+/* Fills out with the registered class names (sorted); returns how many were written
+ * (at most max). */
 int lv_registry_names(const char **out, int max);
-/* ctor(cls) or an LV_ERR_NOT_FOUND error listing similar class names. */
+/* ctor(cls) or an LV_ERR_NOT_FOUND error listing similar class names (all registered
+ * names if none is similar). The result's `cls` is set to the registered name, so a
+ * subclass ctor that starts from its base's params need not reset it. */
 lv_status lv_registry_instantiate(const char *cls, lv_params **out);
 
 /* ---- text (Lingvo's ToText / FromText) ---- */
@@ -122,18 +148,42 @@ lv_status lv_registry_instantiate(const char *cls, lv_params **out);
 char *lv_params_to_text(const lv_params *p);
 /* Applies "key : value" lines (';' also separates lines, as --model_params_override
  * does). Every error names "<source>:<line>", the key, what was expected and what was
- * found; all errors are collected into one status. */
+ * found; all errors are collected into one status, in line order.
+ * Rules (reference §3.4): split on the first ':'; lines starting with '#' are comments;
+ * a value opening with a quote runs to the matching unescaped quote, across lines if
+ * need be (a ';' inside quotes is part of the value, where Lingvo would split it).
+ * Values are read as the key's declared kind: bool is False only for '', False, false
+ * (Lingvo's rule: "0" and "no" are True); int and float as Python's int()/float(); a
+ * string unquoted (\ ' " undone) or taken literally; a list as a Python literal
+ * ([..], (..), numbers, quoted strings, True/False/None; no dicts). NoneType sets a
+ * nullable key or a params slot to None. `cls` lines apply first, outer trees before
+ * inner ones (lv_params_set_class), so the sorted ToText order loads correctly; keys
+ * under a cls that failed are skipped rather than reported against the old tree. */
 lv_status lv_params_from_text(lv_params *p, const char *text, const char *source);
+/* --model_params_override / --model_params_file_override (reference §1.1): either may be
+ * NULL or ""; both given is an error (Lingvo's message). The text is applied with source
+ * "<command line>", the file's contents with the file's path as source. Unlike Lingvo,
+ * which skips a file that does not exist, a missing file is an LV_ERR_NOT_FOUND error:
+ * a mistyped path must not silently train the unmodified model. */
+lv_status lv_params_apply_overrides(lv_params *p, const char *override_text,
+                                    const char *override_file);
 
 /* ---- experiment files (libconfig) ---- */
 /* Loads group `group` of the libconfig file `path` into p: `base = "Other";` applies
- * group Other first; `cls = "X";` in a nested group replaces that subtree with class X's
- * defaults; every other setting must name an existing key with a compatible type.
- * Every error is listed as "path:line: dotted.key: expected ..., found ..."; the status
- * carries them all. */
+ * group Other (of the same file, recursively; cycles are errors) first; `cls = "X";` in
+ * a nested group replaces that subtree with class X's defaults; every other setting must
+ * name an existing key with a compatible type. `base` is special only directly inside a
+ * top-level group; `cls` is applied before the other settings of its group. libconfig
+ * lists ( .. ) and arrays [ .. ] both become lists (never tuples); an int may set a float;
+ * there is no way to write None. @include paths are relative to the including file.
+ * Every error is listed as "path:line: dotted.key: expected ..., found ..." (unknown
+ * keys: "path:line: unknown key dotted.key (did you mean: [..])", libconfig syntax errors
+ * "path:line: syntax error"); the LV_ERR_INVALID status carries them all. A missing file
+ * or group is LV_ERR_NOT_FOUND (listing the file's groups). */
 lv_status lv_params_load_cfg(lv_params *p, const char *path, const char *group);
-/* Group names in a file (for "unknown model, known models are ..."). Returns count;
- * names point into *storage, which the caller frees. */
+/* Group names in a file, in file order (for "unknown model, known models are ...").
+ * *names is one allocation (a NULL-terminated pointer array followed by the strings):
+ * the caller releases everything with free(*names). */
 lv_status lv_params_cfg_groups(const char *path, char ***names, int *count);
 
 #endif

@@ -1,0 +1,280 @@
+/* libconfig experiment files: group G of a file sets keys of a Params tree, after the
+ * group named by its `base` (DESIGN.md "Experiment files"). Every problem is collected
+ * with file:line before failing. */
+#include <libconfig.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "params/params_internal.h"
+
+typedef struct {
+  const char *path;
+  config_setting_t *root;
+  lv_params *p;
+  lv_perrs errs;
+  const char *stack[64]; /* groups being applied, outermost first: finds base cycles */
+  int depth;
+} cfg_ctx;
+
+static const char *src_file(const cfg_ctx *c, const config_setting_t *s) {
+  const char *f = config_setting_source_file(s);
+  return f ? f : c->path;
+}
+
+static int src_line(const config_setting_t *s) { return (int)config_setting_source_line(s); }
+
+static void add_err(cfg_ctx *c, const config_setting_t *s, lv_status st) {
+  lv_perrs_add_status(&c->errs, src_file(c, s), src_line(s), st);
+}
+
+static char *join_key(const char *prefix, const char *name) {
+  char *k = NULL;
+  LV_ASSERT(asprintf(&k, "%s%s%s", prefix, *prefix ? "." : "", name) >= 0);
+  return k;
+}
+
+/* Converts a scalar, array or list setting; NULL with *err set on a group inside. */
+static lv_pvalue *setting_value(const config_setting_t *s, const char **err) {
+  switch (config_setting_type(s)) {
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64: return lv_pvalue_int(config_setting_get_int64(s));
+    case CONFIG_TYPE_FLOAT: return lv_pvalue_float(config_setting_get_float(s));
+    case CONFIG_TYPE_BOOL: return lv_pvalue_bool(config_setting_get_bool(s));
+    case CONFIG_TYPE_STRING: return lv_pvalue_string(config_setting_get_string(s));
+    case CONFIG_TYPE_ARRAY:
+    case CONFIG_TYPE_LIST: {
+      /* Both ( ... ) and [ ... ] are lists: libconfig needs ( ) to nest, so it says
+       * nothing about Python's list/tuple distinction. */
+      lv_pvalue *l = lv_pvalue_list();
+      int n = config_setting_length(s);
+      for (int i = 0; i < n; i++) {
+        lv_pvalue *x = setting_value(config_setting_get_elem(s, (unsigned)i), err);
+        if (!x) {
+          lv_pvalue_free(l);
+          return NULL;
+        }
+        lv_pvalue_append(l, x);
+      }
+      return l;
+    }
+    default: *err = "a group { ... } inside a list (lists hold numbers, strings, bools and lists)"; return NULL;
+  }
+}
+
+static void describe_setting(lv_pbuf *b, const config_setting_t *s) {
+  if (config_setting_type(s) == CONFIG_TYPE_GROUP) {
+    lv_pbuf_addf(b, "a group { ... }");
+    return;
+  }
+  const char *err = NULL;
+  lv_pvalue *v = setting_value(s, &err);
+  if (v) lv_pvalue_describe(b, v);
+  else lv_pbuf_addf(b, "%s", err);
+  lv_pvalue_free(v);
+}
+
+static void apply_settings(cfg_ctx *c, config_setting_t *g, const char *prefix, bool top);
+
+static void apply_group_setting(cfg_ctx *c, config_setting_t *s, const char *key) {
+  lv_pentry *e;
+  lv_status st = lv_params_resolve(c->p, key, &e);
+  if (st) {
+    add_err(c, s, st);
+    return;
+  }
+  if (e->kind != LV_PV_PARAMS) {
+    add_err(c, s, lv_status_make(LV_ERR_INVALID, "%s: expected %s, found a group { ... }", key,
+                                 lv_pv_kind_names[e->kind]));
+    return;
+  }
+  if (!e->child && !config_setting_get_member(s, "cls")) {
+    add_err(c, s, lv_status_make(LV_ERR_INVALID,
+                                 "%s: is None (no class yet): the group needs cls = \"<registered class>\";", key));
+    return;
+  }
+  apply_settings(c, s, key, false);
+}
+
+static void apply_scalar_setting(cfg_ctx *c, config_setting_t *s, const char *key) {
+  lv_pentry *e;
+  lv_status st = lv_params_resolve_mutable(c->p, key, &e);
+  if (st) {
+    add_err(c, s, st);
+    return;
+  }
+  if (e->kind == LV_PV_PARAMS) {
+    lv_pbuf b = {0};
+    describe_setting(&b, s);
+    add_err(c, s, lv_status_make(LV_ERR_INVALID, "%s: expected a group { ... } (nested params), found %s", key, b.s));
+    free(b.s);
+    return;
+  }
+  const char *err = NULL;
+  lv_pvalue *v = setting_value(s, &err);
+  if (!v) {
+    add_err(c, s, lv_status_make(LV_ERR_INVALID, "%s: expected %s, found %s", key, lv_pv_kind_names[e->kind], err));
+    return;
+  }
+  add_err(c, s, lv_params_entry_set(e, key, v));
+}
+
+/* The settings of one group at tree path prefix: `cls` first (it may replace the whole
+ * subtree), then the rest in file order. */
+static void apply_settings(cfg_ctx *c, config_setting_t *g, const char *prefix, bool top) {
+  config_setting_t *cls = config_setting_get_member(g, "cls");
+  if (cls) {
+    char *key = join_key(prefix, "cls");
+    lv_status st = NULL;
+    if (config_setting_type(cls) != CONFIG_TYPE_STRING) {
+      lv_pbuf b = {0};
+      describe_setting(&b, cls);
+      st = lv_status_make(LV_ERR_INVALID, "%s: expected string (a registered class name), found %s", key, b.s);
+      free(b.s);
+    } else {
+      st = lv_params_set_class(c->p, prefix, config_setting_get_string(cls));
+    }
+    free(key);
+    if (st) {
+      /* The rest of the group was written for that class: checking it against the old
+       * tree would only bury the real error under follow-on ones. */
+      add_err(c, cls, st);
+      return;
+    }
+  }
+  int n = config_setting_length(g);
+  for (int i = 0; i < n; i++) {
+    config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+    const char *name = config_setting_name(s);
+    if (!strcmp(name, "cls") || (top && !strcmp(name, "base"))) continue;
+    char *key = join_key(prefix, name);
+    if (config_setting_type(s) == CONFIG_TYPE_GROUP) apply_group_setting(c, s, key);
+    else apply_scalar_setting(c, s, key);
+    free(key);
+  }
+}
+
+static void group_names(config_setting_t *root, lv_pbuf *b) {
+  int n = config_setting_length(root), k = 0;
+  for (int i = 0; i < n; i++) {
+    config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) continue;
+    lv_pbuf_addf(b, "%s%s", k++ ? ", " : "", config_setting_name(s));
+  }
+}
+
+static void apply_top_group(cfg_ctx *c, config_setting_t *g) {
+  const char *name = config_setting_name(g);
+  if (c->depth == (int)LV_ARRAY_LEN(c->stack)) {
+    add_err(c, g, lv_status_make(LV_ERR_INVALID, "%s: base chain deeper than %d groups", name, c->depth));
+    return;
+  }
+  c->stack[c->depth++] = name;
+  config_setting_t *base = config_setting_get_member(g, "base");
+  if (base) {
+    if (config_setting_type(base) != CONFIG_TYPE_STRING) {
+      lv_pbuf b = {0};
+      describe_setting(&b, base);
+      add_err(c, base, lv_status_make(LV_ERR_INVALID, "base: expected string (a group name), found %s", b.s));
+      free(b.s);
+    } else {
+      const char *bn = config_setting_get_string(base);
+      config_setting_t *bg = config_setting_get_member(c->root, bn);
+      int cycle_at = -1;
+      for (int i = 0; i < c->depth; i++)
+        if (!strcmp(c->stack[i], bn)) cycle_at = i;
+      if (cycle_at >= 0) {
+        lv_pbuf b = {0};
+        for (int i = cycle_at; i < c->depth; i++) lv_pbuf_addf(&b, "%s -> ", c->stack[i]);
+        lv_pbuf_addf(&b, "%s", bn);
+        add_err(c, base, lv_status_make(LV_ERR_INVALID, "base = \"%s\" makes a cycle: %s", bn, b.s));
+        free(b.s);
+      } else if (!bg || config_setting_type(bg) != CONFIG_TYPE_GROUP) {
+        lv_pbuf b = {0};
+        group_names(c->root, &b);
+        add_err(c, base, lv_status_make(LV_ERR_INVALID, "base: no group \"%s\" in %s (groups: %s)", bn, c->path,
+                                        b.s ? b.s : ""));
+        free(b.s);
+      } else {
+        apply_top_group(c, bg);
+      }
+    }
+  }
+  apply_settings(c, g, "", true);
+  c->depth--;
+}
+
+static lv_status read_cfg(const char *path, config_t *cfg) {
+  if (!lv_file_exists(path))
+    return lv_status_make(LV_ERR_NOT_FOUND, "experiment file %s does not exist", path);
+  config_init(cfg);
+  /* @include "x.cfg" is relative to the including file, not to the working directory. */
+  char *dir_copy = lv_params_xstrdup(path);
+  config_set_include_dir(cfg, dirname(dir_copy));
+  free(dir_copy);
+  if (config_read_file(cfg, path) != CONFIG_TRUE) {
+    const char *f = config_error_file(cfg);
+    lv_status s;
+    if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
+      s = lv_status_make(LV_ERR_IO, "%s: cannot read: %s", f ? f : path, config_error_text(cfg));
+    else
+      s = lv_status_make(LV_ERR_INVALID, "%s:%d: %s", f ? f : path, config_error_line(cfg), config_error_text(cfg));
+    config_destroy(cfg);
+    return s;
+  }
+  return NULL;
+}
+
+lv_status lv_params_load_cfg(lv_params *p, const char *path, const char *group) {
+  LV_ASSERT(p && path && group);
+  if (p->frozen) return lv_status_make(LV_ERR_INVALID, "%s: This Params instance is immutable", path);
+  config_t cfg;
+  LV_TRY(read_cfg(path, &cfg));
+  cfg_ctx c = {.path = path, .root = config_root_setting(&cfg), .p = p};
+  config_setting_t *g = config_setting_get_member(c.root, group);
+  if (!g || config_setting_type(g) != CONFIG_TYPE_GROUP) {
+    lv_pbuf b = {0};
+    group_names(c.root, &b);
+    lv_status s = lv_status_make(LV_ERR_NOT_FOUND, "%s: no group \"%s\"; groups in this file: [%s]", path, group,
+                                 b.s ? b.s : "");
+    free(b.s);
+    config_destroy(&cfg);
+    return s;
+  }
+  apply_top_group(&c, g);
+  config_destroy(&cfg);
+  return lv_perrs_finish(&c.errs);
+}
+
+lv_status lv_params_cfg_groups(const char *path, char ***names, int *count) {
+  config_t cfg;
+  LV_TRY(read_cfg(path, &cfg));
+  config_setting_t *root = config_root_setting(&cfg);
+  int n = config_setting_length(root), k = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) continue;
+    k++;
+    bytes += strlen(config_setting_name(s)) + 1;
+  }
+  /* One block: the pointer array, then the strings, so one free() releases it all. */
+  char **out = lv_params_xmalloc(sizeof(char *) * (size_t)(k + 1) + bytes);
+  char *str = (char *)(out + k + 1);
+  k = 0;
+  for (int i = 0; i < n; i++) {
+    config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) continue;
+    size_t len = strlen(config_setting_name(s)) + 1;
+    memcpy(str, config_setting_name(s), len);
+    out[k++] = str;
+    str += len;
+  }
+  out[k] = NULL;
+  config_destroy(&cfg);
+  *names = out;
+  *count = k;
+  return NULL;
+}
