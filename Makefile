@@ -30,7 +30,7 @@ TEST_SRC  := $(wildcard tests/check_*.c)
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 
-.PHONY: all test asan bench fuzz clean deps
+.PHONY: all test run-tests asan bench fuzz clean deps
 .DELETE_ON_ERROR:
 
 all: $(BINS) $(TESTS)
@@ -60,15 +60,22 @@ $(BINDIR)/%: $(BUILD)/src/%/main.o $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
 
+# `make test` first installs what is missing (apt-get, idempotent), then re-reads this
+# Makefile (pkg-config flags need the packages) to build and run every suite.
+test: deps
+	@$(MAKE) --no-print-directory run-tests
+
 # Each suite runs in its own process; the run fails if any suite fails, after all have run.
-test: all
+run-tests: all
 	@scripts/run-tests.sh $(BUILD) $(BINDIR) $(TESTS)
 
-asan:
-	$(MAKE) BUILD=build-asan BINDIR=build-asan/bin OPT="-O1 -fno-omit-frame-pointer" \
-	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BINDIR=build-asan/bin OPT="-O1 -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" run-tests
 
-bench: all
+bench: deps
+	@LINGVOC_BENCH=1 scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
 	@bench/run-all.sh
 
 fuzz:

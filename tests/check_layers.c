@@ -156,7 +156,7 @@ START_TEST(test_model_errors) {
   lv_status_free(s);
   s = build("image.mnist.LeNet5", "Train", "task.train.learnin_rate: 3e-4");
   ck_assert(s != NULL && lv_status_exit_code(s) == 2);
-  ck_assert_msg(strstr(lv_status_msg(s), "learning_rate") && strstr(lv_status_msg(s), "--model_params_override"),
+  ck_assert_msg(strstr(lv_status_msg(s), "learning_rate") && strstr(lv_status_msg(s), "<command line>"),
                 "%s", lv_status_msg(s));
   lv_status_free(s);
   s = build("image.mnist.LeNet5", "Train", "train.max_steps: many");

@@ -130,7 +130,6 @@ static void list_models(const char *root, const char *rel, char *buf, size_t n) 
     for (int i = 0; i < ng; i++) {
       size_t used = strlen(buf);
       if (used + strlen(sub) + strlen(groups[i]) + 4 < n) snprintf(buf + used, n - used, "\n  %s.%s", sub, groups[i]);
-      free(groups[i]);
     }
     free(groups);
   }
@@ -159,10 +158,7 @@ static lv_status resolve(const lv_model_options *o, char *path, size_t pn, char 
   bool found = false;
   if (lv_file_exists(path)) {
     LV_TRY(lv_params_cfg_groups(path, &groups, &ng));
-    for (int i = 0; i < ng; i++) {
-      found |= !strcmp(groups[i], group);
-      free(groups[i]);
-    }
+    for (int i = 0; i < ng; i++) found |= !strcmp(groups[i], group);
     free(groups);
   }
   if (!found) {
@@ -246,9 +242,6 @@ lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *
 
 lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   *out = NULL;
-  if (o->params_override && *o->params_override && o->params_file_override && *o->params_file_override)
-    return lv_status_make(LV_ERR_INVALID,
-                          "Only one of --model_params_override and --model_params_file_override may be specified.");
   lv_params *p = NULL;
   char path[4096];
   LV_TRY(load(o, &p, path, sizeof path));
@@ -278,20 +271,7 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   if (!s && o->job && *o->job) s = lv_params_set_string(p, "cluster.job", o->job);
   if (!s && o->num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", o->num_threads);
   int64_t task_max_steps = lv_params_int(p, "task.train.max_steps");
-  if (!s && o->params_override && *o->params_override)
-    s = lv_params_from_text(p, o->params_override, "--model_params_override");
-  if (!s && o->params_file_override && *o->params_file_override) {
-    /* Lingvo applies the file only if it exists. */
-    if (lv_file_exists(o->params_file_override)) {
-      char *text = NULL;
-      size_t len = 0;
-      s = lv_file_read_all(o->params_file_override, &text, &len);
-      if (!s) s = lv_params_from_text(p, text, o->params_file_override);
-      free(text);
-    } else {
-      lv_warn("--model_params_file_override=%s does not exist; ignored (as Lingvo does)", o->params_file_override);
-    }
-  }
+  if (!s) s = lv_params_apply_overrides(p, o->params_override, o->params_file_override);
   if (!s && o->saver_max_to_keep >= 0) s = lv_params_set_int(p, "train.save_max_to_keep", o->saver_max_to_keep);
   if (!s && o->saver_keep_checkpoint_every_n_hours >= 0)
     s = lv_params_set_float(p, "train.save_keep_checkpoint_every_n_hours", o->saver_keep_checkpoint_every_n_hours);

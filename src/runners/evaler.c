@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "io/events.h"
+#include "runners/caption.h"
 #include "runners/instance.h"
 
 typedef struct eval_state {
@@ -62,10 +63,13 @@ static void image_summaries(eval_state *e, lv_batch *b, const lv_metrics *mt, in
   int h = (int)raw->shape.d[1], w = (int)raw->shape.d[2], c = (int)raw->shape.d[3];
   int64_t n = raw->shape.d[0] < 10 ? raw->shape.d[0] : 10;
   for (int64_t i = 0; i < n; i++) {
-    char tag[128];
-    snprintf(tag, sizeof tag, "examples/image/%lld: %d vs. %d", (long long)i, lv_i32(label)[i],
-             lv_i32(mt->predictions)[i]);
-    lv_events_image(e->ev, tag, step, h, w, c, lv_u8(raw) + i * h * w * c);
+    char tag[64], caption[64];
+    snprintf(tag, sizeof tag, "examples/image/%lld", (long long)i);
+    snprintf(caption, sizeof caption, "%d vs. %d", lv_i32(label)[i], lv_i32(mt->predictions)[i]);
+    int oh, ow, oc;
+    uint8_t *img = lv_caption_render(lv_u8(raw) + i * h * w * c, h, w, c, caption, &oh, &ow, &oc);
+    lv_events_image(e->ev, tag, step, oh, ow, oc, img);
+    free(img);
   }
 }
 
