@@ -507,7 +507,38 @@ START_TEST(test_example_random_damage) {
 }
 END_TEST
 
-int main(void) {
+/* `check_records --write PATH`: five tf.Examples for tests/test_print_tf_records.sh. */
+static int write_print_sample(const char *path) {
+  lv_tfrecord_writer *w;
+  lv_status s = lv_tfrecord_writer_open(path, false, &w);
+  for (int r = 0; r < 5 && !s; r++) {
+    lv_example *e = lv_example_new();
+    const char *words[2] = {"it's", "\xff"};
+    size_t wl[2] = {4, 1};
+    lv_example_add_bytes(e, "word", 2, words, wl);
+    float f[10];
+    for (int i = 0; i < 10; i++) f[i] = (float)(r + i) * 0.5f;
+    lv_example_add_floats(e, "frames", 10, f);
+    int64_t ids[3] = {r, -1, 1LL << 40};
+    lv_example_add_int64s(e, "ids", 3, ids);
+    uint8_t *b;
+    size_t n;
+    s = lv_example_serialize(e, &b, &n);
+    if (!s) s = lv_tfrecord_writer_write(w, b, n);
+    free(b);
+    lv_example_free(e);
+  }
+  lv_status c = lv_tfrecord_writer_close(w);
+  if (!s) s = c; else lv_status_free(c);
+  return s ? lv_status_report("check_records", s) : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--write") == 0) return write_print_sample(argv[2]);
+  if (argc != 1) {
+    fprintf(stderr, "usage: check_records [--write PATH]\n");
+    return 2;
+  }
   Suite *su = suite_create("records");
   TCase *tc = tcase_create("tfrecord");
   tcase_add_test(tc, test_crc_known_values);
