@@ -7,7 +7,9 @@
  * to the last flush. The reader maps the file read-only and validates both checksums and
  * every bound; a bad or truncated record is LV_ERR_CORRUPT naming the file and the byte
  * offset of the record, or (skip_corrupt) is skipped, counted, and reading resumes at the
- * next offset where a record with valid checksums starts. */
+ * next offset where a record with valid checksums starts. The reader sees the file as it
+ * was when opened (records appended later are not read); the file must not be truncated
+ * while a reader has it open. */
 #ifndef LV_IO_TFRECORD_H
 #define LV_IO_TFRECORD_H
 
