@@ -202,6 +202,65 @@ START_TEST(test_sample_file) {
 }
 END_TEST
 
+typedef struct {
+  int n, scalars, images, texts, histos;
+  double loss_sum;
+  bool version_first;
+} visit_ctx;
+
+static lv_status visit(const lv_events_record *r, void *p) {
+  visit_ctx *c = p;
+  if (c->n++ == 0) c->version_first = r->kind == LV_EVENTS_KIND_FILE_VERSION && !strcmp(r->file_version, "brain.Event:2");
+  if (r->kind == LV_EVENTS_KIND_SCALAR) {
+    c->scalars++;
+    if (!strcmp(r->tag, "loss")) c->loss_sum += r->value;
+  }
+  if (r->kind == LV_EVENTS_KIND_IMAGE && r->h == 6 && r->w == 8 && r->c == 3 && r->len > 8 && r->data[1] == 'P') c->images++;
+  if (r->kind == LV_EVENTS_KIND_TEXT && r->len == 22 && !memcmp(r->data, "hello", 5)) c->texts++;
+  if (r->kind == LV_EVENTS_KIND_HISTOGRAM && r->hist_num == 100 && r->value == 0.0) c->histos++;
+  return NULL;
+}
+
+static lv_status stop_at_third(const lv_events_record *r, void *p) {
+  (void)r;
+  return ++*(int *)p == 3 ? lv_status_make(LV_ERR_CANCELLED, "stop") : NULL;
+}
+
+START_TEST(test_read_file) {
+  make_tmpdir();
+  lv_events_writer *w;
+  ok(lv_events_writer_open(g_dir, 60, &w));
+  write_sample(w);
+  char path[600];
+  snprintf(path, sizeof path, "%s", lv_events_writer_path(w));
+  ok(lv_events_writer_close(w));
+  visit_ctx c = {0};
+  ok(lv_events_read_file(path, visit, &c));
+  ck_assert(c.version_first);
+  ck_assert_int_eq(c.n, 14);
+  ck_assert_int_eq(c.scalars, 10);
+  ck_assert(c.loss_sum == 1.5 + 1.25 + 1.0 + 0.75 + 0.5);
+  ck_assert_int_eq(c.images, 1);
+  ck_assert_int_eq(c.texts, 1);
+  ck_assert_int_eq(c.histos, 1);
+  int k = 0;
+  lv_status s = lv_events_read_file(path, stop_at_third, &k);
+  ck_assert_int_eq(lv_status_code(s), LV_ERR_CANCELLED);
+  ck_assert_int_eq(k, 3);
+  lv_status_free(s);
+  /* A damaged file is an error naming it. */
+  FILE *f = fopen(path, "r+b");
+  fseek(f, 30, SEEK_SET);
+  fputc('!', f);
+  fclose(f);
+  s = lv_events_read_file(path, visit, &c);
+  ck_assert_int_eq(lv_status_code(s), LV_ERR_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(lv_status_msg(s), "byte offset 0"));
+  lv_status_free(s);
+  remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_default_buckets) {
   int n;
   const double *lim = lv_events_default_bucket_limits(&n);
@@ -393,6 +452,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("events");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_sample_file);
+  tcase_add_test(tc, test_read_file);
   tcase_add_test(tc, test_default_buckets);
   tcase_add_test(tc, test_png_encode);
   tcase_add_test(tc, test_periodic_flush);

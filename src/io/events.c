@@ -451,3 +451,89 @@ lv_status lv_events_writer_close(lv_events_writer *w) {
   free(w);
   return s;
 }
+
+/* ---- reading ---- */
+
+const char *const lv_events_kind_names[LV_EVENTS_KIND_COUNT] = {"file_version", "scalar", "image",
+                                                                "text", "histogram", "other"};
+_Static_assert(LV_ARRAY_LEN(lv_events_kind_names) == LV_EVENTS_KIND_COUNT, "events kind names");
+
+static lv_status visit_event(const Tensorflow__Event *ev, lv_events_visit_fn fn, void *ctx) {
+  lv_events_record rec;
+  memset(&rec, 0, sizeof rec);
+  rec.step = ev->step;
+  rec.wall_time = ev->wall_time;
+  rec.tag = "";
+  if (ev->what_case == TENSORFLOW__EVENT__WHAT_FILE_VERSION) {
+    rec.kind = LV_EVENTS_KIND_FILE_VERSION;
+    rec.file_version = ev->file_version;
+    return fn(&rec, ctx);
+  }
+  if (ev->what_case != TENSORFLOW__EVENT__WHAT_SUMMARY) {
+    rec.kind = LV_EVENTS_KIND_OTHER;
+    return fn(&rec, ctx);
+  }
+  for (size_t i = 0; i < ev->summary->n_value; i++) {
+    const Tensorflow__Summary__Value *v = ev->summary->value[i];
+    memset(&rec, 0, sizeof rec);
+    rec.step = ev->step;
+    rec.wall_time = ev->wall_time;
+    rec.tag = v->tag;
+    rec.kind = LV_EVENTS_KIND_OTHER;
+    switch (v->value_case) {
+      case TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE:
+        rec.kind = LV_EVENTS_KIND_SCALAR;
+        rec.value = v->simple_value;
+        break;
+      case TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE:
+        rec.kind = LV_EVENTS_KIND_IMAGE;
+        rec.data = v->image->encoded_image_string.data;
+        rec.len = v->image->encoded_image_string.len;
+        rec.h = v->image->height;
+        rec.w = v->image->width;
+        rec.c = v->image->colorspace;
+        break;
+      case TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO:
+        rec.kind = LV_EVENTS_KIND_HISTOGRAM;
+        rec.value = v->histo->min;
+        rec.value2 = v->histo->max;
+        rec.hist_num = v->histo->num;
+        rec.hist_sum = v->histo->sum;
+        break;
+      case TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR:
+        if (v->tensor->dtype == TENSORFLOW__DATA_TYPE__DT_STRING && v->tensor->n_string_val == 1) {
+          rec.kind = LV_EVENTS_KIND_TEXT;
+          rec.data = v->tensor->string_val[0].data;
+          rec.len = v->tensor->string_val[0].len;
+        }
+        break;
+      default: break;
+    }
+    LV_TRY(fn(&rec, ctx));
+  }
+  return NULL;
+}
+
+lv_status lv_events_read_file(const char *path, lv_events_visit_fn fn, void *ctx) {
+  lv_tfrecord_reader *r;
+  LV_TRY(lv_tfrecord_reader_open(path, false, &r));
+  lv_status s = NULL;
+  for (;;) {
+    const uint8_t *d;
+    size_t len;
+    bool eof;
+    s = lv_tfrecord_reader_next(r, &d, &len, &eof);
+    if (s || eof) break;
+    Tensorflow__Event *ev = tensorflow__event__unpack(NULL, len, d);
+    if (!ev) {
+      s = lv_status_make(LV_ERR_CORRUPT, "%s: record at byte offset %llu is not an Event proto", path,
+                         (unsigned long long)(lv_tfrecord_reader_offset(r) - len - LV_TFRECORD_OVERHEAD));
+      break;
+    }
+    s = visit_event(ev, fn, ctx);
+    tensorflow__event__free_unpacked(ev, NULL);
+    if (s) break;
+  }
+  lv_tfrecord_reader_close(r);
+  return s;
+}

@@ -36,6 +36,38 @@ lv_status lv_events_flush(lv_events_writer *w);
 /* Flushes, joins the thread, closes the file and frees w (also on error). */
 lv_status lv_events_writer_close(lv_events_writer *w);
 
+/* Reading event files back (tests, tools): one visit per summary value, plus one for the
+ * file_version event. Pointers are valid only during the callback. */
+typedef enum {
+  LV_EVENTS_KIND_FILE_VERSION,
+  LV_EVENTS_KIND_SCALAR,    /* simple_value */
+  LV_EVENTS_KIND_IMAGE,     /* data/len = encoded image, h/w/c */
+  LV_EVENTS_KIND_TEXT,      /* data/len = the string of a DT_STRING tensor */
+  LV_EVENTS_KIND_HISTOGRAM, /* hist_num, hist_sum, value = hist_min, value2 = hist_max */
+  LV_EVENTS_KIND_OTHER,     /* anything else (graphs, audio, other tensors, session logs) */
+  LV_EVENTS_KIND_COUNT
+} lv_events_kind;
+
+extern const char *const lv_events_kind_names[LV_EVENTS_KIND_COUNT];
+
+typedef struct {
+  lv_events_kind kind;
+  int64_t step;
+  double wall_time;
+  const char *tag;          /* "" for the file_version event */
+  const char *file_version; /* LV_EVENTS_KIND_FILE_VERSION only */
+  double value, value2;
+  const uint8_t *data;
+  size_t len;
+  int h, w, c;
+  double hist_num, hist_sum;
+} lv_events_record;
+
+/* Return non-NULL to stop reading; that status is returned by lv_events_read_file. */
+typedef lv_status (*lv_events_visit_fn)(const lv_events_record *rec, void *ctx);
+/* Checks the framing (LV_ERR_CORRUPT with path and offset) and decodes every Event. */
+lv_status lv_events_read_file(const char *path, lv_events_visit_fn fn, void *ctx);
+
 /* TensorFlow's default histogram bucket limits (-DBL_MAX..., 0, ...DBL_MAX, growing by
  * 1.1 from 1e-12 to 1e20). Returns a static array; *n receives its length. */
 const double *lv_events_default_bucket_limits(int *n);
