@@ -422,6 +422,31 @@ START_TEST(test_killed_process) {
 }
 END_TEST
 
+/* Two writers opened in one directory within the same second get distinct files. */
+START_TEST(test_two_writers) {
+  make_tmpdir();
+  lv_events_writer *a, *b;
+  ok(lv_events_writer_open(g_dir, 60, &a));
+  ok(lv_events_writer_open(g_dir, 60, &b));
+  ck_assert_str_ne(lv_events_writer_path(a), lv_events_writer_path(b));
+  lv_events_scalar(a, "a", 1, 1.0);
+  lv_events_scalar(b, "b", 2, 2.0);
+  char pa[600], pb[600];
+  snprintf(pa, sizeof pa, "%s", lv_events_writer_path(a));
+  snprintf(pb, sizeof pb, "%s", lv_events_writer_path(b));
+  ok(lv_events_writer_close(a));
+  ok(lv_events_writer_close(b));
+  Tensorflow__Event *evs[4];
+  ck_assert_int_eq(read_events(pa, evs, 4), 2);
+  ck_assert_str_eq(evs[1]->summary->value[0]->tag, "a");
+  free_events(evs, 2);
+  ck_assert_int_eq(read_events(pb, evs, 4), 2);
+  ck_assert_str_eq(evs[1]->summary->value[0]->tag, "b");
+  free_events(evs, 2);
+  remove_tmpdir();
+}
+END_TEST
+
 /* Writing into a directory that cannot be created is an error naming it. */
 START_TEST(test_open_error) {
   lv_events_writer *w = NULL;
@@ -458,6 +483,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_periodic_flush);
   tcase_add_test(tc, test_threads);
   tcase_add_test(tc, test_killed_process);
+  tcase_add_test(tc, test_two_writers);
   tcase_add_test(tc, test_open_error);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);

@@ -165,6 +165,13 @@ static bool skip_field(pctx *c, const uint8_t **p, const uint8_t *end, int wt) {
   }
 }
 
+/* Room for `more` values, or a CORRUPT error: a feature holds at most INT32_MAX values. */
+static bool room(pctx *c, feat *x, size_t more, const uint8_t *at) {
+  if (more > (size_t)INT32_MAX - (size_t)x->n) return fail(c, at, "feature with more than 2^31-1 values");
+  feat_reserve(x, more);
+  return true;
+}
+
 static void set_kind(feat *x, lv_feature_kind k) {
   if (x->kind != k) {
     feat_clear_values(x);
@@ -181,7 +188,7 @@ static bool parse_bytes_list(pctx *c, feat *x, const uint8_t *p, const uint8_t *
     if (field == 1 && wt == 2) {
       const uint8_t *sub;
       if (!read_len(c, &p, end, &sub)) return false;
-      feat_reserve(x, 1);
+      if (!room(c, x, 1, p)) return false;
       x->b[x->n] = p;
       x->bl[x->n] = (size_t)(sub - p);
       x->n++;
@@ -206,13 +213,13 @@ static bool parse_float_list(pctx *c, feat *x, const uint8_t *p, const uint8_t *
       if (!read_len(c, &p, end, &sub)) return false;
       size_t nb = (size_t)(sub - p);
       if (nb % 4) return fail(c, at, "packed FloatList length not a multiple of 4");
-      feat_reserve(x, nb / 4);
+      if (!room(c, x, nb / 4, at)) return false;
       memcpy(x->f + x->n, p, nb); /* wire floats are little-endian IEEE, as on x86/ARM */
       x->n += (int)(nb / 4);
       p = sub;
     } else if (field == 1 && wt == 5) {
       if (end - p < 4) return fail(c, p, "truncated float");
-      feat_reserve(x, 1);
+      if (!room(c, x, 1, p)) return false;
       memcpy(x->f + x->n, p, 4);
       x->n++;
       p += 4;
@@ -238,7 +245,7 @@ static bool parse_int64_list(pctx *c, feat *x, const uint8_t *p, const uint8_t *
        * the array once. */
       size_t cnt = 0;
       for (const uint8_t *q = p; q < sub; q++) cnt += !(*q & 0x80);
-      feat_reserve(x, cnt);
+      if (!room(c, x, cnt, p)) return false;
       while (p < sub) {
         uint64_t v;
         if (!read_varint(c, &p, sub, &v)) return false;
@@ -247,7 +254,7 @@ static bool parse_int64_list(pctx *c, feat *x, const uint8_t *p, const uint8_t *
     } else if (field == 1 && wt == 0) {
       uint64_t v;
       if (!read_varint(c, &p, end, &v)) return false;
-      feat_reserve(x, 1);
+      if (!room(c, x, 1, p)) return false;
       x->i[x->n++] = (int64_t)v;
     } else if (field == 1) {
       return fail(c, p, "Int64List.value with a wire type other than varint or packed");
