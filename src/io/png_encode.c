@@ -40,8 +40,8 @@ lv_status lv_png_encode(int h, int w, int c, const uint8_t *pixels, uint8_t **ou
     png_destroy_write_struct(&png, NULL);
     return lv_status_make(LV_ERR_RESOURCE, "png: cannot create info struct");
   }
-  /* volatile: modified between setjmp and a possible longjmp. */
-  membuf *volatile m = calloc(1, sizeof(membuf));
+  /* Heap-allocated so that the buffer written by the callback survives a longjmp. */
+  membuf *m = calloc(1, sizeof(membuf));
   LV_ASSERT(m);
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
