@@ -32,6 +32,7 @@ FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 
 .PHONY: all test run-tests asan bench fuzz clean deps
 .DELETE_ON_ERROR:
+.SECONDARY: $(PROTO_C) $(PROTO_H)
 
 all: $(BINS) $(TESTS)
 
