@@ -199,7 +199,8 @@ START_TEST(test_transformer_no_warmup) {
    * neighbour. Check both. */
   check_values(&c, 0, 7, k_tf_steps, want, 1e-6, 1e-6);
   double plateau = pow(512, -0.5) * pow(4000, -0.5);
-  double exact[] = {plateau, plateau, plateau, plateau, plateau, 0.000658735, 0.000624937};
+  double exact[] = {plateau, plateau, plateau, plateau, pow(512, -0.5) * pow(4001, -0.5),
+                    0.000658735, 0.000624937};
   check_values(&c, 0, 7, k_tf_steps, exact, 1e-9, 1e-5);
 }
 END_TEST
