@@ -256,7 +256,7 @@ static void scalar_adam(int64_t n, float lr, float b1p, float b2p, float *w, con
 }
 
 START_TEST(test_large_deterministic) {
-  const int64_t n = 100003; /* above the parallel threshold, not a multiple of 4 */
+  const int64_t n = 300007; /* above the parallel threshold, not a multiple of 4 */
   float *w1 = malloc(n * sizeof(float)), *w2 = malloc(n * sizeof(float));
   float *w3 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
   float *m3 = calloc(n, sizeof(float)), *v3 = calloc(n, sizeof(float));

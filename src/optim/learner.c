@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* Arrays shorter than this are processed by one thread. */
-#define PAR_MIN 32768
+#define PAR_MIN (1 << 18)
 /* Sums are formed per fixed block and the block sums added in order, so a norm does not
  * depend on the number of threads. */
 #define SUM_BLOCK 8192

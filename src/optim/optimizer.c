@@ -22,8 +22,9 @@ static const char *const k_slot_names[LV_OPT_COUNT][2] = {
     [LV_OPT_ADAM] = {"Adam", "Adam_1"},
 };
 
-/* Arrays shorter than this are updated by one thread: spawning costs more. */
-#define PAR_MIN 32768
+/* Arrays shorter than this are updated by one thread: the updates are memory-bound, and
+ * waking threads costs more than it saves below about a megabyte. */
+#define PAR_MIN (1 << 18)
 
 bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out) {
   for (int i = 0; i < LV_OPT_COUNT; i++) {
