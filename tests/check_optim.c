@@ -555,6 +555,83 @@ START_TEST(test_learner_schedule_and_scale_off) {
 }
 END_TEST
 
+/* layers.GradNormTracker: no rejection before total_weight > 0.75 (277 steps at decay
+ * 0.995), then a norm far above the moving mean is rejected and counted; norms under
+ * grad_norm_clip_cap_min never are. */
+START_TEST(test_learner_grad_norm_tracker) {
+  for (int capmin = 0; capmin < 2; capmin++) {
+    float w[1] = {0}, g[1];
+    lv_learner_var v[] = {{"w", w, g, 1, true, false}};
+    lv_learner_config c = lv_learner_defaults();
+    c.has_grad_norm_tracker = true;
+    c.grad_norm_tracker = lv_grad_norm_tracker_defaults();
+    if (capmin) c.grad_norm_tracker.grad_norm_clip_cap_min = 20.0;
+    lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
+    ck_assert_int_eq(lv_learner_num_state(l), 4);
+    lv_learner_stats s;
+    g[0] = 10;
+    OK(lv_learner_step(l, 0, &s)); /* no history yet: accepted */
+    ck_assert(s.grad_scale_all == 1.0);
+    for (int i = 1; i < 300; i++) {
+      g[0] = 1;
+      OK(lv_learner_step(l, i, &s));
+      ck_assert(s.grad_scale_all == 1.0);
+    }
+    const char *name;
+    float *tw, *rej, *mean;
+    lv_learner_state(l, 2, &name, &tw);
+    ck_assert_str_eq(name, "total_weight");
+    CLOSE(*tw, 1 - pow(0.995, 300), 1e-4);
+    lv_learner_state(l, 0, &name, &mean);
+    ck_assert_str_eq(name, "log_mean");
+    lv_learner_state(l, 3, &name, &rej);
+    ck_assert_str_eq(name, "total_rejections");
+    ck_assert(*rej == 0);
+    g[0] = 10;
+    OK(lv_learner_step(l, 300, &s));
+    if (capmin) {
+      ck_assert(s.grad_scale_all == 1.0 && !s.skipped && *rej == 0);
+    } else {
+      ck_assert(s.grad_scale_all == 0.0 && s.skipped && !s.has_nan_or_inf);
+      ck_assert(*rej == 1);
+      ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
+    }
+    /* A NaN step is rejected and leaves the moving statistics alone. */
+    float before = *mean;
+    g[0] = NAN;
+    OK(lv_learner_step(l, 301, &s));
+    ck_assert(s.skipped && *mean == before && *rej == (capmin ? 1 : 2));
+    lv_learner_free(l);
+  }
+  lv_learner_config bad = lv_learner_defaults();
+  bad.has_grad_norm_tracker = true;
+  bad.grad_norm_tracker = lv_grad_norm_tracker_defaults();
+  bad.grad_norm_tracker.decay = 1.0;
+  expect_err(lv_learner_config_validate(&bad), LV_ERR_INVALID, "grad_norm_tracker.decay");
+}
+END_TEST
+
+/* Per-variable norms (Lingvo's grad_norm/<var>, var_norm/<var> summaries). */
+START_TEST(test_learner_var_norms) {
+  float a[2] = {3, 4}, ga[2] = {0, 2}, b[1] = {1}, gb[1] = {-1}, c0[1] = {7}, gc[1] = {7};
+  lv_learner_var v[] = {{"a", a, ga, 2, true, false},
+                        {"frozen", c0, gc, 1, false, false},
+                        {"b", b, gb, 1, true, false}};
+  lv_learner *l = make_learner(lv_learner_defaults(), LV_OPT_SGD, v, 3);
+  OK(lv_learner_step(l, 0, NULL));
+  ck_assert_int_eq(lv_learner_num_vars(l), 2);
+  ck_assert_str_eq(lv_learner_var_name(l, 1), "b");
+  double gn, vn;
+  lv_learner_var_norms(l, 0, &gn, &vn);
+  CLOSE(gn, 2.0, 1e-12);
+  CLOSE(vn, 5.0, 1e-12);
+  lv_learner_var_norms(l, 1, &gn, &vn);
+  CLOSE(gn, 1.0, 1e-12);
+  CLOSE(vn, 1.0, 1e-12);
+  lv_learner_free(l);
+}
+END_TEST
+
 /* The lv_var adapter: float32 trainable variables only, slots named after them. */
 START_TEST(test_learner_for_vars) {
   float wv[6] = {1, 1, 1, 1, 1, 1}, wg[6] = {1, 1, 1, 1, 1, 1};
@@ -610,6 +687,8 @@ int main(void) {
   tcase_add_test(l, test_learner_l2_l1);
   tcase_add_test(l, test_learner_global_norm_clip);
   tcase_add_test(l, test_learner_schedule_and_scale_off);
+  tcase_add_test(l, test_learner_grad_norm_tracker);
+  tcase_add_test(l, test_learner_var_norms);
   tcase_add_test(l, test_learner_for_vars);
   suite_add_tcase(s, l);
   SRunner *sr = srunner_create(s);

@@ -59,6 +59,11 @@ lv_learner_config lv_learner_defaults(void) {
   return c;
 }
 
+lv_grad_norm_tracker_config lv_grad_norm_tracker_defaults(void) {
+  lv_grad_norm_tracker_config t = {0.995, 1e-2, 4.0, 0.0};
+  return t;
+}
+
 lv_status lv_learner_config_validate(const lv_learner_config *c) {
   if (!(c->learning_rate >= 0) || isinf(c->learning_rate))
     return lv_status_make(LV_ERR_INVALID, "learning_rate: must be a finite value >= 0, found %g",
@@ -79,6 +84,24 @@ lv_status lv_learner_config_validate(const lv_learner_config *c) {
   if (!(c->grad_norm_to_clip_to_zero >= 0))
     return lv_status_make(LV_ERR_INVALID, "grad_norm_to_clip_to_zero: must be >= 0, found %g",
                           c->grad_norm_to_clip_to_zero);
+  if (c->has_grad_norm_tracker) {
+    const lv_grad_norm_tracker_config *t = &c->grad_norm_tracker;
+    if (!(t->decay >= 0 && t->decay < 1))
+      return lv_status_make(LV_ERR_INVALID, "grad_norm_tracker.decay: must be in [0, 1), found %g",
+                            t->decay);
+    if (!(t->grad_norm_lower_cap > 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.grad_norm_lower_cap: must be > 0, found %g",
+                            t->grad_norm_lower_cap);
+    if (!(t->clip_threshold > 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.clip_threshold: must be > 0, found %g",
+                            t->clip_threshold);
+    if (!(t->grad_norm_clip_cap_min >= 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.grad_norm_clip_cap_min: must be >= 0, found %g",
+                            t->grad_norm_clip_cap_min);
+  }
   if (c->clip_gradient_single_norm_to_value != 0 && c->clip_gradient_norm_to_value != 0)
     return lv_status_make(LV_ERR_INVALID,
                           "clip_gradient_single_norm_to_value: Cannot use "
@@ -96,8 +119,58 @@ struct lv_learner {
   lv_learner_var *v; /* [n], names owned */
   float **values;    /* [n], for the optimizer */
   const float **grads;
+  double *gnorm, *vnorm; /* [n], last step's per-variable norms */
   int64_t nan_inf_steps, skipped_steps;
+  /* GradNormTracker variables (float32, as Lingvo keeps them). */
+  float log_mean, log_mean_squared, total_weight, total_rejections;
 };
+
+static const char *const k_tracker_names[4] = {"log_mean", "log_mean_squared", "total_weight",
+                                               "total_rejections"};
+
+/* layers.GradNormTracker.FProp in float32: returns 1 to keep the step, 0 to reject it,
+ * and updates the moving statistics (not on NaN steps). */
+static float tracker_step(lv_learner *l, double grad_norm, bool has_nan) {
+  const lv_grad_norm_tracker_config *p = &l->c.grad_norm_tracker;
+  const float decay = (float)p->decay;
+  float norm = fmaxf((float)grad_norm, (float)p->grad_norm_lower_cap);
+  float tw = fmaxf(l->total_weight, 1e-6f);
+  float mean = l->log_mean / tw;
+  float var = l->log_mean_squared / tw - mean * mean;
+  float std = sqrtf(fmaxf(var, 1e-6f));
+  float log_norm = logf(norm + 1.0f);
+  float cap = mean + std * (float)p->clip_threshold;
+  cap = fmaxf(cap, logf((float)p->grad_norm_clip_cap_min + 1.0f));
+  bool trigger = (log_norm > cap && l->total_weight > 0.75f) || has_nan;
+  float capped = fminf(log_norm, cap);
+  if (!has_nan) {
+    l->log_mean += (1.0f - decay) * (capped - l->log_mean);
+    l->log_mean_squared += (1.0f - decay) * (capped * capped - l->log_mean_squared);
+    l->total_weight += (1.0f - decay) * (1.0f - l->total_weight);
+  }
+  l->total_rejections += trigger ? 1.0f : 0.0f;
+  return trigger ? 0.0f : 1.0f;
+}
+
+int lv_learner_num_state(const lv_learner *l) { return l->c.has_grad_norm_tracker ? 4 : 0; }
+
+void lv_learner_state(lv_learner *l, int i, const char **name, float **value) {
+  LV_ASSERT(l->c.has_grad_norm_tracker && i >= 0 && i < 4);
+  float *v[4] = {&l->log_mean, &l->log_mean_squared, &l->total_weight, &l->total_rejections};
+  if (name) *name = k_tracker_names[i];
+  if (value) *value = v[i];
+}
+
+int lv_learner_num_vars(const lv_learner *l) { return l->n; }
+const char *lv_learner_var_name(const lv_learner *l, int i) {
+  LV_ASSERT(i >= 0 && i < l->n);
+  return l->v[i].name;
+}
+void lv_learner_var_norms(const lv_learner *l, int i, double *grad_norm, double *var_norm) {
+  LV_ASSERT(i >= 0 && i < l->n);
+  if (grad_norm) *grad_norm = l->gnorm[i];
+  if (var_norm) *var_norm = l->vnorm[i];
+}
 
 void lv_learner_free(lv_learner *l) {
   if (!l) return;
@@ -105,6 +178,8 @@ void lv_learner_free(lv_learner *l) {
   free(l->v);
   free(l->values);
   free(l->grads);
+  free(l->gnorm);
+  free(l->vnorm);
   lv_schedule_free(l->schedule);
   lv_optimizer_free(l->opt);
   free(l);
@@ -134,7 +209,9 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     l->v = calloc((size_t)ntrain + 1, sizeof *l->v);
     l->values = calloc((size_t)ntrain + 1, sizeof *l->values);
     l->grads = calloc((size_t)ntrain + 1, sizeof *l->grads);
-    if (!l->v || !l->values || !l->grads)
+    l->gnorm = calloc((size_t)ntrain + 1, sizeof *l->gnorm);
+    l->vnorm = calloc((size_t)ntrain + 1, sizeof *l->vnorm);
+    if (!l->v || !l->values || !l->grads || !l->gnorm || !l->vnorm)
       st = lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
   }
   for (int i = 0; !st && i < nvars; i++) {
@@ -221,8 +298,12 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
   if (c->scale_gradients) {
     double gsq = 0, vsq = 0;
     for (int i = 0; i < l->n; i++) {
-      gsq += lv_optim_sum_sq(l->v[i].grad, l->v[i].n);
-      vsq += lv_optim_sum_sq(l->v[i].value, l->v[i].n);
+      double g2 = lv_optim_sum_sq(l->v[i].grad, l->v[i].n);
+      double v2 = lv_optim_sum_sq(l->v[i].value, l->v[i].n);
+      l->gnorm[i] = sqrt(g2);
+      l->vnorm[i] = sqrt(v2);
+      gsq += g2;
+      vsq += v2;
     }
     s.grad_norm_all = sqrt(gsq);
     s.var_norm_all = sqrt(vsq);
@@ -234,7 +315,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
     if (c->clip_gradient_single_norm_to_value != 0) {
       const double clip = c->clip_gradient_single_norm_to_value;
       for (int i = 0; !s.has_nan_or_inf && i < l->n; i++) {
-        double norm = sqrt(lv_optim_sum_sq(l->v[i].grad, l->v[i].n));
+        double norm = l->gnorm[i];
         if (norm > clip) scale_inplace(l->v[i].grad, l->v[i].n, (float)(clip / norm));
       }
       if (s.has_nan_or_inf) s.grad_scale_all = 0.0;
@@ -244,6 +325,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
         scale = fmin(1.0, c->clip_gradient_norm_to_value / s.grad_norm_all);
       if (c->grad_norm_to_clip_to_zero != 0)
         scale *= s.grad_norm_all < c->grad_norm_to_clip_to_zero ? 1.0 : 0.0;
+      if (c->has_grad_norm_tracker) scale *= tracker_step(l, s.grad_norm_all, s.has_nan_or_inf);
       if (s.has_nan_or_inf) scale = 0.0;
       s.grad_scale_all = (float)scale;
       if (scale != 1.0)

@@ -7,8 +7,8 @@
  *   2. if scale_gradients: global grad norm sqrt(sum g^2), var norm, has_nan_or_inf
  *      (any non-finite gradient or a non-finite norm); then either per-variable
  *      clip_by_norm (clip_gradient_single_norm_to_value) or a global grad_scale =
- *      min(1, clip_gradient_norm_to_value / norm) x [norm < grad_norm_to_clip_to_zero],
- *      forced to 0 on NaN/Inf; gradients are multiplied by the scale (0 -> zeroed, so
+ *      min(1, clip_gradient_norm_to_value / norm) x [norm < grad_norm_to_clip_to_zero]
+ *      x GradNormTracker (1 or 0), forced to 0 on NaN/Inf; gradients are multiplied by the scale (0 -> zeroed, so
  *      they stay finite);
  *   3. lr = learning_rate * schedule(step); optimizer update.
  *
@@ -40,6 +40,18 @@ typedef struct lv_learner_var {
   bool skip_lp;     /* excluded from L2/L1 (Lingvo's SKIP_LP_REGULARIZATION) */
 } lv_learner_var;
 
+/* Lingvo's layers.GradNormTracker: rejects a step (scale 0) whose log(grad norm + 1)
+ * lies more than clip_threshold standard deviations above its decayed moving mean, once
+ * enough history exists (total_weight > 0.75), or whose gradients hold NaN/Inf. */
+typedef struct lv_grad_norm_tracker_config {
+  double decay;                  /* 0.995 */
+  double grad_norm_lower_cap;    /* 1e-2 */
+  double clip_threshold;         /* 4.0 */
+  double grad_norm_clip_cap_min; /* 0.0: never reject norms below this */
+} lv_grad_norm_tracker_config;
+
+lv_grad_norm_tracker_config lv_grad_norm_tracker_defaults(void);
+
 typedef struct lv_learner_config {
   double learning_rate;
   bool has_l2; /* l2_regularizer_weight is not None */
@@ -50,6 +62,8 @@ typedef struct lv_learner_config {
   double clip_gradient_single_norm_to_value; /* 0: off; both set is an error */
   double grad_norm_to_clip_to_zero;          /* 0: off */
   bool scale_gradients;                      /* true */
+  bool has_grad_norm_tracker;                /* grad_norm_tracker is not None */
+  lv_grad_norm_tracker_config grad_norm_tracker;
 } lv_learner_config;
 
 /* Lingvo's BaseTask train defaults (learning_rate 0, no L1/L2, no clipping,
@@ -98,6 +112,17 @@ const lv_schedule *lv_learner_schedule(const lv_learner *l);
  * grad_norm_to_clip_to_zero). */
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l);
 int64_t lv_learner_num_skipped_steps(const lv_learner *l);
+/* The grad norm tracker's float32 state ("log_mean", "log_mean_squared",
+ * "total_weight", "total_rejections"; Lingvo's variables under the tracker's scope), for
+ * checkpoints: 4 entries with a tracker, 0 without. */
+int lv_learner_num_state(const lv_learner *l);
+void lv_learner_state(lv_learner *l, int i, const char **name, float **value);
+/* Per trainable variable (in registration order), the last step's gradient norm (after
+ * L1/L2, before scaling) and value norm: Lingvo's "grad_norm/<var>" and "var_norm/<var>"
+ * summaries. Valid after a step with scale_gradients. */
+int lv_learner_num_vars(const lv_learner *l);
+const char *lv_learner_var_name(const lv_learner *l, int i);
+void lv_learner_var_norms(const lv_learner *l, int i, double *grad_norm, double *var_norm);
 /* For resuming: restore the counters saved with a checkpoint. */
 void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps);
 

@@ -493,6 +493,22 @@ lv_status lv_optimizer_from_params(const lv_params *p, lv_optimizer **out) {
   return lv_optimizer_create(&c, out);
 }
 
+/* ---------------- GradNormTracker ---------------- */
+
+static lv_params *grad_norm_tracker_params(void) {
+  lv_params *p = base_params("GradNormTracker", "grad_norm_tracker");
+  lv_params_define_float(p, "decay", 0.995, "Decay in updating the moving avgs in grad norm stats");
+  lv_params_define_float(p, "grad_norm_lower_cap", 1e-2, "The minimal gradient norm value.");
+  lv_params_define_float(p, "clip_threshold", 4.0,
+                         "Distance threshold at which gradients are clipped to 0.0. Distance is "
+                         "measured in the number of standard deviations a given gradient norm "
+                         "is from the mean gradient norm. The default value of 3.0 means we are "
+                         "throwing away roughly 0.15% of steps.");
+  lv_params_define_float(p, "grad_norm_clip_cap_min", 0.0,
+                         "We stop clipping if grad norm is already smaller than this value.");
+  return p;
+}
+
 /* ---------------- registry ---------------- */
 
 #define SCHED_CTOR(T) \
@@ -571,6 +587,7 @@ void lv_optim_register_all(void) {
   for (size_t i = 0; i < LV_ARRAY_LEN(scheds); i++)
     lv_registry_add(lv_schedule_type_names[scheds[i].t], scheds[i].ctor);
   for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], opts[i]);
+  lv_registry_add("GradNormTracker", grad_norm_tracker_params);
 }
 
 /* ---------------- task.train ---------------- */
@@ -600,6 +617,8 @@ void lv_optim_define_train_params(lv_params *train) {
                          "Clip gradient to 0 if its norm exceeds this value.");
   lv_params_define_bool(train, "scale_gradients", true,
                         "Whether to apply gradients adjustment and scaling.");
+  lv_params_define_params(train, "grad_norm_tracker", NULL,
+                          "Params for GradNormTracker, to keep track of the gradient norm.");
 }
 
 lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *out) {
@@ -613,6 +632,14 @@ lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *o
   c.clip_gradient_single_norm_to_value = getf(t, "clip_gradient_single_norm_to_value");
   c.grad_norm_to_clip_to_zero = getf(t, "grad_norm_to_clip_to_zero");
   c.scale_gradients = lv_params_bool(t, "scale_gradients");
+  const lv_params *gt = lv_params_sub(t, "grad_norm_tracker");
+  c.has_grad_norm_tracker = gt != NULL;
+  if (gt) {
+    c.grad_norm_tracker.decay = getf(gt, "decay");
+    c.grad_norm_tracker.grad_norm_lower_cap = getf(gt, "grad_norm_lower_cap");
+    c.grad_norm_tracker.clip_threshold = getf(gt, "clip_threshold");
+    c.grad_norm_tracker.grad_norm_clip_cap_min = getf(gt, "grad_norm_clip_cap_min");
+  }
   lv_status st = lv_learner_config_validate(&c);
   if (st) {
     /* The core's messages start with the key: make it the dotted path. */

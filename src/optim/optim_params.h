@@ -16,7 +16,8 @@
 #include "optim/schedule.h"
 #include "params/params.h"
 
-/* Registers every schedule and optimizer class below under its Lingvo name. */
+/* Registers every schedule and optimizer class below, and GradNormTracker, under
+ * their Lingvo names. */
 void lv_optim_register_all(void);
 
 /* Default Params of a schedule / optimizer class (with `cls` and `name`). NULL for a
@@ -34,7 +35,7 @@ lv_status lv_optimizer_from_params(const lv_params *p, lv_optimizer **out);
  * learning_rate, lr_schedule (ContinuousSchedule), optimizer (Adam),
  * l2_regularizer_weight, l1_regularizer_weight (None), clip_gradient_norm_to_value,
  * clip_gradient_single_norm_to_value, grad_norm_to_clip_to_zero (0.0),
- * scale_gradients (True). */
+ * scale_gradients (True), grad_norm_tracker (None; class "GradNormTracker"). */
 void lv_optim_define_train_params(lv_params *train);
 
 /* Reads and validates those keys of a task's train params; errors are LV_ERR_INVALID and
