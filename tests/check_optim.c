@@ -663,6 +663,12 @@ START_TEST(test_learner_for_vars) {
   for (int i = 0; i < 6; i++) CLOSE(wv[i], 0.5, 1e-4);
   ck_assert_int_eq(step_v, 7);
   lv_learner_free(l);
+
+  w.grad = lv_tensor_view(LV_F32, lv_shape1(6), wg);
+  expect_err(lv_learner_create_for_vars(&c, make_sched(LV_SCHED_CONSTANT),
+                                        make_opt(lv_optimizer_defaults(LV_OPT_SGD)), vars, 2, &l),
+             LV_ERR_INTERNAL, "lenet5/fc/w/var has no float32 gradient");
+  ck_assert_ptr_null(l);
 }
 END_TEST
 

@@ -14,16 +14,18 @@ lv_status lv_learner_create_for_vars(const lv_learner_config *cfg, lv_schedule *
   }
   for (int i = 0; i < nvars; i++) {
     lv_var *v = vars[i];
-    bool usable = v->trainable && v->value.dtype == LV_F32 && v->value.device == LV_DEVICE_CPU &&
-                  v->grad.data != NULL;
-    if (usable && (v->grad.dtype != LV_F32 || !lv_shape_eq(&v->value.shape, &v->grad.shape))) {
+    bool usable = v->trainable && v->value.dtype == LV_F32;
+    const char *why = NULL;
+    if (usable && (v->value.device != LV_DEVICE_CPU || v->grad.device != LV_DEVICE_CPU))
+      why = "is not in host memory (the optimizer updates host arrays)";
+    else if (usable && (v->grad.data == NULL || v->grad.dtype != LV_F32 ||
+                        !lv_shape_eq(&v->value.shape, &v->grad.shape)))
+      why = "has no float32 gradient of the value's shape";
+    if (why) {
       free(lv);
       lv_schedule_free(schedule);
       lv_optimizer_free(optimizer);
-      return lv_status_make(LV_ERR_INTERNAL,
-                            "learner: variable %s: gradient is not a float32 tensor of the "
-                            "value's shape",
-                            v->name);
+      return lv_status_make(LV_ERR_INTERNAL, "learner: trainable variable %s %s", v->name, why);
     }
     lv[i].name = v->name;
     lv[i].value = usable ? lv_f32(&v->value) : NULL;

@@ -1,7 +1,8 @@
 /* Adapter from the core's variables (core/variable.h) to the learner: the trainer hands
  * its lv_var list over and gets a learner whose optimizer slots are named after the
- * variables ("lenet5/fc/w/var/Adam"). Only float32 trainable variables on the CPU take
- * part; the others (global_step, batch-norm moving statistics) are left alone. */
+ * variables ("lenet5/fc/w/var/Adam"). Only float32 trainable variables take part; the
+ * others (global_step, batch-norm moving statistics) are left alone. A trainable float32
+ * variable without a host float32 gradient of its shape is an LV_ERR_INTERNAL error. */
 #ifndef LV_OPTIM_OPTIM_VAR_H
 #define LV_OPTIM_OPTIM_VAR_H
 

@@ -11,7 +11,10 @@
  *
  * Ownership: lv_schedule_create's result belongs to the caller (lv_schedule_free).
  * Values are computed in double; comparisons that Lingvo does in float32
- * (PiecewiseConstant boundaries, step casts) are done in float32 too. */
+ * (PiecewiseConstant boundaries, step casts) are done in float32 too.
+ *
+ * Not here: DevBasedSchedule, which is stateful and reads the evaler's metric history
+ * file (its value is a runner concern). */
 #ifndef LV_OPTIM_SCHEDULE_H
 #define LV_OPTIM_SCHEDULE_H
 
