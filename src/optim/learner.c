@@ -1,0 +1,378 @@
+#include "optim/learner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Arrays shorter than this are processed by one thread. */
+#define PAR_MIN (1 << 18)
+/* Sums are formed per fixed block and the block sums added in order, so a norm does not
+ * depend on the number of threads. */
+#define SUM_BLOCK 8192
+
+static inline double block_sum_sq(const float *x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
+static inline double block_sum_abs(const float *x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; i++) s += fabs((double)x[i]);
+  return s;
+}
+
+static double blocked_sum(const float *x, int64_t n, bool absolute) {
+  int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+  double *part = n >= PAR_MIN ? malloc((size_t)nb * sizeof *part) : NULL;
+  double total = 0;
+  if (part) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+      int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
+      part[b] = absolute ? block_sum_abs(x + lo, len) : block_sum_sq(x + lo, len);
+    }
+    for (int64_t b = 0; b < nb; b++) total += part[b];
+    free(part);
+  } else {
+    for (int64_t b = 0; b < nb; b++) {
+      int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
+      total += absolute ? block_sum_abs(x + lo, len) : block_sum_sq(x + lo, len);
+    }
+  }
+  return total;
+}
+
+double lv_optim_sum_sq(const float *x, int64_t n) { return blocked_sum(x, n, false); }
+
+static void scale_inplace(float *g, int64_t n, float s) {
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) g[i] *= s;
+}
+
+lv_learner_config lv_learner_defaults(void) {
+  lv_learner_config c;
+  memset(&c, 0, sizeof c);
+  c.scale_gradients = true;
+  return c;
+}
+
+lv_grad_norm_tracker_config lv_grad_norm_tracker_defaults(void) {
+  lv_grad_norm_tracker_config t = {0.995, 1e-2, 4.0, 0.0};
+  return t;
+}
+
+lv_status lv_learner_config_validate(const lv_learner_config *c) {
+  if (!(c->learning_rate >= 0) || isinf(c->learning_rate))
+    return lv_status_make(LV_ERR_INVALID, "learning_rate: must be a finite value >= 0, found %g",
+                          c->learning_rate);
+  if (c->has_l2 && !(c->l2_regularizer_weight >= 0))
+    return lv_status_make(LV_ERR_INVALID, "l2_regularizer_weight: must be >= 0, found %g",
+                          c->l2_regularizer_weight);
+  if (c->has_l1 && !(c->l1_regularizer_weight >= 0))
+    return lv_status_make(LV_ERR_INVALID, "l1_regularizer_weight: must be >= 0, found %g",
+                          c->l1_regularizer_weight);
+  if (!(c->clip_gradient_norm_to_value >= 0))
+    return lv_status_make(LV_ERR_INVALID, "clip_gradient_norm_to_value: must be >= 0, found %g",
+                          c->clip_gradient_norm_to_value);
+  if (!(c->clip_gradient_single_norm_to_value >= 0))
+    return lv_status_make(LV_ERR_INVALID,
+                          "clip_gradient_single_norm_to_value: must be >= 0, found %g",
+                          c->clip_gradient_single_norm_to_value);
+  if (!(c->grad_norm_to_clip_to_zero >= 0))
+    return lv_status_make(LV_ERR_INVALID, "grad_norm_to_clip_to_zero: must be >= 0, found %g",
+                          c->grad_norm_to_clip_to_zero);
+  if (c->has_grad_norm_tracker) {
+    const lv_grad_norm_tracker_config *t = &c->grad_norm_tracker;
+    if (!(t->decay >= 0 && t->decay < 1))
+      return lv_status_make(LV_ERR_INVALID, "grad_norm_tracker.decay: must be in [0, 1), found %g",
+                            t->decay);
+    if (!(t->grad_norm_lower_cap > 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.grad_norm_lower_cap: must be > 0, found %g",
+                            t->grad_norm_lower_cap);
+    if (!(t->clip_threshold > 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.clip_threshold: must be > 0, found %g",
+                            t->clip_threshold);
+    if (!(t->grad_norm_clip_cap_min >= 0))
+      return lv_status_make(LV_ERR_INVALID,
+                            "grad_norm_tracker.grad_norm_clip_cap_min: must be >= 0, found %g",
+                            t->grad_norm_clip_cap_min);
+  }
+  if (c->clip_gradient_single_norm_to_value != 0 && c->clip_gradient_norm_to_value != 0)
+    return lv_status_make(LV_ERR_INVALID,
+                          "clip_gradient_single_norm_to_value: Cannot use "
+                          "clip_gradient_single_norm_to_value=%f and "
+                          "clip_gradient_norm_to_value=%f.",
+                          c->clip_gradient_single_norm_to_value, c->clip_gradient_norm_to_value);
+  return NULL;
+}
+
+struct lv_learner {
+  lv_learner_config c;
+  lv_schedule *schedule;
+  lv_optimizer *opt;
+  int n;             /* trainable variables */
+  lv_learner_var *v; /* [n], names owned */
+  float **values;    /* [n], for the optimizer */
+  const float **grads;
+  double *gnorm, *vnorm; /* [n], last step's per-variable norms */
+  int64_t nan_inf_steps, skipped_steps;
+  /* GradNormTracker variables (float32, as Lingvo keeps them). */
+  float log_mean, log_mean_squared, total_weight, total_rejections;
+};
+
+static const char *const k_tracker_names[4] = {"log_mean", "log_mean_squared", "total_weight",
+                                               "total_rejections"};
+
+/* layers.GradNormTracker.FProp in float32: returns 1 to keep the step, 0 to reject it,
+ * and updates the moving statistics (not on NaN steps). */
+static float tracker_step(lv_learner *l, double grad_norm, bool has_nan) {
+  const lv_grad_norm_tracker_config *p = &l->c.grad_norm_tracker;
+  const float decay = (float)p->decay;
+  float norm = fmaxf((float)grad_norm, (float)p->grad_norm_lower_cap);
+  float tw = fmaxf(l->total_weight, 1e-6f);
+  float mean = l->log_mean / tw;
+  float var = l->log_mean_squared / tw - mean * mean;
+  float std = sqrtf(fmaxf(var, 1e-6f));
+  float log_norm = logf(norm + 1.0f);
+  float cap = mean + std * (float)p->clip_threshold;
+  cap = fmaxf(cap, logf((float)p->grad_norm_clip_cap_min + 1.0f));
+  bool trigger = (log_norm > cap && l->total_weight > 0.75f) || has_nan;
+  float capped = fminf(log_norm, cap);
+  if (!has_nan) {
+    l->log_mean += (1.0f - decay) * (capped - l->log_mean);
+    l->log_mean_squared += (1.0f - decay) * (capped * capped - l->log_mean_squared);
+    l->total_weight += (1.0f - decay) * (1.0f - l->total_weight);
+  }
+  l->total_rejections += trigger ? 1.0f : 0.0f;
+  return trigger ? 0.0f : 1.0f;
+}
+
+int lv_learner_num_state(const lv_learner *l) { return l->c.has_grad_norm_tracker ? 4 : 0; }
+
+void lv_learner_state(lv_learner *l, int i, const char **name, float **value) {
+  LV_ASSERT(l->c.has_grad_norm_tracker && i >= 0 && i < 4);
+  float *v[4] = {&l->log_mean, &l->log_mean_squared, &l->total_weight, &l->total_rejections};
+  if (name) *name = k_tracker_names[i];
+  if (value) *value = v[i];
+}
+
+int lv_learner_num_vars(const lv_learner *l) { return l->n; }
+const char *lv_learner_var_name(const lv_learner *l, int i) {
+  LV_ASSERT(i >= 0 && i < l->n);
+  return l->v[i].name;
+}
+void lv_learner_var_norms(const lv_learner *l, int i, double *grad_norm, double *var_norm) {
+  LV_ASSERT(i >= 0 && i < l->n);
+  if (grad_norm) *grad_norm = l->gnorm[i];
+  if (var_norm) *var_norm = l->vnorm[i];
+}
+
+void lv_learner_free(lv_learner *l) {
+  if (!l) return;
+  for (int i = 0; i < l->n; i++) free((char *)l->v[i].name);
+  free(l->v);
+  free(l->values);
+  free(l->grads);
+  free(l->gnorm);
+  free(l->vnorm);
+  lv_schedule_free(l->schedule);
+  lv_optimizer_free(l->opt);
+  free(l);
+}
+
+lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
+                            lv_optimizer *optimizer, const lv_learner_var *vars, int nvars,
+                            lv_learner **out) {
+  *out = NULL;
+  lv_learner *l = calloc(1, sizeof *l);
+  if (!l) {
+    lv_schedule_free(schedule);
+    lv_optimizer_free(optimizer);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+  }
+  l->c = *cfg;
+  l->schedule = schedule;
+  l->opt = optimizer;
+  lv_status st = lv_learner_config_validate(cfg);
+  if (!st && (!schedule || !optimizer))
+    st = lv_status_make(LV_ERR_INTERNAL, "learner: schedule and optimizer are required");
+  if (!st && lv_optimizer_num_vars(optimizer) != 0)
+    st = lv_status_make(LV_ERR_INTERNAL, "learner: the optimizer already has variables");
+  int ntrain = 0;
+  for (int i = 0; i < nvars; i++) ntrain += vars[i].trainable;
+  if (!st) {
+    l->v = calloc((size_t)ntrain + 1, sizeof *l->v);
+    l->values = calloc((size_t)ntrain + 1, sizeof *l->values);
+    l->grads = calloc((size_t)ntrain + 1, sizeof *l->grads);
+    l->gnorm = calloc((size_t)ntrain + 1, sizeof *l->gnorm);
+    l->vnorm = calloc((size_t)ntrain + 1, sizeof *l->vnorm);
+    if (!l->v || !l->values || !l->grads || !l->gnorm || !l->vnorm)
+      st = lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+  }
+  for (int i = 0; !st && i < nvars; i++) {
+    const lv_learner_var *v = &vars[i];
+    if (!v->trainable) continue;
+    if (v->n < 0 || (v->n > 0 && (!v->value || !v->grad))) {
+      st = lv_status_make(LV_ERR_INTERNAL, "learner: variable %s has no value or gradient",
+                          v->name);
+      break;
+    }
+    lv_learner_var *d = &l->v[l->n];
+    *d = *v;
+    d->name = strdup(v->name);
+    if (!d->name) {
+      st = lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+      break;
+    }
+    l->values[l->n] = v->value;
+    l->grads[l->n] = v->grad;
+    l->n++;
+    st = lv_optimizer_add_var(optimizer, v->name, v->n, NULL);
+  }
+  if (st) {
+    lv_learner_free(l);
+    return st;
+  }
+  *out = l;
+  return NULL;
+}
+
+lv_optimizer *lv_learner_optimizer(lv_learner *l) { return l->opt; }
+const lv_schedule *lv_learner_schedule(const lv_learner *l) { return l->schedule; }
+int64_t lv_learner_num_nan_inf_steps(const lv_learner *l) { return l->nan_inf_steps; }
+int64_t lv_learner_num_skipped_steps(const lv_learner *l) { return l->skipped_steps; }
+void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps) {
+  l->nan_inf_steps = nan_inf_steps;
+  l->skipped_steps = skipped_steps;
+}
+
+double lv_learner_learning_rate(const lv_learner *l, int64_t step) {
+  return l->c.learning_rate * lv_schedule_value(l->schedule, step);
+}
+
+/* grad += w * v (L2) or w * sign(v) (L1); returns sum v^2 or sum |v|. */
+static double add_lp(lv_learner_var *v, double weight, bool l1) {
+  const float w = (float)weight;
+  const float *x = v->value;
+  float *g = v->grad;
+  int64_t n = v->n;
+  if (l1) {
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) g[i] += w * (float)((x[i] > 0) - (x[i] < 0));
+    return blocked_sum(x, n, true);
+  }
+#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) g[i] += w * x[i];
+  return blocked_sum(x, n, false);
+}
+
+lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
+  const lv_learner_config *c = &l->c;
+  lv_learner_stats s;
+  memset(&s, 0, sizeof s);
+  s.lr_schedule = lv_schedule_value(l->schedule, step);
+  s.learning_rate = c->learning_rate * s.lr_schedule;
+  s.grad_scale_all = 1.0;
+
+  if (c->has_l2) {
+    double sum = 0;
+    for (int i = 0; i < l->n; i++)
+      if (!l->v[i].skip_lp) sum += add_lp(&l->v[i], c->l2_regularizer_weight, false);
+    s.has_l2 = true;
+    s.l2_loss = 0.5 * c->l2_regularizer_weight * sum;
+  }
+  if (c->has_l1) {
+    double sum = 0;
+    for (int i = 0; i < l->n; i++)
+      if (!l->v[i].skip_lp) sum += add_lp(&l->v[i], c->l1_regularizer_weight, true);
+    s.has_l1 = true;
+    s.l1_loss = c->l1_regularizer_weight * sum;
+  }
+
+  bool skip = false;
+  if (c->scale_gradients) {
+    double gsq = 0, vsq = 0;
+    for (int i = 0; i < l->n; i++) {
+      double g2 = lv_optim_sum_sq(l->v[i].grad, l->v[i].n);
+      double v2 = lv_optim_sum_sq(l->v[i].value, l->v[i].n);
+      l->gnorm[i] = sqrt(g2);
+      l->vnorm[i] = sqrt(v2);
+      gsq += g2;
+      vsq += v2;
+    }
+    s.grad_norm_all = sqrt(gsq);
+    s.var_norm_all = sqrt(vsq);
+    /* Sums of squares in double are finite iff every gradient is; Lingvo's float32 norm
+     * also overflows above FLT_MAX, which the float cast reproduces. */
+    s.grad_norm_is_nan_or_inf = !isfinite((float)s.grad_norm_all);
+    s.has_nan_or_inf = !isfinite(gsq) || s.grad_norm_is_nan_or_inf;
+
+    if (c->clip_gradient_single_norm_to_value != 0) {
+      const double clip = c->clip_gradient_single_norm_to_value;
+      for (int i = 0; !s.has_nan_or_inf && i < l->n; i++) {
+        double norm = l->gnorm[i];
+        if (norm > clip) scale_inplace(l->v[i].grad, l->v[i].n, (float)(clip / norm));
+      }
+      if (s.has_nan_or_inf) s.grad_scale_all = 0.0;
+    } else {
+      double scale = 1.0;
+      if (c->clip_gradient_norm_to_value != 0)
+        scale = fmin(1.0, c->clip_gradient_norm_to_value / s.grad_norm_all);
+      if (c->grad_norm_to_clip_to_zero != 0)
+        scale *= s.grad_norm_all < c->grad_norm_to_clip_to_zero ? 1.0 : 0.0;
+      if (c->has_grad_norm_tracker) scale *= tracker_step(l, s.grad_norm_all, s.has_nan_or_inf);
+      if (s.has_nan_or_inf) scale = 0.0;
+      s.grad_scale_all = (float)scale;
+      if (scale != 1.0)
+        for (int i = 0; i < l->n; i++) {
+          if (scale == 0.0)
+            memset(l->v[i].grad, 0, (size_t)l->v[i].n * sizeof(float));
+          else
+            scale_inplace(l->v[i].grad, l->v[i].n, (float)scale);
+        }
+    }
+    if (s.has_nan_or_inf) {
+      /* Lingvo zeroes the gradients of such a step (they must stay finite). */
+      for (int i = 0; i < l->n; i++) memset(l->v[i].grad, 0, (size_t)l->v[i].n * sizeof(float));
+      l->nan_inf_steps++;
+    }
+    skip = s.has_nan_or_inf || s.grad_scale_all == 0.0;
+  }
+
+  if (skip) {
+    l->skipped_steps++;
+  } else {
+    lv_status st = lv_optimizer_apply(l->opt, (float)s.learning_rate, l->n, l->values, l->grads);
+    if (st) return st;
+  }
+  s.skipped = skip;
+  if (out) *out = s;
+  return NULL;
+}
+
+int lv_learner_stats_metrics(const lv_learner_stats *s, const char **names, double *values,
+                             int max) {
+  const char *n[9];
+  double v[9];
+  int k = 0;
+  n[k] = "learning_rate", v[k++] = s->learning_rate;
+  n[k] = "lr_schedule", v[k++] = s->lr_schedule;
+  n[k] = "grad_norm/all", v[k++] = s->grad_norm_all;
+  n[k] = "var_norm/all", v[k++] = s->var_norm_all;
+  n[k] = "grad_scale_all", v[k++] = s->grad_scale_all;
+  n[k] = "has_nan_or_inf", v[k++] = s->has_nan_or_inf ? 1.0 : 0.0;
+  n[k] = "grad_norm_is_nan_or_inf", v[k++] = s->grad_norm_is_nan_or_inf ? 1.0 : 0.0;
+  if (s->has_l2) n[k] = "l2_loss", v[k++] = s->l2_loss;
+  if (s->has_l1) n[k] = "l1_loss", v[k++] = s->l1_loss;
+  int m = k < max ? k : max;
+  for (int i = 0; i < m; i++) {
+    if (names) names[i] = n[i];
+    if (values) values[i] = v[i];
+  }
+  return m;
+}

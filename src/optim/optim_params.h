@@ -1,0 +1,50 @@
+/* Params binding of the optim module: each schedule and optimizer class's Lingvo params
+ * (names, defaults, descriptions as in lingvo/core/schedule.py and optimizer.py), their
+ * registration in the class registry, and converters from a Params tree to the plain
+ * configs of schedule.h / optimizer.h / learner.h. Kept apart from the core so the core
+ * builds and tests without the params module.
+ *
+ * Not registered: CombinedMinimumSchedule, PiecewiseSchedule and CycleSchedule, whose
+ * `schedules` param is a list of Params; the params API has no list-of-Params value yet.
+ * C code builds them through lv_schedule_config (schedule.h). DevBasedSchedule is not
+ * implemented (it needs the early-stop metric history). */
+#ifndef LV_OPTIM_OPTIM_PARAMS_H
+#define LV_OPTIM_OPTIM_PARAMS_H
+
+#include "optim/learner.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "params/params.h"
+
+/* Registers every schedule and optimizer class below, and GradNormTracker, under
+ * their Lingvo names. */
+void lv_optim_register_all(void);
+
+/* Default Params of a schedule / optimizer class (with `cls` and `name`). NULL for a
+ * schedule type that has no Params binding (the composites above). */
+lv_params *lv_schedule_params(lv_schedule_type t);
+lv_params *lv_optimizer_params(lv_optimizer_type t);
+
+/* Builds a schedule from its Params (`cls` selects the class). num_splits is the
+ * cluster's number of splits per trainer client (0 if unknown), used where the
+ * schedule's own num_splits/num_replicas is 0. Errors name the key. */
+lv_status lv_schedule_from_params(const lv_params *p, int num_splits, lv_schedule **out);
+lv_status lv_optimizer_from_params(const lv_params *p, lv_optimizer **out);
+
+/* Defines the learner keys of BaseTask's `train` params with Lingvo's defaults:
+ * learning_rate, lr_schedule (ContinuousSchedule), optimizer (Adam),
+ * l2_regularizer_weight, l1_regularizer_weight (None), clip_gradient_norm_to_value,
+ * clip_gradient_single_norm_to_value, grad_norm_to_clip_to_zero (0.0),
+ * scale_gradients (True), grad_norm_tracker (None; class "GradNormTracker"). */
+void lv_optim_define_train_params(lv_params *train);
+
+/* Reads and validates those keys of a task's train params; errors are LV_ERR_INVALID and
+ * start with "task.train.<key>". */
+lv_status lv_learner_config_from_params(const lv_params *task_train, lv_learner_config *out);
+
+/* The learner of task.train: config, lr_schedule and optimizer from the params, vars
+ * registered as in lv_learner_create. */
+lv_status lv_learner_from_params(const lv_params *task_train, int num_splits,
+                                 const lv_learner_var *vars, int nvars, lv_learner **out);
+
+#endif

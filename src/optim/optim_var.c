@@ -1,0 +1,40 @@
+#include "optim/optim_var.h"
+
+#include <stdlib.h>
+
+lv_status lv_learner_create_for_vars(const lv_learner_config *cfg, lv_schedule *schedule,
+                                     lv_optimizer *optimizer, lv_var *const *vars, int nvars,
+                                     lv_learner **out) {
+  *out = NULL;
+  lv_learner_var *lv = calloc((size_t)nvars + 1, sizeof *lv);
+  if (!lv) {
+    lv_schedule_free(schedule);
+    lv_optimizer_free(optimizer);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+  }
+  for (int i = 0; i < nvars; i++) {
+    lv_var *v = vars[i];
+    bool usable = v->trainable && v->value.dtype == LV_F32;
+    const char *why = NULL;
+    if (usable && (v->value.device != LV_DEVICE_CPU || v->grad.device != LV_DEVICE_CPU))
+      why = "is not in host memory (the optimizer updates host arrays)";
+    else if (usable && (v->grad.data == NULL || v->grad.dtype != LV_F32 ||
+                        !lv_shape_eq(&v->value.shape, &v->grad.shape)))
+      why = "has no float32 gradient of the value's shape";
+    if (why) {
+      free(lv);
+      lv_schedule_free(schedule);
+      lv_optimizer_free(optimizer);
+      return lv_status_make(LV_ERR_INTERNAL, "learner: trainable variable %s %s", v->name, why);
+    }
+    lv[i].name = v->name;
+    lv[i].value = usable ? lv_f32(&v->value) : NULL;
+    lv[i].grad = usable ? lv_f32(&v->grad) : NULL;
+    lv[i].n = lv_tensor_numel(&v->value);
+    lv[i].trainable = usable;
+    lv[i].skip_lp = v->skip_lp_regularization;
+  }
+  lv_status st = lv_learner_create(cfg, schedule, optimizer, lv, nvars, out);
+  free(lv);
+  return st;
+}

@@ -1,0 +1,85 @@
+/* Optimizers over flat float32 arrays, with TensorFlow 1's update rules, slot names and
+ * non-slot state (Lingvo's lingvo/core/optimizer.py wraps tf.train.*Optimizer;
+ * reference/lingvo.md §7.1), so a checkpoint written by lingvoc holds the same
+ * variables as one written by Lingvo: `<var>/Adam`, `<var>/Adam_1`, `beta1_power`, ...
+ *
+ * Usage: lv_optimizer_create, then lv_optimizer_add_var once per trainable variable (in
+ * a fixed order; the optimizer allocates and zero- or constant-initializes that
+ * variable's slots), then lv_optimizer_apply once per step with every variable's value
+ * and gradient in the same order. Slots and non-slot scalars are exposed by name for
+ * checkpointing: write them, and on restore copy the saved values back into the
+ * returned arrays.
+ *
+ * Ownership: the optimizer owns its slots; lv_optimizer_apply reads the gradients and
+ * updates values in place (borrowed, not kept). Updates are one pass per variable,
+ * vectorized and split over OpenMP threads for large arrays; each element's arithmetic
+ * is independent of the thread count, so results are deterministic. */
+#ifndef LV_OPTIM_OPTIMIZER_H
+#define LV_OPTIM_OPTIMIZER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef enum {
+  LV_OPT_SGD,       /* GradientDescentOptimizer: var -= lr * g */
+  LV_OPT_MOMENTUM,  /* MomentumOptimizer(lr, alpha, use_nesterov); slot "Momentum" */
+  LV_OPT_RMSPROP,   /* RMSPropOptimizer(lr, decay, momentum, epsilon); slots "RMSProp" (ms,
+                       initialized to 1), "RMSProp_1" (momentum) */
+  LV_OPT_ADAGRAD,   /* AdagradOptimizer(lr, initial_accumulator_value); slot "Adagrad" */
+  LV_OPT_ADADELTA,  /* AdadeltaOptimizer(lr, rho=decay, epsilon); slots "Adadelta",
+                       "Adadelta_1" */
+  LV_OPT_ADAM,      /* AdamOptimizer(lr, beta1, beta2, epsilon); slots "Adam" (m),
+                       "Adam_1" (v); non-slot beta1_power, beta2_power */
+  LV_OPT_COUNT
+} lv_optimizer_type;
+
+/* Lingvo class names: "SGD", "Momentum", "RMSProp", "Adagrad", "AdaDelta", "Adam". */
+extern const char *const lv_optimizer_type_names[LV_OPT_COUNT];
+bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out);
+
+typedef struct lv_optimizer_config {
+  lv_optimizer_type type;
+  double alpha;                     /* Momentum: momentum (0.9) */
+  bool use_nesterov;                /* Momentum (false) */
+  double decay;                     /* RMSProp (0.9), AdaDelta rho (0.95) */
+  double momentum;                  /* RMSProp (0.9) */
+  double epsilon;                   /* RMSProp (1.0), AdaDelta (1e-8), Adam (1e-6) */
+  double initial_accumulator_value; /* Adagrad (1.0) */
+  double beta1, beta2;              /* Adam (0.9, 0.999) */
+} lv_optimizer_config;
+
+/* Lingvo's default params for type t. */
+lv_optimizer_config lv_optimizer_defaults(lv_optimizer_type t);
+
+typedef struct lv_optimizer lv_optimizer;
+
+/* Validates (rates in range, epsilon > 0 where TF divides by it, ...). */
+lv_status lv_optimizer_create(const lv_optimizer_config *cfg, lv_optimizer **out);
+void lv_optimizer_free(lv_optimizer *o);
+const lv_optimizer_config *lv_optimizer_get_config(const lv_optimizer *o);
+
+/* Registers a variable of n float32 elements and creates its slots. Names must be
+ * unique. Returns the variable's index (0, 1, ...) through *index (may be NULL). */
+lv_status lv_optimizer_add_var(lv_optimizer *o, const char *var_name, int64_t n, int *index);
+int lv_optimizer_num_vars(const lv_optimizer *o);
+
+/* One step: updates values[i] (n_i elements, registered as variable i) from grads[i],
+ * for all registered variables, with learning rate lr; then advances non-slot state
+ * (Adam's beta powers). nvars must equal lv_optimizer_num_vars. */
+lv_status lv_optimizer_apply(lv_optimizer *o, float lr, int nvars, float *const *values,
+                             const float *const *grads);
+
+/* Slot variables, for checkpoints: every registered variable's slots, in variable order
+ * then slot order. The name is "<var>/<slot>" ("fc/w/var/Adam_1"); data has n floats. */
+int lv_optimizer_num_slot_vars(const lv_optimizer *o);
+void lv_optimizer_slot_var(lv_optimizer *o, int i, const char **name, float **data, int64_t *n);
+/* Looks a slot variable up by its full name; NULL if none. */
+float *lv_optimizer_find_slot(lv_optimizer *o, const char *name, int64_t *n);
+
+/* Non-slot scalar state (Adam: "beta1_power", "beta2_power"; none for the others). */
+int lv_optimizer_num_nonslot(const lv_optimizer *o);
+void lv_optimizer_nonslot(lv_optimizer *o, int i, const char **name, float **value);
+
+#endif

@@ -1,0 +1,160 @@
+/* Learning-rate schedules: Lingvo's lingvo/core/schedule.py (reference/lingvo.md §7.2).
+ * The effective learning rate is train.learning_rate * lv_schedule_value(s, step).
+ *
+ * A schedule is built from a plain config (lv_schedule_config: a type and that type's
+ * fields, filled from lv_schedule_defaults and then changed); composite schedules
+ * (CombinedMinimum, Piecewise, Cycle) point at child configs. lv_schedule_create
+ * validates the config (Lingvo's constructor assertions become LV_ERR_INVALID errors)
+ * and deep-copies it, so the config and its children may be freed afterwards. Derived
+ * schedules (Continuous, LinearRampup*, ...) are built from the same sub-schedules
+ * Lingvo builds, so they agree with it at every step.
+ *
+ * Ownership: lv_schedule_create's result belongs to the caller (lv_schedule_free).
+ * Values are computed in double; comparisons that Lingvo does in float32
+ * (PiecewiseConstant boundaries, step casts) are done in float32 too.
+ *
+ * Not here: DevBasedSchedule, which is stateful and reads the evaler's metric history
+ * file (its value is a runner concern). */
+#ifndef LV_OPTIM_SCHEDULE_H
+#define LV_OPTIM_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef enum {
+  LV_SCHED_CONSTANT,
+  LV_SCHED_CONSTANT_ONE,
+  LV_SCHED_PIECEWISE_CONSTANT,
+  LV_SCHED_POLYNOMIAL,
+  LV_SCHED_LINEAR,
+  LV_SCHED_EXPONENTIAL,
+  LV_SCHED_CONTINUOUS,
+  LV_SCHED_STEPWISE_EXPONENTIAL,
+  LV_SCHED_COMBINED_MINIMUM,
+  LV_SCHED_LINEAR_RAMPUP_DECAY,
+  LV_SCHED_ANNEALING,
+  LV_SCHED_TRANSFORMER,
+  LV_SCHED_TRANSFORMER_NO_WARMUP,
+  LV_SCHED_TRANSFORMER_MLPERF,
+  LV_SCHED_LINEAR_RAMPUP_EXP_DECAY_SCALED_BY_NUM_SPLIT,
+  LV_SCHED_LINEAR_RAMPUP_EXP_DECAY,
+  LV_SCHED_LINEAR_RAMPUP_SQRT_DECAY,
+  LV_SCHED_LINEAR_RAMPUP_SQRT_DECAY_BY_BATCH_SIZE_AND_REPLICAS,
+  LV_SCHED_LINEAR_RAMPUP_PIECEWISE_CONSTANT,
+  LV_SCHED_COSINE,
+  LV_SCHED_LINEAR_RAMPUP_COSINE,
+  LV_SCHED_PIECEWISE,
+  LV_SCHED_CYCLE,
+  LV_SCHED_SQRT_DECAY,
+  LV_SCHED_SQRT_DECAY_TO_ZERO,
+  LV_SCHED_INVERSE_SIGMOID,
+  LV_SCHED_EMA_DECAY,
+  LV_SCHED_COUNT
+} lv_schedule_type;
+
+/* Lingvo class names: "Constant", "PiecewiseConstantSchedule", "TransformerSchedule", ... */
+extern const char *const lv_schedule_type_names[LV_SCHED_COUNT];
+/* Returns false if name is not a schedule class. */
+bool lv_schedule_type_from_name(const char *name, lv_schedule_type *out);
+
+/* Longest boundaries / values lists a config may carry. */
+#define LV_SCHED_MAX_POINTS 64
+
+typedef struct lv_schedule_config lv_schedule_config;
+
+/* (x, y) points of Polynomial/Linear/Exponential. */
+typedef struct lv_sched_point {
+  double x, y;
+} lv_sched_point;
+
+struct lv_schedule_config {
+  lv_schedule_type type;
+  union {
+    struct { double value; } constant; /* CONSTANT, CONSTANT_ONE */
+    struct {                           /* PIECEWISE_CONSTANT: len(values) == n + 1 */
+      int n;
+      double boundaries[LV_SCHED_MAX_POINTS];
+      double values[LV_SCHED_MAX_POINTS + 1];
+    } piecewise_constant;
+    struct { /* POLYNOMIAL, LINEAR (power 1), EXPONENTIAL (power ignored) */
+      double power;
+      lv_sched_point start, limit;
+      bool origin_limit; /* origin = 'limit' (else 'start') */
+    } poly;
+    struct { double initial_value, start_step, half_life_steps, min; } continuous;
+    struct { double decay, num_steps_per_decay; } stepwise_exponential;
+    struct { /* COMBINED_MINIMUM (children only), PIECEWISE, CYCLE */
+      int n;                                 /* number of child schedules */
+      const lv_schedule_config *const *schedules; /* [n], borrowed until create */
+      double boundaries[LV_SCHED_MAX_POINTS]; /* PIECEWISE: n-1 boundaries */
+      double steps[LV_SCHED_MAX_POINTS];      /* CYCLE: n steps */
+      bool pass_absolute_step;                /* CYCLE */
+    } composite;
+    struct { double peak, end; } linear_rampup_decay;
+    struct { double init, lower_bound, factor; } annealing;
+    struct {
+      double warmup_steps, model_dim, worker_replicas;
+      bool has_decay_end;
+      double decay_end;
+      double decay_factor, start_step;
+      bool has_cyclical_step;
+      double cyclical_step;
+    } transformer;
+    struct {
+      double decay_start;
+      bool has_decay_end;
+      double decay_end;
+      double model_dim, worker_replicas;
+    } transformer_no_warmup;
+    struct { double warmup_steps, warmup_init_fraction, model_dim; } transformer_mlperf;
+    struct { /* ..._SCALED_BY_NUM_SPLIT and LINEAR_RAMPUP_EXP_DECAY */
+      double warmup, warmup_init, decay_start, decay_end, min, max;
+      int num_splits; /* 0: the cluster's splits passed to lv_schedule_create */
+    } rampup_exp;
+    struct { double peak, warmup_steps; } rampup_sqrt;
+    struct {
+      double warmup_examples;
+      bool has_batch_size;
+      double batch_size;
+      int num_replicas; /* 0: the cluster's splits */
+    } rampup_sqrt_bs;
+    struct {
+      int n; /* >= 2 */
+      double boundaries[LV_SCHED_MAX_POINTS];
+      double lrs[LV_SCHED_MAX_POINTS];
+      int num_splits; /* 0: the cluster's splits */
+    } rampup_piecewise;
+    struct {
+      double initial_value, final_value, total_steps;
+      bool cyclical, half_cycle;
+    } cosine;
+    struct {
+      double warmup_init, warmup_steps, initial_value, final_value, total_steps;
+      bool cyclical;
+      int num_splits; /* <= 0: the cluster's splits */
+    } rampup_cosine;
+    struct { double warmup_steps, multiplier, offset; } sqrt_decay;
+    struct { double warmup_steps, starting_lr, final_steps; } sqrt_decay_to_zero;
+    struct { bool has_k; double k; } inverse_sigmoid;
+    struct { double ema_decay; } ema_decay;
+  } u;
+};
+
+/* A config holding Lingvo's defaults for type t (required params such as
+ * Annealing.init or InverseSigmoid.k unset; composite schedules with no children). */
+lv_schedule_config lv_schedule_defaults(lv_schedule_type t);
+
+typedef struct lv_schedule lv_schedule;
+
+/* Validates and builds. cluster_splits is the number of splits per trainer client,
+ * used by schedules whose num_splits/num_replicas is 0 (Lingvo infers it from the sync
+ * cluster); pass 0 when unknown, and such a schedule is then an LV_ERR_INVALID error. */
+lv_status lv_schedule_create(const lv_schedule_config *cfg, int cluster_splits, lv_schedule **out);
+void lv_schedule_free(lv_schedule *s);
+lv_schedule_type lv_schedule_get_type(const lv_schedule *s);
+/* The schedule's value at global step `step`. */
+double lv_schedule_value(const lv_schedule *s, int64_t step);
+
+#endif

@@ -1,0 +1,705 @@
+/* Optimizers (TF1 update rules, slot names) and the learner (Lingvo's learner_test,
+ * base_model_test and py_utils_test vectors; reference §7.1). */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/learner.h"
+#include "optim/optim_var.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+#define CLOSE(got, want, tol)                                                             \
+  do {                                                                                    \
+    double g_ = (got), w_ = (want);                                                       \
+    ck_assert_msg(fabs(g_ - w_) <= (tol) * (1 + fabs(w_)), "%s: got %.9g, want %.9g", #got, \
+                  g_, w_);                                                                \
+  } while (0)
+
+#define OK(expr)                                                                     \
+  do {                                                                               \
+    lv_status s_ = (expr);                                                           \
+    ck_assert_msg(s_ == NULL, "%s failed: %s", #expr, s_ ? lv_status_msg(s_) : ""); \
+  } while (0)
+
+static void expect_err(lv_status st, lv_code code, const char *needle) {
+  ck_assert_ptr_nonnull(st);
+  ck_assert_int_eq(lv_status_code(st), code);
+  ck_assert_msg(strstr(lv_status_msg(st), needle), "message '%s' lacks '%s'", lv_status_msg(st),
+                needle);
+  lv_status_free(st);
+}
+
+static lv_optimizer *make_opt(lv_optimizer_config c) {
+  lv_optimizer *o = NULL;
+  OK(lv_optimizer_create(&c, &o));
+  return o;
+}
+
+static lv_schedule *make_sched(lv_schedule_type t) {
+  lv_schedule_config c = lv_schedule_defaults(t);
+  lv_schedule *s = NULL;
+  OK(lv_schedule_create(&c, 0, &s));
+  return s;
+}
+
+/* ---------------- optimizers ---------------- */
+
+START_TEST(test_optimizer_names) {
+  for (int i = 0; i < LV_OPT_COUNT; i++) {
+    lv_optimizer_type t;
+    ck_assert(lv_optimizer_type_from_name(lv_optimizer_type_names[i], &t));
+    ck_assert_int_eq(t, i);
+  }
+  lv_optimizer_type t;
+  ck_assert(!lv_optimizer_type_from_name("Adamw", &t));
+  lv_optimizer_config a = lv_optimizer_defaults(LV_OPT_ADAM);
+  ck_assert(a.beta1 == 0.9 && a.beta2 == 0.999 && a.epsilon == 1e-6);
+  lv_optimizer_config r = lv_optimizer_defaults(LV_OPT_RMSPROP);
+  ck_assert(r.decay == 0.9 && r.momentum == 0.9 && r.epsilon == 1.0);
+  lv_optimizer_config d = lv_optimizer_defaults(LV_OPT_ADADELTA);
+  ck_assert(d.decay == 0.95 && d.epsilon == 1e-8);
+  ck_assert(lv_optimizer_defaults(LV_OPT_MOMENTUM).alpha == 0.9);
+  ck_assert(lv_optimizer_defaults(LV_OPT_ADAGRAD).initial_accumulator_value == 1.0);
+}
+END_TEST
+
+START_TEST(test_optimizer_validation) {
+  lv_optimizer *o = NULL;
+  lv_optimizer_config a = lv_optimizer_defaults(LV_OPT_ADAM);
+  a.beta1 = 1.0;
+  expect_err(lv_optimizer_create(&a, &o), LV_ERR_INVALID, "beta1");
+  lv_optimizer_config g = lv_optimizer_defaults(LV_OPT_ADAGRAD);
+  g.initial_accumulator_value = 0;
+  expect_err(lv_optimizer_create(&g, &o), LV_ERR_INVALID, "initial_accumulator_value");
+  ck_assert_ptr_null(o);
+  lv_optimizer *m = make_opt(lv_optimizer_defaults(LV_OPT_MOMENTUM));
+  OK(lv_optimizer_add_var(m, "w", 3, NULL));
+  expect_err(lv_optimizer_add_var(m, "w", 3, NULL), LV_ERR_INTERNAL, "added twice");
+  float w[3] = {0}, gr[3] = {0};
+  float *wp[] = {w, w};
+  const float *gp[] = {gr, gr};
+  expect_err(lv_optimizer_apply(m, 0.1f, 2, wp, gp), LV_ERR_INTERNAL, "2 variables, 1 registered");
+  lv_optimizer_free(m);
+}
+END_TEST
+
+/* TF1 Adam, 3 steps, against values computed by hand (double precision) from
+ * lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * var -= lr_t * m / (sqrt(v) + eps) with lr 0.1, b1 0.9, b2 0.999, eps 1e-6. */
+START_TEST(test_adam_three_steps) {
+  lv_optimizer *o = make_opt(lv_optimizer_defaults(LV_OPT_ADAM));
+  int idx = -1;
+  OK(lv_optimizer_add_var(o, "fc/w/var", 3, &idx));
+  ck_assert_int_eq(idx, 0);
+  ck_assert_int_eq(lv_optimizer_num_slot_vars(o), 2);
+  const char *name;
+  float *data;
+  int64_t n;
+  lv_optimizer_slot_var(o, 0, &name, &data, &n);
+  ck_assert_str_eq(name, "fc/w/var/Adam");
+  ck_assert_int_eq(n, 3);
+  ck_assert(data[0] == 0 && data[2] == 0);
+  lv_optimizer_slot_var(o, 1, &name, NULL, NULL);
+  ck_assert_str_eq(name, "fc/w/var/Adam_1");
+  ck_assert_int_eq(lv_optimizer_num_nonslot(o), 2);
+  float *b1p, *b2p;
+  lv_optimizer_nonslot(o, 0, &name, &b1p);
+  ck_assert_str_eq(name, "beta1_power");
+  lv_optimizer_nonslot(o, 1, &name, &b2p);
+  ck_assert_str_eq(name, "beta2_power");
+  CLOSE(*b1p, 0.9, 1e-7);
+  CLOSE(*b2p, 0.999, 1e-7);
+
+  float w[3] = {1.0f, -2.0f, 0.5f};
+  const float g[3][3] = {{0.5f, -1.0f, 2.0f}, {0.25f, 1.0f, -3.0f}, {-0.5f, 0.0f, 1.0f}};
+  const double want[3][3] = {{0.900006324, -1.900003162, 0.400001581},
+                             {0.806793635, -1.905266202, 0.424771545},
+                             {0.795715795, -1.909334548, 0.426138205}};
+  for (int t = 0; t < 3; t++) {
+    float *wp[] = {w};
+    const float *gp[] = {g[t]};
+    OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+    for (int i = 0; i < 3; i++) CLOSE(w[i], want[t][i], 2e-6);
+  }
+  float *m = lv_optimizer_find_slot(o, "fc/w/var/Adam", NULL);
+  float *v = lv_optimizer_find_slot(o, "fc/w/var/Adam_1", NULL);
+  ck_assert_ptr_nonnull(m);
+  ck_assert_ptr_nonnull(v);
+  ck_assert_ptr_null(lv_optimizer_find_slot(o, "fc/w/var/Momentum", NULL));
+  CLOSE(m[0], 0.013, 1e-6);
+  CLOSE(m[2], -0.008, 1e-6);
+  /* float32's 1 - 0.999f is 0.99998713e-3: v drifts from the double values by ~1e-5
+   * relative. */
+  ck_assert(fabs(v[0] - 0.00056193775) <= 3e-5 * 0.00056193775);
+  ck_assert(fabs(v[2] - 0.013983004) <= 3e-5 * 0.013983004);
+  CLOSE(*b1p, pow(0.9, 4), 1e-6);
+  CLOSE(*b2p, pow(0.999, 4), 1e-6);
+  lv_optimizer_free(o);
+}
+END_TEST
+
+START_TEST(test_sgd) {
+  lv_optimizer *o = make_opt(lv_optimizer_defaults(LV_OPT_SGD));
+  OK(lv_optimizer_add_var(o, "w", 2, NULL));
+  ck_assert_int_eq(lv_optimizer_num_slot_vars(o), 0);
+  ck_assert_int_eq(lv_optimizer_num_nonslot(o), 0);
+  float w[2] = {1, 2}, g[2] = {10, -20};
+  float *wp[] = {w};
+  const float *gp[] = {g};
+  OK(lv_optimizer_apply(o, 0.01f, 1, wp, gp));
+  CLOSE(w[0], 0.9, 1e-7);
+  CLOSE(w[1], 2.2, 1e-7);
+  lv_optimizer_free(o);
+}
+END_TEST
+
+START_TEST(test_momentum) {
+  for (int nesterov = 0; nesterov < 2; nesterov++) {
+    lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_MOMENTUM);
+    c.use_nesterov = nesterov;
+    lv_optimizer *o = make_opt(c);
+    OK(lv_optimizer_add_var(o, "x/var", 1, NULL));
+    const char *name;
+    lv_optimizer_slot_var(o, 0, &name, NULL, NULL);
+    ck_assert_str_eq(name, "x/var/Momentum");
+    float w[1] = {1.0f}, g[1] = {1.0f};
+    float *wp[] = {w};
+    const float *gp[] = {g};
+    OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+    /* accum = 0.9 accum + g; plain: w -= lr accum; nesterov: w -= lr g + lr 0.9 accum. */
+    CLOSE(w[0], nesterov ? 0.81 : 0.9, 1e-7);
+    OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+    CLOSE(w[0], nesterov ? 0.539 : 0.71, 1e-7);
+    CLOSE(*lv_optimizer_find_slot(o, "x/var/Momentum", NULL), 1.9, 1e-7);
+    lv_optimizer_free(o);
+  }
+}
+END_TEST
+
+START_TEST(test_adagrad) {
+  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAGRAD);
+  c.initial_accumulator_value = 0.1;
+  lv_optimizer *o = make_opt(c);
+  OK(lv_optimizer_add_var(o, "v", 5, NULL));
+  int64_t n;
+  float *acc = lv_optimizer_find_slot(o, "v/Adagrad", &n);
+  ck_assert_ptr_nonnull(acc);
+  ck_assert_int_eq(n, 5);
+  for (int i = 0; i < 5; i++) ck_assert(acc[i] == 0.1f);
+  float w[5] = {1, 1, 1, 1, 1}, g[5] = {2, 2, 2, 2, 0};
+  float *wp[] = {w};
+  const float *gp[] = {g};
+  OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+  for (int i = 0; i < 4; i++) {
+    CLOSE(acc[i], 4.1, 1e-7);
+    CLOSE(w[i], 1 - 0.2 / sqrt(4.1), 1e-7);
+  }
+  ck_assert(w[4] == 1.0f);
+  lv_optimizer_free(o);
+}
+END_TEST
+
+START_TEST(test_rmsprop_adadelta) {
+  lv_optimizer *o = make_opt(lv_optimizer_defaults(LV_OPT_RMSPROP));
+  OK(lv_optimizer_add_var(o, "v", 1, NULL));
+  const char *n0, *n1;
+  float *ms, *mom;
+  lv_optimizer_slot_var(o, 0, &n0, &ms, NULL);
+  lv_optimizer_slot_var(o, 1, &n1, &mom, NULL);
+  ck_assert_str_eq(n0, "v/RMSProp");
+  ck_assert_str_eq(n1, "v/RMSProp_1");
+  ck_assert(ms[0] == 1.0f && mom[0] == 0.0f);
+  float w[1] = {1}, g[1] = {1};
+  float *wp[] = {w};
+  const float *gp[] = {g};
+  OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+  CLOSE(ms[0], 1.0, 1e-7);
+  CLOSE(mom[0], 0.1 / sqrt(2.0), 1e-7);
+  CLOSE(w[0], 1 - 0.1 / sqrt(2.0), 1e-7);
+  g[0] = 3;
+  OK(lv_optimizer_apply(o, 0.1f, 1, wp, gp));
+  double ms2 = 1 + (9 - 1) * 0.1, mom2 = 0.9 * 0.1 / sqrt(2.0) + 0.3 / sqrt(ms2 + 1);
+  CLOSE(ms[0], ms2, 1e-6);
+  CLOSE(w[0], 1 - 0.1 / sqrt(2.0) - mom2, 1e-6);
+  lv_optimizer_free(o);
+
+  lv_optimizer *d = make_opt(lv_optimizer_defaults(LV_OPT_ADADELTA));
+  OK(lv_optimizer_add_var(d, "v", 1, NULL));
+  lv_optimizer_slot_var(d, 0, &n0, &ms, NULL);
+  lv_optimizer_slot_var(d, 1, &n1, &mom, NULL);
+  ck_assert_str_eq(n0, "v/Adadelta");
+  ck_assert_str_eq(n1, "v/Adadelta_1");
+  w[0] = 1;
+  g[0] = 1;
+  OK(lv_optimizer_apply(d, 1.0f, 1, wp, gp));
+  double up = sqrt(1e-8) / sqrt(0.05 + 1e-8);
+  CLOSE(ms[0], 0.05, 1e-7);
+  CLOSE(w[0], 1 - up, 1e-7);
+  CLOSE(mom[0], up * up * 0.05, 1e-7);
+  lv_optimizer_free(d);
+}
+END_TEST
+
+/* The vector path (4 lanes + padded tail, OpenMP) gives exactly the scalar TF update,
+ * for any thread count. */
+static void scalar_adam(int64_t n, float lr, float b1p, float b2p, float *w, const float *g,
+                        float *m, float *v) {
+  const float alpha = lr * sqrtf(1.0f - b2p) / (1.0f - b1p);
+  for (int64_t i = 0; i < n; i++) {
+    m[i] = m[i] + (g[i] - m[i]) * (1.0f - 0.9f);
+    v[i] = v[i] + (g[i] * g[i] - v[i]) * (1.0f - 0.999f);
+    w[i] -= (m[i] * alpha) / (sqrtf(v[i]) + 1e-6f);
+  }
+}
+
+START_TEST(test_large_deterministic) {
+  const int64_t n = 300007; /* above the parallel threshold, not a multiple of 4 */
+  float *w1 = malloc(n * sizeof(float)), *w2 = malloc(n * sizeof(float));
+  float *w3 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
+  float *m3 = calloc(n, sizeof(float)), *v3 = calloc(n, sizeof(float));
+  for (int64_t i = 0; i < n; i++) {
+    w1[i] = w2[i] = w3[i] = sinf((float)i * 0.001f);
+    g[i] = cosf((float)i * 0.37f) * (float)(1 + i % 7);
+  }
+  lv_optimizer *a = make_opt(lv_optimizer_defaults(LV_OPT_ADAM));
+  lv_optimizer *b = make_opt(lv_optimizer_defaults(LV_OPT_ADAM));
+  OK(lv_optimizer_add_var(a, "w", n, NULL));
+  OK(lv_optimizer_add_var(b, "w", n, NULL));
+  int saved = omp_get_max_threads();
+  float b1p = 0.9f, b2p = 0.999f;
+  for (int step = 0; step < 3; step++) {
+    float *wa[] = {w1}, *wb[] = {w2};
+    const float *gp[] = {g};
+    omp_set_num_threads(1);
+    OK(lv_optimizer_apply(a, 0.01f, 1, wa, gp));
+    omp_set_num_threads(2);
+    OK(lv_optimizer_apply(b, 0.01f, 1, wb, gp));
+    scalar_adam(n, 0.01f, b1p, b2p, w3, g, m3, v3);
+    b1p *= 0.9f;
+    b2p *= 0.999f;
+  }
+  omp_set_num_threads(saved);
+  ck_assert(memcmp(w1, w2, n * sizeof(float)) == 0);
+  ck_assert(memcmp(w1, w3, n * sizeof(float)) == 0);
+  ck_assert(memcmp(lv_optimizer_find_slot(a, "w/Adam_1", NULL), v3, n * sizeof(float)) == 0);
+
+  omp_set_num_threads(1);
+  double s1 = lv_optim_sum_sq(g, n);
+  omp_set_num_threads(2);
+  double s2 = lv_optim_sum_sq(g, n);
+  omp_set_num_threads(saved);
+  ck_assert(s1 == s2);
+  double ref = 0;
+  for (int64_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
+  CLOSE(s1, ref, 1e-12);
+  lv_optimizer_free(a);
+  lv_optimizer_free(b);
+  free(w1), free(w2), free(w3), free(g), free(m3), free(v3);
+}
+END_TEST
+
+/* ---------------- learner ---------------- */
+
+static lv_learner *make_learner(lv_learner_config c, lv_optimizer_type opt, lv_learner_var *v,
+                                int n) {
+  lv_learner *l = NULL;
+  OK(lv_learner_create(&c, make_sched(LV_SCHED_CONTINUOUS), make_opt(lv_optimizer_defaults(opt)),
+                       v, n, &l));
+  return l;
+}
+
+/* lingvo/core/learner_test.py: loss = hello - 2 * world, SGD, lr 0.1, default schedule. */
+START_TEST(test_learner_sgd_vector) {
+  float hello = 0, world = 0, moon = 0, mars = 0;
+  float g_hello = 1, g_world = -2, g_moon = 0, g_mars = 0;
+  lv_learner_var v[] = {
+      {"hello", &hello, &g_hello, 1, true, false},
+      {"world", &world, &g_world, 1, true, false},
+      {"moon", &moon, &g_moon, 1, true, false},
+      {"mars", &mars, &g_mars, 1, false, false},
+  };
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 0.1;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 4);
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 0, &s));
+  CLOSE(hello, -0.1, 1e-7);
+  CLOSE(world, 0.2, 1e-7);
+  ck_assert(moon == 0 && mars == 0);
+  CLOSE(s.learning_rate, 0.1, 1e-12);
+  CLOSE(s.lr_schedule, 1.0, 1e-12);
+  CLOSE(s.grad_norm_all, sqrt(5.0), 1e-12);
+  CLOSE(s.var_norm_all, 0.0, 1e-12);
+  ck_assert(s.grad_scale_all == 1.0 && !s.has_nan_or_inf && !s.skipped);
+  CLOSE(lv_learner_learning_rate(l, 500000), 0.05, 1e-9);
+  ck_assert_int_eq(lv_learner_num_skipped_steps(l), 0);
+
+  const char *names[9];
+  double vals[9];
+  int k = lv_learner_stats_metrics(&s, names, vals, 9);
+  ck_assert_int_eq(k, 7);
+  ck_assert_str_eq(names[0], "learning_rate");
+  ck_assert_str_eq(names[2], "grad_norm/all");
+  ck_assert_str_eq(names[4], "grad_scale_all");
+  CLOSE(vals[2], sqrt(5.0), 1e-12);
+  lv_learner_free(l);
+}
+END_TEST
+
+/* lingvo/core/base_model_test.py: grads of ones -> grad_scale 1. */
+START_TEST(test_learner_grad_scale_one) {
+  float w[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+  lv_learner_var v[] = {{"w", w, g, 4, true, false}};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 1.0;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 0, &s));
+  ck_assert(s.grad_scale_all == 1.0);
+  CLOSE(s.grad_norm_all, 2.0, 1e-12);
+  CLOSE(s.var_norm_all, sqrt(30.0), 1e-12);
+  ck_assert(w[0] == 0 && w[3] == 3);
+  lv_learner_free(l);
+}
+END_TEST
+
+/* base_model_test: a NaN or -inf gradient -> grad_scale 0, finite (zero) final grads,
+ * variables and Adam slots unchanged, the step counted. */
+START_TEST(test_learner_nan_inf_skipped) {
+  const float bad[] = {NAN, -INFINITY, INFINITY};
+  for (int k = 0; k < 3; k++) {
+    float w[3] = {1, 2, 3}, g[3] = {0.5f, bad[k], 1};
+    float u[2] = {4, 5}, gu[2] = {1, 1};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false}, {"u", u, gu, 2, true, false}};
+    lv_learner_config c = lv_learner_defaults();
+    c.learning_rate = 0.1;
+    c.clip_gradient_norm_to_value = 1.0;
+    lv_learner *l = make_learner(c, LV_OPT_ADAM, v, 2);
+    lv_learner_stats s;
+    OK(lv_learner_step(l, 0, &s));
+    ck_assert(s.has_nan_or_inf && s.grad_norm_is_nan_or_inf && s.skipped);
+    ck_assert(s.grad_scale_all == 0.0);
+    for (int i = 0; i < 3; i++) ck_assert(isfinite(g[i]) && g[i] == 0);
+    ck_assert(w[0] == 1 && w[1] == 2 && w[2] == 3 && u[0] == 4 && u[1] == 5);
+    lv_optimizer *o = lv_learner_optimizer(l);
+    float *m = lv_optimizer_find_slot(o, "u/Adam", NULL), *b1p;
+    ck_assert(m[0] == 0 && m[1] == 0);
+    lv_optimizer_nonslot(o, 0, NULL, &b1p);
+    ck_assert(*b1p == 0.9f);
+    ck_assert_int_eq(lv_learner_num_nan_inf_steps(l), 1);
+    ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
+
+    /* The next good step applies normally. */
+    g[0] = g[1] = g[2] = 0.1f;
+    OK(lv_learner_step(l, 1, &s));
+    ck_assert(!s.skipped && w[0] < 1);
+    ck_assert_int_eq(lv_learner_num_nan_inf_steps(l), 1);
+    lv_learner_free(l);
+  }
+}
+END_TEST
+
+/* base_model_test: clip_gradient_single_norm_to_value = 1 with scalars a = 10, b = 0.5. */
+START_TEST(test_learner_single_norm_clip) {
+  float a = 0, b = 0, ga = 10, gb = 0.5f;
+  lv_learner_var v[] = {{"a", &a, &ga, 1, true, false}, {"b", &b, &gb, 1, true, false}};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 1.0;
+  c.clip_gradient_single_norm_to_value = 1.0;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 2);
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 0, &s));
+  CLOSE(ga, 1.0, 1e-7);
+  CLOSE(gb, 0.5, 1e-7);
+  CLOSE(a, -1.0, 1e-7);
+  CLOSE(b, -0.5, 1e-7);
+  ck_assert(s.grad_scale_all == 1.0 && !s.skipped);
+  lv_learner_free(l);
+}
+END_TEST
+
+START_TEST(test_learner_config_errors) {
+  lv_learner_config c = lv_learner_defaults();
+  c.clip_gradient_single_norm_to_value = 1.0;
+  c.clip_gradient_norm_to_value = 2.0;
+  expect_err(lv_learner_config_validate(&c), LV_ERR_INVALID,
+             "Cannot use clip_gradient_single_norm_to_value=1.000000 and "
+             "clip_gradient_norm_to_value=2.000000.");
+  lv_learner *l = (lv_learner *)1;
+  expect_err(lv_learner_create(&c, make_sched(LV_SCHED_CONSTANT),
+                               make_opt(lv_optimizer_defaults(LV_OPT_SGD)), NULL, 0, &l),
+             LV_ERR_INVALID, "clip_gradient_norm_to_value");
+  ck_assert_ptr_null(l);
+  lv_learner_config d = lv_learner_defaults();
+  d.learning_rate = -1e-3;
+  expect_err(lv_learner_config_validate(&d), LV_ERR_INVALID, "learning_rate");
+  lv_learner_config e = lv_learner_defaults();
+  e.grad_norm_to_clip_to_zero = -1;
+  expect_err(lv_learner_config_validate(&e), LV_ERR_INVALID, "grad_norm_to_clip_to_zero");
+  lv_learner_config f = lv_learner_defaults();
+  f.has_l2 = true;
+  f.l2_regularizer_weight = -0.1;
+  expect_err(lv_learner_config_validate(&f), LV_ERR_INVALID, "l2_regularizer_weight");
+  ck_assert_ptr_null(lv_learner_config_validate(&(lv_learner_config){.scale_gradients = true}));
+}
+END_TEST
+
+/* py_utils_test (w = 0.1): l2_loss = 0.5 * 0.1 * sum gamma^2, grad_gamma += 0.1 gamma;
+ * beta (skip_lp) untouched. L1: 0.1 * sum |v|, grad += 0.1 sign(v). */
+START_TEST(test_learner_l2_l1) {
+  float gamma[3] = {1, -2, 3}, beta[2] = {5, 6};
+  float gg[3] = {0.1f, 0.2f, 0.3f}, gb[2] = {1, 1};
+  lv_learner_var v[] = {{"gamma", gamma, gg, 3, true, false}, {"beta", beta, gb, 2, true, true}};
+  lv_learner_config c = lv_learner_defaults();
+  c.has_l2 = true;
+  c.l2_regularizer_weight = 0.1;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 2); /* learning_rate 0: values stay */
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 0, &s));
+  ck_assert(s.has_l2 && !s.has_l1);
+  CLOSE(s.l2_loss, 0.5 * 0.1 * 14, 1e-9);
+  CLOSE(gg[0], 0.1 + 0.1, 1e-7);
+  CLOSE(gg[1], 0.2 - 0.2, 1e-7);
+  CLOSE(gg[2], 0.3 + 0.3, 1e-7);
+  ck_assert(gb[0] == 1 && gb[1] == 1);
+  /* The global norm is taken after the L2 adjustment. */
+  CLOSE(s.grad_norm_all, sqrt(0.04 + 0 + 0.36 + 2), 1e-6);
+  const char *names[9];
+  int k = lv_learner_stats_metrics(&s, names, NULL, 9);
+  ck_assert_int_eq(k, 8);
+  ck_assert_str_eq(names[7], "l2_loss");
+  lv_learner_free(l);
+
+  float g2[3] = {0.1f, 0.2f, 0.3f};
+  lv_learner_var v1[] = {{"gamma", gamma, g2, 3, true, false}};
+  lv_learner_config c1 = lv_learner_defaults();
+  c1.has_l1 = true;
+  c1.l1_regularizer_weight = 0.1;
+  l = make_learner(c1, LV_OPT_SGD, v1, 1);
+  OK(lv_learner_step(l, 0, &s));
+  CLOSE(s.l1_loss, 0.1 * 6, 1e-9);
+  CLOSE(g2[0], 0.2, 1e-7);
+  CLOSE(g2[1], 0.1, 1e-7);
+  CLOSE(g2[2], 0.4, 1e-7);
+  lv_learner_free(l);
+}
+END_TEST
+
+START_TEST(test_learner_global_norm_clip) {
+  float w[2] = {0, 0}, g[2] = {3, 4};
+  lv_learner_var v[] = {{"w", w, g, 2, true, false}};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 1.0;
+  c.clip_gradient_norm_to_value = 1.0;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 0, &s));
+  CLOSE(s.grad_norm_all, 5.0, 1e-12);
+  CLOSE(s.grad_scale_all, 0.2, 1e-7);
+  CLOSE(g[0], 0.6, 1e-7);
+  CLOSE(g[1], 0.8, 1e-7);
+  CLOSE(w[0], -0.6, 1e-7);
+  CLOSE(w[1], -0.8, 1e-7);
+  /* Below the clip value the gradients are untouched. */
+  g[0] = 0.3f, g[1] = 0.4f;
+  OK(lv_learner_step(l, 1, &s));
+  ck_assert(s.grad_scale_all == 1.0 && g[0] == 0.3f);
+  lv_learner_free(l);
+
+  /* grad_norm_to_clip_to_zero: norm >= 4 -> scale 0, step skipped, not a NaN step. */
+  float w2[2] = {1, 1}, h[2] = {3, 4};
+  lv_learner_var v2[] = {{"w", w2, h, 2, true, false}};
+  lv_learner_config z = lv_learner_defaults();
+  z.learning_rate = 1.0;
+  z.grad_norm_to_clip_to_zero = 4.0;
+  l = make_learner(z, LV_OPT_SGD, v2, 1);
+  OK(lv_learner_step(l, 0, &s));
+  ck_assert(s.grad_scale_all == 0.0 && s.skipped && !s.has_nan_or_inf);
+  ck_assert(w2[0] == 1 && w2[1] == 1 && h[0] == 0 && h[1] == 0);
+  ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
+  ck_assert_int_eq(lv_learner_num_nan_inf_steps(l), 0);
+  h[0] = 0.3f, h[1] = 0.4f;
+  OK(lv_learner_step(l, 1, &s));
+  ck_assert(s.grad_scale_all == 1.0 && !s.skipped);
+  CLOSE(w2[0], 0.7, 1e-7);
+  lv_learner_free(l);
+}
+END_TEST
+
+START_TEST(test_learner_schedule_and_scale_off) {
+  float w[1] = {0}, g[1] = {NAN};
+  lv_learner_var v[] = {{"w", w, g, 1, true, false}};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 2.0;
+  c.scale_gradients = false;
+  lv_schedule_config pc = lv_schedule_defaults(LV_SCHED_PIECEWISE_CONSTANT);
+  pc.u.piecewise_constant.n = 1;
+  pc.u.piecewise_constant.boundaries[0] = 10;
+  pc.u.piecewise_constant.values[0] = 1.0;
+  pc.u.piecewise_constant.values[1] = 0.1;
+  lv_schedule *sched = NULL;
+  OK(lv_schedule_create(&pc, 0, &sched));
+  lv_learner *l = NULL;
+  OK(lv_learner_create(&c, sched, make_opt(lv_optimizer_defaults(LV_OPT_SGD)), v, 1, &l));
+  CLOSE(lv_learner_learning_rate(l, 9), 2.0, 1e-12);
+  CLOSE(lv_learner_learning_rate(l, 10), 0.2, 1e-12);
+  /* scale_gradients = false: Lingvo does no NaN check and no clipping. */
+  lv_learner_stats s;
+  OK(lv_learner_step(l, 10, &s));
+  ck_assert(!s.skipped && isnan(w[0]));
+  CLOSE(s.learning_rate, 0.2, 1e-12);
+  lv_learner_free(l);
+}
+END_TEST
+
+/* layers.GradNormTracker: no rejection before total_weight > 0.75 (277 steps at decay
+ * 0.995), then a norm far above the moving mean is rejected and counted; norms under
+ * grad_norm_clip_cap_min never are. */
+START_TEST(test_learner_grad_norm_tracker) {
+  for (int capmin = 0; capmin < 2; capmin++) {
+    float w[1] = {0}, g[1];
+    lv_learner_var v[] = {{"w", w, g, 1, true, false}};
+    lv_learner_config c = lv_learner_defaults();
+    c.has_grad_norm_tracker = true;
+    c.grad_norm_tracker = lv_grad_norm_tracker_defaults();
+    if (capmin) c.grad_norm_tracker.grad_norm_clip_cap_min = 20.0;
+    lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
+    ck_assert_int_eq(lv_learner_num_state(l), 4);
+    lv_learner_stats s;
+    g[0] = 10;
+    OK(lv_learner_step(l, 0, &s)); /* no history yet: accepted */
+    ck_assert(s.grad_scale_all == 1.0);
+    for (int i = 1; i < 300; i++) {
+      g[0] = 1;
+      OK(lv_learner_step(l, i, &s));
+      ck_assert(s.grad_scale_all == 1.0);
+    }
+    const char *name;
+    float *tw, *rej, *mean;
+    lv_learner_state(l, 2, &name, &tw);
+    ck_assert_str_eq(name, "total_weight");
+    CLOSE(*tw, 1 - pow(0.995, 300), 1e-4);
+    lv_learner_state(l, 0, &name, &mean);
+    ck_assert_str_eq(name, "log_mean");
+    lv_learner_state(l, 3, &name, &rej);
+    ck_assert_str_eq(name, "total_rejections");
+    ck_assert(*rej == 0);
+    g[0] = 10;
+    OK(lv_learner_step(l, 300, &s));
+    if (capmin) {
+      ck_assert(s.grad_scale_all == 1.0 && !s.skipped && *rej == 0);
+    } else {
+      ck_assert(s.grad_scale_all == 0.0 && s.skipped && !s.has_nan_or_inf);
+      ck_assert(*rej == 1);
+      ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
+    }
+    /* A NaN step is rejected and leaves the moving statistics alone. */
+    float before = *mean;
+    g[0] = NAN;
+    OK(lv_learner_step(l, 301, &s));
+    ck_assert(s.skipped && *mean == before && *rej == (capmin ? 1 : 2));
+    lv_learner_free(l);
+  }
+  lv_learner_config bad = lv_learner_defaults();
+  bad.has_grad_norm_tracker = true;
+  bad.grad_norm_tracker = lv_grad_norm_tracker_defaults();
+  bad.grad_norm_tracker.decay = 1.0;
+  expect_err(lv_learner_config_validate(&bad), LV_ERR_INVALID, "grad_norm_tracker.decay");
+}
+END_TEST
+
+/* Per-variable norms (Lingvo's grad_norm/<var>, var_norm/<var> summaries). */
+START_TEST(test_learner_var_norms) {
+  float a[2] = {3, 4}, ga[2] = {0, 2}, b[1] = {1}, gb[1] = {-1}, c0[1] = {7}, gc[1] = {7};
+  lv_learner_var v[] = {{"a", a, ga, 2, true, false},
+                        {"frozen", c0, gc, 1, false, false},
+                        {"b", b, gb, 1, true, false}};
+  lv_learner *l = make_learner(lv_learner_defaults(), LV_OPT_SGD, v, 3);
+  OK(lv_learner_step(l, 0, NULL));
+  ck_assert_int_eq(lv_learner_num_vars(l), 2);
+  ck_assert_str_eq(lv_learner_var_name(l, 1), "b");
+  double gn, vn;
+  lv_learner_var_norms(l, 0, &gn, &vn);
+  CLOSE(gn, 2.0, 1e-12);
+  CLOSE(vn, 5.0, 1e-12);
+  lv_learner_var_norms(l, 1, &gn, &vn);
+  CLOSE(gn, 1.0, 1e-12);
+  CLOSE(vn, 1.0, 1e-12);
+  lv_learner_free(l);
+}
+END_TEST
+
+/* The lv_var adapter: float32 trainable variables only, slots named after them. */
+START_TEST(test_learner_for_vars) {
+  float wv[6] = {1, 1, 1, 1, 1, 1}, wg[6] = {1, 1, 1, 1, 1, 1};
+  int64_t step_v = 7;
+  lv_var w, gs;
+  memset(&w, 0, sizeof w);
+  memset(&gs, 0, sizeof gs);
+  strcpy(w.name, "lenet5/fc/w/var");
+  w.value = lv_tensor_view(LV_F32, lv_shape2(2, 3), wv);
+  w.grad = lv_tensor_view(LV_F32, lv_shape2(2, 3), wg);
+  w.trainable = true;
+  strcpy(gs.name, "global_step");
+  gs.value = lv_tensor_view(LV_I64, lv_shape0(), &step_v);
+  gs.trainable = false;
+  lv_var *vars[] = {&w, &gs};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 0.5;
+  lv_learner *l = NULL;
+  OK(lv_learner_create_for_vars(&c, make_sched(LV_SCHED_CONSTANT),
+                                make_opt(lv_optimizer_defaults(LV_OPT_ADAM)), vars, 2, &l));
+  lv_optimizer *o = lv_learner_optimizer(l);
+  ck_assert_int_eq(lv_optimizer_num_slot_vars(o), 2);
+  int64_t n;
+  ck_assert_ptr_nonnull(lv_optimizer_find_slot(o, "lenet5/fc/w/var/Adam", &n));
+  ck_assert_int_eq(n, 6);
+  ck_assert_ptr_nonnull(lv_optimizer_find_slot(o, "lenet5/fc/w/var/Adam_1", NULL));
+  OK(lv_learner_step(l, 0, NULL));
+  /* First Adam step moves each element by about lr. */
+  for (int i = 0; i < 6; i++) CLOSE(wv[i], 0.5, 1e-4);
+  ck_assert_int_eq(step_v, 7);
+  lv_learner_free(l);
+
+  w.grad = lv_tensor_view(LV_F32, lv_shape1(6), wg);
+  expect_err(lv_learner_create_for_vars(&c, make_sched(LV_SCHED_CONSTANT),
+                                        make_opt(lv_optimizer_defaults(LV_OPT_SGD)), vars, 2, &l),
+             LV_ERR_INTERNAL, "lenet5/fc/w/var has no float32 gradient");
+  ck_assert_ptr_null(l);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("optim");
+  TCase *o = tcase_create("optimizer");
+  tcase_add_test(o, test_optimizer_names);
+  tcase_add_test(o, test_optimizer_validation);
+  tcase_add_test(o, test_adam_three_steps);
+  tcase_add_test(o, test_sgd);
+  tcase_add_test(o, test_momentum);
+  tcase_add_test(o, test_adagrad);
+  tcase_add_test(o, test_rmsprop_adadelta);
+  tcase_add_test(o, test_large_deterministic);
+  suite_add_tcase(s, o);
+  TCase *l = tcase_create("learner");
+  tcase_add_test(l, test_learner_sgd_vector);
+  tcase_add_test(l, test_learner_grad_scale_one);
+  tcase_add_test(l, test_learner_nan_inf_skipped);
+  tcase_add_test(l, test_learner_single_norm_clip);
+  tcase_add_test(l, test_learner_config_errors);
+  tcase_add_test(l, test_learner_l2_l1);
+  tcase_add_test(l, test_learner_global_norm_clip);
+  tcase_add_test(l, test_learner_schedule_and_scale_off);
+  tcase_add_test(l, test_learner_grad_norm_tracker);
+  tcase_add_test(l, test_learner_var_norms);
+  tcase_add_test(l, test_learner_for_vars);
+  suite_add_tcase(s, l);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
