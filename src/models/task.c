@@ -66,18 +66,7 @@ static lv_params *train_params(void) {
   lv_params_define_bool(tp, "async_checkpointing", true, "Checkpointing asynchronously (copy the variables, write in a thread).");
   lv_params_define_bool(tp, "checkpoint_finite_check", false, "Whether to sanity check that every variable is finite before saving.");
   lv_params_define_int(tp, "summary_interval_steps", 100, "Generates a summary roughly once every this many steps.");
-  lv_params_define_none(tp, "l2_regularizer_weight", LV_PV_FLOAT, "If not None, L2 regularization to apply to the weights.");
-  lv_params_define_none(tp, "l1_regularizer_weight", LV_PV_FLOAT, "If not None, L1 regularization to apply to the weights.");
-  lv_params_define_float(tp, "learning_rate", 0.0, "learning rate to use.");
-  lv_params_define_float(tp, "clip_gradient_norm_to_value", 0.0, "Clip gradient by global norm to this value.");
-  lv_params_define_float(tp, "clip_gradient_single_norm_to_value", 0.0, "Clip gradient by single tensor norm to this value.");
-  lv_params_define_float(tp, "grad_norm_to_clip_to_zero", 0.0, "Clip gradient to 0 if its norm exceeds this value.");
-  lv_params *opt = NULL, *sched = NULL;
-  LV_ASSERT(!lv_registry_instantiate("Adam", &opt));
-  LV_ASSERT(!lv_registry_instantiate("ContinuousSchedule", &sched));
-  lv_params_define_params(tp, "optimizer", opt, "Runtime optimizer.");
-  lv_params_define_params(tp, "lr_schedule", sched, "Learning rate schedule.");
-  lv_params_define_bool(tp, "scale_gradients", true, "Whether to apply gradients adjustment and scaling.");
+  lv_optim_define_train_params(tp);
   return tp;
 }
 

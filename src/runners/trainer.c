@@ -8,7 +8,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "io/events.h"
-#include "optim/learner.h"
+#include "optim/optim_params.h"
 #include "runners/instance.h"
 
 static volatile sig_atomic_t g_stop_signal;
@@ -57,21 +57,62 @@ typedef struct train_state {
   char *params_text;
 } train_state;
 
+/* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
+ * (shaped like their variable: "<var>/Adam"), non-slot optimizer state (beta1_power) and
+ * learner state (GradNormTracker statistics). */
 static lv_status collect_saveables(train_state *t) {
   int nm = 0;
   lv_saveable *model = lv_instance_saveables(t->m, &nm);
-  int no = lv_learner_num_saveables(t->learner);
-  t->items = calloc((size_t)(nm + no), sizeof *t->items);
+  lv_optimizer *opt = lv_learner_optimizer(t->learner);
+  int ns = lv_optimizer_num_slot_vars(opt), nn = lv_optimizer_num_nonslot(opt), nl = lv_learner_num_state(t->learner);
+  t->items = calloc((size_t)(nm + ns + nn + nl), sizeof *t->items);
   LV_ASSERT(t->items);
   memcpy(t->items, model, sizeof *model * (size_t)nm);
   free(model);
-  for (int i = 0; i < no; i++) {
-    lv_learner_saveable sv;
-    lv_learner_get_saveable(t->learner, i, &sv);
-    t->items[nm + i] = (lv_saveable){sv.name, sv.dtype, sv.shape, sv.data};
+  int k = nm;
+  for (int i = 0; i < ns; i++) {
+    const char *name;
+    float *data;
+    int64_t n;
+    lv_optimizer_slot_var(opt, i, &name, &data, &n);
+    const char *slash = strrchr(name, '/');
+    char var[LV_VAR_NAME_MAX];
+    snprintf(var, sizeof var, "%.*s", (int)(slash ? slash - name : 0), name);
+    lv_var *v = lv_varstore_find(t->m->vs, var);
+    if (!v || lv_tensor_numel(&v->value) != n)
+      return lv_status_make(LV_ERR_INTERNAL, "optimizer slot %s has no variable %s of %lld elements", name, var, (long long)n);
+    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, data};
   }
-  t->nitems = nm + no;
+  for (int i = 0; i < nn; i++) {
+    const char *name;
+    float *value;
+    lv_optimizer_nonslot(opt, i, &name, &value);
+    t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value};
+  }
+  for (int i = 0; i < nl; i++) {
+    const char *name;
+    float *value;
+    lv_learner_state(t->learner, i, &name, &value);
+    t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value};
+  }
+  t->nitems = k;
   return NULL;
+}
+
+static lv_status create_learner(train_state *t, const lv_params *cfg, int num_splits) {
+  int n = lv_varstore_count(t->m->vs);
+  lv_learner_var *vars = calloc((size_t)n, sizeof *vars);
+  LV_ASSERT(vars);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    lv_var *v = lv_varstore_get(t->m->vs, i);
+    if (v->value.dtype != LV_F32) continue;
+    vars[k++] = (lv_learner_var){v->name, lv_f32(&v->value), v->trainable ? lv_f32(&v->grad) : NULL,
+                                 lv_tensor_numel(&v->value), v->trainable, v->skip_lp_regularization};
+  }
+  lv_status s = lv_learner_from_params(lv_params_sub(cfg, "task.train"), num_splits, vars, k, &t->learner);
+  free(vars);
+  return s;
 }
 
 static lv_status save(train_state *t, int64_t step) {
@@ -122,7 +163,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                        (lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0
                             ? lv_params_int(cfg, "cluster.worker.gpus_per_replica") / lv_params_int(cfg, "cluster.worker.devices_per_split")
                             : 1);
-  if (!s) s = lv_learner_create_for_vars(lv_params_sub(cfg, "task.train"), (int)num_splits, t.m->vs, &t.learner);
+  if (!s) s = create_learner(&t, cfg, (int)num_splits);
   if (!s) s = collect_saveables(&t);
   if (!s) s = restore_or_init(&t);
   /* Only now, with the model built and any checkpoint restored, write into the logdir:
@@ -165,20 +206,23 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     s = lv_instance_fprop(t.m, &b, true, step, &mt);
     if (!s) s = lv_graph_backward(t.m->graph, mt.loss);
     lv_learner_stats st;
-    if (!s) s = lv_learner_apply(t.learner, step, &st);
+    if (!s) s = lv_learner_step(t.learner, step, &st);
     if (s) goto done;
-    if (st.has_nan_or_inf > 0) {
+    if (st.skipped) {
       skipped++;
-      lv_warn("step %lld: gradient has NaN or Inf: step skipped (variables unchanged); %lld skipped so far",
-              (long long)step, (long long)skipped);
+      lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step,
+              st.has_nan_or_inf ? "gradient has NaN or Inf" : "gradient norm over grad_norm_to_clip_to_zero",
+              (long long)skipped);
     }
     step++;
     lv_i64(&t.m->global_step->value)[0] = step;
     for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], lv_metrics_value(&mt, i), mt.weight[i]);
-    acc_add(&acc, "learning_rate", st.learning_rate, 1);
-    acc_add(&acc, "grad_norm/all", st.grad_norm, 1);
-    acc_add(&acc, "var_norm/all", st.var_norm, 1);
-    acc_add(&acc, "has_nan_or_inf", st.has_nan_or_inf, 1);
+    {
+      const char *names[16];
+      double values[16];
+      int nlm = lv_learner_stats_metrics(&st, names, values, 16);
+      for (int i = 0; i < nlm; i++) acc_add(&acc, names[i], values[i], 1);
+    }
     double now = lv_now_monotonic();
     bool do_summary = summary_every > 0 && step % summary_every == 0;
     if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
@@ -235,7 +279,7 @@ done:
   }
   free(t.items);
   free(t.params_text);
-  if (t.learner) lv_learner_destroy(t.learner);
+  lv_learner_free(t.learner);
   lv_instance_destroy(t.m);
   return s;
 }
