@@ -151,7 +151,8 @@ static lv_status resolve(const lv_model_options *o, char *path, size_t pn, char 
   snprintf(rel, sizeof rel, "%.*s", (int)(dot - o->model), o->model);
   for (char *c = rel; *c; c++)
     if (*c == '.') *c = '/';
-  snprintf(path, pn, "%s/%s.cfg", dir, rel);
+  if (snprintf(path, pn, "%s/%s.cfg", dir, rel) >= (int)pn)
+    return lv_status_make(LV_ERR_INVALID, "--model=%s: path too long", o->model);
   snprintf(group, gn, "%s", dot + 1);
   char **groups = NULL;
   int ng = 0;
