@@ -16,7 +16,7 @@
 #include "io/ckpt_state.h"
 
 typedef struct pending {
-  char prefix[4096];
+  char prefix[4200];
   int64_t step;
   int n;
   lv_saveable *items; /* data point into buf */
