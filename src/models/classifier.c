@@ -42,9 +42,9 @@ static lv_params *model_v1_params(void) {
   LV_ASSERT(!lv_params_set_float(p, "train.learning_rate", 1e-4));
   lv_params *sched = NULL;
   LV_ASSERT(!lv_registry_instantiate("LinearRampupExponentialDecayScaledByNumSplitSchedule", &sched));
-  LV_ASSERT(!lv_params_set_float(sched, "warmup", 100));
-  LV_ASSERT(!lv_params_set_float(sched, "decay_start", 100000));
-  LV_ASSERT(!lv_params_set_float(sched, "decay_end", 1000000));
+  LV_ASSERT(!lv_params_set_int(sched, "warmup", 100));
+  LV_ASSERT(!lv_params_set_int(sched, "decay_start", 100000));
+  LV_ASSERT(!lv_params_set_int(sched, "decay_end", 1000000));
   LV_ASSERT(!lv_params_set_float(sched, "min", 0.1));
   LV_ASSERT(!lv_params_set_params(p, "train.lr_schedule", sched));
   return p;
