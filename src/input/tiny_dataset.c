@@ -171,7 +171,7 @@ lv_status lv_input_create(const lv_params *p, lv_input **out) {
   in->b_weight = malloc(sizeof(float) * (size_t)bs);
   LV_ASSERT(in->labels && in->perm && in->b_data && in->b_label && in->b_weight);
   lv_info("input %s: %lld examples from %s (%s, %s), batch %lld", lv_params_str(p, "cls"), (long long)in->n, ckpt,
-          de->name, le->name, (long long)bs);
+          lv_params_str(p, "data"), lv_params_str(p, "label"), (long long)bs);
   *out = in;
   return NULL;
 }
