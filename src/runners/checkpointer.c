@@ -63,6 +63,8 @@ bool lv_checkpointer_should_save(lv_checkpointer *ck, int64_t step) {
   return lv_now_wall() >= ck->last_save_time + ck->save_interval_seconds;
 }
 
+int64_t lv_checkpointer_last_step(const lv_checkpointer *ck) { return ck->prev_ckpt_step; }
+
 int64_t lv_checkpoint_step(const char *prefix) {
   const char *p = strstr(prefix, "ckpt-");
   const char *last = NULL;

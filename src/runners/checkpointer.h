@@ -32,6 +32,8 @@ lv_status lv_checkpointer_create(const char *train_dir, const lv_params *train_p
 /* Waits for a pending save and frees. Returns the pending save's status. */
 lv_status lv_checkpointer_destroy(lv_checkpointer *ck);
 bool lv_checkpointer_should_save(lv_checkpointer *ck, int64_t step);
+/* The step of the last checkpoint saved by this checkpointer (-1 if none). */
+int64_t lv_checkpointer_last_step(const lv_checkpointer *ck);
 /* Saves items (plus a string tensor with params_text, if given) as ckpt-<step>. The
  * error of an earlier asynchronous save is returned here. */
 lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_saveable *items, int n,

@@ -259,7 +259,8 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   }
   if (g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping", (int)g_stop_signal, (long long)step);
-  if (lv_checkpointer_should_save(t.ck, step)) s = save(&t, step);
+  /* Lingvo's controller saves when it stops, whatever the interval. */
+  if (lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:
