@@ -172,7 +172,29 @@ static void write_block(lv_table_builder *b, block_builder *bb, uint64_t *off, u
   block_reset(bb);
 }
 
-static void add_index_entry(lv_table_builder *b) {
+/* LevelDB's bytewise FindShortestSeparator (next != NULL) and FindShortSuccessor: the
+ * index key only has to be >= the block's last key and < the next block's first key, so
+ * it is shortened as LevelDB and TensorFlow do, which keeps our index byte-identical. */
+static void shorten_key(buf_t *k, const uint8_t *next, size_t nlen) {
+  if (next) {
+    size_t m = k->len < nlen ? k->len : nlen, i = 0;
+    while (i < m && k->p[i] == next[i]) i++;
+    if (i < m && k->p[i] < 0xff && (uint8_t)(k->p[i] + 1) < next[i]) {
+      k->p[i]++;
+      k->len = i + 1;
+    }
+    return;
+  }
+  for (size_t i = 0; i < k->len; i++)
+    if (k->p[i] != 0xff) {
+      k->p[i]++;
+      k->len = i + 1;
+      return;
+    }
+}
+
+static void add_index_entry(lv_table_builder *b, const uint8_t *next, size_t nlen) {
+  shorten_key(&b->pending_key, next, nlen);
   uint8_t h[20];
   size_t k = lv_varint64_encode(h, b->pending_off);
   k += lv_varint64_encode(h + k, b->pending_size);
@@ -228,7 +250,7 @@ void lv_table_builder_add(lv_table_builder *b, const void *key, size_t klen, con
                        b->data.nentries ? b->data.last_key.len : b->pending_key.len, key,
                        klen) < 0,
                "table keys must be strictly increasing");
-  if (b->pending) add_index_entry(b);
+  if (b->pending) add_index_entry(b, key, klen);
   block_add(&b->data, key, klen, val, vlen);
   if (block_estimate(&b->data) >= b->block_size) flush_data(b);
 }
@@ -236,7 +258,7 @@ void lv_table_builder_add(lv_table_builder *b, const void *key, size_t klen, con
 void lv_table_builder_finish(lv_table_builder *b, const uint8_t **data, size_t *len) {
   if (!b->finished) {
     flush_data(b);
-    if (b->pending) add_index_entry(b);
+    if (b->pending) add_index_entry(b, NULL, 0);
     block_builder meta = {0};
     meta.interval = kRestartInterval;
     block_reset(&meta);
