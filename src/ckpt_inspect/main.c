@@ -35,6 +35,8 @@ static float bf16_to_float(uint16_t b) {
 }
 
 /* Shortest text that reads back to the same value, as numpy/Python print floats. */
+static bool g_scalar; /* numpy prints a scalar 2.0 as "2.0", inside an array as "2." */
+
 static void print_float(double v, bool single) {
   if (isnan(v)) { fputs("nan", stdout); return; }
   if (isinf(v)) { fputs(v < 0 ? "-inf" : "inf", stdout); return; }
@@ -43,7 +45,7 @@ static void print_float(double v, bool single) {
     snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
   }
-  if (!strpbrk(buf, ".eni")) strcat(buf, ".");
+  if (!strpbrk(buf, ".eni")) strcat(buf, g_scalar ? ".0" : ".");
   fputs(buf, stdout);
 }
 
@@ -141,6 +143,7 @@ static lv_status print_tensor(lv_bundle_reader *r, const lv_bundle_entry *e) {
     p.data = buf;
   }
   printf("tensor_name:  %s\n", e->name);
+  g_scalar = e->shape.rank == 0;
   if (e->shape.rank == 0) print_elem(&p, 0);
   else print_dim(&p, 0, 0);
   putchar('\n');
