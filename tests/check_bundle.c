@@ -18,6 +18,7 @@
 #include "io/ckpt_state.h"
 #include "io/dataset_files.h"
 #include "io/leveldb_table.h"
+#include "tensor_bundle.pb-c.h"
 
 static char g_tmp[256];
 
@@ -330,6 +331,124 @@ START_TEST(writer_abort_leaves_nothing) {
   ck_assert_int_eq(lv_status_code(s), LV_ERR_NOT_FOUND);
   lv_status_free(s);
   rm_tmp();
+}
+END_TEST
+
+/* ---------------- hand-built indexes (as other writers may produce) ---------------- */
+
+static void pack_add(lv_table_builder *b, const char *key, const ProtobufCMessage *m) {
+  uint8_t buf[512];
+  size_t n = protobuf_c_message_pack(m, buf);
+  lv_table_builder_add(b, key, strlen(key), buf, n);
+}
+
+/* Writes PREFIX.index with a header (num_shards) unless header < 0, then one entry "t". */
+static void write_index(const char *prefix, int num_shards, Tensorflow__BundleEntryProto *e) {
+  lv_table_builder *b = lv_table_builder_new(4096);
+  Tensorflow__VersionDef ver = TENSORFLOW__VERSION_DEF__INIT;
+  ver.producer = 1;
+  Tensorflow__BundleHeaderProto h = TENSORFLOW__BUNDLE_HEADER_PROTO__INIT;
+  h.num_shards = num_shards;
+  h.version = &ver;
+  if (num_shards >= 0) pack_add(b, "", &h.base);
+  pack_add(b, "t", &e->base);
+  const uint8_t *d;
+  size_t n;
+  lv_table_builder_finish(b, &d, &n);
+  char path[700];
+  snprintf(path, sizeof path, "%s.index", prefix);
+  OK(lv_file_write_atomic(path, d, n));
+  lv_table_builder_free(b);
+}
+
+static lv_status open_only(const char *prefix) {
+  lv_bundle_reader *r;
+  lv_status s = lv_bundle_reader_open(prefix, &r);
+  if (!s) lv_bundle_reader_close(r);
+  return s;
+}
+
+START_TEST(handmade_indexes) {
+  make_tmp();
+  char prefix[600], path[700];
+  snprintf(prefix, sizeof prefix, "%s/h", g_tmp);
+  /* Two shards: the tensor lives in the second one. */
+  float v[2] = {1.5f, -2.0f};
+  snprintf(path, sizeof path, "%s.data-00000-of-00002", prefix);
+  OK(lv_file_write_atomic(path, "", 0));
+  snprintf(path, sizeof path, "%s.data-00001-of-00002", prefix);
+  uint8_t shard1[12] = {9, 9, 9, 9};
+  memcpy(shard1 + 4, v, 8);
+  OK(lv_file_write_atomic(path, shard1, sizeof shard1));
+  Tensorflow__TensorShapeProto__Dim dim = TENSORFLOW__TENSOR_SHAPE_PROTO__DIM__INIT;
+  dim.size = 2;
+  Tensorflow__TensorShapeProto__Dim *dims[] = {&dim};
+  Tensorflow__TensorShapeProto shape = TENSORFLOW__TENSOR_SHAPE_PROTO__INIT;
+  shape.n_dim = 1;
+  shape.dim = dims;
+  Tensorflow__BundleEntryProto e = TENSORFLOW__BUNDLE_ENTRY_PROTO__INIT;
+  e.dtype = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+  e.shape = &shape;
+  e.shard_id = 1;
+  e.offset = 4;
+  e.size = 8;
+  e.crc32c = lv_crc32c_mask(lv_crc32c(v, 8));
+  write_index(prefix, 2, &e);
+  lv_bundle_reader *r;
+  OK(lv_bundle_reader_open(prefix, &r));
+  float got[2];
+  OK(lv_bundle_reader_read(r, lv_bundle_reader_find(r, "t"), got, sizeof got));
+  ck_assert(got[0] == 1.5f && got[1] == -2.0f);
+  lv_bundle_reader_close(r);
+
+  struct {
+    int shards;
+    int64_t size, offset;
+    int dtype;
+    bool slices;
+    lv_code code;
+    const char *msg;
+  } cases[] = {
+      {2, 8, 4, 1, true, LV_ERR_INVALID, "partitioned"},
+      {2, 12, 4, 1, false, LV_ERR_CORRUPT, "need 8"},
+      {2, 8, 8, 1, false, LV_ERR_CORRUPT, "beyond the end of"},
+      {2, 8, -1, 1, false, LV_ERR_CORRUPT, "negative offset"},
+      {2, 8, 4, 8 /* DT_COMPLEX64 */, false, LV_ERR_INVALID, "unsupported dtype 8"},
+      {1, 8, 4, 1, false, LV_ERR_CORRUPT, "shard_id 1 outside 0..0"},
+      {-1, 8, 4, 1, false, LV_ERR_CORRUPT, "not the bundle header"},
+      {0, 8, 4, 1, false, LV_ERR_CORRUPT, "num_shards 0"},
+      {3, 8, 4, 1, false, LV_ERR_NOT_FOUND, "h.data-00002-of-00003"},
+  };
+  Tensorflow__TensorSliceProto slice = TENSORFLOW__TENSOR_SLICE_PROTO__INIT;
+  Tensorflow__TensorSliceProto *slices[] = {&slice};
+  for (size_t i = 0; i < LV_ARRAY_LEN(cases); i++) {
+    e.size = cases[i].size;
+    e.offset = cases[i].offset;
+    e.dtype = (Tensorflow__DataType)cases[i].dtype;
+    e.n_slices = cases[i].slices ? 1 : 0;
+    e.slices = slices;
+    if (cases[i].shards == 3) {
+      snprintf(path, sizeof path, "%s.data-00000-of-00003", prefix);
+      OK(lv_file_write_atomic(path, shard1, sizeof shard1));
+      snprintf(path, sizeof path, "%s.data-00001-of-00003", prefix);
+      OK(lv_file_write_atomic(path, shard1, sizeof shard1));
+    }
+    write_index(prefix, cases[i].shards, &e);
+    lv_status s = open_only(prefix);
+    ck_assert_msg(lv_status_code(s) == cases[i].code, "case %zu: %s", i, lv_status_msg(s));
+    ck_assert_msg(strstr(lv_status_msg(s), cases[i].msg) != NULL, "case %zu: %s", i,
+                  lv_status_msg(s));
+    ck_assert_msg(strstr(lv_status_msg(s), "/h.") != NULL, "case %zu names no file: %s", i,
+                  lv_status_msg(s));
+    lv_status_free(s);
+  }
+  lv_bundle_writer *w;
+  lv_status s = lv_bundle_writer_open("/proc/no/such/dir/x", &w);
+  ck_assert_ptr_nonnull(s);
+  lv_status_free(s);
+  char cleanup[700];
+  snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", g_tmp);
+  ck_assert_int_eq(system(cleanup), 0);
 }
 END_TEST
 
@@ -674,6 +793,7 @@ static Suite *bundle_suite(void) {
   tcase_add_test(rt, roundtrip_large);
   tcase_add_test(rt, roundtrip_many);
   tcase_add_test(rt, writer_abort_leaves_nothing);
+  tcase_add_test(rt, handmade_indexes);
   tcase_add_test(rt, table_multi_block);
   tcase_add_test(rt, varints);
   suite_add_tcase(s, rt);

@@ -79,6 +79,7 @@ struct lv_bundle_writer {
   int n, cap;
   int *slots; /* open-addressing set of entry indices, -1 empty */
   size_t nslots;
+  bool broken; /* a write failed: the data file no longer matches the entries */
 };
 
 static uint64_t hash_name(const char *s) {
@@ -155,13 +156,20 @@ static lv_status flush_buf(lv_bundle_writer *w) {
 }
 
 static lv_status put_bytes(lv_bundle_writer *w, const void *p, size_t n) {
+  lv_status s = NULL;
   if (n >= kWriteBuf / 2) {
-    LV_TRY(flush_buf(w));
-    LV_TRY(write_all(w->fd, w->data_tmp, p, n));
+    s = flush_buf(w);
+    if (!s) s = write_all(w->fd, w->data_tmp, p, n);
   } else {
-    if (w->buf_len + n > kWriteBuf) LV_TRY(flush_buf(w));
-    memcpy(w->buf + w->buf_len, p, n);
-    w->buf_len += n;
+    if (w->buf_len + n > kWriteBuf) s = flush_buf(w);
+    if (!s) {
+      memcpy(w->buf + w->buf_len, p, n);
+      w->buf_len += n;
+    }
+  }
+  if (s) {
+    w->broken = true;
+    return s;
   }
   w->offset += n;
   return NULL;
@@ -169,6 +177,9 @@ static lv_status put_bytes(lv_bundle_writer *w, const void *p, size_t n) {
 
 static lv_status check_new_entry(lv_bundle_writer *w, const char *name, const lv_shape *shape,
                                  int64_t *numel) {
+  if (w->broken)
+    return lv_status_make(LV_ERR_IO, "%s: an earlier write failed; abort this checkpoint",
+                          w->data_tmp);
   if (!name || !*name)
     return lv_status_make(LV_ERR_INVALID, "%s: tensor name must not be empty (the empty key "
                           "holds the bundle header)", w->index_path);
@@ -329,7 +340,9 @@ static void build_index(lv_bundle_writer *w, lv_table_builder *tb) {
 }
 
 lv_status lv_bundle_writer_finish(lv_bundle_writer *w) {
-  lv_status s = flush_buf(w);
+  lv_status s = w->broken ? lv_status_make(LV_ERR_IO, "%s: an earlier write failed; nothing "
+                                           "was saved", w->data_tmp)
+                          : flush_buf(w);
   if (!s && fsync(w->fd) != 0) s = os_err("cannot fsync", w->data_tmp);
   if (!s) {
     int fd = w->fd;

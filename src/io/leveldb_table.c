@@ -431,6 +431,7 @@ typedef struct {
   const uint8_t *index_key;
   size_t index_klen;
   uint8_t *index_copy; /* index block copied out of scratch, which data blocks reuse */
+  uint64_t min_off;    /* data blocks must follow one another without overlapping */
 } walk_ctx;
 
 static lv_status on_data_entry(void *vctx, const uint8_t *key, size_t klen, const uint8_t *val,
@@ -462,6 +463,15 @@ static lv_status on_index_entry(void *vctx, const uint8_t *key, size_t klen, con
   if (used != vlen)
     return lv_status_make(LV_ERR_CORRUPT, "%s: index entry has %zu trailing bytes", w->c->path,
                           vlen - used);
+  /* Writers lay data blocks out in key order; requiring that also bounds the work a forged
+   * index can cause (no block is checksummed or decompressed twice). */
+  if (off < w->min_off)
+    return lv_status_make(LV_ERR_CORRUPT,
+                          "%s: offset %llu: index points at a data block at %llu that overlaps "
+                          "or precedes the previous one (ends at %llu)",
+                          w->c->path, (unsigned long long)w->block_off, (unsigned long long)off,
+                          (unsigned long long)w->min_off);
+  w->min_off = off + size + LV_TABLE_BLOCK_TRAILER_SIZE;
   const uint8_t *contents;
   size_t clen;
   LV_TRY(read_block(w->c, off, size, &contents, &clen));
