@@ -47,6 +47,14 @@ for src in "$@"; do
     printf '\x01\x01\x01\x06\x08\x01\x1a\x02\x08\x01\x01s\x0f\x08\x07\x12\x04\x12\x02\x08\x02\x28\x0b\x35\x00\x00\x00\x00\x00\x02\x03\x00\x00\x00\x00abcde' \
       > "$corpus/seed_structured_strings"
   fi
+  # Seeds for fuzz_dataset: a `checkpoint` file, a tiny IDX and a tiny .npy.
+  if [ "$name" = fuzz_dataset ]; then
+    printf '\x03model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\nall_model_checkpoint_timestamps: 1.5e9\n' \
+      > "$corpus/seed_state"
+    printf '\x01\x00\x00\x08\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04' > "$corpus/seed_idx"
+    printf "\\x02\\x93NUMPY\\x01\\x00\\x3a\\x00{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }\\n\\x01\\x00\\x02\\x00" \
+      > "$corpus/seed_npy"
+  fi
   echo "== $name: fuzzing for ${FUZZ_SECONDS}s"
   if ! "$OUT/$name" "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=8192 -timeout=10 \
        -artifact_prefix="$OUT/artifacts/$name-" -print_final_stats=1 2>&1 | tail -n 25; then

@@ -87,16 +87,32 @@ lv_status lv_idx_read(const char *path, lv_ndarray *out) {
                            path, 4 + 4 * i, (unsigned long long)kMaxBytes);
     }
   }
+  uint64_t data_off = 4 + 4u * hdr[3];
+  /* The buffer grows as data actually arrives, so a forged header costs no more memory
+   * than the bytes the file really holds. */
+  uint64_t have = 0, cap = 0;
+  while (!s && have < nbytes) {
+    if (have == cap) {
+      cap = cap ? cap * 2 : (uint64_t)1 << 20;
+      if (cap > nbytes) cap = nbytes;
+      void *p = realloc(out->data, cap);
+      if (!p) {
+        s = lv_status_make(LV_ERR_RESOURCE, "%s: cannot allocate %llu bytes", path,
+                           (unsigned long long)cap);
+        break;
+      }
+      out->data = p;
+    }
+    s = gz_read_exact(f, path, data_off + have, (uint8_t *)out->data + have, cap - have,
+                      "reading the IDX data");
+    have = cap;
+  }
   if (!s) {
     out->dtype = dt;
     out->nbytes = (size_t)nbytes;
-    out->data = malloc(nbytes ? nbytes : 1);
-    if (!out->data)
-      s = lv_status_make(LV_ERR_RESOURCE, "%s: cannot allocate %llu bytes", path,
-                         (unsigned long long)nbytes);
+    if (!out->data) out->data = malloc(1);
+    LV_ASSERT(out->data);
   }
-  uint64_t data_off = 4 + 4u * hdr[3];
-  if (!s) s = gz_read_exact(f, path, data_off, out->data, nbytes, "reading the IDX data");
   if (!s) {
     uint8_t extra;
     int got = gzread(f, &extra, 1);
@@ -317,9 +333,12 @@ static lv_status zip_extract(const char *path, const uint8_t *f, size_t n, const
       (z->method == 0 && z->usize != z->csize))
     return lv_status_make(LV_ERR_CORRUPT, "%s: member %s: implausible sizes (%llu compressed, %llu)",
                           path, z->name, (unsigned long long)z->csize, (unsigned long long)z->usize);
-  uint8_t *out = malloc(z->usize ? z->usize : 1);
+  /* Stored members are bounded by the file; deflated ones grow their buffer as output
+   * really appears, so a forged size costs nothing. */
+  uint64_t cap = z->method == 0 ? z->usize : (z->usize < ((uint64_t)1 << 20) ? z->usize : (uint64_t)1 << 20);
+  uint8_t *out = malloc(cap ? cap : 1);
   if (!out) return lv_status_make(LV_ERR_RESOURCE, "%s: cannot allocate %llu bytes", path,
-                                  (unsigned long long)z->usize);
+                                  (unsigned long long)cap);
   if (z->method == 0) {
     memcpy(out, f + doff, z->usize);
   } else if (z->method == 8) {
@@ -332,8 +351,19 @@ static lv_status zip_extract(const char *path, const uint8_t *f, size_t n, const
     uint64_t src_left = z->csize, dst_done = 0;
     int rc = Z_OK;
     while (rc == Z_OK) {
+      if (dst_done == cap && cap < z->usize) {
+        cap = cap * 2 < z->usize ? cap * 2 : z->usize;
+        uint8_t *p = realloc(out, cap);
+        if (!p) {
+          inflateEnd(&zs);
+          free(out);
+          return lv_status_make(LV_ERR_RESOURCE, "%s: cannot allocate %llu bytes", path,
+                                (unsigned long long)cap);
+        }
+        out = p;
+      }
       uInt in = (uInt)(src_left > (1u << 30) ? (1u << 30) : src_left);
-      uInt room = (uInt)(z->usize - dst_done > (1u << 30) ? (1u << 30) : z->usize - dst_done);
+      uInt room = (uInt)(cap - dst_done > (1u << 30) ? (1u << 30) : cap - dst_done);
       zs.next_in = (Bytef *)src;
       zs.avail_in = in;
       zs.next_out = out + dst_done;
@@ -343,6 +373,7 @@ static lv_status zip_extract(const char *path, const uint8_t *f, size_t n, const
       src_left -= in - zs.avail_in;
       dst_done += room - zs.avail_out;
       if (rc == Z_OK && zs.avail_in == in && zs.avail_out == room) rc = Z_BUF_ERROR;
+      if (rc == Z_BUF_ERROR && zs.avail_out == 0 && dst_done == cap && cap < z->usize) rc = Z_OK;
     }
     inflateEnd(&zs);
     if (rc != Z_STREAM_END || dst_done != z->usize) {
