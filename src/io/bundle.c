@@ -252,6 +252,9 @@ lv_status lv_bundle_writer_add_strings(lv_bundle_writer *w, const char *name,
   LV_TRY(check_new_entry(w, name, shape, &numel));
   if (numel > 0 && (!strs || !lens))
     return lv_status_make(LV_ERR_INVALID, "%s: tensor %s: NULL strings", w->index_path, name);
+  if ((uint64_t)numel > (uint64_t)(SIZE_MAX / 16))
+    return lv_status_make(LV_ERR_INVALID, "%s: tensor %s: %lld strings is too many",
+                          w->index_path, name, (long long)numel);
   /* TensorFlow's layout: varint64 lengths, masked crc32c of the lengths (each as uint32,
    * or uint64 when it does not fit), then the bytes; the entry crc covers the lengths as
    * checksummed, the 4 checksum bytes and the bytes. */

@@ -11,8 +11,13 @@
  *
  * Reader: open() reads and validates the whole index (footer, block crcs, restart arrays,
  * key order, every entry's dtype/shape/size and that its bytes lie inside its data file);
- * read() fetches one tensor with pread and checks its size and crc32c. Entries and their
- * names are owned by the reader. Every error names the file and offset. */
+ * read() fetches one tensor with pread and checks its size and crc32c (large tensors are
+ * read and checksummed in chunks by the OpenMP threads). Reads keep no state, so several
+ * threads may read from one reader at once. Entries and their names are owned by the
+ * reader. Every error names the file and offset.
+ *
+ * Not supported (clear errors at open): partitioned tensors (entries with slices), dtypes
+ * outside lv_dtype (complex, quantized, resource, variant), big-endian bundles. */
 #ifndef LV_IO_BUNDLE_H
 #define LV_IO_BUNDLE_H
 
