@@ -473,13 +473,21 @@ static lv_status table_visit(void *ctx, const uint8_t *key, size_t klen, const u
 }
 
 START_TEST(table_multi_block) {
-  for (int bs = 64; bs <= 1 << 18; bs *= 64) {
+  /* Compressible values (snappy blocks) and random ones (raw blocks), small and large
+   * blocks. */
+  for (int pass = 0; pass < 4; pass++) {
+    int bs = pass & 1 ? 1 << 18 : 64;
     lv_table_builder *b = lv_table_builder_new((size_t)bs);
     uint8_t val[64];
+    lv_rng rng;
+    lv_rng_init(&rng, 3, (uint64_t)pass);
+    int raw_blocks = 0;
     for (int i = 0; i < 3000; i++) {
       char key[64];
       snprintf(key, sizeof key, "key%06d", i);
       memset(val, (uint8_t)i, sizeof val);
+      if (pass >= 2)
+        for (size_t j = 1; j < sizeof val; j++) val[j] = (uint8_t)lv_rng_u32(&rng);
       lv_table_builder_add(b, key, strlen(key), val, (size_t)(i % 50));
     }
     const uint8_t *data;
@@ -488,6 +496,13 @@ START_TEST(table_multi_block) {
     table_seen t = {0};
     OK(lv_table_scan("mem", data, len, table_visit, &t));
     ck_assert_int_eq(t.n, 3000);
+    /* The last data block ends just before the meta-index block: its trailer's type byte
+     * says whether it was stored raw (0) or snappy (1). */
+    uint64_t moff;
+    ck_assert_uint_gt(lv_varint64_decode(data + len - LV_TABLE_FOOTER_SIZE, 20, &moff), 0);
+    raw_blocks = data[moff - LV_TABLE_BLOCK_TRAILER_SIZE] == 0;
+    if (pass >= 2) ck_assert_msg(raw_blocks, "random values should give raw blocks");
+    else ck_assert_msg(!raw_blocks, "repetitive values should give snappy blocks");
     lv_table_builder_free(b);
   }
 }
