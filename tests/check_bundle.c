@@ -664,6 +664,22 @@ START_TEST(state_roundtrip) {
   ck_assert(st.last_preserved_timestamp == 1699999999.5);
   lv_ckpt_state_free(&st);
   ck_assert_int_eq(count_files(g_tmp), 1);
+  /* latest: NULL until ckpt-00000200.index exists, then DIR/ckpt-00000200. */
+  char *latest = (char *)"unset";
+  OK(lv_ckpt_state_latest(g_tmp, &latest));
+  ck_assert_ptr_null(latest);
+  char prefix[600];
+  snprintf(prefix, sizeof prefix, "%s/ckpt-00000200", g_tmp);
+  lv_bundle_writer *bw;
+  OK(lv_bundle_writer_open(prefix, &bw));
+  OK(lv_bundle_writer_finish(bw));
+  OK(lv_ckpt_state_latest(g_tmp, &latest));
+  ck_assert_str_eq(latest, prefix);
+  free(latest);
+  lv_bundle_reader *r;
+  OK(lv_bundle_reader_open(prefix, &r)); /* an empty bundle is valid */
+  ck_assert_int_eq(lv_bundle_reader_count(r), 0);
+  lv_bundle_reader_close(r);
   rm_tmp();
 }
 END_TEST

@@ -312,3 +312,22 @@ lv_status lv_ckpt_state_read(const char *dir, lv_ckpt_state *st, bool *exists) {
   if (s) lv_ckpt_state_free(st);
   return s;
 }
+
+lv_status lv_ckpt_state_latest(const char *dir, char **prefix) {
+  *prefix = NULL;
+  lv_ckpt_state st;
+  bool exists;
+  LV_TRY(lv_ckpt_state_read(dir, &st, &exists));
+  if (exists && st.model_checkpoint_path && *st.model_checkpoint_path) {
+    char *p = st.model_checkpoint_path[0] == '/' ? strdup(st.model_checkpoint_path)
+                                                 : join(dir, st.model_checkpoint_path);
+    LV_ASSERT(p);
+    char *index = NULL;
+    LV_ASSERT(asprintf(&index, "%s.index", p) >= 0);
+    if (lv_file_exists(index)) *prefix = p;
+    else free(p);
+    free(index);
+  }
+  lv_ckpt_state_free(&st);
+  return NULL;
+}

@@ -26,5 +26,9 @@ lv_status lv_ckpt_state_read(const char *dir, lv_ckpt_state *st, bool *exists);
 /* Writes DIR/checkpoint atomically (temporary file, fsync, rename). */
 lv_status lv_ckpt_state_write(const char *dir, const lv_ckpt_state *st);
 void lv_ckpt_state_free(lv_ckpt_state *st);
+/* tf.train.latest_checkpoint: the prefix model_checkpoint_path names (joined to DIR when
+ * relative), or *prefix = NULL and OK when there is no state file, no path in it, or its
+ * PREFIX.index does not exist (yet). Caller frees *prefix. */
+lv_status lv_ckpt_state_latest(const char *dir, char **prefix);
 
 #endif
