@@ -356,7 +356,7 @@ lv_status lv_bundle_writer_finish(lv_bundle_writer *w) {
     lv_bundle_writer_abort(w);
     return s;
   }
-  qsort(w->e, (size_t)w->n, sizeof(wentry), wentry_cmp);
+  if (w->n > 1) qsort(w->e, (size_t)w->n, sizeof(wentry), wentry_cmp);
   lv_table_builder *tb = lv_table_builder_new(kIndexBlockSize);
   build_index(w, tb);
   const uint8_t *idx;
