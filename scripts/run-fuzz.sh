@@ -22,12 +22,16 @@ for c in src/base/*.c src/io/*.c "$OUT"/gen/*.pb-c.c; do
   "$CLANG" $CFLAGS -w -c "$c" -o "$o"
   objs+=("$o")
 done
-LIBS="$(pkg-config --libs libprotobuf-c) -lsnappy -lz -lm -lpthread"
+# An archive, so a target links only the objects it uses (other src/io modules may need
+# more of the tree than src/base).
+rm -f "$OUT/libfuzz.a"
+ar rcs "$OUT/libfuzz.a" "${objs[@]}"
+LIBS="$OUT/libfuzz.a $(pkg-config --libs libprotobuf-c) -lsnappy -lz -lm -lpthread"
 TD=../shared/testdata/tf_checkpoints
 rc=0
 for src in "$@"; do
   name=$(basename "$src" .c)
-  "$CLANG" $CFLAGS -fsanitize=fuzzer,address,undefined "$src" "${objs[@]}" $LIBS -o "$OUT/$name"
+  "$CLANG" $CFLAGS -fsanitize=fuzzer,address,undefined "$src" $LIBS -o "$OUT/$name"
   corpus="$OUT/corpus/$name"
   mkdir -p "$corpus"
   # Seeds for fuzz_bundle: TensorFlow's checkpoints in raw mode
