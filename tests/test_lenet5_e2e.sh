@@ -25,8 +25,8 @@ check "control/model_analysis.txt" grep -q "total #params: 763,810" "$T/a/contro
 check "trainer events file" ls "$T"/a/train/events.out.tfevents.* >/dev/null
 
 # 2. The evaler scores every checkpoint (eval_all_checkpoints) on 1000 test images.
-EVAL="input.ckpt: \"$FM\"; input.num_samples: 1000; task.eval.eval_all_checkpoints: true"
-"$LV_BIN/evaler" --model=$M --logdir="$T/a" --dataset=Test --model_params_override="$EVAL" >"$T/e.log" 2>&1
+EVAL="input.ckpt: \"$FM\"; input.num_samples: 1000; task.eval.eval_all_checkpoints: true; train.max_steps: 100"
+"$LV_BIN/evaler" --model=$M --logdir="$T/a" --dataset=Test --timeout_secs=120 --model_params_override="$EVAL" >"$T/e.log" 2>&1
 check "evaler exits 0" [ $? -eq 0 ]
 n_ckpt=$(grep -c all_model_checkpoint_paths "$T/a/train/checkpoint")
 n_score=$(ls "$T"/a/eval_test/score-*.txt | wc -l)
