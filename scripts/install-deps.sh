@@ -11,7 +11,7 @@ PKGS=(
   dataset-fashion-mnist
 )
 # Only for the benchmarks (PyTorch baseline); install with LINGVOC_BENCH=1.
-if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(python3-torch bc); fi
 
 missing=()
 for p in "${PKGS[@]}"; do
