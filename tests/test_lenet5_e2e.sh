@@ -10,7 +10,8 @@ if ! ensure_fashion_mnist; then
 fi
 M=image.mnist.LeNet5Fashion
 SMALL="input.ckpt: \"$FM\"; input.num_samples: 4000; input.batch_size: 64; train.save_interval_steps: 20; train.max_steps: 100; cluster.num_threads: 2"
-train() { "$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync --log_interval_steps=20 "$@"; }
+TRAIN=("$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync --log_interval_steps=20)
+train() { "${TRAIN[@]}" "$@"; }
 
 # 1. Training: the loss falls.
 train --logdir="$T/a" --model_params_override="$SMALL" >"$T/a.log" 2>&1
@@ -41,7 +42,8 @@ expect_exit 0 "evaler rerun is idempotent" "$LV_BIN/evaler" --model=$M --logdir=
 check "no checkpoint evaluated twice" [ "$(wc -l <"$T/a/eval_test/processed_ckpts.txt")" -eq "$n_ckpt" ]
 
 # 3. SIGKILL mid-run, restart: same final weights as the uninterrupted run.
-train --logdir="$T/b" --model_params_override="$SMALL" >"$T/b1.log" 2>&1 &
+# Started directly (not through the function) so that $! is the trainer itself.
+"${TRAIN[@]}" --logdir="$T/b" --model_params_override="$SMALL" >"$T/b1.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [ -f "$T/b/train/ckpt-00000040.index" ] && break; sleep 0.05; done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
@@ -49,13 +51,20 @@ check "killed before the end" [ ! -f "$T/b/train/ckpt-00000100.index" ]
 train --logdir="$T/b" --model_params_override="$SMALL" >"$T/b2.log" 2>&1
 check "restart exits 0" [ $? -eq 0 ]
 check "restart resumed from a checkpoint" grep -q "restored .* tensors" "$T/b2.log"
-"$LV_BIN/ckpt_inspect" --file_name="$T/a/train/ckpt-00000100" --all_tensors | grep -v params_txt >"$T/wa"
-"$LV_BIN/ckpt_inspect" --file_name="$T/b/train/ckpt-00000100" --all_tensors | grep -v params_txt >"$T/wb"
+# Every tensor but the params text (it names the logdir), all values printed in full.
+dump() {
+  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+  done
+}
+dump "$T/a/train/ckpt-00000100" >"$T/wa"
+dump "$T/b/train/ckpt-00000100" >"$T/wb"
+check "dumps are complete" [ "$(grep -c tensor_name "$T/wa")" -eq 16 ]
 check "same final weights and Adam slots" cmp -s "$T/wa" "$T/wb"
-check "Adam slots saved under TF names" grep -q '^lenet5/fc/w/var/Adam_1 (DT_FLOAT) \[2450,300\]' "$T/wa"
+check "Adam slots saved under TF names" grep -q '^lenet5/fc/w/var/Adam_1 (DT_FLOAT) \[2450,300\]' <("$LV_BIN/ckpt_inspect" --file_name="$T/a/train/ckpt-00000100")
 
 # 4. SIGTERM: checkpoint and exit 0.
-train --logdir="$T/c" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$T/c.log" 2>&1 &
+"${TRAIN[@]}" --logdir="$T/c" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$T/c.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q "step:     20" "$T/c.log" 2>/dev/null && break; sleep 0.05; done
 kill -TERM $pid; wait $pid
@@ -77,7 +86,8 @@ expect_exit 2 "missing dataset checkpoint" "$LV_BIN/trainer" --model=$M --logdir
 err_has "keras2ckpt"
 touch "$T/file"
 expect_exit 2 "unwritable logdir" "$LV_BIN/trainer" --model=$M --logdir="$T/file/log" --model_params_override="$SMALL"
-cp -r "$T/a" "$T/d"
+# Move the run (checkpoint paths in the state file are relative) and corrupt its last checkpoint.
+mv "$T/a" "$T/d"
 data="$T/d/train/ckpt-00000100.data-00000-of-00001"
 printf '\x55' | dd of="$data" bs=1 seek=1000 conv=notrunc status=none
 sum_before=$(md5sum "$T"/d/train/* | md5sum)

@@ -16,7 +16,9 @@ static const char kUsage[] =
     "PREFIX.data-*) as `NAME (DTYPE) [SHAPE]`, sorted by name; prints the values of one\n"
     "tensor or of all of them.";
 
-enum { kSummarizeOver = 1000, kEdge = 3 };
+enum { kEdge = 3 };
+/* numpy's print threshold: arrays with more elements are summarized (--printoptions). */
+static int64_t g_threshold = 1000;
 
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
@@ -126,7 +128,7 @@ static void print_dim(const printer *p, int dim, int64_t base) {
 }
 
 static lv_status print_tensor(lv_bundle_reader *r, const lv_bundle_entry *e) {
-  printer p = {e->dtype, NULL, NULL, NULL, &e->shape, lv_shape_numel(&e->shape) > kSummarizeOver};
+  printer p = {e->dtype, NULL, NULL, NULL, &e->shape, lv_shape_numel(&e->shape) > g_threshold};
   uint8_t *buf = NULL;
   if (e->dtype == LV_STRING) {
     LV_TRY(lv_bundle_reader_read_strings(r, e, &p.strs, &p.lens));
@@ -179,16 +181,27 @@ static lv_status run(const char *file_name, const char *tensor_name, bool all) {
 }
 
 int main(int argc, char **argv) {
-  const char *file_name = "", *tensor_name = "";
+  const char *file_name = "", *tensor_name = "", *printoptions = "";
   bool all = false;
   lv_flag flags[] = {
       LV_FLAG_STR("file_name", &file_name, "Checkpoint prefix (PREFIX.index beside PREFIX.data-*)."),
       LV_FLAG_STR("tensor_name", &tensor_name, "Print this tensor's values."),
       LV_FLAG_BOOL("all_tensors", &all, "Print the values of every tensor."),
+      LV_FLAG_STR("printoptions", &printoptions,
+                  "numpy print options as k=v; supported: threshold=N (arrays of more than N elements are "
+                  "summarized with '...'; default 1000)."),
   };
   const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
   bool help = false;
   lv_status s = lv_flags_parse(flags, (int)LV_ARRAY_LEN(flags), argc, argv, kUsage, &help);
   if (s || help) return lv_status_report(prog, s);
+  if (*printoptions) {
+    char *end = NULL;
+    long long t = strncmp(printoptions, "threshold=", 10) ? -1 : strtoll(printoptions + 10, &end, 10);
+    if (t < 0 || !end || *end)
+      return lv_status_report(prog, lv_status_make(LV_ERR_INVALID, "--printoptions=%s: expected threshold=N with N >= 0",
+                                                   printoptions));
+    g_threshold = t;
+  }
   return lv_status_report(prog, run(file_name, tensor_name, all));
 }

@@ -103,7 +103,10 @@ static void delete_ckpt_files(const char *prefix) {
 /* Lingvo's saver._UpdateState: keep the newest keep_latest_n (0 = all) and, walking
  * oldest to newest, one checkpoint whenever keep_every_n_hours have passed since the
  * last one kept that way. */
-static lv_status update_state(lv_checkpointer *ck, const char *prefix, double ts) {
+static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, double ts) {
+  /* Paths are stored relative to the train directory (as TF2 does), so a log directory
+   * can be moved or copied and still be resumed and evaluated. */
+  const char *prefix = strrchr(full_prefix, '/') ? strrchr(full_prefix, '/') + 1 : full_prefix;
   lv_ckpt_state st = {0};
   bool exists = false;
   LV_TRY(lv_ckpt_state_read(ck->train_dir, &st, &exists));
@@ -145,7 +148,12 @@ static lv_status update_state(lv_checkpointer *ck, const char *prefix, double ts
   lv_status s = lv_ckpt_state_write(ck->train_dir, &ns);
   if (!s)
     for (int i = 0; i < m; i++)
-      if (!keep[i]) delete_ckpt_files(paths[i]);
+      if (!keep[i]) {
+        char path[8192];
+        if (paths[i][0] == '/') snprintf(path, sizeof path, "%s", paths[i]);
+        else snprintf(path, sizeof path, "%s/%s", ck->train_dir, paths[i]);
+        delete_ckpt_files(path);
+      }
   for (int i = 0; i < m; i++) free(paths[i]);
   free(ns.all_model_checkpoint_paths);
   free(ns.all_model_checkpoint_timestamps);
