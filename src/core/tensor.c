@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,3 +41,14 @@ lv_tensor lv_tensor_view(lv_dtype dtype, lv_shape shape, void *data) {
   t.node = -1;
   return t;
 }
+
+static int g_num_threads;
+
+void lv_set_num_threads(int n) {
+  if (n <= 0) n = omp_get_num_procs();
+  g_num_threads = n;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int lv_get_num_threads(void) { return g_num_threads > 0 ? g_num_threads : omp_get_max_threads(); }

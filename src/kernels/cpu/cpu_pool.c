@@ -1,0 +1,106 @@
+/* Max and average pooling over NHWC with TF's padding: padded positions never win a max
+ * and are not counted in an average. Max pooling keeps the winning input position per
+ * output so its gradient goes to exactly that element (the first maximum on ties). */
+#include <float.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+static inline void window(int o, int s, int pad, int k, int lim, int *b,
+                          int *e) {
+  int start = o * s - pad;
+  *b = start < 0 ? 0 : start;
+  *e = start + k > lim ? lim : start + k;
+}
+
+void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_t *argmax) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < g->n; n++) {
+    const float *xi = x + n * xs;
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        int32_t *ao = argmax + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        for (int c = 0; c < C; c++) {
+          yo[c] = -FLT_MAX;
+          ao[c] = -1;
+        }
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            int32_t base = (int32_t)(((int64_t)ih * g->w + iw) * C);
+            const float *xp = xi + base;
+            for (int c = 0; c < C; c++)
+              if (xp[c] > yo[c] || ao[c] < 0) {
+                yo[c] = xp[c];
+                ao[c] = base + c;
+              }
+          }
+      }
+    }
+  }
+}
+
+void lv_cpu_max_pool_bwd(const lv_conv_geom *g, const int32_t *argmax, const float *gy, float *gx,
+                         bool acc) {
+  const int64_t xs = (int64_t)g->h * g->w * g->c, ys = (int64_t)g->oh * g->ow * g->c;
+  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < g->n; n++)
+    for (int64_t j = 0; j < ys; j++)
+      if (argmax[n * ys + j] >= 0) gx[n * xs + argmax[n * ys + j]] += gy[n * ys + j];
+}
+
+void lv_cpu_avg_pool_fwd(const lv_conv_geom *g, const float *x, float *y) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < g->n; n++)
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        for (int c = 0; c < C; c++) yo[c] = 0.0f;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            const float *xp = x + n * xs + ((int64_t)ih * g->w + iw) * C;
+            for (int c = 0; c < C; c++) yo[c] += xp[c];
+          }
+        int cnt = (h1 - h0) * (w1 - w0);
+        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+        for (int c = 0; c < C; c++) yo[c] *= inv;
+      }
+    }
+}
+
+void lv_cpu_avg_pool_bwd(const lv_conv_geom *g, const float *gy, float *gx, bool acc) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < g->n; n++)
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        const float *go = gy + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        int cnt = (h1 - h0) * (w1 - w0);
+        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            float *xp = gx + n * xs + ((int64_t)ih * g->w + iw) * C;
+            for (int c = 0; c < C; c++) xp[c] += go[c] * inv;
+          }
+      }
+    }
+}
