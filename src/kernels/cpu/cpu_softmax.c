@@ -7,8 +7,9 @@
 
 #define PAR_ROWS 64
 
-/* probs <- softmax(x); returns log(sum(exp(x - max))) + max. */
-static float softmax_row(int64_t c, const float *x, float *p) {
+/* probs <- softmax(x); *max <- max(x); returns log(sum(exp(x - max))). Callers form
+ * (x - max) - that, never max + that, so large logits keep their precision. */
+static float softmax_row(int64_t c, const float *x, float *p, float *max) {
   float m = -FLT_MAX;
   for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
   double s = 0;
@@ -18,15 +19,16 @@ static float softmax_row(int64_t c, const float *x, float *p) {
   }
   float inv = (float)(1.0 / s);
   for (int64_t j = 0; j < c; j++) p[j] *= inv;
-  return m + (float)log(s);
+  *max = m;
+  return (float)log(s);
 }
 
 void lv_cpu_softmax_fwd(int64_t rows, int64_t c, const float *x, float *y, bool log_) {
 #pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
   for (int64_t r = 0; r < rows; r++) {
-    float lse = softmax_row(c, x + r * c, y + r * c);
+    float m, ls = softmax_row(c, x + r * c, y + r * c, &m);
     if (log_)
-      for (int64_t j = 0; j < c; j++) y[r * c + j] = x[r * c + j] - lse;
+      for (int64_t j = 0; j < c; j++) y[r * c + j] = (x[r * c + j] - m) - ls;
   }
 }
 
@@ -59,8 +61,8 @@ int64_t lv_cpu_sparse_xent_fwd(int64_t rows, int64_t c, const float *x, const in
     if (ids[r] < 0 || ids[r] >= c) return r;
 #pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
   for (int64_t r = 0; r < rows; r++) {
-    float lse = softmax_row(c, x + r * c, probs + r * c);
-    loss[r] = lse - x[r * c + ids[r]];
+    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
+    loss[r] = (m - x[r * c + ids[r]]) + ls;
   }
   return -1;
 }
@@ -81,9 +83,9 @@ void lv_cpu_xent_fwd(int64_t rows, int64_t c, const float *x, const float *t, fl
                      float *probs) {
 #pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
   for (int64_t r = 0; r < rows; r++) {
-    float lse = softmax_row(c, x + r * c, probs + r * c);
+    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
     double l = 0;
-    for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * (x[r * c + j] - lse);
+    for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
     loss[r] = (float)l;
   }
 }
