@@ -48,7 +48,13 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
         }
         const float *src = x + (int64_t)ih * g->w * C;
         if (g->dw == 1 && iw0 >= 0 && iw0 + g->kw <= g->w) {
-          memcpy(dst, src + (int64_t)iw0 * C, sizeof(float) * (size_t)g->kw * C);
+          const float *s = src + (int64_t)iw0 * C;
+          const int run = g->kw * C;
+          /* Short runs (a single-channel image) cost less as a loop than a memcpy call. */
+          if (run <= 16)
+            for (int j = 0; j < run; j++) dst[j] = s[j];
+          else
+            memcpy(dst, s, sizeof(float) * (size_t)run);
           continue;
         }
         for (int kw = 0; kw < g->kw; kw++) {
@@ -98,7 +104,7 @@ void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, fl
   int nb = chunk_images(g, scratch_floats);
   for (int n0 = 0; n0 < g->n; n0 += nb) {
     int cnt = g->n - n0 < nb ? g->n - n0 : nb;
-#pragma omp parallel for schedule(static) if (cnt > 1)
+#pragma omp parallel for schedule(dynamic) if (cnt > 1)
     for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, scratch + i * R * K);
     lv_cpu_gemm(false, false, cnt * R, g->o, K, 1.0f, scratch, K, w, g->o, 0.0f,
                 y + n0 * R * g->o, g->o);
@@ -117,7 +123,7 @@ void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, co
     int cnt = g->n - n0 < nb ? g->n - n0 : nb;
     const float *gyc = gy + n0 * R * g->o;
     if (gw) {
-#pragma omp parallel for schedule(static) if (cnt > 1)
+#pragma omp parallel for schedule(dynamic) if (cnt > 1)
       for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, scratch + i * R * K);
       lv_cpu_gemm(true, false, K, g->o, cnt * R, 1.0f, scratch, K, gyc, g->o,
                   (first && !gw_acc) ? 0.0f : 1.0f, gw, g->o);
@@ -125,7 +131,7 @@ void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, co
     }
     if (gx) {
       lv_cpu_gemm(false, true, cnt * R, K, g->o, 1.0f, gyc, g->o, w, g->o, 0.0f, scratch, K);
-#pragma omp parallel for schedule(static) if (cnt > 1)
+#pragma omp parallel for schedule(dynamic) if (cnt > 1)
       for (int i = 0; i < cnt; i++) col2im(g, scratch + i * R * K, gx + (n0 + i) * xs);
     }
   }

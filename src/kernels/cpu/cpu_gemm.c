@@ -1,16 +1,102 @@
-/* GEMM on OpenBLAS. */
+/* GEMM on OpenBLAS.
+ *
+ * Debian's OpenBLAS picks its kernels at load time from the CPU model; on virtual CPUs
+ * it does not recognize ("Intel Xeon Processor") it falls back to the generic Prescott
+ * kernels, 5x slower than the AVX-512/AVX2 ones the CPU actually has. lv_cpu_blas_init
+ * re-runs the selection with OPENBLAS_CORETYPE set from what the CPU (and OS) support,
+ * unless the user set OPENBLAS_CORETYPE. */
 #include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
+/* Present in DYNAMIC_ARCH builds of OpenBLAS (Debian's); weak so other builds link. */
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+static void fix_core(void) {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || !openblas_get_corename) return;
+  if (getenv("OPENBLAS_CORETYPE")) return;
+  const char *core = openblas_get_corename();
+  if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 &&
+                strcasecmp(core, "nehalem") != 0 && strcasecmp(core, "sandybridge") != 0))
+    return;
+  __builtin_cpu_init();
+  const char *want = NULL;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    want = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    want = "Haswell";
+  if (!want || strcasecmp(core, want) == 0) return;
+  setenv("OPENBLAS_CORETYPE", want, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+}
+
+/* OpenBLAS's own threads fight OpenMP's spinning workers for the cores (measured: a
+ * LeNet step 7x slower on 2 cores), so OpenBLAS always runs single-threaded and
+ * lv_cpu_gemm splits large products over the OpenMP threads itself. */
+static void init(void) {
+  fix_core();
+  openblas_set_num_threads(1);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void lv_cpu_blas_init(void) { pthread_once(&once, init); }
+
+const char *lv_cpu_blas_core(void) {
+  lv_cpu_blas_init();
+  return openblas_get_corename ? openblas_get_corename() : "unknown";
+}
+
 void lv_cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  lv_cpu_blas_init();
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  /* Below ~4 MFLOP a thread team costs more than it saves. */
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt > 1 && (double)m * n * k < 2e6) nt = 1;
+  if (nt > 1 && m < 8 * nt && n < 32 * nt) nt = 1;
+  if (nt <= 1) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return;
+  }
+  /* Split C into pieces by rows when it has enough of them (each piece then reads its
+   * own slice of A), else by columns (its own slice of B). Several pieces per thread,
+   * handed out dynamically, so a thread the OS preempts (a busy shared machine) delays
+   * the step by one piece, not by half the product. */
+  bool by_rows = m >= 8 * nt;
+  int64_t total = by_rows ? m : n, unit = by_rows ? 8 : 16;
+  int64_t pieces = 4 * nt;
+  int64_t per = (total + pieces - 1) / pieces;
+  per = (per + unit - 1) / unit * unit;
+  pieces = (total + per - 1) / per;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+  for (int64_t p = 0; p < pieces; p++) {
+    int64_t lo = p * per, hi = lo + per < total ? lo + per : total;
+    if (by_rows) {
+      const float *ap = ta ? a + lo : a + lo * lda;
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  (int)(hi - lo), (int)n, (int)k, alpha, ap, (int)lda, b, (int)ldb, beta,
+                  c + lo * ldc, (int)ldc);
+    } else {
+      const float *bp = tb ? b + lo * ldb : b + lo;
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  (int)m, (int)(hi - lo), (int)k, alpha, a, (int)lda, bp, (int)ldb, beta,
+                  c + lo, (int)ldc);
+    }
+  }
 }

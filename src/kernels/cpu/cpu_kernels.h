@@ -6,6 +6,10 @@
 
 #include "kernels/kernels.h"
 
+/* Makes OpenBLAS use the kernels this CPU supports (see cpu_gemm.c); idempotent. */
+void lv_cpu_blas_init(void);
+/* OpenBLAS's core name after lv_cpu_blas_init ("SkylakeX", "Haswell", ...). */
+const char *lv_cpu_blas_core(void);
 void lv_cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void lv_cpu_binary(lv_binary_op op, const lv_bcast *bc, const float *a, const float *b, float *out);

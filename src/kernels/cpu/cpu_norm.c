@@ -6,7 +6,7 @@
 
 void lv_cpu_layer_norm_fwd(int64_t rows, int64_t d, const float *x, const float *scale,
                            const float *bias, float eps, float *y, float *mean, float *rstd) {
-#pragma omp parallel for if (rows * d > 65536) schedule(static)
+#pragma omp parallel for if (rows * d > 65536) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * d;
     double s = 0, s2 = 0;
@@ -40,7 +40,7 @@ void lv_cpu_layer_norm_bwd(int64_t rows, int64_t d, const float *x, const float 
     }
   }
   if (!gx) return;
-#pragma omp parallel for if (rows * d > 65536) schedule(static)
+#pragma omp parallel for if (rows * d > 65536) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * d, *gr = gy + r * d;
     double a = 0, b = 0;
@@ -63,7 +63,7 @@ void lv_cpu_layer_norm_bwd(int64_t rows, int64_t d, const float *x, const float 
 /* tf.image.per_image_standardization: (x - mean) / max(stddev, 1/sqrt(N)), with the
  * variance computed as E[x^2] - E[x]^2 clamped at 0 (TF's formula). */
 void lv_cpu_per_image_std(int64_t n, int64_t per, const float *x, float *y) {
-#pragma omp parallel for if (n * per > 65536) schedule(static)
+#pragma omp parallel for if (n * per > 65536) schedule(dynamic)
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * per;
     double s = 0, s2 = 0;

@@ -1,7 +1,7 @@
 /* Max and average pooling over NHWC with TF's padding: padded positions never win a max
  * and are not counted in an average. Max pooling keeps the winning input position per
  * output so its gradient goes to exactly that element (the first maximum on ties). */
-#include <float.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -16,7 +16,7 @@ static inline void window(int o, int s, int pad, int k, int lim, int *b,
 void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_t *argmax) {
   const int C = g->c;
   const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int n = 0; n < g->n; n++) {
     const float *xi = x + n * xs;
     for (int oh = 0; oh < g->oh; oh++) {
@@ -27,19 +27,23 @@ void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_
         window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
         float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
         int32_t *ao = argmax + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        /* SAME/VALID windows always hold at least one real element: start from it. */
+        int32_t base0 = (int32_t)(((int64_t)h0 * g->w + w0) * C);
         for (int c = 0; c < C; c++) {
-          yo[c] = -FLT_MAX;
-          ao[c] = -1;
+          yo[c] = xi[base0 + c];
+          ao[c] = base0 + c;
         }
         for (int ih = h0; ih < h1; ih++)
-          for (int iw = w0; iw < w1; iw++) {
+          for (int iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
             int32_t base = (int32_t)(((int64_t)ih * g->w + iw) * C);
             const float *xp = xi + base;
-            for (int c = 0; c < C; c++)
-              if (xp[c] > yo[c] || ao[c] < 0) {
-                yo[c] = xp[c];
-                ao[c] = base + c;
-              }
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+              float v = xp[c];
+              bool gt = v > yo[c];
+              yo[c] = gt ? v : yo[c];
+              ao[c] = gt ? base + c : ao[c];
+            }
           }
       }
     }
@@ -50,7 +54,7 @@ void lv_cpu_max_pool_bwd(const lv_conv_geom *g, const int32_t *argmax, const flo
                          bool acc) {
   const int64_t xs = (int64_t)g->h * g->w * g->c, ys = (int64_t)g->oh * g->ow * g->c;
   if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int n = 0; n < g->n; n++)
     for (int64_t j = 0; j < ys; j++)
       if (argmax[n * ys + j] >= 0) gx[n * xs + argmax[n * ys + j]] += gy[n * ys + j];
@@ -59,7 +63,7 @@ void lv_cpu_max_pool_bwd(const lv_conv_geom *g, const int32_t *argmax, const flo
 void lv_cpu_avg_pool_fwd(const lv_conv_geom *g, const float *x, float *y) {
   const int C = g->c;
   const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int n = 0; n < g->n; n++)
     for (int oh = 0; oh < g->oh; oh++) {
       int h0, h1;
@@ -85,7 +89,7 @@ void lv_cpu_avg_pool_bwd(const lv_conv_geom *g, const float *gy, float *gx, bool
   const int C = g->c;
   const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
   if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int n = 0; n < g->n; n++)
     for (int oh = 0; oh < g->oh; oh++) {
       int h0, h1;

@@ -5,7 +5,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 void lv_cpu_reduce_fwd(int kind, int64_t outer, int64_t n, int64_t inner, const float *x, float *y) {
-#pragma omp parallel for if (outer * n * inner > 65536) schedule(static)
+#pragma omp parallel for if (outer * n * inner > 65536) schedule(dynamic)
   for (int64_t o = 0; o < outer; o++) {
     float *yo = y + o * inner;
     const float *xo = x + o * n * inner;
@@ -29,7 +29,7 @@ void lv_cpu_reduce_bwd(int kind, int64_t outer, int64_t n, int64_t inner, const 
                        const float *y, const float *gy, float *gx, bool acc) {
   if (!acc) memset(gx, 0, sizeof(float) * (size_t)(outer * n * inner));
   float sc = kind == LV_RED_MEAN && n > 0 ? 1.0f / (float)n : 1.0f;
-#pragma omp parallel for if (outer * n * inner > 65536) schedule(static)
+#pragma omp parallel for if (outer * n * inner > 65536) schedule(dynamic)
   for (int64_t o = 0; o < outer; o++) {
     const float *go = gy + o * inner;
     float *gxo = gx + o * n * inner;

@@ -7,7 +7,7 @@
 void lv_cpu_copy_block(int64_t outer, int64_t len, int64_t inner, const float *src, int64_t src_n,
                        int64_t src_off, float *dst, int64_t dst_n, int64_t dst_off, bool acc) {
   const int64_t run = len * inner;
-#pragma omp parallel for if (outer * run > 65536) schedule(static)
+#pragma omp parallel for if (outer * run > 65536) schedule(dynamic)
   for (int64_t o = 0; o < outer; o++) {
     const float *s = src + (o * src_n + src_off) * inner;
     float *d = dst + (o * dst_n + dst_off) * inner;
@@ -32,7 +32,7 @@ void lv_cpu_transpose(int rank, const int64_t *shape, const int *perm, size_t el
     ystr[d] = xstride[perm[d]];
     n *= ys[d];
   }
-#pragma omp parallel for if (n > 65536) schedule(static)
+#pragma omp parallel for if (n > 65536) schedule(dynamic)
   for (int64_t i = 0; i < n; i++) {
     int64_t r = i, off = 0;
     for (int d = rank - 1; d >= 0; d--) {
@@ -50,7 +50,7 @@ int64_t lv_cpu_gather_fwd(int64_t v, int64_t d, const float *table, int64_t n, c
                           float *out) {
   for (int64_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= v) return i;
-#pragma omp parallel for if (n * d > 65536) schedule(static)
+#pragma omp parallel for if (n * d > 65536) schedule(dynamic)
   for (int64_t i = 0; i < n; i++)
     memcpy(out + i * d, table + (int64_t)ids[i] * d, sizeof(float) * (size_t)d);
   return -1;

@@ -24,7 +24,7 @@ static float softmax_row(int64_t c, const float *x, float *p, float *max) {
 }
 
 void lv_cpu_softmax_fwd(int64_t rows, int64_t c, const float *x, float *y, bool log_) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     float m, ls = softmax_row(c, x + r * c, y + r * c, &m);
     if (log_)
@@ -34,7 +34,7 @@ void lv_cpu_softmax_fwd(int64_t rows, int64_t c, const float *x, float *y, bool 
 
 void lv_cpu_softmax_bwd(int64_t rows, int64_t c, const float *y, const float *gy, float *gx,
                         bool log_, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     const float *yr = y + r * c, *gr = gy + r * c;
     float *xr = gx + r * c;
@@ -59,7 +59,7 @@ int64_t lv_cpu_sparse_xent_fwd(int64_t rows, int64_t c, const float *x, const in
                                float *loss, float *probs) {
   for (int64_t r = 0; r < rows; r++)
     if (ids[r] < 0 || ids[r] >= c) return r;
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
     loss[r] = (m - x[r * c + ids[r]]) + ls;
@@ -69,7 +69,7 @@ int64_t lv_cpu_sparse_xent_fwd(int64_t rows, int64_t c, const float *x, const in
 
 void lv_cpu_sparse_xent_bwd(int64_t rows, int64_t c, const float *probs, const int32_t *ids,
                             const float *gloss, float *gx, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     float gl = gloss[r];
     for (int64_t j = 0; j < c; j++) {
@@ -81,7 +81,7 @@ void lv_cpu_sparse_xent_bwd(int64_t rows, int64_t c, const float *probs, const i
 
 void lv_cpu_xent_fwd(int64_t rows, int64_t c, const float *x, const float *t, float *loss,
                      float *probs) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
     double l = 0;
@@ -92,7 +92,7 @@ void lv_cpu_xent_fwd(int64_t rows, int64_t c, const float *x, const float *t, fl
 
 void lv_cpu_xent_bwd(int64_t rows, int64_t c, const float *probs, const float *t,
                      const float *gloss, float *gx, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(static)
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     double ts = 0;
     for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
