@@ -512,6 +512,117 @@ START_TEST(fwd_dropout_deterministic) {
 }
 END_TEST
 
+/* Naive double-precision conv reference (TF SAME/VALID) against the im2col kernel on
+ * a batch large enough to be split into several chunks, with 2 threads. */
+static void ref_conv(const float *x, const float *w, int n, int h, int wd, int c, int kh, int kw,
+                     int o, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow, double *y) {
+  for (int b = 0; b < n; b++)
+    for (int i = 0; i < oh; i++)
+      for (int j = 0; j < ow; j++)
+        for (int q = 0; q < o; q++) {
+          double s = 0;
+          for (int u = 0; u < kh; u++)
+            for (int v = 0; v < kw; v++) {
+              int ih = i * sh - pt + u * dh, iw = j * sw - pl + v * dw;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+              for (int e = 0; e < c; e++)
+                s += (double)x[((b * h + ih) * wd + iw) * c + e] * w[((u * kw + v) * c + e) * o + q];
+            }
+          y[((b * oh + i) * ow + j) * o + q] = s;
+        }
+}
+
+START_TEST(conv_chunked_matches_reference) {
+  lv_set_num_threads(2);
+  const int n = 3, h = 70, wd = 66, c = 16, kh = 5, kw = 5, o = 8;
+  lv_graph *g = lv_graph_create(0);
+  float *xv = rand_floats((int64_t)n * h * wd * c, 300, -1, 1), *wv = rand_floats(kh * kw * c * o, 301, -1, 1);
+  lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv), *w = tensor_of(g, lv_shape4(kh, kw, c, o), wv);
+  x->requires_grad = w->requires_grad = true;
+  lv_tensor *y = lv_op_conv2d(g, x, w, 2, 1, 1, 2, LV_PAD_SAME);
+  ck_assert_ptr_nonnull(y);
+  int oh = 35, ow = 66; /* ceil(70/2), ceil(66/1) */
+  ck_assert_int_eq(y->shape.d[1], oh);
+  ck_assert_int_eq(y->shape.d[2], ow);
+  /* SAME: rows total pad (35-1)*2+5-70 = 3 -> top 1; cols (66-1)+9-66 = 8 -> left 4 */
+  double *ref = malloc(sizeof(double) * (size_t)lv_tensor_numel(y));
+  ref_conv(xv, wv, n, h, wd, c, kh, kw, o, 2, 1, 1, 2, 1, 4, oh, ow, ref);
+  for (int64_t i = 0; i < lv_tensor_numel(y); i++)
+    ck_assert_msg(fabs(lv_f32(y)[i] - ref[i]) < 1e-4 * (1 + fabs(ref[i])), "y[%lld] %f vs %f",
+                  (long long)i, lv_f32(y)[i], ref[i]);
+  /* loss = sum(y): dW[u,v,e,q] = sum over outputs of the matching input, dX likewise. */
+  ck_assert_ptr_null(lv_graph_backward(g, lv_op_reduce_sum(g, y, LV_ALL_AXES, false)));
+  double *dw = calloc((size_t)kh * kw * c * o, sizeof(double));
+  double *dx = calloc((size_t)n * h * wd * c, sizeof(double));
+  for (int b = 0; b < n; b++)
+    for (int i = 0; i < oh; i++)
+      for (int j = 0; j < ow; j++)
+        for (int u = 0; u < kh; u++)
+          for (int v = 0; v < kw; v++) {
+            int ih = i * 2 - 1 + u, iw = j - 4 + v * 2;
+            if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+            for (int e = 0; e < c; e++)
+              for (int q = 0; q < o; q++) {
+                dw[((u * kw + v) * c + e) * o + q] += xv[((b * h + ih) * wd + iw) * c + e];
+                dx[((b * h + ih) * wd + iw) * c + e] += wv[((u * kw + v) * c + e) * o + q];
+              }
+          }
+  for (int i = 0; i < kh * kw * c * o; i++)
+    ck_assert_msg(fabs(lv_f32(w->grad)[i] - dw[i]) < 1e-3 * (1 + fabs(dw[i])), "dw[%d] %f vs %f", i,
+                  lv_f32(w->grad)[i], dw[i]);
+  for (int64_t i = 0; i < (int64_t)n * h * wd * c; i++)
+    ck_assert_msg(fabs(lv_f32(x->grad)[i] - dx[i]) < 1e-3 * (1 + fabs(dx[i])), "dx[%lld]", (long long)i);
+  free(ref);
+  free(dw);
+  free(dx);
+  free(xv);
+  free(wv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+END_TEST
+
+/* Large products take the threaded split path of the GEMM kernel. */
+START_TEST(matmul_threaded_matches_reference) {
+  lv_set_num_threads(2);
+  lv_graph *g = lv_graph_create(0);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int shape = 0; shape < 2; shape++) {
+        int m = shape ? 4 : 300, k = 170, n = shape ? 900 : 60;
+        float *av = rand_floats((int64_t)m * k, 400 + ta, -1, 1), *bv = rand_floats((int64_t)k * n, 410 + tb, -1, 1);
+        lv_tensor *a = tensor_of(g, ta ? lv_shape2(k, m) : lv_shape2(m, k), av);
+        lv_tensor *b = tensor_of(g, tb ? lv_shape2(n, k) : lv_shape2(k, n), bv);
+        lv_tensor *y = lv_op_matmul(g, a, b, ta, tb);
+        ck_assert_ptr_nonnull(y);
+        for (int i = 0; i < m; i++)
+          for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int e = 0; e < k; e++)
+              s += (double)(ta ? av[e * m + i] : av[i * k + e]) * (tb ? bv[j * k + e] : bv[e * n + j]);
+            ck_assert_msg(fabs(lv_f32(y)[i * n + j] - s) < 1e-3, "ta %d tb %d [%d,%d]", ta, tb, i, j);
+          }
+        free(av);
+        free(bv);
+      }
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+END_TEST
+
+START_TEST(dropout_mask_is_rng_uniform_at) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(1003));
+  for (int i = 0; i < 1003; i++) lv_f32(x)[i] = 2.0f;
+  lv_tensor *y = lv_op_dropout(g, x, 0.6f, 77, 9);
+  for (int i = 0; i < 1003; i++) {
+    bool keep = lv_rng_uniform_at(77, 9, (uint64_t)i) < 0.6f;
+    ck_assert_float_eq_tol(lv_f32(y)[i], keep ? 2.0f / 0.6f : 0.0f, 1e-5);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
 /* ---- graph behaviour ------------------------------------------------------------ */
 
 START_TEST(graph_sticky_errors) {
@@ -721,6 +832,9 @@ int main(void) {
   tcase_add_test(fw, fwd_per_image_std_in_top_k_argmax);
   tcase_add_test(fw, fwd_softmax_stable_and_xent);
   tcase_add_test(fw, fwd_dropout_deterministic);
+  tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
+  tcase_add_test(fw, conv_chunked_matches_reference);
+  tcase_add_test(fw, matmul_threaded_matches_reference);
   suite_add_tcase(s, fw);
   TCase *gr = tcase_create("graph");
   tcase_add_test(gr, graph_sticky_errors);

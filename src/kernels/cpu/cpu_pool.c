@@ -1,7 +1,6 @@
 /* Max and average pooling over NHWC with TF's padding: padded positions never win a max
  * and are not counted in an average. Max pooling keeps the winning input position per
  * output so its gradient goes to exactly that element (the first maximum on ties). */
-#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -39,10 +38,12 @@ void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_
             const float *xp = xi + base;
 #pragma omp simd
             for (int c = 0; c < C; c++) {
-              float v = xp[c];
-              bool gt = v > yo[c];
-              yo[c] = gt ? v : yo[c];
-              ao[c] = gt ? base + c : ao[c];
+              /* Masks instead of branches: which element wins is data-dependent, so a
+               * branch mispredicts half the time, and selects vectorize. */
+              float v = xp[c], b = yo[c];
+              int32_t m = -(int32_t)(v > b);
+              yo[c] = v > b ? v : b;
+              ao[c] = (ao[c] & ~m) | ((base + c) & m);
             }
           }
       }
