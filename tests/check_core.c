@@ -534,7 +534,9 @@ static void ref_conv(const float *x, const float *w, int n, int h, int wd, int c
 
 START_TEST(conv_chunked_matches_reference) {
   lv_set_num_threads(2);
-  const int n = 3, h = 70, wd = 66, c = 16, kh = 5, kw = 5, o = 8;
+  /* 5 images of ~0.9M patch floats each: one image per chunk, enough chunks for the
+   * chunk-per-thread path. */
+  const int n = 5, h = 70, wd = 66, c = 16, kh = 5, kw = 5, o = 8;
   lv_graph *g = lv_graph_create(0);
   float *xv = rand_floats((int64_t)n * h * wd * c, 300, -1, 1), *wv = rand_floats(kh * kw * c * o, 301, -1, 1);
   lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv), *w = tensor_of(g, lv_shape4(kh, kw, c, o), wv);

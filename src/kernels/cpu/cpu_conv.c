@@ -1,9 +1,15 @@
-/* 2-D convolution, NHWC input and HWIO filter, as batched im2col + one GEMM per chunk of
+/* 2-D convolution, NHWC input and HWIO filter, as batched im2col + GEMM per chunk of
  * images: a chunk's patches form a [chunk*OH*OW, KH*KW*C] matrix whose product with the
  * filter viewed as [KH*KW*C, O] is directly the NHWC output. Chunks keep the patch matrix
- * near the cache while leaving GEMMs large enough for OpenBLAS to run at speed.
- * Backward recomputes the patches (cheaper than storing them) for the filter gradient
- * and scatters patch gradients back (col2im) for the input gradient. */
+ * in cache while leaving GEMMs large enough for OpenBLAS to run at speed.
+ * Backward recomputes the patches (measured cheaper than keeping them) for the filter
+ * gradient and scatters patch gradients back (col2im) for the input gradient.
+ *
+ * With several threads and enough chunks, each thread takes whole chunks (its own
+ * im2col, single-threaded GEMM, private filter-gradient accumulator): one parallel
+ * region per op instead of two per chunk, and the patches never leave the core that
+ * wrote them. Otherwise chunks run in turn with the GEMM split across threads. */
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -14,21 +20,32 @@
 static int64_t patch_len(const lv_conv_geom *g) { return (int64_t)g->kh * g->kw * g->c; }
 static int64_t image_rows(const lv_conv_geom *g) { return (int64_t)g->oh * g->ow; }
 
-static int chunk_images(const lv_conv_geom *g, size_t scratch_floats) {
+typedef struct plan {
+  int nt;        /* threads taking whole chunks (1: chunks in turn) */
+  int nb;        /* images per chunk */
+  int chunks;
+  size_t cols;   /* floats of patch scratch per thread */
+  size_t gw;     /* floats of private filter gradient per thread (nt > 1) */
+} plan;
+
+static plan make_plan(const lv_conv_geom *g) {
+  plan p;
   size_t per = (size_t)(image_rows(g) * patch_len(g));
-  if (per == 0) return g->n > 0 ? g->n : 1;
-  size_t nb = scratch_floats / per;
+  size_t nb = per ? CHUNK_FLOATS / per : (size_t)(g->n > 0 ? g->n : 1);
   if (nb < 1) nb = 1;
-  if (nb > (size_t)g->n) nb = (size_t)g->n;
-  return (int)nb;
+  if (nb > (size_t)g->n) nb = (size_t)(g->n > 0 ? g->n : 1);
+  p.nb = (int)nb;
+  p.chunks = g->n > 0 ? (int)((g->n + p.nb - 1) / p.nb) : 0;
+  p.nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (p.chunks < 2 * p.nt) p.nt = 1;
+  p.cols = nb * per;
+  p.gw = p.nt > 1 ? (size_t)(patch_len(g) * g->o) : 0;
+  return p;
 }
 
 size_t lv_cpu_conv2d_scratch(const lv_conv_geom *g) {
-  size_t per = (size_t)(image_rows(g) * patch_len(g));
-  size_t nb = per ? CHUNK_FLOATS / per : 1;
-  if (nb < 1) nb = 1;
-  if (nb > (size_t)g->n) nb = (size_t)(g->n > 0 ? g->n : 1);
-  return nb * per;
+  plan p = make_plan(g);
+  return (size_t)p.nt * (p.cols + p.gw);
 }
 
 /* One image's patches: rows (oh, ow), columns (kh, kw, c). */
@@ -101,9 +118,21 @@ void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, fl
                        float *scratch, size_t scratch_floats) {
   const int64_t K = patch_len(g), R = image_rows(g);
   const int64_t xs = (int64_t)g->h * g->w * g->c;
-  int nb = chunk_images(g, scratch_floats);
-  for (int n0 = 0; n0 < g->n; n0 += nb) {
-    int cnt = g->n - n0 < nb ? g->n - n0 : nb;
+  plan p = make_plan(g);
+  if ((size_t)p.nt * (p.cols + p.gw) > scratch_floats) p.nt = 1; /* caller sized for fewer */
+  if (p.nt > 1) {
+#pragma omp parallel for num_threads(p.nt) schedule(dynamic, 1)
+    for (int ch = 0; ch < p.chunks; ch++) {
+      float *cols = scratch + (size_t)omp_get_thread_num() * p.cols;
+      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+      for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, cols + i * R * K);
+      lv_cpu_gemm(false, false, cnt * R, g->o, K, 1.0f, cols, K, w, g->o, 0.0f,
+                  y + n0 * R * g->o, g->o);
+    }
+    return;
+  }
+  for (int n0 = 0; n0 < g->n; n0 += p.nb) {
+    int cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
 #pragma omp parallel for schedule(dynamic) if (cnt > 1)
     for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, scratch + i * R * K);
     lv_cpu_gemm(false, false, cnt * R, g->o, K, 1.0f, scratch, K, w, g->o, 0.0f,
@@ -111,29 +140,63 @@ void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, fl
   }
 }
 
+/* One chunk of the backward: filter gradient (+)= patches^T gy into gw, input gradient
+ * via patch gradients and col2im. */
+static void bwd_chunk(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                      float *gx, float *gw, bool gw_acc, float *cols, int n0, int cnt,
+                      bool threaded_inner) {
+  const int64_t K = patch_len(g), R = image_rows(g);
+  const int64_t xs = (int64_t)g->h * g->w * g->c;
+  const float *gyc = gy + n0 * R * g->o;
+  if (gw) {
+#pragma omp parallel for schedule(dynamic) if (threaded_inner && cnt > 1)
+    for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, cols + i * R * K);
+    lv_cpu_gemm(true, false, K, g->o, cnt * R, 1.0f, cols, K, gyc, g->o, gw_acc ? 1.0f : 0.0f,
+                gw, g->o);
+  }
+  if (gx) {
+    lv_cpu_gemm(false, true, cnt * R, K, g->o, 1.0f, gyc, g->o, w, g->o, 0.0f, cols, K);
+#pragma omp parallel for schedule(dynamic) if (threaded_inner && cnt > 1)
+    for (int i = 0; i < cnt; i++) col2im(g, cols + i * R * K, gx + (n0 + i) * xs);
+  }
+}
+
 void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
                        float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
                        size_t scratch_floats) {
-  const int64_t K = patch_len(g), R = image_rows(g);
+  const int64_t K = patch_len(g);
   const int64_t xs = (int64_t)g->h * g->w * g->c;
-  int nb = chunk_images(g, scratch_floats);
+  plan p = make_plan(g);
+  if ((size_t)p.nt * (p.cols + p.gw) > scratch_floats) p.nt = 1;
   if (gx && !gx_acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
-  bool first = true;
-  for (int n0 = 0; n0 < g->n; n0 += nb) {
-    int cnt = g->n - n0 < nb ? g->n - n0 : nb;
-    const float *gyc = gy + n0 * R * g->o;
+  if (gw && !gw_acc && p.chunks == 0) memset(gw, 0, sizeof(float) * (size_t)(K * g->o));
+  if (p.nt > 1) {
+    /* Each thread sums its chunks' filter gradients privately; then one reduction. */
+    float *priv = scratch + (size_t)p.nt * p.cols;
+    bool used[64] = {false};
+    int nt = p.nt < 64 ? p.nt : 64;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int ch = 0; ch < p.chunks; ch++) {
+      int t = omp_get_thread_num();
+      float *cols = scratch + (size_t)t * p.cols;
+      float *mine = gw ? priv + (size_t)t * p.gw : NULL;
+      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+      bwd_chunk(g, x, w, gy, gx, mine, used[t], cols, n0, cnt, false);
+      used[t] = true;
+    }
     if (gw) {
-#pragma omp parallel for schedule(dynamic) if (cnt > 1)
-      for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, scratch + i * R * K);
-      lv_cpu_gemm(true, false, K, g->o, cnt * R, 1.0f, scratch, K, gyc, g->o,
-                  (first && !gw_acc) ? 0.0f : 1.0f, gw, g->o);
-      first = false;
+      int64_t m = K * g->o;
+      for (int64_t j = 0; j < m; j++) {
+        float s = gw_acc ? gw[j] : 0.0f;
+        for (int t = 0; t < nt; t++)
+          if (used[t]) s += priv[(size_t)t * p.gw + j];
+        gw[j] = s;
+      }
     }
-    if (gx) {
-      lv_cpu_gemm(false, true, cnt * R, K, g->o, 1.0f, gyc, g->o, w, g->o, 0.0f, scratch, K);
-#pragma omp parallel for schedule(dynamic) if (cnt > 1)
-      for (int i = 0; i < cnt; i++) col2im(g, scratch + i * R * K, gx + (n0 + i) * xs);
-    }
+    return;
   }
-  if (gw && first && !gw_acc) memset(gw, 0, sizeof(float) * (size_t)(K * g->o));
+  for (int n0 = 0; n0 < g->n; n0 += p.nb) {
+    int cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+    bwd_chunk(g, x, w, gy, gx, gw, gw_acc || n0 > 0, scratch, n0, cnt, true);
+  }
 }
