@@ -80,7 +80,10 @@ void lv_cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
    * the step by one piece, not by half the product. */
   bool by_rows = m >= 8 * nt;
   int64_t total = by_rows ? m : n, unit = by_rows ? 8 : 16;
-  int64_t pieces = 4 * nt;
+  /* Every piece repacks the operand it shares with the others (B for row pieces, A for
+   * column pieces); when that operand is big, fewer pieces. */
+  double shared = by_rows ? (double)k * n : (double)m * k;
+  int64_t pieces = shared > 262144 ? nt : 4 * nt;
   int64_t per = (total + pieces - 1) / pieces;
   per = (per + unit - 1) / unit * unit;
   pieces = (total + per - 1) / per;
