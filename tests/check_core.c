@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/rng.h"
+#include "core/backend.h"
 #include "core/graph.h"
 #include "core/ops.h"
 #include "core/variable.h"
@@ -717,6 +718,33 @@ START_TEST(graph_backward_rules) {
 }
 END_TEST
 
+START_TEST(graph_device_dispatch) {
+  const lv_backend *cpu = lv_backend_get(LV_DEVICE_CPU);
+  ck_assert_ptr_nonnull(cpu);
+  ck_assert_str_eq(cpu->name, "cpu");
+  float *p = cpu->alloc(100);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq((uintptr_t)p % 64, 0);
+  cpu->free(p);
+  ck_assert_ptr_null(lv_backend_get(LV_DEVICE_CUDA));
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape1(4)), *b = lv_graph_zeros(g, LV_F32, lv_shape1(4));
+  b->device = LV_DEVICE_CUDA;
+  ck_assert_ptr_null(lv_op_add(g, a, b));
+  lv_status st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "add: inputs on different devices: input 0 on cpu, input 1 on cuda");
+  lv_status_free(st);
+  lv_graph_reset(g);
+  a = lv_graph_zeros(g, LV_F32, lv_shape1(4));
+  a->device = LV_DEVICE_CUDA;
+  ck_assert_ptr_null(lv_op_relu(g, a));
+  st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "activation: no kernels for device cuda in this build");
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
 /* ---- variables ------------------------------------------------------------------ */
 
 static lv_varstore *lenet_store(uint64_t seed) {
@@ -842,6 +870,7 @@ int main(void) {
   tcase_add_test(gr, graph_sticky_errors);
   tcase_add_test(gr, graph_arena_exhaustion_and_reuse);
   tcase_add_test(gr, graph_backward_rules);
+  tcase_add_test(gr, graph_device_dispatch);
   suite_add_tcase(s, gr);
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);

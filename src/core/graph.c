@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "core/backend.h"
 #include "core/graph_impl.h"
 
 const char *const lv_op_names[LV_OP_COUNT] = {
@@ -100,8 +101,9 @@ bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
   return true;
 }
 
-static const lv_kernel_table *kernels_for(lv_device d) {
-  return d == LV_DEVICE_CPU ? &lv_cpu_kernels : NULL;
+const lv_backend *lv_backend_get(lv_device d) {
+  /* CUDA joins here when src/kernels/cuda is built in. */
+  return d == LV_DEVICE_CPU ? &lv_cpu_backend : NULL;
 }
 
 static const char *const device_names[LV_DEVICE_COUNT] = {"cpu", "cuda"};
@@ -114,7 +116,8 @@ const lv_kernel_table *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor 
                      device_names[d], i, device_names[ins[i]->device]);
       return NULL;
     }
-  const lv_kernel_table *k = kernels_for(d);
+  const lv_backend *be = lv_backend_get(d);
+  const lv_kernel_table *k = be ? be->kernels : NULL;
   if (!k) lv_graph_failf(g, op, "no kernels for device %s in this build", device_names[d]);
   return k;
 }

@@ -110,6 +110,20 @@ typedef struct lv_kernel_table {
   void (*argmax)(int64_t rows, int64_t c, const float *x, int32_t *out);
 } lv_kernel_table;
 
+/* A device backend: memory, copies, synchronization, and its kernel table. The step
+ * arena and the variable store allocate through alloc on devices other than the CPU. */
+typedef enum { LV_COPY_HOST_TO_DEVICE, LV_COPY_DEVICE_TO_HOST, LV_COPY_DEVICE_TO_DEVICE } lv_copy_kind;
+
+typedef struct lv_backend {
+  const char *name;
+  void *(*alloc)(size_t bytes); /* 64-byte aligned; NULL when out of memory */
+  void (*free)(void *p);
+  void (*copy)(void *dst, const void *src, size_t bytes, lv_copy_kind kind);
+  void (*sync)(void); /* waits for queued kernels (a no-op on the CPU) */
+  const lv_kernel_table *kernels;
+} lv_backend;
+
 extern const lv_kernel_table lv_cpu_kernels;
+extern const lv_backend lv_cpu_backend;
 
 #endif

@@ -1,5 +1,23 @@
-/* The CPU kernel table. */
+/* The CPU backend and its kernel table. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu/cpu_kernels.h"
+
+static void *cpu_alloc(size_t bytes) {
+  void *p = NULL;
+  size_t n = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+  return posix_memalign(&p, 64, n) == 0 ? p : NULL;
+}
+
+static void cpu_free(void *p) { free(p); }
+
+static void cpu_copy(void *dst, const void *src, size_t bytes, lv_copy_kind kind) {
+  (void)kind;
+  memmove(dst, src, bytes);
+}
+
+static void cpu_sync(void) {}
 
 const lv_kernel_table lv_cpu_kernels = {
     .name = "cpu",
@@ -36,4 +54,13 @@ const lv_kernel_table lv_cpu_kernels = {
     .per_image_std = lv_cpu_per_image_std,
     .in_top_k = lv_cpu_in_top_k,
     .argmax = lv_cpu_argmax,
+};
+
+const lv_backend lv_cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .kernels = &lv_cpu_kernels,
 };
