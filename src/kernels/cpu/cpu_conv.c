@@ -143,8 +143,8 @@ void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, fl
 /* One chunk of the backward: filter gradient (+)= patches^T gy into gw, input gradient
  * via patch gradients and col2im. */
 static void bwd_chunk(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
-                      float *gx, float *gw, bool gw_acc, float *cols, int n0, int cnt,
-                      bool threaded_inner) {
+                      float *gx, bool gx_acc, float *gw, bool gw_acc, float *cols, int n0,
+                      int cnt, bool threaded_inner) {
   const int64_t K = patch_len(g), R = image_rows(g);
   const int64_t xs = (int64_t)g->h * g->w * g->c;
   const float *gyc = gy + n0 * R * g->o;
@@ -157,7 +157,10 @@ static void bwd_chunk(const lv_conv_geom *g, const float *x, const float *w, con
   if (gx) {
     lv_cpu_gemm(false, true, cnt * R, K, g->o, 1.0f, gyc, g->o, w, g->o, 0.0f, cols, K);
 #pragma omp parallel for schedule(dynamic) if (threaded_inner && cnt > 1)
-    for (int i = 0; i < cnt; i++) col2im(g, cols + i * R * K, gx + (n0 + i) * xs);
+    for (int i = 0; i < cnt; i++) {
+      if (!gx_acc) memset(gx + (n0 + i) * xs, 0, sizeof(float) * (size_t)xs);
+      col2im(g, cols + i * R * K, gx + (n0 + i) * xs);
+    }
   }
 }
 
@@ -165,10 +168,8 @@ void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, co
                        float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
                        size_t scratch_floats) {
   const int64_t K = patch_len(g);
-  const int64_t xs = (int64_t)g->h * g->w * g->c;
   plan p = make_plan(g);
   if ((size_t)p.nt * (p.cols + p.gw) > scratch_floats) p.nt = 1;
-  if (gx && !gx_acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
   if (gw && !gw_acc && p.chunks == 0) memset(gw, 0, sizeof(float) * (size_t)(K * g->o));
   if (p.nt > 1) {
     /* Each thread sums its chunks' filter gradients privately; then one reduction. */
@@ -181,7 +182,7 @@ void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, co
       float *cols = scratch + (size_t)t * p.cols;
       float *mine = gw ? priv + (size_t)t * p.gw : NULL;
       int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
-      bwd_chunk(g, x, w, gy, gx, mine, used[t], cols, n0, cnt, false);
+      bwd_chunk(g, x, w, gy, gx, gx_acc, mine, used[t], cols, n0, cnt, false);
       used[t] = true;
     }
     if (gw) {
@@ -197,6 +198,6 @@ void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, co
   }
   for (int n0 = 0; n0 < g->n; n0 += p.nb) {
     int cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
-    bwd_chunk(g, x, w, gy, gx, gw, gw_acc || n0 > 0, scratch, n0, cnt, true);
+    bwd_chunk(g, x, w, gy, gx, gx_acc, gw, gw_acc || n0 > 0, scratch, n0, cnt, true);
   }
 }

@@ -54,11 +54,13 @@ void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_
 void lv_cpu_max_pool_bwd(const lv_conv_geom *g, const int32_t *argmax, const float *gy, float *gx,
                          bool acc) {
   const int64_t xs = (int64_t)g->h * g->w * g->c, ys = (int64_t)g->oh * g->ow * g->c;
-  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
 #pragma omp parallel for schedule(dynamic)
-  for (int n = 0; n < g->n; n++)
+  for (int n = 0; n < g->n; n++) {
+    /* Zero one image at a time so the scatter below finds it in cache. */
+    if (!acc) memset(gx + n * xs, 0, sizeof(float) * (size_t)xs);
     for (int64_t j = 0; j < ys; j++)
       if (argmax[n * ys + j] >= 0) gx[n * xs + argmax[n * ys + j]] += gy[n * ys + j];
+  }
 }
 
 void lv_cpu_avg_pool_fwd(const lv_conv_geom *g, const float *x, float *y) {
