@@ -626,6 +626,62 @@ START_TEST(dropout_mask_is_rng_uniform_at) {
 }
 END_TEST
 
+/* A LeNet5 step at batch 128 (several conv chunks and groups): every variable gradient
+ * must be bit-identical with 1 and 2 threads and across repeated runs, or a restarted
+ * training run could not repeat an uninterrupted one. */
+static void lenet_grads(int threads, float *out, int64_t *n_out) {
+  lv_set_num_threads(threads);
+  lv_varstore *vs = lv_varstore_create();
+  lv_var *w0, *w1, *fw, *fb;
+  lv_var_init xav = {LV_INIT_XAVIER, 1.000001}, zero = {LV_INIT_CONSTANT, 0.0};
+  ck_assert_ptr_null(lv_varstore_add(vs, "c0", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, &w0));
+  ck_assert_ptr_null(lv_varstore_add(vs, "c1", LV_F32, lv_shape4(5, 5, 20, 50), xav, true, &w1));
+  ck_assert_ptr_null(lv_varstore_add(vs, "fw", LV_F32, lv_shape2(2450, 10), xav, true, &fw));
+  ck_assert_ptr_null(lv_varstore_add(vs, "fb", LV_F32, lv_shape1(10), zero, true, &fb));
+  ck_assert_ptr_null(lv_varstore_finalize(vs, 3));
+  lv_graph *g = lv_graph_create(0);
+  const int B = 128;
+  float *img = rand_floats(B * 784, 500, 0, 255);
+  lv_tensor *x = tensor_of(g, lv_shape4(B, 28, 28, 1), img);
+  lv_tensor *y = lv_graph_tensor(g, LV_I32, lv_shape1(B));
+  for (int i = 0; i < B; i++) lv_i32(y)[i] = (i * 7) % 10;
+  x = lv_op_per_image_standardization(g, x);
+  lv_tensor *h = lv_op_relu(g, lv_op_conv2d(g, x, &w0->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_dropout(g, lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME), 0.8f, 1, 2);
+  h = lv_op_relu(g, lv_op_conv2d(g, h, &w1->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_reshape(g, lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME), lv_shape2(B, -1));
+  lv_tensor *logits = lv_op_add(g, lv_op_matmul(g, h, &fw->value, false, false), &fb->value);
+  lv_tensor *loss = lv_op_reduce_mean(g, lv_op_sparse_softmax_xent(g, logits, y), LV_ALL_AXES, false);
+  ck_assert_ptr_null(lv_graph_backward(g, loss));
+  float *gr = lv_varstore_grads(vs, n_out);
+  memcpy(out, gr, sizeof(float) * (size_t)*n_out);
+  free(img);
+  lv_graph_destroy(g);
+  lv_varstore_destroy(vs);
+  lv_set_num_threads(1);
+}
+
+START_TEST(training_step_deterministic_across_threads) {
+  float *a = malloc(sizeof(float) * 60000), *b = malloc(sizeof(float) * 60000), *c = malloc(sizeof(float) * 60000);
+  int64_t na, nb, nc;
+  lenet_grads(1, a, &na);
+  lenet_grads(2, b, &nb);
+  lenet_grads(2, c, &nc);
+  ck_assert_int_eq(na, nb);
+  ck_assert_int_lt(na, 60000);
+  double norm = 0;
+  for (int64_t i = 0; i < na; i++) norm += (double)a[i] * a[i];
+  ck_assert(norm > 0);
+  for (int64_t i = 0; i < na; i++) {
+    ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0, "1 vs 2 threads differ at %lld: %g vs %g", (long long)i, a[i], b[i]);
+    ck_assert_msg(memcmp(&b[i], &c[i], sizeof(float)) == 0, "2-thread runs differ at %lld", (long long)i);
+  }
+  free(a);
+  free(b);
+  free(c);
+}
+END_TEST
+
 /* ---- graph behaviour ------------------------------------------------------------ */
 
 START_TEST(graph_sticky_errors) {
@@ -865,6 +921,7 @@ int main(void) {
   tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
   tcase_add_test(fw, conv_chunked_matches_reference);
   tcase_add_test(fw, matmul_threaded_matches_reference);
+  tcase_add_test(fw, training_step_deterministic_across_threads);
   suite_add_tcase(s, fw);
   TCase *gr = tcase_create("graph");
   tcase_add_test(gr, graph_sticky_errors);

@@ -20,14 +20,23 @@
 static int64_t patch_len(const lv_conv_geom *g) { return (int64_t)g->kh * g->kw * g->c; }
 static int64_t image_rows(const lv_conv_geom *g) { return (int64_t)g->oh * g->ow; }
 
+/* Filter-gradient partial sums are kept per group of consecutive chunks and added in
+ * group order, so the result does not depend on the thread count or on which thread ran
+ * what: a restarted run repeats an uninterrupted one bit for bit. */
+#define MAX_GROUPS 8
+#define MAX_GROUP_BYTES ((size_t)64 << 20)
+
 typedef struct plan {
-  int nt;        /* threads taking whole chunks (1: chunks in turn) */
   int nb;        /* images per chunk */
   int chunks;
+  int groups;    /* filter-gradient partial sums (backward) */
+  int nt_fwd;    /* threads taking whole chunks in forward (1: chunks in turn) */
+  int nt_bwd;    /* threads taking whole groups in backward */
   size_t cols;   /* floats of patch scratch per thread */
-  size_t gw;     /* floats of private filter gradient per thread (nt > 1) */
+  size_t gw;     /* floats of one filter-gradient partial */
 } plan;
 
+/* Depends only on the shapes and the thread count, never on timing. */
 static plan make_plan(const lv_conv_geom *g) {
   plan p;
   size_t per = (size_t)(image_rows(g) * patch_len(g));
@@ -36,16 +45,25 @@ static plan make_plan(const lv_conv_geom *g) {
   if (nb > (size_t)g->n) nb = (size_t)(g->n > 0 ? g->n : 1);
   p.nb = (int)nb;
   p.chunks = g->n > 0 ? (int)((g->n + p.nb - 1) / p.nb) : 0;
-  p.nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (p.chunks < 2 * p.nt) p.nt = 1;
   p.cols = nb * per;
-  p.gw = p.nt > 1 ? (size_t)(patch_len(g) * g->o) : 0;
+  p.gw = (size_t)(patch_len(g) * g->o);
+  p.groups = p.chunks < MAX_GROUPS ? p.chunks : MAX_GROUPS;
+  while (p.groups > 1 && (size_t)p.groups * p.gw * sizeof(float) > MAX_GROUP_BYTES) p.groups--;
+  if (p.groups < 1) p.groups = 1;
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  p.nt_fwd = p.chunks >= 2 * threads ? threads : 1;
+  p.nt_bwd = p.groups >= 2 ? (threads < p.groups ? threads : p.groups) : 1;
   return p;
+}
+
+static size_t scratch_need(const plan *p) {
+  int nt = p->nt_fwd > p->nt_bwd ? p->nt_fwd : p->nt_bwd;
+  return (size_t)nt * p->cols + (size_t)p->groups * p->gw;
 }
 
 size_t lv_cpu_conv2d_scratch(const lv_conv_geom *g) {
   plan p = make_plan(g);
-  return (size_t)p.nt * (p.cols + p.gw);
+  return scratch_need(&p);
 }
 
 /* One image's patches: rows (oh, ow), columns (kh, kw, c). */
@@ -119,9 +137,9 @@ void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, fl
   const int64_t K = patch_len(g), R = image_rows(g);
   const int64_t xs = (int64_t)g->h * g->w * g->c;
   plan p = make_plan(g);
-  if ((size_t)p.nt * (p.cols + p.gw) > scratch_floats) p.nt = 1; /* caller sized for fewer */
-  if (p.nt > 1) {
-#pragma omp parallel for num_threads(p.nt) schedule(dynamic, 1)
+  if ((size_t)p.nt_fwd * p.cols > scratch_floats) p.nt_fwd = 1; /* caller sized for fewer */
+  if (p.nt_fwd > 1) {
+#pragma omp parallel for num_threads(p.nt_fwd) schedule(dynamic, 1)
     for (int ch = 0; ch < p.chunks; ch++) {
       float *cols = scratch + (size_t)omp_get_thread_num() * p.cols;
       int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
@@ -167,37 +185,31 @@ static void bwd_chunk(const lv_conv_geom *g, const float *x, const float *w, con
 void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
                        float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
                        size_t scratch_floats) {
-  const int64_t K = patch_len(g);
   plan p = make_plan(g);
-  if ((size_t)p.nt * (p.cols + p.gw) > scratch_floats) p.nt = 1;
-  if (gw && !gw_acc && p.chunks == 0) memset(gw, 0, sizeof(float) * (size_t)(K * g->o));
-  if (p.nt > 1) {
-    /* Each thread sums its chunks' filter gradients privately; then one reduction. */
-    float *priv = scratch + (size_t)p.nt * p.cols;
-    bool used[64] = {false};
-    int nt = p.nt < 64 ? p.nt : 64;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int ch = 0; ch < p.chunks; ch++) {
-      int t = omp_get_thread_num();
-      float *cols = scratch + (size_t)t * p.cols;
-      float *mine = gw ? priv + (size_t)t * p.gw : NULL;
-      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
-      bwd_chunk(g, x, w, gy, gx, gx_acc, mine, used[t], cols, n0, cnt, false);
-      used[t] = true;
-    }
-    if (gw) {
-      int64_t m = K * g->o;
-      for (int64_t j = 0; j < m; j++) {
-        float s = gw_acc ? gw[j] : 0.0f;
-        for (int t = 0; t < nt; t++)
-          if (used[t]) s += priv[(size_t)t * p.gw + j];
-        gw[j] = s;
-      }
-    }
-    return;
+  if (scratch_need(&p) > scratch_floats) {
+    /* Sized under another thread count: the same groups, run by one thread. */
+    p.nt_bwd = 1;
+    p.nt_fwd = 1;
   }
-  for (int n0 = 0; n0 < g->n; n0 += p.nb) {
-    int cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
-    bwd_chunk(g, x, w, gy, gx, gx_acc, gw, gw_acc || n0 > 0, scratch, n0, cnt, true);
+  int nt = p.nt_fwd > p.nt_bwd ? p.nt_fwd : p.nt_bwd;
+  float *partial = scratch + (size_t)nt * p.cols;
+  int per_group = p.groups ? (p.chunks + p.groups - 1) / p.groups : 0;
+#pragma omp parallel for num_threads(p.nt_bwd) schedule(dynamic, 1) if (p.nt_bwd > 1)
+  for (int grp = 0; grp < p.groups; grp++) {
+    float *cols = scratch + (size_t)(p.nt_bwd > 1 ? omp_get_thread_num() : 0) * p.cols;
+    int c0 = grp * per_group, c1 = c0 + per_group < p.chunks ? c0 + per_group : p.chunks;
+    for (int ch = c0; ch < c1; ch++) {
+      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+      bwd_chunk(g, x, w, gy, gx, gx_acc, gw ? partial + (size_t)grp * p.gw : NULL, ch > c0, cols,
+                n0, cnt, p.nt_bwd == 1);
+    }
+  }
+  if (!gw) return;
+  const int64_t m = (int64_t)p.gw;
+  for (int64_t j = 0; j < m; j++) {
+    float s = gw_acc ? gw[j] : 0.0f;
+    for (int grp = 0; grp < p.groups; grp++)
+      if (grp * per_group < p.chunks) s += partial[(size_t)grp * p.gw + j];
+    gw[j] = s;
   }
 }

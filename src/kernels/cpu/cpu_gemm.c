@@ -65,29 +65,29 @@ void lv_cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  /* Below ~4 MFLOP a thread team costs more than it saves. */
-  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (nt > 1 && (double)m * n * k < 2e6) nt = 1;
-  if (nt > 1 && m < 8 * nt && n < 32 * nt) nt = 1;
-  if (nt <= 1) {
+  /* Large products are cut into pieces of C by rows (each piece reads its own slice of
+   * A) or, when C has few rows, by columns. The cut depends only on the shapes, never on
+   * the thread count: OpenBLAS may pick different kernels (its small-matrix ones, with
+   * another summation order) for different piece sizes, and results must be identical
+   * with 1 or N threads so a restarted run repeats an uninterrupted one. Several pieces,
+   * handed out dynamically, also keep a preempted thread from stalling the step. */
+  bool by_rows = m >= 64;
+  bool split = (double)m * n * k >= 2e6 && (by_rows || n >= 64);
+  if (!split) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
     return;
   }
-  /* Split C into pieces by rows when it has enough of them (each piece then reads its
-   * own slice of A), else by columns (its own slice of B). Several pieces per thread,
-   * handed out dynamically, so a thread the OS preempts (a busy shared machine) delays
-   * the step by one piece, not by half the product. */
-  bool by_rows = m >= 8 * nt;
   int64_t total = by_rows ? m : n, unit = by_rows ? 8 : 16;
   /* Every piece repacks the operand it shares with the others (B for row pieces, A for
    * column pieces); when that operand is big, fewer pieces. */
   double shared = by_rows ? (double)k * n : (double)m * k;
-  int64_t pieces = shared > 262144 ? nt : 4 * nt;
+  int64_t pieces = shared > 262144 ? 4 : 8;
   int64_t per = (total + pieces - 1) / pieces;
   per = (per + unit - 1) / unit * unit;
   pieces = (total + per - 1) / per;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
   for (int64_t p = 0; p < pieces; p++) {
     int64_t lo = p * per, hi = lo + per < total ? lo + per : total;
     if (by_rows) {
