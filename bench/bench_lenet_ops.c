@@ -20,6 +20,26 @@ static lv_var *add(lv_varstore *vs, const char *name, lv_shape s, lv_init_method
   return v;
 }
 
+typedef struct model { lv_var *w0, *w1, *fw, *fb, *sw, *sb; } model;
+static model M;
+
+static lv_tensor *forward(lv_graph *g, lv_tensor *x, lv_tensor *y, uint64_t step) {
+  const int B = (int)x->shape.d[0];
+  lv_var *w0 = M.w0, *w1 = M.w1, *fw = M.fw, *fb = M.fb, *sw = M.sw, *sb = M.sb;
+  x = lv_op_per_image_standardization(g, x);
+  lv_tensor *h = lv_op_relu(g, lv_op_conv2d(g, x, &w0->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME);
+  h = lv_op_dropout(g, h, 0.8f, 1, step * 4);
+  h = lv_op_relu(g, lv_op_conv2d(g, h, &w1->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME);
+  h = lv_op_dropout(g, h, 0.8f, 1, step * 4 + 1);
+  h = lv_op_reshape(g, h, lv_shape2(B, -1));
+  h = lv_op_relu(g, lv_op_add(g, lv_op_matmul(g, h, &fw->value, false, false), &fb->value));
+  lv_tensor *logits = lv_op_add(g, lv_op_matmul(g, h, &sw->value, false, false), &sb->value);
+  lv_tensor *loss = lv_op_reduce_mean(g, lv_op_sparse_softmax_xent(g, logits, y), LV_ALL_AXES, false);
+  return loss;
+}
+
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2, steps = argc > 2 ? atoi(argv[2]) : 20;
   const int B = 256;
@@ -31,6 +51,7 @@ int main(int argc, char **argv) {
   lv_var *fb = add(vs, "fc/b", lv_shape1(300), LV_INIT_CONSTANT);
   lv_var *sw = add(vs, "softmax/w", lv_shape2(300, 10), LV_INIT_XAVIER);
   lv_var *sb = add(vs, "softmax/b", lv_shape1(10), LV_INIT_CONSTANT);
+  M = (model){w0, w1, fw, fb, sw, sb};
   lv_status st = lv_varstore_finalize(vs, 1);
   if (st) return lv_status_report("bench_lenet_ops", st);
   float *img = malloc(sizeof(float) * B * 784);
@@ -54,17 +75,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < B * 784; i++) lv_f32(x)[i] = img[i];
     lv_tensor *y = lv_graph_tensor(g, LV_I32, lv_shape1(B));
     for (int i = 0; i < B; i++) lv_i32(y)[i] = lab[i];
-    x = lv_op_per_image_standardization(g, x);
-    lv_tensor *h = lv_op_relu(g, lv_op_conv2d(g, x, &w0->value, 1, 1, 1, 1, LV_PAD_SAME));
-    h = lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME);
-    h = lv_op_dropout(g, h, 0.8f, 1, (uint64_t)step * 4);
-    h = lv_op_relu(g, lv_op_conv2d(g, h, &w1->value, 1, 1, 1, 1, LV_PAD_SAME));
-    h = lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME);
-    h = lv_op_dropout(g, h, 0.8f, 1, (uint64_t)step * 4 + 1);
-    h = lv_op_reshape(g, h, lv_shape2(B, -1));
-    h = lv_op_relu(g, lv_op_add(g, lv_op_matmul(g, h, &fw->value, false, false), &fb->value));
-    lv_tensor *logits = lv_op_add(g, lv_op_matmul(g, h, &sw->value, false, false), &sb->value);
-    lv_tensor *loss = lv_op_reduce_mean(g, lv_op_sparse_softmax_xent(g, logits, y), LV_ALL_AXES, false);
+    lv_tensor *loss = forward(g, x, y, (uint64_t)step);
     double t1 = lv_now_monotonic();
     st = lv_graph_backward(g, loss);
     if (st) return lv_status_report("bench_lenet_ops", st);
@@ -88,6 +99,21 @@ int main(int argc, char **argv) {
          "%.1f GFLOP/s, %.0f examples/s, cpu %.2f ms/step, arena peak %.1f MiB, loss %.4f\n",
          B, threads, ms, tf / steps * 1e3, tb / steps * 1e3, flops / (ms * 1e-3) / 1e9,
          B / (ms * 1e-3), cpu_ms, (double)lv_graph_arena_peak(g) / (1 << 20), loss_v);
+  /* Eval: forward only, no tape, no dropout. */
+  lv_graph_set_training(g, false);
+  double te = 0;
+  for (int step = -2; step < steps; step++) {
+    double t0 = lv_now_monotonic();
+    lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape4(B, 28, 28, 1));
+    for (int i = 0; i < B * 784; i++) lv_f32(x)[i] = img[i];
+    lv_tensor *y = lv_graph_tensor(g, LV_I32, lv_shape1(B));
+    for (int i = 0; i < B; i++) lv_i32(y)[i] = lab[i];
+    if (!forward(g, x, y, 0)) return lv_status_report("bench_lenet_ops", lv_graph_status(g));
+    lv_graph_reset(g);
+    if (step >= 0) te += lv_now_monotonic() - t0;
+  }
+  printf("lenet5 eval forward, batch %d, %d threads: %.2f ms/batch, %.0f examples/s\n", B, threads,
+         te / steps * 1e3, B * steps / te);
   lv_graph_destroy(g);
   lv_varstore_destroy(vs);
   free(img);

@@ -5,6 +5,7 @@
 #define LV_CORE_GRAPH_IMPL_H
 
 #include "core/graph.h"
+#include "core/ops.h"
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
@@ -65,7 +66,6 @@ bool lv_graph_failed(const lv_graph *g);
 
 /* TF's SAME/VALID output size and leading pad for one spatial dim (k: effective kernel
  * extent). Shared by conv and pooling. */
-#include "core/ops.h"
 void lv_core_same_valid(lv_padding pad, int64_t in, int64_t k, int s, int *out, int *lead);
 
 /* "[a,b,c]" into a caller buffer; for error messages. */
