@@ -5,10 +5,12 @@
  * Backward recomputes the patches (measured cheaper than keeping them) for the filter
  * gradient and scatters patch gradients back (col2im) for the input gradient.
  *
- * With several threads and enough chunks, each thread takes whole chunks (its own
- * im2col, single-threaded GEMM, private filter-gradient accumulator): one parallel
- * region per op instead of two per chunk, and the patches never leave the core that
- * wrote them. Otherwise chunks run in turn with the GEMM split across threads. */
+ * With several threads and enough chunks, each thread takes whole chunks (forward) or
+ * whole groups of chunks (backward, one filter-gradient partial per group): one
+ * parallel region per op instead of two per chunk, and the patches never leave the
+ * core that wrote them. Otherwise chunks run in turn with the GEMM split across
+ * threads. Chunks and groups depend only on the shapes, so results are bit-identical
+ * for any thread count. */
 #include <omp.h>
 #include <string.h>
 
