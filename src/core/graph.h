@@ -17,7 +17,9 @@
 
 typedef struct lv_graph lv_graph;
 
-/* arena_cap_bytes: the most one step may allocate (0 = 16 GiB). */
+/* arena_cap_bytes: the most one step may allocate (0 = 16 GiB). A new graph is in
+ * training mode. Tensors given to ops must live until the next reset; a leaf that
+ * requires a gradient but has no grad tensor gets one in the arena, valid until reset. */
 lv_graph *lv_graph_create(size_t arena_cap_bytes);
 void lv_graph_destroy(lv_graph *g);
 /* Drops the tape and every arena tensor; clears the sticky error. */

@@ -88,8 +88,10 @@ lv_tensor *lv_op_cast(lv_graph *g, lv_tensor *x, lv_dtype dtype);
 /* tf.image.per_image_standardization on [N,H,W,C] (or [N,...]): per image,
  * (x - mean) / max(stddev, 1/sqrt(numel)). */
 lv_tensor *lv_op_per_image_standardization(lv_graph *g, lv_tensor *x);
-/* logits [B,C], labels int32 [B] -> float32 [B]: 1 if label is in the top k (ties go to
- * the lower index, like tf.nn.in_top_k), else 0. */
+/* logits [B,C], labels int32 [B] -> float32 [B]: 1 if label is in the top k, else 0.
+ * tf.nn.in_top_k semantics: the label counts as in when fewer than k classes score
+ * strictly higher (ties on the boundary are all in); an out-of-range label or a
+ * non-finite label score gives 0. */
 lv_tensor *lv_op_in_top_k(lv_graph *g, lv_tensor *logits, lv_tensor *labels, int k);
 /* [...,C] -> int32 [...]. */
 lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x);

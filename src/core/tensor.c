@@ -1,9 +1,11 @@
 #include "core/tensor.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 lv_tensor *lv_tensor_new(lv_dtype dtype, lv_shape shape) {
   lv_tensor *t = calloc(1, sizeof *t);
@@ -39,3 +41,16 @@ lv_tensor lv_tensor_view(lv_dtype dtype, lv_shape shape, void *data) {
   t.node = -1;
   return t;
 }
+
+static int g_num_threads;
+
+void lv_set_num_threads(int n) {
+  if (n <= 0) n = omp_get_num_procs();
+  g_num_threads = n;
+  omp_set_num_threads(n);
+  /* OpenBLAS stays single-threaded: the CPU GEMM kernel splits work over these OpenMP
+   * threads itself (see kernels/cpu/cpu_gemm.c). */
+  lv_cpu_blas_init();
+}
+
+int lv_get_num_threads(void) { return g_num_threads > 0 ? g_num_threads : omp_get_max_threads(); }

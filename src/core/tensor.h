@@ -39,7 +39,11 @@ static inline int32_t *lv_i32(const lv_tensor *t) { return (int32_t *)t->data; }
 static inline int64_t *lv_i64(const lv_tensor *t) { return (int64_t *)t->data; }
 static inline uint8_t *lv_u8(const lv_tensor *t) { return (uint8_t *)t->data; }
 
-/* Sets the number of threads used by kernels (OpenMP and OpenBLAS). 0 = all cores. */
+/* Sets the number of threads used by kernels (OpenMP; 0 = all cores). OpenBLAS itself
+ * stays single-threaded and the CPU GEMM kernel splits large products over these
+ * threads (OpenBLAS's own threads fight OpenMP's for the cores). Also makes OpenBLAS
+ * use the CPU's AVX2/AVX-512 kernels where its model detection fell back to generic
+ * ones. */
 void lv_set_num_threads(int n);
 int lv_get_num_threads(void);
 

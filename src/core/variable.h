@@ -52,12 +52,17 @@ lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_
                           lv_var_init init, bool trainable, lv_var **out);
 /* Allocates the contiguous buffers and initializes every variable from seed (each
  * variable's stream is derived from its name, so adding a variable never changes the
- * others). After this no variable may be added. */
+ * others). After this no variable may be added. Non-float variables take the constant
+ * init's scale (global_step: LV_INIT_CONSTANT, 0). */
 lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed);
 int lv_varstore_count(const lv_varstore *vs);
 lv_var *lv_varstore_get(lv_varstore *vs, int i);
 lv_var *lv_varstore_find(lv_varstore *vs, const char *name);
-/* All trainable float32 values / grads as one flat array (valid after finalize). */
+/* All trainable float32 values / grads as one flat array (valid after finalize). Each
+ * variable starts on a 64-byte boundary, so n counts a few padding floats between
+ * variables; they start at 0 and, having zero gradient, stay 0 under any optimizer.
+ * Non-trainable variables (and non-float ones such as global_step) live elsewhere and
+ * have grad.data == NULL. */
 float *lv_varstore_values(lv_varstore *vs, int64_t *n);
 float *lv_varstore_grads(lv_varstore *vs, int64_t *n);
 void lv_varstore_zero_grads(lv_varstore *vs);

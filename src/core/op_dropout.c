@@ -1,0 +1,47 @@
+/* Dropout: keep with probability keep_prob, scale kept values by 1/keep_prob. The mask
+ * is a pure function of (seed, stream, element index), so a restarted run repeats it. */
+#include "core/graph_impl.h"
+#include "core/ops.h"
+
+static void dropout_bwd(lv_graph *g, lv_node *nd) {
+  bool acc;
+  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
+  if (!gx) return;
+  lv_bcast bc = {0};
+  int64_t n = lv_tensor_numel(gx);
+  bc.rank = 1;
+  bc.shape[0] = n;
+  bc.sa[0] = bc.sb[0] = 1;
+  if (!acc) {
+    nd->k->binary(LV_BIN_MUL, &bc, lv_f32(nd->out->grad), nd->saved, lv_f32(gx));
+    return;
+  }
+  float *tmp = lv_graph_scratch(g, LV_OP_DROPOUT, sizeof(float) * (size_t)n);
+  if (!tmp) return;
+  nd->k->binary(LV_BIN_MUL, &bc, lv_f32(nd->out->grad), nd->saved, tmp);
+  nd->k->axpy(n, 1.0f, tmp, lv_f32(gx), true);
+}
+
+lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t seed, uint64_t stream) {
+  if (!lv_graph_inputs_ok(g, LV_OP_DROPOUT, 1, &x)) return NULL;
+  char s1[128];
+  if (x->dtype != LV_F32 || !(keep_prob > 0.0f && keep_prob <= 1.0f)) {
+    lv_graph_failf(g, LV_OP_DROPOUT, "float32 x and keep_prob in (0, 1] required, got %s %s keep_prob %g",
+                   lv_dtype_names[x->dtype], LV_SHP(x, s1), (double)keep_prob);
+    return NULL;
+  }
+  if (!lv_graph_is_training(g) || keep_prob == 1.0f) return x;
+  const lv_kernel_table *k = lv_graph_kernels(g, LV_OP_DROPOUT, 1, &x);
+  if (!k) return NULL;
+  int64_t n = lv_tensor_numel(x);
+  lv_tensor *out = lv_graph_out(g, LV_OP_DROPOUT, LV_F32, x->shape, x->device);
+  float *mask = lv_graph_scratch(g, LV_OP_DROPOUT, sizeof(float) * (size_t)n);
+  if (!out || !mask) return NULL;
+  k->dropout_fwd(n, lv_f32(x), keep_prob, seed, stream, lv_f32(out), mask);
+  lv_node *nd = lv_graph_record(g, LV_OP_DROPOUT, dropout_bwd, out, 1, &x);
+  if (nd) {
+    nd->k = k;
+    nd->saved = mask;
+  }
+  return out;
+}

@@ -1,0 +1,175 @@
+/* add, sub, mul, div with numpy broadcasting, scale and add_scalar. Gradients of a
+ * broadcast operand are summed back over the dims it was stretched along. */
+#include <string.h>
+
+#include "core/graph_impl.h"
+#include "core/ops.h"
+
+/* Output shape and operand strides; false if the shapes do not broadcast. */
+static bool broadcast(const lv_shape *a, const lv_shape *b, lv_bcast *bc) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  bc->rank = r;
+  int64_t st_a = 1, st_b = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    bc->shape[i] = da == 1 ? db : da;
+    bc->sa[i] = da == 1 ? 0 : st_a;
+    bc->sb[i] = db == 1 ? 0 : st_b;
+    st_a *= da;
+    st_b *= db;
+  }
+  return true;
+}
+
+static void dense_strides(lv_bcast *bc, int64_t *s) {
+  int64_t st = 1;
+  for (int i = bc->rank - 1; i >= 0; i--) {
+    s[i] = st;
+    st *= bc->shape[i];
+  }
+}
+
+static lv_shape bc_shape(const lv_bcast *bc) {
+  lv_shape s;
+  s.rank = bc->rank;
+  for (int i = 0; i < bc->rank; i++) s.d[i] = bc->shape[i];
+  return s;
+}
+
+/* dst (operand with strides ostr) (+)= alpha * reduce(src dense over bc). */
+static void reduce_into(const lv_kernel_table *k, const lv_bcast *bc, const int64_t *ostr,
+                        const float *src, float alpha, float *dst, bool acc) {
+  lv_bcast r = *bc;
+  memcpy(r.sa, ostr, sizeof r.sa);
+  k->reduce_to(&r, src, alpha, dst, acc);
+}
+
+static void binary_bwd(lv_graph *g, lv_node *nd) {
+  const lv_kernel_table *k = nd->k;
+  lv_tensor *a = nd->in[0], *b = nd->in[1], *out = nd->out;
+  bool aa = false, ba = false;
+  lv_tensor *ga = lv_graph_grad(g, a, &aa);
+  lv_tensor *gb = lv_graph_grad(g, b, &ba);
+  if (lv_graph_failed(g)) return;
+  lv_bcast bc;
+  broadcast(&a->shape, &b->shape, &bc);
+  int64_t dense[LV_KMAX_RANK];
+  dense_strides(&bc, dense);
+  int64_t n = lv_tensor_numel(out);
+  const float *gy = lv_f32(out->grad);
+  float *tmp = NULL;
+  if ((nd->op == LV_OP_MUL || nd->op == LV_OP_DIV) && (ga || gb)) {
+    tmp = lv_graph_scratch(g, nd->op, sizeof(float) * (size_t)n);
+    if (!tmp) return;
+  }
+  lv_bcast t = bc; /* gy (dense) against one operand */
+  memcpy(t.sa, dense, sizeof t.sa);
+  switch (nd->op) {
+    case LV_OP_ADD:
+    case LV_OP_SUB:
+      if (ga) reduce_into(k, &bc, bc.sa, gy, 1.0f, lv_f32(ga), aa);
+      if (gb) reduce_into(k, &bc, bc.sb, gy, nd->op == LV_OP_SUB ? -1.0f : 1.0f, lv_f32(gb), ba);
+      break;
+    case LV_OP_MUL:
+      if (ga) {
+        memcpy(t.sb, bc.sb, sizeof t.sb);
+        k->binary(LV_BIN_MUL, &t, gy, lv_f32(b), tmp);
+        reduce_into(k, &bc, bc.sa, tmp, 1.0f, lv_f32(ga), aa);
+      }
+      if (gb) {
+        memcpy(t.sb, bc.sa, sizeof t.sb);
+        k->binary(LV_BIN_MUL, &t, gy, lv_f32(a), tmp);
+        reduce_into(k, &bc, bc.sb, tmp, 1.0f, lv_f32(gb), ba);
+      }
+      break;
+    default: /* div: da = gy / b, db = -gy * out / b */
+      memcpy(t.sb, bc.sb, sizeof t.sb);
+      if (ga) {
+        k->binary(LV_BIN_DIV, &t, gy, lv_f32(b), tmp);
+        reduce_into(k, &bc, bc.sa, tmp, 1.0f, lv_f32(ga), aa);
+      }
+      if (gb) {
+        lv_bcast same = t;
+        memcpy(same.sb, dense, sizeof same.sb);
+        k->binary(LV_BIN_MUL, &same, gy, lv_f32(out), tmp);
+        k->binary(LV_BIN_DIV, &t, tmp, lv_f32(b), tmp);
+        reduce_into(k, &bc, bc.sb, tmp, -1.0f, lv_f32(gb), ba);
+      }
+      break;
+  }
+}
+
+static lv_tensor *binary(lv_graph *g, lv_op op, lv_binary_op bop, lv_tensor *a, lv_tensor *b) {
+  lv_tensor *ins[2] = {a, b};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  char s1[128], s2[128];
+  if (a->dtype != LV_F32 || b->dtype != LV_F32) {
+    lv_graph_failf(g, op, "float32 inputs required, got %s %s and %s %s",
+                   lv_dtype_names[a->dtype], LV_SHP(a, s1), lv_dtype_names[b->dtype], LV_SHP(b, s2));
+    return NULL;
+  }
+  lv_bcast bc;
+  if (!broadcast(&a->shape, &b->shape, &bc)) {
+    lv_graph_failf(g, op, "shapes do not broadcast: a %s vs b %s", LV_SHP(a, s1), LV_SHP(b, s2));
+    return NULL;
+  }
+  const lv_kernel_table *k = lv_graph_kernels(g, op, 2, ins);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, bc_shape(&bc), a->device);
+  if (!out) return NULL;
+  k->binary(bop, &bc, lv_f32(a), lv_f32(b), lv_f32(out));
+  lv_node *nd = lv_graph_record(g, op, binary_bwd, out, 2, ins);
+  if (nd) nd->k = k;
+  return out;
+}
+
+lv_tensor *lv_op_add(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary(g, LV_OP_ADD, LV_BIN_ADD, a, b);
+}
+lv_tensor *lv_op_sub(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary(g, LV_OP_SUB, LV_BIN_SUB, a, b);
+}
+lv_tensor *lv_op_mul(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary(g, LV_OP_MUL, LV_BIN_MUL, a, b);
+}
+lv_tensor *lv_op_div(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary(g, LV_OP_DIV, LV_BIN_DIV, a, b);
+}
+
+static void scale_bwd(lv_graph *g, lv_node *nd) {
+  bool acc;
+  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
+  if (!gx) return;
+  float s = nd->op == LV_OP_SCALE ? nd->f[0] : 1.0f;
+  nd->k->axpy(lv_tensor_numel(gx), s, lv_f32(nd->out->grad), lv_f32(gx), acc);
+}
+
+static lv_tensor *scale_add(lv_graph *g, lv_op op, lv_tensor *a, float s, float add) {
+  if (!lv_graph_inputs_ok(g, op, 1, &a)) return NULL;
+  char s1[128];
+  if (a->dtype != LV_F32) {
+    lv_graph_failf(g, op, "float32 input required, got %s %s", lv_dtype_names[a->dtype],
+                   LV_SHP(a, s1));
+    return NULL;
+  }
+  const lv_kernel_table *k = lv_graph_kernels(g, op, 1, &a);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, a->shape, a->device);
+  if (!out) return NULL;
+  k->scale_add(lv_tensor_numel(a), lv_f32(a), s, add, lv_f32(out));
+  lv_node *nd = lv_graph_record(g, op, scale_bwd, out, 1, &a);
+  if (nd) {
+    nd->k = k;
+    nd->f[0] = s;
+  }
+  return out;
+}
+
+lv_tensor *lv_op_scale(lv_graph *g, lv_tensor *a, float s) {
+  return scale_add(g, LV_OP_SCALE, a, s, 0.0f);
+}
+lv_tensor *lv_op_add_scalar(lv_graph *g, lv_tensor *a, float s) {
+  return scale_add(g, LV_OP_ADD_SCALAR, a, 1.0f, s);
+}

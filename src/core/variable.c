@@ -1,0 +1,236 @@
+/* The variable store: declared variables, then one finalize that lays out the trainable
+ * float32 values and grads contiguously and fills every variable from (seed, name). */
+#include "core/variable.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const lv_init_method_names[LV_INIT_COUNT] = {
+    "xavier",         "gaussian",           "uniform",         "constant",
+    "gaussian_sqrt_dim", "gaussian_sqrt_fanin", "uniform_sqrt_dim", "truncated_gaussian",
+};
+_Static_assert(LV_ARRAY_LEN(lv_init_method_names) == LV_INIT_COUNT, "init method names");
+
+bool lv_init_method_from_name(const char *name, lv_init_method *out) {
+  /* Lingvo spells them in CamelCase ("GaussianSqrtDim"); compare without underscores. */
+  for (int i = 0; i < LV_INIT_COUNT; i++) {
+    const char *a = name, *b = lv_init_method_names[i];
+    while (*a || *b) {
+      if (*a == '_') { a++; continue; }
+      if (*b == '_') { b++; continue; }
+      if (!*a || !*b || (*a | 32) != (*b | 32)) break;
+      a++;
+      b++;
+    }
+    if (!*a && !*b) {
+      *out = (lv_init_method)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+typedef struct entry {
+  lv_var var;
+  lv_var_init init;
+  int64_t offset; /* into the float buffer (trainable) or other buffer, in bytes for other */
+} entry;
+
+struct lv_varstore {
+  entry **vars;
+  int n, cap;
+  bool finalized;
+  float *values, *grads; /* trainable float32 */
+  int64_t n_train;
+  void *other;           /* every other variable */
+  size_t other_bytes;
+};
+
+lv_varstore *lv_varstore_create(void) { return calloc(1, sizeof(lv_varstore)); }
+
+void lv_varstore_destroy(lv_varstore *vs) {
+  if (!vs) return;
+  for (int i = 0; i < vs->n; i++) free(vs->vars[i]);
+  free(vs->vars);
+  free(vs->values);
+  free(vs->grads);
+  free(vs->other);
+  free(vs);
+}
+
+lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_shape shape,
+                          lv_var_init init, bool trainable, lv_var **out) {
+  if (vs->finalized)
+    return lv_status_make(LV_ERR_INTERNAL, "variable %s added after the store was finalized", name);
+  if (strlen(name) >= LV_VAR_NAME_MAX)
+    return lv_status_make(LV_ERR_INVALID, "variable name longer than %d: %s", LV_VAR_NAME_MAX - 1, name);
+  if (lv_varstore_find(vs, name))
+    return lv_status_make(LV_ERR_INTERNAL, "variable %s declared twice", name);
+  if (lv_dtype_size(dtype) == 0)
+    return lv_status_make(LV_ERR_INVALID, "variable %s: dtype %s cannot be stored", name,
+                          lv_dtype_names[dtype]);
+  if ((int)init.method < 0 || init.method >= LV_INIT_COUNT)
+    return lv_status_make(LV_ERR_INVALID, "variable %s: unknown init method %d", name, (int)init.method);
+  for (int i = 0; i < shape.rank; i++)
+    if (shape.d[i] < 0) return lv_status_make(LV_ERR_INVALID, "variable %s: negative dimension", name);
+  if (vs->n == vs->cap) {
+    int cap = vs->cap ? 2 * vs->cap : 32;
+    entry **nv = realloc(vs->vars, sizeof *nv * (size_t)cap);
+    if (!nv) return lv_status_make(LV_ERR_RESOURCE, "out of memory adding variable %s", name);
+    vs->vars = nv;
+    vs->cap = cap;
+  }
+  entry *e = calloc(1, sizeof *e);
+  if (!e) return lv_status_make(LV_ERR_RESOURCE, "out of memory adding variable %s", name);
+  snprintf(e->var.name, sizeof e->var.name, "%s", name);
+  e->var.value = lv_tensor_view(dtype, shape, NULL);
+  e->var.grad = lv_tensor_view(LV_F32, shape, NULL);
+  e->var.trainable = trainable && dtype == LV_F32;
+  e->init = init;
+  vs->vars[vs->n++] = e;
+  if (out) *out = &e->var;
+  return NULL;
+}
+
+/* TF's fans: [in, out] for matrices, receptive field times channels for conv filters. */
+static void fans(const lv_shape *s, double *fan_in, double *fan_out) {
+  if (s->rank == 0) {
+    *fan_in = *fan_out = 1;
+  } else if (s->rank == 1) {
+    *fan_in = *fan_out = (double)s->d[0];
+  } else {
+    double rf = 1;
+    for (int i = 0; i < s->rank - 2; i++) rf *= (double)s->d[i];
+    *fan_in = rf * (double)s->d[s->rank - 2];
+    *fan_out = rf * (double)s->d[s->rank - 1];
+  }
+}
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+static void init_floats(const lv_var *v, lv_var_init in, uint64_t seed, float *x) {
+  const lv_shape *s = &v->value.shape;
+  int64_t n = lv_shape_numel(s);
+  lv_rng r;
+  lv_rng_init(&r, seed, name_hash(v->name));
+  double fi, fo, sc = in.scale;
+  fans(s, &fi, &fo);
+  for (int64_t i = 0; i < n; i++) {
+    double val;
+    switch (in.method) {
+      case LV_INIT_XAVIER: {
+        double lim = sc * sqrt(6.0 / (fi + fo));
+        val = (2.0 * lv_rng_uniform(&r) - 1.0) * lim;
+        break;
+      }
+      case LV_INIT_GAUSSIAN: val = sc * lv_rng_normal(&r); break;
+      case LV_INIT_UNIFORM: val = (2.0 * lv_rng_uniform(&r) - 1.0) * sc; break;
+      case LV_INIT_CONSTANT: val = sc; break;
+      case LV_INIT_GAUSSIAN_SQRT_DIM:
+        val = sc / sqrt(s->rank ? (double)s->d[0] : 1.0) * lv_rng_normal(&r);
+        break;
+      case LV_INIT_GAUSSIAN_SQRT_FANIN: val = sc / sqrt(fi) * lv_rng_normal(&r); break;
+      case LV_INIT_UNIFORM_SQRT_DIM:
+        val = (2.0 * lv_rng_uniform(&r) - 1.0) * sc / sqrt(s->rank ? (double)s->d[s->rank - 1] : 1.0);
+        break;
+      default: { /* truncated gaussian: redraw beyond two standard deviations */
+        double z;
+        do z = lv_rng_normal(&r);
+        while (fabs(z) > 2.0);
+        val = sc * z;
+        break;
+      }
+    }
+    x[i] = (float)val;
+  }
+}
+
+static void init_other(lv_var *v, lv_var_init in, uint64_t seed) {
+  int64_t n = lv_shape_numel(&v->value.shape);
+  void *d = v->value.data;
+  if (v->value.dtype == LV_F32) {
+    init_floats(v, in, seed, d);
+    return;
+  }
+  /* Non-float variables (global_step) only take constants. */
+  for (int64_t i = 0; i < n; i++) {
+    switch (v->value.dtype) {
+      case LV_F64: ((double *)d)[i] = in.scale; break;
+      case LV_I32: ((int32_t *)d)[i] = (int32_t)in.scale; break;
+      case LV_I64: ((int64_t *)d)[i] = (int64_t)in.scale; break;
+      case LV_U8: case LV_BOOL: case LV_I8: ((uint8_t *)d)[i] = (uint8_t)in.scale; break;
+      default: break; /* zero from calloc */
+    }
+  }
+}
+
+lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
+  if (vs->finalized) return lv_status_make(LV_ERR_INTERNAL, "variable store finalized twice");
+  int64_t nt = 0;
+  size_t ob = 0;
+  for (int i = 0; i < vs->n; i++) {
+    lv_var *v = &vs->vars[i]->var;
+    int64_t n = lv_shape_numel(&v->value.shape);
+    if (v->trainable) {
+      vs->vars[i]->offset = nt;
+      /* 16-float alignment keeps every variable on its own 64-byte line boundary. */
+      nt += (n + 15) & ~(int64_t)15;
+    } else {
+      vs->vars[i]->offset = (int64_t)ob;
+      ob += ((size_t)n * lv_dtype_size(v->value.dtype) + 63) & ~(size_t)63;
+    }
+  }
+  size_t fb = ((size_t)nt * sizeof(float) + 63) & ~(size_t)63;
+  if (posix_memalign((void **)&vs->values, 64, fb ? fb : 64) != 0 ||
+      posix_memalign((void **)&vs->grads, 64, fb ? fb : 64) != 0 ||
+      !(vs->other = calloc(1, ob ? ob : 64)))
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory allocating %lld variable floats",
+                          (long long)nt);
+  memset(vs->values, 0, fb);
+  memset(vs->grads, 0, fb);
+  vs->n_train = nt;
+  vs->finalized = true;
+  for (int i = 0; i < vs->n; i++) {
+    entry *e = vs->vars[i];
+    lv_var *v = &e->var;
+    if (v->trainable) {
+      v->value.data = vs->values + e->offset;
+      v->grad.data = vs->grads + e->offset;
+      v->value.requires_grad = true;
+      v->value.grad = &v->grad;
+      init_floats(v, e->init, seed, v->value.data);
+    } else {
+      v->value.data = (char *)vs->other + e->offset;
+      v->grad.data = NULL;
+      init_other(v, e->init, seed);
+    }
+  }
+  return NULL;
+}
+
+int lv_varstore_count(const lv_varstore *vs) { return vs->n; }
+lv_var *lv_varstore_get(lv_varstore *vs, int i) {
+  return i >= 0 && i < vs->n ? &vs->vars[i]->var : NULL;
+}
+lv_var *lv_varstore_find(lv_varstore *vs, const char *name) {
+  for (int i = 0; i < vs->n; i++)
+    if (strcmp(vs->vars[i]->var.name, name) == 0) return &vs->vars[i]->var;
+  return NULL;
+}
+float *lv_varstore_values(lv_varstore *vs, int64_t *n) {
+  if (n) *n = vs->n_train;
+  return vs->values;
+}
+float *lv_varstore_grads(lv_varstore *vs, int64_t *n) {
+  if (n) *n = vs->n_train;
+  return vs->grads;
+}
+void lv_varstore_zero_grads(lv_varstore *vs) {
+  if (vs->grads) memset(vs->grads, 0, sizeof(float) * (size_t)vs->n_train);
+}

@@ -1,0 +1,217 @@
+/* 2-D convolution, NHWC input and HWIO filter, as batched im2col + GEMM per chunk of
+ * images: a chunk's patches form a [chunk*OH*OW, KH*KW*C] matrix whose product with the
+ * filter viewed as [KH*KW*C, O] is directly the NHWC output. Chunks keep the patch matrix
+ * in cache while leaving GEMMs large enough for OpenBLAS to run at speed.
+ * Backward recomputes the patches (measured cheaper than keeping them) for the filter
+ * gradient and scatters patch gradients back (col2im) for the input gradient.
+ *
+ * With several threads and enough chunks, each thread takes whole chunks (forward) or
+ * whole groups of chunks (backward, one filter-gradient partial per group): one
+ * parallel region per op instead of two per chunk, and the patches never leave the
+ * core that wrote them. Otherwise chunks run in turn with the GEMM split across
+ * threads. Chunks and groups depend only on the shapes, so results are bit-identical
+ * for any thread count. */
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Patch-matrix floats per chunk; tuned with bench/bench_lenet_ops. */
+#define CHUNK_FLOATS ((size_t)1 << 20)
+
+static int64_t patch_len(const lv_conv_geom *g) { return (int64_t)g->kh * g->kw * g->c; }
+static int64_t image_rows(const lv_conv_geom *g) { return (int64_t)g->oh * g->ow; }
+
+/* Filter-gradient partial sums are kept per group of consecutive chunks and added in
+ * group order, so the result does not depend on the thread count or on which thread ran
+ * what: a restarted run repeats an uninterrupted one bit for bit. */
+#define MAX_GROUPS 8
+#define MAX_GROUP_BYTES ((size_t)64 << 20)
+
+typedef struct plan {
+  int nb;        /* images per chunk */
+  int chunks;
+  int groups;    /* filter-gradient partial sums (backward) */
+  int nt_fwd;    /* threads taking whole chunks in forward (1: chunks in turn) */
+  int nt_bwd;    /* threads taking whole groups in backward */
+  size_t cols;   /* floats of patch scratch per thread */
+  size_t gw;     /* floats of one filter-gradient partial */
+} plan;
+
+/* Depends only on the shapes and the thread count, never on timing. */
+static plan make_plan(const lv_conv_geom *g) {
+  plan p;
+  size_t per = (size_t)(image_rows(g) * patch_len(g));
+  size_t nb = per ? CHUNK_FLOATS / per : (size_t)(g->n > 0 ? g->n : 1);
+  if (nb < 1) nb = 1;
+  if (nb > (size_t)g->n) nb = (size_t)(g->n > 0 ? g->n : 1);
+  p.nb = (int)nb;
+  p.chunks = g->n > 0 ? (int)((g->n + p.nb - 1) / p.nb) : 0;
+  p.cols = nb * per;
+  p.gw = (size_t)(patch_len(g) * g->o);
+  p.groups = p.chunks < MAX_GROUPS ? p.chunks : MAX_GROUPS;
+  while (p.groups > 1 && (size_t)p.groups * p.gw * sizeof(float) > MAX_GROUP_BYTES) p.groups--;
+  if (p.groups < 1) p.groups = 1;
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  p.nt_fwd = p.chunks >= 2 * threads ? threads : 1;
+  p.nt_bwd = p.groups >= 2 ? (threads < p.groups ? threads : p.groups) : 1;
+  return p;
+}
+
+static size_t scratch_need(const plan *p) {
+  int nt = p->nt_fwd > p->nt_bwd ? p->nt_fwd : p->nt_bwd;
+  return (size_t)nt * p->cols + (size_t)p->groups * p->gw;
+}
+
+size_t lv_cpu_conv2d_scratch(const lv_conv_geom *g) {
+  plan p = make_plan(g);
+  return scratch_need(&p);
+}
+
+/* One image's patches: rows (oh, ow), columns (kh, kw, c). */
+static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
+  const int64_t K = patch_len(g);
+  const int C = g->c;
+  for (int oh = 0; oh < g->oh; oh++) {
+    for (int ow = 0; ow < g->ow; ow++) {
+      float *row = cols + ((int64_t)oh * g->ow + ow) * K;
+      int iw0 = ow * g->sw - g->pl;
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        float *dst = row + (int64_t)kh * g->kw * C;
+        if (ih < 0 || ih >= g->h) {
+          memset(dst, 0, sizeof(float) * (size_t)g->kw * C);
+          continue;
+        }
+        const float *src = x + (int64_t)ih * g->w * C;
+        if (g->dw == 1 && iw0 >= 0 && iw0 + g->kw <= g->w) {
+          const float *s = src + (int64_t)iw0 * C;
+          const int run = g->kw * C;
+          /* Short runs (a single-channel image) cost less as a loop than a memcpy call. */
+          if (run <= 16)
+            for (int j = 0; j < run; j++) dst[j] = s[j];
+          else
+            memcpy(dst, s, sizeof(float) * (size_t)run);
+          continue;
+        }
+        for (int kw = 0; kw < g->kw; kw++) {
+          int iw = iw0 + kw * g->dw;
+          float *d = dst + (int64_t)kw * C;
+          if (iw < 0 || iw >= g->w) {
+            for (int c = 0; c < C; c++) d[c] = 0.0f;
+          } else {
+            const float *s = src + (int64_t)iw * C;
+            for (int c = 0; c < C; c++) d[c] = s[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+/* Adds one image's patch gradients back into its input gradient. */
+static void col2im(const lv_conv_geom *g, const float *cols, float *gx) {
+  const int64_t K = patch_len(g);
+  const int C = g->c;
+  for (int oh = 0; oh < g->oh; oh++) {
+    for (int ow = 0; ow < g->ow; ow++) {
+      const float *row = cols + ((int64_t)oh * g->ow + ow) * K;
+      int iw0 = ow * g->sw - g->pl;
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        if (ih < 0 || ih >= g->h) continue;
+        const float *src = row + (int64_t)kh * g->kw * C;
+        float *dst = gx + (int64_t)ih * g->w * C;
+        for (int kw = 0; kw < g->kw; kw++) {
+          int iw = iw0 + kw * g->dw;
+          if (iw < 0 || iw >= g->w) continue;
+          float *d = dst + (int64_t)iw * C;
+          const float *s = src + (int64_t)kw * C;
+          for (int c = 0; c < C; c++) d[c] += s[c];
+        }
+      }
+    }
+  }
+}
+
+void lv_cpu_conv2d_fwd(const lv_conv_geom *g, const float *x, const float *w, float *y,
+                       float *scratch, size_t scratch_floats) {
+  const int64_t K = patch_len(g), R = image_rows(g);
+  const int64_t xs = (int64_t)g->h * g->w * g->c;
+  plan p = make_plan(g);
+  if ((size_t)p.nt_fwd * p.cols > scratch_floats) p.nt_fwd = 1; /* caller sized for fewer */
+  if (p.nt_fwd > 1) {
+#pragma omp parallel for num_threads(p.nt_fwd) schedule(dynamic, 1)
+    for (int ch = 0; ch < p.chunks; ch++) {
+      float *cols = scratch + (size_t)omp_get_thread_num() * p.cols;
+      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+      for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, cols + i * R * K);
+      lv_cpu_gemm(false, false, cnt * R, g->o, K, 1.0f, cols, K, w, g->o, 0.0f,
+                  y + n0 * R * g->o, g->o);
+    }
+    return;
+  }
+  for (int n0 = 0; n0 < g->n; n0 += p.nb) {
+    int cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+#pragma omp parallel for schedule(dynamic) if (cnt > 1)
+    for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, scratch + i * R * K);
+    lv_cpu_gemm(false, false, cnt * R, g->o, K, 1.0f, scratch, K, w, g->o, 0.0f,
+                y + n0 * R * g->o, g->o);
+  }
+}
+
+/* One chunk of the backward: filter gradient (+)= patches^T gy into gw, input gradient
+ * via patch gradients and col2im. */
+static void bwd_chunk(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                      float *gx, bool gx_acc, float *gw, bool gw_acc, float *cols, int n0,
+                      int cnt, bool threaded_inner) {
+  const int64_t K = patch_len(g), R = image_rows(g);
+  const int64_t xs = (int64_t)g->h * g->w * g->c;
+  const float *gyc = gy + n0 * R * g->o;
+  if (gw) {
+#pragma omp parallel for schedule(dynamic) if (threaded_inner && cnt > 1)
+    for (int i = 0; i < cnt; i++) im2col(g, x + (n0 + i) * xs, cols + i * R * K);
+    lv_cpu_gemm(true, false, K, g->o, cnt * R, 1.0f, cols, K, gyc, g->o, gw_acc ? 1.0f : 0.0f,
+                gw, g->o);
+  }
+  if (gx) {
+    lv_cpu_gemm(false, true, cnt * R, K, g->o, 1.0f, gyc, g->o, w, g->o, 0.0f, cols, K);
+#pragma omp parallel for schedule(dynamic) if (threaded_inner && cnt > 1)
+    for (int i = 0; i < cnt; i++) {
+      if (!gx_acc) memset(gx + (n0 + i) * xs, 0, sizeof(float) * (size_t)xs);
+      col2im(g, cols + i * R * K, gx + (n0 + i) * xs);
+    }
+  }
+}
+
+void lv_cpu_conv2d_bwd(const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                       float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
+                       size_t scratch_floats) {
+  plan p = make_plan(g);
+  if (scratch_need(&p) > scratch_floats) {
+    /* Sized under another thread count: the same groups, run by one thread. */
+    p.nt_bwd = 1;
+    p.nt_fwd = 1;
+  }
+  int nt = p.nt_fwd > p.nt_bwd ? p.nt_fwd : p.nt_bwd;
+  float *partial = scratch + (size_t)nt * p.cols;
+  int per_group = p.groups ? (p.chunks + p.groups - 1) / p.groups : 0;
+#pragma omp parallel for num_threads(p.nt_bwd) schedule(dynamic, 1) if (p.nt_bwd > 1)
+  for (int grp = 0; grp < p.groups; grp++) {
+    float *cols = scratch + (size_t)(p.nt_bwd > 1 ? omp_get_thread_num() : 0) * p.cols;
+    int c0 = grp * per_group, c1 = c0 + per_group < p.chunks ? c0 + per_group : p.chunks;
+    for (int ch = c0; ch < c1; ch++) {
+      int n0 = ch * p.nb, cnt = g->n - n0 < p.nb ? g->n - n0 : p.nb;
+      bwd_chunk(g, x, w, gy, gx, gx_acc, gw ? partial + (size_t)grp * p.gw : NULL, ch > c0, cols,
+                n0, cnt, p.nt_bwd == 1);
+    }
+  }
+  if (!gw) return;
+  const int64_t m = (int64_t)p.gw;
+  for (int64_t j = 0; j < m; j++) {
+    float s = gw_acc ? gw[j] : 0.0f;
+    for (int grp = 0; grp < p.groups; grp++)
+      if (grp * per_group < p.chunks) s += partial[(size_t)grp * p.gw + j];
+    gw[j] = s;
+  }
+}

@@ -1,0 +1,246 @@
+/* Elementwise kernels: broadcasting binary ops, their reductions back to an operand's
+ * shape, scaling, activations and dropout. */
+#include <math.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Below this many elements threads cost more than they save. */
+#define PAR_MIN 32768
+
+static inline float bin(lv_binary_op op, float a, float b) {
+  switch (op) {
+    case LV_BIN_ADD: return a + b;
+    case LV_BIN_SUB: return a - b;
+    case LV_BIN_MUL: return a * b;
+    default: return a / b;
+  }
+}
+
+/* Offset of flat output index i in an operand with strides s. */
+static inline int64_t bc_off(const lv_bcast *bc, const int64_t *s, int64_t i) {
+  int64_t off = 0;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    int64_t q = i % bc->shape[d];
+    i /= bc->shape[d];
+    off += q * s[d];
+  }
+  return off;
+}
+
+static int64_t bc_numel(const lv_bcast *bc) {
+  int64_t n = 1;
+  for (int d = 0; d < bc->rank; d++) n *= bc->shape[d];
+  return n;
+}
+
+static bool is_dense(const lv_bcast *bc, const int64_t *s) {
+  int64_t st = 1;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    if (bc->shape[d] != 1 && s[d] != st) return false;
+    st *= bc->shape[d];
+  }
+  return true;
+}
+
+/* Operand b covers only the trailing `inner` elements (a bias row) and repeats. */
+static bool is_row(const lv_bcast *bc, const int64_t *s, int64_t *inner) {
+  int d = bc->rank - 1;
+  int64_t st = 1;
+  while (d >= 0 && (bc->shape[d] == 1 || s[d] == st)) {
+    st *= bc->shape[d];
+    d--;
+  }
+  for (int e = d; e >= 0; e--)
+    if (s[e] != 0 && bc->shape[e] != 1) return false;
+  *inner = st;
+  return true;
+}
+
+void lv_cpu_binary(lv_binary_op op, const lv_bcast *bc, const float *a, const float *b, float *out) {
+  int64_t n = bc_numel(bc);
+  bool da = is_dense(bc, bc->sa), db = is_dense(bc, bc->sb);
+  int64_t inner;
+  if (da && db) {
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t i = 0; i < n; i++) out[i] = bin(op, a[i], b[i]);
+  } else if (da && is_row(bc, bc->sb, &inner) && inner > 0) {
+    int64_t rows = n / inner;
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < inner; j++) out[r * inner + j] = bin(op, a[r * inner + j], b[j]);
+  } else if (db && is_row(bc, bc->sa, &inner) && inner > 0) {
+    int64_t rows = n / inner;
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < inner; j++) out[r * inner + j] = bin(op, a[j], b[r * inner + j]);
+  } else {
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t i = 0; i < n; i++)
+      out[i] = bin(op, a[bc_off(bc, bc->sa, i)], b[bc_off(bc, bc->sb, i)]);
+  }
+}
+
+/* Serial over the source so repeated destinations add up safely, except for the common
+ * "sum the rows" case (bias gradients), which is split by column. */
+void lv_cpu_reduce_to(const lv_bcast *bc, const float *src, float alpha, float *dst, bool acc) {
+  int64_t n = bc_numel(bc);
+  int64_t dn = 1;
+  for (int d = 0; d < bc->rank; d++)
+    if (bc->sa[d] != 0) dn *= bc->shape[d];
+  int64_t inner;
+  if (is_row(bc, bc->sa, &inner) && inner > 0) {
+    int64_t rows = n / inner;
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t j = 0; j < inner; j++) {
+      float s = 0.0f;
+      for (int64_t r = 0; r < rows; r++) s += src[r * inner + j];
+      dst[j] = acc ? dst[j] + alpha * s : alpha * s;
+    }
+    return;
+  }
+  if (!acc) memset(dst, 0, (size_t)dn * sizeof(float));
+  for (int64_t i = 0; i < n; i++) dst[bc_off(bc, bc->sa, i)] += alpha * src[i];
+}
+
+void lv_cpu_scale_add(int64_t n, const float *x, float s, float add, float *y) {
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * s + add;
+}
+
+void lv_cpu_axpy(int64_t n, float alpha, const float *x, float *y, bool acc) {
+  if (acc) {
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+  } else {
+#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t i = 0; i < n; i++) y[i] = alpha * x[i];
+  }
+}
+
+#define LEAKY_ALPHA 0.2f /* tf.nn.leaky_relu's default */
+
+static inline float act(int a, float x) {
+  switch (a) {
+    case LV_KACT_RELU: return x > 0 ? x : 0;
+    case LV_KACT_RELU6: return x < 0 ? 0 : (x > 6 ? 6 : x);
+    case LV_KACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case LV_KACT_TANH: return tanhf(x);
+    case LV_KACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case LV_KACT_SILU: return x / (1.0f + expf(-x));
+    case LV_KACT_SOFTPLUS: return x > 20 ? x : log1pf(expf(x));
+    case LV_KACT_LEAKY_RELU: return x > 0 ? x : LEAKY_ALPHA * x;
+    case LV_KACT_EXP: return expf(x);
+    case LV_KACT_LOG: return logf(x);
+    case LV_KACT_SQRT: return sqrtf(x);
+    case LV_KACT_SQUARE: return x * x;
+    case LV_KACT_RSQRT: return 1.0f / sqrtf(x);
+    default: return x;
+  }
+}
+
+/* dy/dx from x and y. */
+static inline float dact(int a, float x, float y) {
+  switch (a) {
+    case LV_KACT_RELU: return x > 0 ? 1.0f : 0.0f;
+    case LV_KACT_RELU6: return (x > 0 && x < 6) ? 1.0f : 0.0f;
+    case LV_KACT_SIGMOID: return y * (1.0f - y);
+    case LV_KACT_TANH: return 1.0f - y * y;
+    case LV_KACT_GELU:
+      return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+             x * 0.39894228040143268f * expf(-0.5f * x * x);
+    case LV_KACT_SILU: {
+      float s = 1.0f / (1.0f + expf(-x));
+      return s * (1.0f + x * (1.0f - s));
+    }
+    case LV_KACT_SOFTPLUS: return 1.0f / (1.0f + expf(-x));
+    case LV_KACT_LEAKY_RELU: return x > 0 ? 1.0f : LEAKY_ALPHA;
+    case LV_KACT_EXP: return y;
+    case LV_KACT_LOG: return 1.0f / x;
+    case LV_KACT_SQRT: return 0.5f / y;
+    case LV_KACT_SQUARE: return 2.0f * x;
+    case LV_KACT_RSQRT: return -0.5f * y / x;
+    default: return 1.0f;
+  }
+}
+
+void lv_cpu_act_fwd(int a, int64_t n, const float *x, float *y) {
+  if (a == LV_KACT_RELU) {
+#pragma omp parallel for simd if (n > PAR_MIN) schedule(dynamic, 4096)
+    for (int64_t i = 0; i < n; i++) {
+      float v = x[i];
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+    return;
+  }
+#pragma omp parallel for if (n > PAR_MIN / 8) schedule(dynamic, 4096)
+  for (int64_t i = 0; i < n; i++) y[i] = act(a, x[i]);
+}
+
+void lv_cpu_act_bwd(int a, int64_t n, const float *x, const float *y, const float *gy, float *gx,
+                    bool acc) {
+  if (a == LV_KACT_RELU) {
+    /* y > 0 exactly where x > 0, and y is what the caller keeps around. Both loads are
+     * unconditional so the select vectorizes (a branch here mispredicts half the time). */
+    const float *r = y ? y : x;
+    if (acc) {
+#pragma omp parallel for simd if (n > PAR_MIN) schedule(dynamic, 4096)
+      for (int64_t i = 0; i < n; i++) {
+        float g = gy[i];
+        gx[i] += r[i] > 0.0f ? g : 0.0f;
+      }
+    } else {
+#pragma omp parallel for simd if (n > PAR_MIN) schedule(dynamic, 4096)
+      for (int64_t i = 0; i < n; i++) {
+        float g = gy[i];
+        gx[i] = r[i] > 0.0f ? g : 0.0f;
+      }
+    }
+    return;
+  }
+#pragma omp parallel for if (n > PAR_MIN / 8) schedule(dynamic, 4096)
+  for (int64_t i = 0; i < n; i++) {
+    float g = gy[i] * dact(a, x[i], y[i]);
+    gx[i] = acc ? gx[i] + g : g;
+  }
+}
+
+/* Philox-4x32-10 exactly as base/rng.c, so mask element i is lv_rng_uniform_at(seed,
+ * stream, i), but one block of four per call instead of one block per element. */
+static void philox4(uint64_t key, uint64_t ctr, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int i = 0; i < 10; i++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+void lv_cpu_dropout_fwd(int64_t n, const float *x, float keep, uint64_t seed, uint64_t stream,
+                        float *y, float *mask) {
+  const float inv = 1.0f / keep;
+  const uint64_t key = lv_rng_mix(seed, stream);
+  const int64_t blocks = (n + 3) / 4;
+#pragma omp parallel for if (n > PAR_MIN / 4) schedule(dynamic, 4096)
+  for (int64_t b = 0; b < blocks; b++) {
+    uint32_t r[4];
+    philox4(key, (uint64_t)b, r);
+    for (int j = 0; j < 4 && b * 4 + j < n; j++) {
+      int64_t i = b * 4 + j;
+      float m = (float)(r[j] >> 8) * (1.0f / 16777216.0f) < keep ? inv : 0.0f;
+      mask[i] = m;
+      y[i] = x[i] * m;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/* GEMM on OpenBLAS.
+ *
+ * Debian's OpenBLAS picks its kernels at load time from the CPU model; on virtual CPUs
+ * it does not recognize ("Intel Xeon Processor") it falls back to the generic Prescott
+ * kernels, 5x slower than the AVX-512/AVX2 ones the CPU actually has. lv_cpu_blas_init
+ * re-runs the selection with OPENBLAS_CORETYPE set from what the CPU (and OS) support,
+ * unless the user set OPENBLAS_CORETYPE. */
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Present in DYNAMIC_ARCH builds of OpenBLAS (Debian's); weak so other builds link. */
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+static void fix_core(void) {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || !openblas_get_corename) return;
+  if (getenv("OPENBLAS_CORETYPE")) return;
+  const char *core = openblas_get_corename();
+  if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 &&
+                strcasecmp(core, "nehalem") != 0 && strcasecmp(core, "sandybridge") != 0))
+    return;
+  __builtin_cpu_init();
+  const char *want = NULL;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    want = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    want = "Haswell";
+  if (!want || strcasecmp(core, want) == 0) return;
+  setenv("OPENBLAS_CORETYPE", want, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+}
+
+/* OpenBLAS's own threads fight OpenMP's spinning workers for the cores (measured: a
+ * LeNet step 7x slower on 2 cores), so OpenBLAS always runs single-threaded and
+ * lv_cpu_gemm splits large products over the OpenMP threads itself. */
+static void init(void) {
+  fix_core();
+  openblas_set_num_threads(1);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void lv_cpu_blas_init(void) { pthread_once(&once, init); }
+
+const char *lv_cpu_blas_core(void) {
+  lv_cpu_blas_init();
+  return openblas_get_corename ? openblas_get_corename() : "unknown";
+}
+
+void lv_cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  lv_cpu_blas_init();
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  /* Large products are cut into pieces of C by rows (each piece reads its own slice of
+   * A) or, when C has few rows, by columns. The cut depends only on the shapes, never on
+   * the thread count: OpenBLAS may pick different kernels (its small-matrix ones, with
+   * another summation order) for different piece sizes, and results must be identical
+   * with 1 or N threads so a restarted run repeats an uninterrupted one. Several pieces,
+   * handed out dynamically, also keep a preempted thread from stalling the step. */
+  bool by_rows = m >= 64;
+  bool split = (double)m * n * k >= 2e6 && (by_rows || n >= 64);
+  if (!split) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return;
+  }
+  int64_t total = by_rows ? m : n, unit = by_rows ? 8 : 16;
+  /* Every piece repacks the operand it shares with the others (B for row pieces, A for
+   * column pieces); when that operand is big, fewer pieces. */
+  double shared = by_rows ? (double)k * n : (double)m * k;
+  int64_t pieces = shared > 262144 ? 4 : 8;
+  int64_t per = (total + pieces - 1) / pieces;
+  per = (per + unit - 1) / unit * unit;
+  pieces = (total + per - 1) / per;
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+  for (int64_t p = 0; p < pieces; p++) {
+    int64_t lo = p * per, hi = lo + per < total ? lo + per : total;
+    if (by_rows) {
+      const float *ap = ta ? a + lo : a + lo * lda;
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  (int)(hi - lo), (int)n, (int)k, alpha, ap, (int)lda, b, (int)ldb, beta,
+                  c + lo * ldc, (int)ldc);
+    } else {
+      const float *bp = tb ? b + lo * ldb : b + lo;
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  (int)m, (int)(hi - lo), (int)k, alpha, a, (int)lda, bp, (int)ldb, beta,
+                  c + lo, (int)ldc);
+    }
+  }
+}

@@ -1,0 +1,113 @@
+/* Max and average pooling over NHWC with TF's padding: padded positions never win a max
+ * and are not counted in an average. Max pooling keeps the winning input position per
+ * output so its gradient goes to exactly that element (the first maximum on ties). */
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+static inline void window(int o, int s, int pad, int k, int lim, int *b,
+                          int *e) {
+  int start = o * s - pad;
+  *b = start < 0 ? 0 : start;
+  *e = start + k > lim ? lim : start + k;
+}
+
+void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_t *argmax) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+#pragma omp parallel for schedule(dynamic)
+  for (int n = 0; n < g->n; n++) {
+    const float *xi = x + n * xs;
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        int32_t *ao = argmax + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        /* SAME/VALID windows always hold at least one real element: start from it. */
+        int32_t base0 = (int32_t)(((int64_t)h0 * g->w + w0) * C);
+        for (int c = 0; c < C; c++) {
+          yo[c] = xi[base0 + c];
+          ao[c] = base0 + c;
+        }
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
+            int32_t base = (int32_t)(((int64_t)ih * g->w + iw) * C);
+            const float *xp = xi + base;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+              /* Masks instead of branches: which element wins is data-dependent, so a
+               * branch mispredicts half the time, and selects vectorize. */
+              float v = xp[c], b = yo[c];
+              int32_t m = -(int32_t)(v > b);
+              yo[c] = v > b ? v : b;
+              ao[c] = (ao[c] & ~m) | ((base + c) & m);
+            }
+          }
+      }
+    }
+  }
+}
+
+void lv_cpu_max_pool_bwd(const lv_conv_geom *g, const int32_t *argmax, const float *gy, float *gx,
+                         bool acc) {
+  const int64_t xs = (int64_t)g->h * g->w * g->c, ys = (int64_t)g->oh * g->ow * g->c;
+#pragma omp parallel for schedule(dynamic)
+  for (int n = 0; n < g->n; n++) {
+    /* Zero one image at a time so the scatter below finds it in cache. */
+    if (!acc) memset(gx + n * xs, 0, sizeof(float) * (size_t)xs);
+    for (int64_t j = 0; j < ys; j++)
+      if (argmax[n * ys + j] >= 0) gx[n * xs + argmax[n * ys + j]] += gy[n * ys + j];
+  }
+}
+
+void lv_cpu_avg_pool_fwd(const lv_conv_geom *g, const float *x, float *y) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+#pragma omp parallel for schedule(dynamic)
+  for (int n = 0; n < g->n; n++)
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        for (int c = 0; c < C; c++) yo[c] = 0.0f;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            const float *xp = x + n * xs + ((int64_t)ih * g->w + iw) * C;
+            for (int c = 0; c < C; c++) yo[c] += xp[c];
+          }
+        int cnt = (h1 - h0) * (w1 - w0);
+        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+        for (int c = 0; c < C; c++) yo[c] *= inv;
+      }
+    }
+}
+
+void lv_cpu_avg_pool_bwd(const lv_conv_geom *g, const float *gy, float *gx, bool acc) {
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
+#pragma omp parallel for schedule(dynamic)
+  for (int n = 0; n < g->n; n++)
+    for (int oh = 0; oh < g->oh; oh++) {
+      int h0, h1;
+      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+      for (int ow = 0; ow < g->ow; ow++) {
+        int w0, w1;
+        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+        const float *go = gy + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        int cnt = (h1 - h0) * (w1 - w0);
+        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            float *xp = gx + n * xs + ((int64_t)ih * g->w + iw) * C;
+            for (int c = 0; c < C; c++) xp[c] += go[c] * inv;
+          }
+      }
+    }
+}

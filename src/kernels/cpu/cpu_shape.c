@@ -1,0 +1,106 @@
+/* Data movement: block copies (concat, slice and their gradients), transpose, embedding
+ * gather and its scatter-add gradient, dtype casts. */
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+void lv_cpu_copy_block(int64_t outer, int64_t len, int64_t inner, const float *src, int64_t src_n,
+                       int64_t src_off, float *dst, int64_t dst_n, int64_t dst_off, bool acc) {
+  const int64_t run = len * inner;
+#pragma omp parallel for if (outer * run > 65536) schedule(dynamic)
+  for (int64_t o = 0; o < outer; o++) {
+    const float *s = src + (o * src_n + src_off) * inner;
+    float *d = dst + (o * dst_n + dst_off) * inner;
+    if (acc)
+      for (int64_t i = 0; i < run; i++) d[i] += s[i];
+    else
+      memcpy(d, s, sizeof(float) * (size_t)run);
+  }
+}
+
+/* y[perm-ordered index] = x[index]: y's dim i is x's dim perm[i]. */
+void lv_cpu_transpose(int rank, const int64_t *shape, const int *perm, size_t elem, const void *x,
+                      void *y, bool acc_f32) {
+  int64_t xstride[LV_KMAX_RANK], ys[LV_KMAX_RANK], ystr[LV_KMAX_RANK];
+  int64_t st = 1, n = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    xstride[d] = st;
+    st *= shape[d];
+  }
+  for (int d = 0; d < rank; d++) {
+    ys[d] = shape[perm[d]];
+    ystr[d] = xstride[perm[d]];
+    n *= ys[d];
+  }
+#pragma omp parallel for if (n > 65536) schedule(dynamic)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = i, off = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+      off += (r % ys[d]) * ystr[d];
+      r /= ys[d];
+    }
+    if (acc_f32)
+      ((float *)y)[i] += ((const float *)x)[off];
+    else
+      memcpy((char *)y + (size_t)i * elem, (const char *)x + (size_t)off * elem, elem);
+  }
+}
+
+int64_t lv_cpu_gather_fwd(int64_t v, int64_t d, const float *table, int64_t n, const int32_t *ids,
+                          float *out) {
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= v) return i;
+#pragma omp parallel for if (n * d > 65536) schedule(dynamic)
+  for (int64_t i = 0; i < n; i++)
+    memcpy(out + i * d, table + (int64_t)ids[i] * d, sizeof(float) * (size_t)d);
+  return -1;
+}
+
+/* Serial over ids: repeated ids add into the same row. */
+void lv_cpu_gather_bwd(int64_t v, int64_t d, int64_t n, const int32_t *ids, const float *gy,
+                       float *gtable) {
+  (void)v;
+  for (int64_t i = 0; i < n; i++) {
+    float *row = gtable + (int64_t)ids[i] * d;
+    const float *g = gy + i * d;
+    for (int64_t j = 0; j < d; j++) row[j] += g[j];
+  }
+}
+
+static double load(lv_dtype t, const void *x, int64_t i) {
+  switch (t) {
+    case LV_F32: return ((const float *)x)[i];
+    case LV_F64: return ((const double *)x)[i];
+    case LV_I32: return ((const int32_t *)x)[i];
+    case LV_I64: return (double)((const int64_t *)x)[i];
+    case LV_U8: return ((const uint8_t *)x)[i];
+    case LV_BOOL: return ((const uint8_t *)x)[i] != 0;
+    default: return 0;
+  }
+}
+
+/* Float to integer truncates toward zero, like tf.cast. */
+void lv_cpu_cast(lv_dtype from, lv_dtype to, int64_t n, const void *x, void *y) {
+  if (from == LV_I64 && to == LV_I64) {
+    memcpy(y, x, sizeof(int64_t) * (size_t)n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (from == LV_I64 && to == LV_I32) {
+      ((int32_t *)y)[i] = (int32_t)((const int64_t *)x)[i];
+      continue;
+    }
+    double v = load(from, x, i);
+    switch (to) {
+      case LV_F32: ((float *)y)[i] = (float)v; break;
+      case LV_F64: ((double *)y)[i] = v; break;
+      case LV_I32: ((int32_t *)y)[i] = (int32_t)v; break;
+      case LV_I64:
+        ((int64_t *)y)[i] = from == LV_I32 ? ((const int32_t *)x)[i] : (int64_t)v;
+        break;
+      case LV_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
+      case LV_BOOL: ((uint8_t *)y)[i] = v != 0; break;
+      default: break;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/* Softmax, log-softmax and the softmax cross-entropies, row-wise over the last axis,
+ * with the max subtracted before exp so large logits never overflow. */
+#include <float.h>
+#include <math.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#define PAR_ROWS 64
+
+/* probs <- softmax(x); *max <- max(x); returns log(sum(exp(x - max))). Callers form
+ * (x - max) - that, never max + that, so large logits keep their precision. */
+static float softmax_row(int64_t c, const float *x, float *p, float *max) {
+  float m = -FLT_MAX;
+  for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
+  double s = 0;
+  for (int64_t j = 0; j < c; j++) {
+    p[j] = expf(x[j] - m);
+    s += p[j];
+  }
+  float inv = (float)(1.0 / s);
+  for (int64_t j = 0; j < c; j++) p[j] *= inv;
+  *max = m;
+  return (float)log(s);
+}
+
+void lv_cpu_softmax_fwd(int64_t rows, int64_t c, const float *x, float *y, bool log_) {
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    float m, ls = softmax_row(c, x + r * c, y + r * c, &m);
+    if (log_)
+      for (int64_t j = 0; j < c; j++) y[r * c + j] = (x[r * c + j] - m) - ls;
+  }
+}
+
+void lv_cpu_softmax_bwd(int64_t rows, int64_t c, const float *y, const float *gy, float *gx,
+                        bool log_, bool acc) {
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    const float *yr = y + r * c, *gr = gy + r * c;
+    float *xr = gx + r * c;
+    double s = 0;
+    if (log_) {
+      for (int64_t j = 0; j < c; j++) s += gr[j];
+      for (int64_t j = 0; j < c; j++) {
+        float g = gr[j] - expf(yr[j]) * (float)s;
+        xr[j] = acc ? xr[j] + g : g;
+      }
+    } else {
+      for (int64_t j = 0; j < c; j++) s += (double)gr[j] * yr[j];
+      for (int64_t j = 0; j < c; j++) {
+        float g = yr[j] * (gr[j] - (float)s);
+        xr[j] = acc ? xr[j] + g : g;
+      }
+    }
+  }
+}
+
+int64_t lv_cpu_sparse_xent_fwd(int64_t rows, int64_t c, const float *x, const int32_t *ids,
+                               float *loss, float *probs) {
+  for (int64_t r = 0; r < rows; r++)
+    if (ids[r] < 0 || ids[r] >= c) return r;
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
+    loss[r] = (m - x[r * c + ids[r]]) + ls;
+  }
+  return -1;
+}
+
+void lv_cpu_sparse_xent_bwd(int64_t rows, int64_t c, const float *probs, const int32_t *ids,
+                            const float *gloss, float *gx, bool acc) {
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    float gl = gloss[r];
+    for (int64_t j = 0; j < c; j++) {
+      float g = (probs[r * c + j] - (j == ids[r] ? 1.0f : 0.0f)) * gl;
+      gx[r * c + j] = acc ? gx[r * c + j] + g : g;
+    }
+  }
+}
+
+void lv_cpu_xent_fwd(int64_t rows, int64_t c, const float *x, const float *t, float *loss,
+                     float *probs) {
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
+    double l = 0;
+    for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
+    loss[r] = (float)l;
+  }
+}
+
+void lv_cpu_xent_bwd(int64_t rows, int64_t c, const float *probs, const float *t,
+                     const float *gloss, float *gx, bool acc) {
+#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
+  for (int64_t r = 0; r < rows; r++) {
+    double ts = 0;
+    for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
+    float gl = gloss[r];
+    for (int64_t j = 0; j < c; j++) {
+      float g = (probs[r * c + j] * (float)ts - t[r * c + j]) * gl;
+      gx[r * c + j] = acc ? gx[r * c + j] + g : g;
+    }
+  }
+}

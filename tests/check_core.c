@@ -1,0 +1,941 @@
+/* src/core and src/kernels/cpu: finite-difference gradient checks for every
+ * differentiable op, forward values against hand-computed / TensorFlow values, sticky
+ * errors, arena reuse, the variable store. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "core/backend.h"
+#include "core/graph.h"
+#include "core/ops.h"
+#include "core/variable.h"
+
+/* ---- gradient checker ---------------------------------------------------------- */
+
+#define MAXIN 6
+
+typedef struct spec {
+  lv_dtype dtype;
+  lv_shape shape;
+  bool grad;  /* check this input's gradient */
+  void *data; /* heap copy that survives graph resets */
+} spec;
+
+typedef lv_tensor *(*fwd_fn)(lv_graph *g, lv_tensor **in, const void *ctx);
+
+static float *rand_floats(int64_t n, uint64_t seed, float lo, float hi) {
+  float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  lv_rng r;
+  lv_rng_init(&r, seed, 7);
+  for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * lv_rng_uniform(&r);
+  return x;
+}
+
+static spec fspec(lv_shape s, uint64_t seed) {
+  spec sp = {LV_F32, s, true, rand_floats(lv_shape_numel(&s), seed, -1.0f, 1.0f)};
+  return sp;
+}
+
+static spec ispec(lv_shape s, const int32_t *ids) {
+  spec sp = {LV_I32, s, false, malloc(sizeof(int32_t) * (size_t)(lv_shape_numel(&s) + 1))};
+  memcpy(sp.data, ids, sizeof(int32_t) * (size_t)lv_shape_numel(&s));
+  return sp;
+}
+
+static lv_tensor *make_input(lv_graph *g, const spec *sp, bool want_grad) {
+  lv_tensor *t = lv_graph_tensor(g, sp->dtype, sp->shape);
+  ck_assert_ptr_nonnull(t);
+  memcpy(t->data, sp->data, (size_t)lv_shape_numel(&sp->shape) * lv_dtype_size(sp->dtype));
+  t->requires_grad = want_grad && sp->grad;
+  return t;
+}
+
+/* sum(out * w) in double, w a fixed pseudo-random weighting so every output matters
+ * differently. */
+static double weighted(const lv_tensor *out) {
+  double s = 0;
+  for (int64_t i = 0; i < lv_tensor_numel(out); i++) s += lv_f32(out)[i] * (0.5 + 0.37 * (double)((i * 7919) % 13));
+  return s;
+}
+
+static double eval_loss(lv_graph *g, int n, spec *in, fwd_fn f, const void *ctx) {
+  lv_graph_reset(g);
+  lv_tensor *t[MAXIN];
+  for (int i = 0; i < n; i++) t[i] = make_input(g, &in[i], false);
+  lv_tensor *out = f(g, t, ctx);
+  ck_assert_msg(out != NULL, "forward failed");
+  return weighted(out);
+}
+
+static void gradcheck(const char *name, int n, spec *in, fwd_fn f, const void *ctx, double eps,
+                      double tol) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *t[MAXIN];
+  for (int i = 0; i < n; i++) t[i] = make_input(g, &in[i], true);
+  lv_tensor *out = f(g, t, ctx);
+  lv_status st = lv_graph_status(g);
+  ck_assert_msg(st == NULL, "%s: %s", name, st ? lv_status_msg(st) : "");
+  /* loss = sum(out * w), built from ops so backward runs through them. */
+  lv_tensor *w = lv_graph_tensor(g, LV_F32, out->shape);
+  for (int64_t i = 0; i < lv_tensor_numel(out); i++) lv_f32(w)[i] = (float)(0.5 + 0.37 * (double)((i * 7919) % 13));
+  lv_tensor *loss = lv_op_reduce_sum(g, lv_op_mul(g, out, w), LV_ALL_AXES, false);
+  st = lv_graph_backward(g, loss);
+  ck_assert_msg(st == NULL, "%s: backward: %s", name, st ? lv_status_msg(st) : "");
+  float *grads[MAXIN] = {0};
+  for (int i = 0; i < n; i++) {
+    if (!in[i].grad || in[i].dtype != LV_F32) continue;
+    int64_t m = lv_shape_numel(&in[i].shape);
+    grads[i] = malloc(sizeof(float) * (size_t)(m ? m : 1));
+    ck_assert_msg(t[i]->grad != NULL, "%s: input %d got no gradient", name, i);
+    memcpy(grads[i], t[i]->grad->data, sizeof(float) * (size_t)m);
+  }
+  for (int i = 0; i < n; i++) {
+    if (!grads[i]) continue;
+    float *x = in[i].data;
+    int64_t m = lv_shape_numel(&in[i].shape);
+    for (int64_t j = 0; j < m; j++) {
+      float keep = x[j];
+      x[j] = keep + (float)eps;
+      double lp = eval_loss(g, n, in, f, ctx);
+      x[j] = keep - (float)eps;
+      double lm = eval_loss(g, n, in, f, ctx);
+      x[j] = keep;
+      double num = (lp - lm) / (2 * eps), an = grads[i][j];
+      double err = fabs(num - an) / fmax(1.0, fmax(fabs(num), fabs(an)));
+      ck_assert_msg(err < tol, "%s: input %d element %lld: analytic %.6f numeric %.6f", name, i,
+                    (long long)j, an, num);
+    }
+    free(grads[i]);
+  }
+  for (int i = 0; i < n; i++) free(in[i].data);
+  lv_graph_destroy(g);
+}
+
+#define EPS 1e-2
+#define TOL 1e-2
+
+/* ---- gradient checks, one per op ----------------------------------------------- */
+
+typedef struct mmctx { bool ta, tb; } mmctx;
+static lv_tensor *f_matmul(lv_graph *g, lv_tensor **in, const void *c) {
+  const mmctx *m = c;
+  return lv_op_matmul(g, in[0], in[1], m->ta, m->tb);
+}
+static lv_tensor *f_bmm(lv_graph *g, lv_tensor **in, const void *c) {
+  const mmctx *m = c;
+  return lv_op_batch_matmul(g, in[0], in[1], m->ta, m->tb);
+}
+
+START_TEST(grad_matmul) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      mmctx c = {ta, tb};
+      spec in[2] = {fspec(ta ? lv_shape2(4, 3) : lv_shape2(3, 4), 1),
+                    fspec(tb ? lv_shape2(5, 4) : lv_shape2(4, 5), 2)};
+      gradcheck("matmul", 2, in, f_matmul, &c, EPS, TOL);
+      spec bi[2] = {fspec(ta ? lv_shape3(2, 4, 3) : lv_shape3(2, 3, 4), 3),
+                    fspec(tb ? lv_shape3(2, 5, 4) : lv_shape3(2, 4, 5), 4)};
+      gradcheck("batch_matmul", 2, bi, f_bmm, &c, EPS, TOL);
+    }
+  mmctx c = {false, false};
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 5), fspec(lv_shape2(4, 2), 6)};
+  gradcheck("matmul rank 3", 2, in, f_matmul, &c, EPS, TOL);
+}
+END_TEST
+
+static lv_tensor *f_add(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_add(g, in[0], in[1]); }
+static lv_tensor *f_sub(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_sub(g, in[0], in[1]); }
+static lv_tensor *f_mul(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_mul(g, in[0], in[1]); }
+static lv_tensor *f_div(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_div(g, in[0], in[1]); }
+
+START_TEST(grad_binary_broadcast) {
+  fwd_fn fs[4] = {f_add, f_sub, f_mul, f_div};
+  const char *names[4] = {"add", "sub", "mul", "div"};
+  lv_shape pairs[][2] = {
+      {{2, {3, 4}}, {2, {3, 4}}},          {{2, {3, 4}}, {1, {4}}},
+      {{3, {2, 3, 4}}, {3, {2, 1, 4}}},    {{2, {3, 1}}, {2, {1, 4}}},
+      {{1, {1}}, {3, {2, 3, 2}}},          {{0, {0}}, {2, {2, 3}}},
+  };
+  for (int op = 0; op < 4; op++)
+    for (size_t p = 0; p < LV_ARRAY_LEN(pairs); p++) {
+      spec in[2] = {fspec(pairs[p][0], 10 + p), fspec(pairs[p][1], 20 + p)};
+      if (op == 3) { /* keep divisors away from 0 */
+        float *b = in[1].data;
+        for (int64_t i = 0; i < lv_shape_numel(&pairs[p][1]); i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
+      }
+      gradcheck(names[op], 2, in, fs[op], NULL, 1e-3, TOL);
+    }
+}
+END_TEST
+
+static lv_tensor *f_scale(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_add_scalar(g, lv_op_scale(g, in[0], -2.5f), 3.0f);
+}
+START_TEST(grad_scale) {
+  spec in[1] = {fspec(lv_shape2(3, 5), 3)};
+  gradcheck("scale/add_scalar", 1, in, f_scale, NULL, EPS, TOL);
+}
+END_TEST
+
+static lv_tensor *f_act(lv_graph *g, lv_tensor **in, const void *c) {
+  return lv_op_activation(g, in[0], *(const lv_activation *)c);
+}
+START_TEST(grad_activations) {
+  for (int a = 1; a < LV_ACT_COUNT; a++) {
+    lv_activation act = (lv_activation)a;
+    spec in[1] = {fspec(lv_shape2(3, 7), 40 + a)};
+    float *x = in[0].data;
+    for (int i = 0; i < 21; i++) {
+      /* away from kinks (0, 6) and inside the domain of log/sqrt/rsqrt */
+      if (act == LV_ACT_LOG || act == LV_ACT_SQRT || act == LV_ACT_RSQRT) x[i] = 0.5f + fabsf(x[i]);
+      else if (fabsf(x[i]) < 0.05f) x[i] += 0.1f;
+      if (act == LV_ACT_RELU6) x[i] *= 8.0f;
+      if (act == LV_ACT_RELU6 && fabsf(x[i] - 6.0f) < 0.1f) x[i] = 5.0f;
+    }
+    gradcheck(lv_activation_names[a], 1, in, f_act, &act, 1e-3, TOL);
+  }
+  lv_activation out;
+  ck_assert(lv_activation_from_name("relu", &out) && out == LV_ACT_RELU);
+  ck_assert(lv_activation_from_name("SWISH", &out) && out == LV_ACT_SILU);
+  ck_assert(!lv_activation_from_name("RELUX", &out));
+}
+END_TEST
+
+typedef struct convctx { int sh, sw, dh, dw; lv_padding pad; } convctx;
+static lv_tensor *f_conv(lv_graph *g, lv_tensor **in, const void *c) {
+  const convctx *k = c;
+  return lv_op_conv2d(g, in[0], in[1], k->sh, k->sw, k->dh, k->dw, k->pad);
+}
+
+START_TEST(grad_conv2d) {
+  convctx cs[] = {{1, 1, 1, 1, LV_PAD_SAME}, {1, 1, 1, 1, LV_PAD_VALID}, {2, 2, 1, 1, LV_PAD_SAME},
+                  {2, 1, 1, 1, LV_PAD_VALID}, {1, 1, 2, 2, LV_PAD_SAME}, {1, 2, 2, 1, LV_PAD_VALID}};
+  for (size_t i = 0; i < LV_ARRAY_LEN(cs); i++) {
+    spec in[2] = {fspec(lv_shape4(2, 6, 5, 3), 60 + i), fspec(lv_shape4(3, 2, 3, 4), 70 + i)};
+    gradcheck("conv2d", 2, in, f_conv, &cs[i], EPS, TOL);
+  }
+  /* Filter-only gradient (the input needs none, as for the first layer). */
+  spec in[2] = {fspec(lv_shape4(2, 5, 5, 1), 80), fspec(lv_shape4(3, 3, 1, 2), 81)};
+  in[0].grad = false;
+  gradcheck("conv2d filter only", 2, in, f_conv, &cs[0], EPS, TOL);
+}
+END_TEST
+
+typedef struct poolctx { int kh, kw, sh, sw; lv_padding pad; bool max; } poolctx;
+static lv_tensor *f_pool(lv_graph *g, lv_tensor **in, const void *c) {
+  const poolctx *p = c;
+  return p->max ? lv_op_max_pool2d(g, in[0], p->kh, p->kw, p->sh, p->sw, p->pad)
+                : lv_op_avg_pool2d(g, in[0], p->kh, p->kw, p->sh, p->sw, p->pad);
+}
+
+START_TEST(grad_pool) {
+  poolctx ps[] = {{2, 2, 2, 2, LV_PAD_SAME, true},  {3, 3, 2, 2, LV_PAD_SAME, true},
+                  {3, 2, 1, 2, LV_PAD_VALID, true}, {2, 2, 2, 2, LV_PAD_SAME, false},
+                  {3, 3, 2, 2, LV_PAD_SAME, false}, {3, 2, 1, 2, LV_PAD_VALID, false}};
+  for (size_t i = 0; i < LV_ARRAY_LEN(ps); i++) {
+    spec in[1] = {fspec(lv_shape4(2, 5, 7, 2), 90 + i)};
+    /* distinct values so no two window entries tie within eps */
+    float *x = in[0].data;
+    for (int j = 0; j < 140; j++) x[j] = (float)((j * 37) % 140) * 0.05f;
+    gradcheck(ps[i].max ? "max_pool" : "avg_pool", 1, in, f_pool, &ps[i], 1e-3, TOL);
+  }
+}
+END_TEST
+
+static lv_tensor *f_reshape_t(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  int perm[3] = {2, 0, 1};
+  lv_tensor *r = lv_op_reshape(g, in[0], lv_shape3(2, -1, 3));
+  return lv_op_transpose(g, r, perm);
+}
+static lv_tensor *f_concat_slice(lv_graph *g, lv_tensor **in, const void *c) {
+  int axis = *(const int *)c;
+  lv_tensor *cat = lv_op_concat(g, in, 3, axis);
+  lv_tensor *s = lv_op_slice(g, cat, axis, 1, 3);
+  /* use an input twice: its gradient must accumulate over both uses */
+  return lv_op_add(g, s, lv_op_slice(g, in[0], axis, 0, 3));
+}
+
+START_TEST(grad_shape_ops) {
+  spec in[1] = {fspec(lv_shape2(4, 3), 100)};
+  gradcheck("reshape+transpose", 1, in, f_reshape_t, NULL, EPS, TOL);
+  int axis = 1;
+  spec cs[3] = {fspec(lv_shape3(2, 3, 2), 101), fspec(lv_shape3(2, 1, 2), 102), fspec(lv_shape3(2, 2, 2), 103)};
+  gradcheck("concat+slice axis 1", 3, cs, f_concat_slice, &axis, EPS, TOL);
+  axis = 0;
+  spec c0[3] = {fspec(lv_shape2(3, 2), 104), fspec(lv_shape2(1, 2), 105), fspec(lv_shape2(2, 2), 106)};
+  gradcheck("concat+slice axis 0", 3, c0, f_concat_slice, &axis, EPS, TOL);
+}
+END_TEST
+
+typedef struct redctx { int kind, axis; bool keep; } redctx;
+static lv_tensor *f_reduce(lv_graph *g, lv_tensor **in, const void *c) {
+  const redctx *r = c;
+  if (r->kind == 0) return lv_op_reduce_sum(g, in[0], r->axis, r->keep);
+  if (r->kind == 1) return lv_op_reduce_mean(g, in[0], r->axis, r->keep);
+  return lv_op_reduce_max(g, in[0], r->axis, r->keep);
+}
+
+START_TEST(grad_reduce) {
+  int axes[] = {0, 1, -1, LV_ALL_AXES};
+  for (int kind = 0; kind < 3; kind++)
+    for (size_t a = 0; a < LV_ARRAY_LEN(axes); a++) {
+      redctx c = {kind, axes[a], a % 2 == 0};
+      spec in[1] = {fspec(lv_shape3(3, 4, 2), 110 + a)};
+      float *x = in[0].data;
+      for (int j = 0; j < 24; j++) x[j] = (float)((j * 11) % 24) * 0.1f;
+      gradcheck("reduce", 1, in, f_reduce, &c, 1e-3, TOL);
+    }
+}
+END_TEST
+
+static lv_tensor *f_softmax(lv_graph *g, lv_tensor **in, const void *c) {
+  return *(const int *)c ? lv_op_log_softmax(g, in[0]) : lv_op_softmax(g, in[0]);
+}
+static lv_tensor *f_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_sparse_softmax_xent(g, in[0], in[1]);
+}
+static lv_tensor *f_xent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_softmax_xent(g, in[0], in[1]);
+}
+
+START_TEST(grad_softmax_xent) {
+  for (int log_ = 0; log_ < 2; log_++) {
+    spec in[1] = {fspec(lv_shape3(2, 3, 5), 120 + log_)};
+    gradcheck("softmax", 1, in, f_softmax, &log_, 1e-3, TOL);
+  }
+  int32_t ids[6] = {0, 4, 2, 2, 1, 3};
+  spec in[2] = {fspec(lv_shape3(2, 3, 5), 130), ispec(lv_shape2(2, 3), ids)};
+  gradcheck("sparse_softmax_xent", 2, in, f_sxent, NULL, 1e-3, TOL);
+  spec xe[2] = {fspec(lv_shape2(4, 5), 131), fspec(lv_shape2(4, 5), 132)};
+  xe[1].grad = false;
+  float *t = xe[1].data;
+  for (int i = 0; i < 20; i++) t[i] = fabsf(t[i]) / 2.5f;
+  gradcheck("softmax_xent", 2, xe, f_xent, NULL, 1e-3, TOL);
+}
+END_TEST
+
+static lv_tensor *f_dropout(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_dropout(g, in[0], 0.7f, 1234, 5);
+}
+static lv_tensor *f_layer_norm(lv_graph *g, lv_tensor **in, const void *c) {
+  int which = *(const int *)c;
+  return lv_op_layer_norm(g, in[0], which & 1 ? in[1] : NULL, which & 2 ? in[2] : NULL, 1e-3f);
+}
+static lv_tensor *f_gather(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_gather(g, in[0], in[1]);
+}
+
+START_TEST(grad_dropout_layer_norm_gather) {
+  spec d[1] = {fspec(lv_shape2(4, 8), 140)};
+  gradcheck("dropout", 1, d, f_dropout, NULL, EPS, TOL);
+  for (int which = 0; which < 4; which++) {
+    spec in[3] = {fspec(lv_shape3(2, 3, 6), 150 + which), fspec(lv_shape1(6), 160), fspec(lv_shape1(6), 170)};
+    in[1].grad = which & 1;
+    in[2].grad = (which & 2) != 0;
+    gradcheck("layer_norm", 3, in, f_layer_norm, &which, 1e-3, 2e-2);
+  }
+  int32_t ids[5] = {2, 0, 2, 3, 2}; /* repeated ids accumulate */
+  spec in[2] = {fspec(lv_shape2(4, 3), 180), ispec(lv_shape1(5), ids)};
+  gradcheck("gather", 2, in, f_gather, NULL, EPS, TOL);
+}
+END_TEST
+
+/* The LeNet5 pipeline end to end at a small batch: conv, relu, pool, dropout, fc, xent. */
+static lv_tensor *f_lenet(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *x = lv_op_per_image_standardization(g, in[0]);
+  lv_tensor *h = lv_op_relu(g, lv_op_conv2d(g, x, in[1], 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME);
+  h = lv_op_dropout(g, h, 0.8f, 3, 1);
+  h = lv_op_reshape(g, h, lv_shape2(2, -1));
+  h = lv_op_add(g, lv_op_matmul(g, h, in[2], false, false), in[3]);
+  lv_tensor *l = lv_op_sparse_softmax_xent(g, h, in[4]);
+  return lv_op_reduce_mean(g, l, LV_ALL_AXES, false);
+}
+
+START_TEST(grad_lenet_small) {
+  int32_t labels[2] = {1, 3};
+  spec in[5] = {fspec(lv_shape4(2, 6, 6, 1), 190), fspec(lv_shape4(3, 3, 1, 2), 191),
+                fspec(lv_shape2(18, 4), 192), fspec(lv_shape1(4), 193), ispec(lv_shape1(2), labels)};
+  in[0].grad = false;
+  gradcheck("lenet", 5, in, f_lenet, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* ---- forward values ----------------------------------------------------------- */
+
+static lv_tensor *tensor_of(lv_graph *g, lv_shape s, const float *v) {
+  lv_tensor *t = lv_graph_tensor(g, LV_F32, s);
+  memcpy(t->data, v, sizeof(float) * (size_t)lv_shape_numel(&s));
+  return t;
+}
+
+START_TEST(fwd_conv_pool_shapes) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape4(1, 28, 28, 1));
+  lv_tensor *w = lv_graph_zeros(g, LV_F32, lv_shape4(5, 5, 1, 20));
+  lv_tensor *y = lv_op_conv2d(g, x, w, 1, 1, 1, 1, LV_PAD_SAME);
+  ck_assert_int_eq(y->shape.d[1], 28);
+  ck_assert_int_eq(y->shape.d[3], 20);
+  y = lv_op_max_pool2d(g, y, 2, 2, 2, 2, LV_PAD_SAME);
+  ck_assert_int_eq(y->shape.d[1], 14);
+  /* TF: 7x7 SAME stride 2 -> 4; VALID 3x3 stride 2 on 7 -> 3; SAME 5x5 stride 3 on 14 -> 5 */
+  lv_tensor *x7 = lv_graph_zeros(g, LV_F32, lv_shape4(1, 7, 7, 2));
+  ck_assert_int_eq(lv_op_max_pool2d(g, x7, 2, 2, 2, 2, LV_PAD_SAME)->shape.d[1], 4);
+  ck_assert_int_eq(lv_op_avg_pool2d(g, x7, 3, 3, 2, 2, LV_PAD_VALID)->shape.d[2], 3);
+  lv_tensor *w2 = lv_graph_zeros(g, LV_F32, lv_shape4(5, 5, 20, 3));
+  lv_tensor *y2 = lv_op_conv2d(g, lv_graph_zeros(g, LV_F32, lv_shape4(1, 14, 14, 20)), w2, 3, 3, 1, 1, LV_PAD_SAME);
+  ck_assert_int_eq(y2->shape.d[1], 5);
+  /* dilation 2 VALID on 7 with k=3: effective 5 -> 3 */
+  lv_tensor *w3 = lv_graph_zeros(g, LV_F32, lv_shape4(3, 3, 2, 1));
+  ck_assert_int_eq(lv_op_conv2d(g, x7, w3, 1, 1, 2, 2, LV_PAD_VALID)->shape.d[1], 3);
+  ck_assert_ptr_null(lv_graph_status(g));
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(fwd_conv_values) {
+  /* 1x3x3x1 image 1..9, 2x2 filter of ones, SAME: TF pads bottom/right only. */
+  lv_graph *g = lv_graph_create(0);
+  float xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, wv[4] = {1, 1, 1, 1};
+  lv_tensor *x = tensor_of(g, lv_shape4(1, 3, 3, 1), xv), *w = tensor_of(g, lv_shape4(2, 2, 1, 1), wv);
+  lv_tensor *y = lv_op_conv2d(g, x, w, 1, 1, 1, 1, LV_PAD_SAME);
+  float want[9] = {12, 16, 9, 24, 28, 15, 15, 17, 9};
+  for (int i = 0; i < 9; i++) ck_assert_float_eq_tol(lv_f32(y)[i], want[i], 1e-5);
+  /* avg pool SAME 2x2 stride 2 divides by the in-image count */
+  lv_tensor *p = lv_op_avg_pool2d(g, x, 2, 2, 2, 2, LV_PAD_SAME);
+  float pw[4] = {3, 4.5f, 7.5f, 9};
+  for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(p)[i], pw[i], 1e-5);
+  lv_tensor *m = lv_op_max_pool2d(g, x, 2, 2, 2, 2, LV_PAD_SAME);
+  float mw[4] = {5, 6, 8, 9};
+  for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(m)[i], mw[i], 1e-5);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(fwd_per_image_std_in_top_k_argmax) {
+  lv_graph *g = lv_graph_create(0);
+  /* image 0: 1..4 -> mean 2.5, std sqrt(1.25); image 1 constant -> std 0 so divide by
+   * 1/sqrt(4) = 0.5 after subtracting the mean -> zeros. */
+  float xv[8] = {1, 2, 3, 4, 7, 7, 7, 7};
+  lv_tensor *x = tensor_of(g, lv_shape4(2, 2, 2, 1), xv);
+  lv_tensor *y = lv_op_per_image_standardization(g, x);
+  double sd = sqrt(1.25);
+  for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(y)[i], (xv[i] - 2.5) / sd, 1e-5);
+  for (int i = 4; i < 8; i++) ck_assert_float_eq_tol(lv_f32(y)[i], 0.0, 1e-6);
+  /* tiny spread: std 0.05 < 1/sqrt(4) = 0.5, so values are (x - mean) / 0.5 */
+  float tv[4] = {0.0f, 0.1f, 0.0f, 0.1f};
+  lv_tensor *t = lv_op_per_image_standardization(g, tensor_of(g, lv_shape2(1, 4), tv));
+  ck_assert_float_eq_tol(lv_f32(t)[0], -0.1, 1e-5);
+  ck_assert_float_eq_tol(lv_f32(t)[1], 0.1, 1e-5);
+
+  /* in_top_k: ties at the boundary all count (TF semantics). */
+  float lv[12] = {0.1f, 0.5f, 0.5f, 0.2f,  /* label 2 tied with 1 for top-1: in */
+                  1, 2, 3, 4,              /* label 1, k=1: out; */
+                  5, 5, 5, 5};             /* all tied, label 3 k=1: in */
+  int32_t lab[3] = {2, 1, 3};
+  lv_tensor *logits = tensor_of(g, lv_shape2(3, 4), lv);
+  lv_tensor *labels = lv_graph_tensor(g, LV_I32, lv_shape1(3));
+  memcpy(labels->data, lab, sizeof lab);
+  lv_tensor *k1 = lv_op_in_top_k(g, logits, labels, 1);
+  ck_assert_float_eq(lv_f32(k1)[0], 1.0f);
+  ck_assert_float_eq(lv_f32(k1)[1], 0.0f);
+  ck_assert_float_eq(lv_f32(k1)[2], 1.0f);
+  lv_tensor *k3 = lv_op_in_top_k(g, logits, labels, 3);
+  ck_assert_float_eq(lv_f32(k3)[1], 1.0f);
+  lv_tensor *am = lv_op_argmax(g, logits);
+  ck_assert_int_eq(lv_i32(am)[0], 1);
+  ck_assert_int_eq(lv_i32(am)[1], 3);
+  ck_assert_int_eq(lv_i32(am)[2], 0);
+  /* cast uint8 -> float32 */
+  lv_tensor *u = lv_graph_tensor(g, LV_U8, lv_shape1(3));
+  lv_u8(u)[0] = 0; lv_u8(u)[1] = 128; lv_u8(u)[2] = 255;
+  lv_tensor *uf = lv_op_cast(g, u, LV_F32);
+  ck_assert_float_eq(lv_f32(uf)[2], 255.0f);
+  lv_tensor *ui = lv_op_cast(g, lv_op_cast(g, uf, LV_I64), LV_I32);
+  ck_assert_int_eq(lv_i32(ui)[1], 128);
+  ck_assert_ptr_null(lv_graph_status(g));
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(fwd_softmax_stable_and_xent) {
+  lv_graph *g = lv_graph_create(0);
+  float xv[3] = {1000.0f, 1000.0f, -1000.0f};
+  lv_tensor *x = tensor_of(g, lv_shape2(1, 3), xv);
+  lv_tensor *s = lv_op_softmax(g, x);
+  ck_assert_float_eq_tol(lv_f32(s)[0], 0.5, 1e-6);
+  ck_assert_float_eq_tol(lv_f32(s)[2], 0.0, 1e-6);
+  lv_tensor *ls = lv_op_log_softmax(g, x);
+  ck_assert_float_eq_tol(lv_f32(ls)[0], -log(2.0), 1e-5);
+  lv_tensor *ids = lv_graph_tensor(g, LV_I32, lv_shape1(1));
+  lv_i32(ids)[0] = 1;
+  lv_tensor *l = lv_op_sparse_softmax_xent(g, x, ids);
+  ck_assert_float_eq_tol(lv_f32(l)[0], log(2.0), 1e-5);
+  ck_assert(isfinite(lv_f32(l)[0]));
+  lv_i32(ids)[0] = 3;
+  ck_assert_ptr_null(lv_op_sparse_softmax_xent(g, x, ids));
+  lv_status st = lv_graph_status(g);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(lv_status_msg(st), "class id 3") != NULL, "%s", lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(fwd_dropout_deterministic) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(10000));
+  for (int i = 0; i < 10000; i++) lv_f32(x)[i] = 1.0f;
+  lv_tensor *a = lv_op_dropout(g, x, 0.8f, 42, 3), *b = lv_op_dropout(g, x, 0.8f, 42, 3);
+  lv_tensor *c = lv_op_dropout(g, x, 0.8f, 42, 4);
+  int kept = 0, same = 0;
+  for (int i = 0; i < 10000; i++) {
+    ck_assert(lv_f32(a)[i] == 0.0f || fabsf(lv_f32(a)[i] - 1.25f) < 1e-6f);
+    ck_assert_float_eq(lv_f32(a)[i], lv_f32(b)[i]);
+    kept += lv_f32(a)[i] != 0.0f;
+    same += lv_f32(a)[i] == lv_f32(c)[i];
+  }
+  ck_assert_int_gt(kept, 7700);
+  ck_assert_int_lt(kept, 8300);
+  ck_assert_int_lt(same, 9500);
+  lv_graph_set_training(g, false);
+  ck_assert_ptr_eq(lv_op_dropout(g, x, 0.8f, 42, 3), x);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* Naive double-precision conv reference (TF SAME/VALID) against the im2col kernel on
+ * a batch large enough to be split into several chunks, with 2 threads. */
+static void ref_conv(const float *x, const float *w, int n, int h, int wd, int c, int kh, int kw,
+                     int o, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow, double *y) {
+  for (int b = 0; b < n; b++)
+    for (int i = 0; i < oh; i++)
+      for (int j = 0; j < ow; j++)
+        for (int q = 0; q < o; q++) {
+          double s = 0;
+          for (int u = 0; u < kh; u++)
+            for (int v = 0; v < kw; v++) {
+              int ih = i * sh - pt + u * dh, iw = j * sw - pl + v * dw;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+              for (int e = 0; e < c; e++)
+                s += (double)x[((b * h + ih) * wd + iw) * c + e] * w[((u * kw + v) * c + e) * o + q];
+            }
+          y[((b * oh + i) * ow + j) * o + q] = s;
+        }
+}
+
+START_TEST(conv_chunked_matches_reference) {
+  lv_set_num_threads(2);
+  /* 5 images of ~0.9M patch floats each: one image per chunk, enough chunks for the
+   * chunk-per-thread path. */
+  const int n = 5, h = 70, wd = 66, c = 16, kh = 5, kw = 5, o = 8;
+  lv_graph *g = lv_graph_create(0);
+  float *xv = rand_floats((int64_t)n * h * wd * c, 300, -1, 1), *wv = rand_floats(kh * kw * c * o, 301, -1, 1);
+  lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv), *w = tensor_of(g, lv_shape4(kh, kw, c, o), wv);
+  x->requires_grad = w->requires_grad = true;
+  lv_tensor *y = lv_op_conv2d(g, x, w, 2, 1, 1, 2, LV_PAD_SAME);
+  ck_assert_ptr_nonnull(y);
+  int oh = 35, ow = 66; /* ceil(70/2), ceil(66/1) */
+  ck_assert_int_eq(y->shape.d[1], oh);
+  ck_assert_int_eq(y->shape.d[2], ow);
+  /* SAME: rows total pad (35-1)*2+5-70 = 3 -> top 1; cols (66-1)+9-66 = 8 -> left 4 */
+  double *ref = malloc(sizeof(double) * (size_t)lv_tensor_numel(y));
+  ref_conv(xv, wv, n, h, wd, c, kh, kw, o, 2, 1, 1, 2, 1, 4, oh, ow, ref);
+  for (int64_t i = 0; i < lv_tensor_numel(y); i++)
+    ck_assert_msg(fabs(lv_f32(y)[i] - ref[i]) < 1e-4 * (1 + fabs(ref[i])), "y[%lld] %f vs %f",
+                  (long long)i, lv_f32(y)[i], ref[i]);
+  /* loss = sum(y): dW[u,v,e,q] = sum over outputs of the matching input, dX likewise. */
+  ck_assert_ptr_null(lv_graph_backward(g, lv_op_reduce_sum(g, y, LV_ALL_AXES, false)));
+  double *dw = calloc((size_t)kh * kw * c * o, sizeof(double));
+  double *dx = calloc((size_t)n * h * wd * c, sizeof(double));
+  for (int b = 0; b < n; b++)
+    for (int i = 0; i < oh; i++)
+      for (int j = 0; j < ow; j++)
+        for (int u = 0; u < kh; u++)
+          for (int v = 0; v < kw; v++) {
+            int ih = i * 2 - 1 + u, iw = j - 4 + v * 2;
+            if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+            for (int e = 0; e < c; e++)
+              for (int q = 0; q < o; q++) {
+                dw[((u * kw + v) * c + e) * o + q] += xv[((b * h + ih) * wd + iw) * c + e];
+                dx[((b * h + ih) * wd + iw) * c + e] += wv[((u * kw + v) * c + e) * o + q];
+              }
+          }
+  for (int i = 0; i < kh * kw * c * o; i++)
+    ck_assert_msg(fabs(lv_f32(w->grad)[i] - dw[i]) < 1e-3 * (1 + fabs(dw[i])), "dw[%d] %f vs %f", i,
+                  lv_f32(w->grad)[i], dw[i]);
+  for (int64_t i = 0; i < (int64_t)n * h * wd * c; i++)
+    ck_assert_msg(fabs(lv_f32(x->grad)[i] - dx[i]) < 1e-3 * (1 + fabs(dx[i])), "dx[%lld]", (long long)i);
+  free(ref);
+  free(dw);
+  free(dx);
+  free(xv);
+  free(wv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+END_TEST
+
+/* Large products take the threaded split path of the GEMM kernel. */
+START_TEST(matmul_threaded_matches_reference) {
+  lv_set_num_threads(2);
+  lv_graph *g = lv_graph_create(0);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int shape = 0; shape < 2; shape++) {
+        int m = shape ? 4 : 300, k = 170, n = shape ? 900 : 60;
+        float *av = rand_floats((int64_t)m * k, 400 + ta, -1, 1), *bv = rand_floats((int64_t)k * n, 410 + tb, -1, 1);
+        lv_tensor *a = tensor_of(g, ta ? lv_shape2(k, m) : lv_shape2(m, k), av);
+        lv_tensor *b = tensor_of(g, tb ? lv_shape2(n, k) : lv_shape2(k, n), bv);
+        lv_tensor *y = lv_op_matmul(g, a, b, ta, tb);
+        ck_assert_ptr_nonnull(y);
+        for (int i = 0; i < m; i++)
+          for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int e = 0; e < k; e++)
+              s += (double)(ta ? av[e * m + i] : av[i * k + e]) * (tb ? bv[j * k + e] : bv[e * n + j]);
+            ck_assert_msg(fabs(lv_f32(y)[i * n + j] - s) < 1e-3, "ta %d tb %d [%d,%d]", ta, tb, i, j);
+          }
+        free(av);
+        free(bv);
+      }
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+END_TEST
+
+START_TEST(dropout_mask_is_rng_uniform_at) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(1003));
+  for (int i = 0; i < 1003; i++) lv_f32(x)[i] = 2.0f;
+  lv_tensor *y = lv_op_dropout(g, x, 0.6f, 77, 9);
+  for (int i = 0; i < 1003; i++) {
+    bool keep = lv_rng_uniform_at(77, 9, (uint64_t)i) < 0.6f;
+    ck_assert_float_eq_tol(lv_f32(y)[i], keep ? 2.0f / 0.6f : 0.0f, 1e-5);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* A LeNet5 step at batch 128 (several conv chunks and groups): every variable gradient
+ * must be bit-identical with 1 and 2 threads and across repeated runs, or a restarted
+ * training run could not repeat an uninterrupted one. */
+static void lenet_grads(int threads, float *out, int64_t *n_out) {
+  lv_set_num_threads(threads);
+  lv_varstore *vs = lv_varstore_create();
+  lv_var *w0, *w1, *fw, *fb;
+  lv_var_init xav = {LV_INIT_XAVIER, 1.000001}, zero = {LV_INIT_CONSTANT, 0.0};
+  ck_assert_ptr_null(lv_varstore_add(vs, "c0", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, &w0));
+  ck_assert_ptr_null(lv_varstore_add(vs, "c1", LV_F32, lv_shape4(5, 5, 20, 50), xav, true, &w1));
+  ck_assert_ptr_null(lv_varstore_add(vs, "fw", LV_F32, lv_shape2(2450, 10), xav, true, &fw));
+  ck_assert_ptr_null(lv_varstore_add(vs, "fb", LV_F32, lv_shape1(10), zero, true, &fb));
+  ck_assert_ptr_null(lv_varstore_finalize(vs, 3));
+  lv_graph *g = lv_graph_create(0);
+  const int B = 128;
+  float *img = rand_floats(B * 784, 500, 0, 255);
+  lv_tensor *x = tensor_of(g, lv_shape4(B, 28, 28, 1), img);
+  lv_tensor *y = lv_graph_tensor(g, LV_I32, lv_shape1(B));
+  for (int i = 0; i < B; i++) lv_i32(y)[i] = (i * 7) % 10;
+  x = lv_op_per_image_standardization(g, x);
+  lv_tensor *h = lv_op_relu(g, lv_op_conv2d(g, x, &w0->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_dropout(g, lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME), 0.8f, 1, 2);
+  h = lv_op_relu(g, lv_op_conv2d(g, h, &w1->value, 1, 1, 1, 1, LV_PAD_SAME));
+  h = lv_op_reshape(g, lv_op_max_pool2d(g, h, 2, 2, 2, 2, LV_PAD_SAME), lv_shape2(B, -1));
+  lv_tensor *logits = lv_op_add(g, lv_op_matmul(g, h, &fw->value, false, false), &fb->value);
+  lv_tensor *loss = lv_op_reduce_mean(g, lv_op_sparse_softmax_xent(g, logits, y), LV_ALL_AXES, false);
+  ck_assert_ptr_null(lv_graph_backward(g, loss));
+  float *gr = lv_varstore_grads(vs, n_out);
+  memcpy(out, gr, sizeof(float) * (size_t)*n_out);
+  free(img);
+  lv_graph_destroy(g);
+  lv_varstore_destroy(vs);
+  lv_set_num_threads(1);
+}
+
+START_TEST(training_step_deterministic_across_threads) {
+  float *a = malloc(sizeof(float) * 60000), *b = malloc(sizeof(float) * 60000), *c = malloc(sizeof(float) * 60000);
+  int64_t na, nb, nc;
+  lenet_grads(1, a, &na);
+  lenet_grads(2, b, &nb);
+  lenet_grads(2, c, &nc);
+  ck_assert_int_eq(na, nb);
+  ck_assert_int_lt(na, 60000);
+  double norm = 0;
+  for (int64_t i = 0; i < na; i++) norm += (double)a[i] * a[i];
+  ck_assert(norm > 0);
+  for (int64_t i = 0; i < na; i++) {
+    ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0, "1 vs 2 threads differ at %lld: %g vs %g", (long long)i, a[i], b[i]);
+    ck_assert_msg(memcmp(&b[i], &c[i], sizeof(float)) == 0, "2-thread runs differ at %lld", (long long)i);
+  }
+  free(a);
+  free(b);
+  free(c);
+}
+END_TEST
+
+/* ---- graph behaviour ------------------------------------------------------------ */
+
+START_TEST(graph_sticky_errors) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape2(256, 2450));
+  lv_tensor *b = lv_graph_zeros(g, LV_F32, lv_shape2(300, 10));
+  ck_assert_ptr_null(lv_op_matmul(g, a, b, false, false));
+  lv_status st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "matmul: inner dimensions differ: a [256,2450] vs b [300,10]");
+  lv_status_free(st);
+  /* Later ops return NULL; the first message stays. */
+  ck_assert_ptr_null(lv_op_relu(g, a));
+  ck_assert_ptr_null(lv_op_add(g, NULL, a));
+  st = lv_graph_status(g);
+  ck_assert_ptr_nonnull(strstr(lv_status_msg(st), "inner dimensions"));
+  lv_status_free(st);
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_graph_status(g));
+  ck_assert_ptr_null(lv_op_relu(g, NULL));
+  st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "activation: input 0 is NULL");
+  lv_status_free(st);
+  lv_graph_reset(g);
+  lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape2(2, 3)), *y = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3));
+  ck_assert_ptr_null(lv_op_add(g, x, y));
+  st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "add: shapes do not broadcast: a [2,3] vs b [4,3]");
+  lv_status_free(st);
+  lv_graph_reset(g);
+  lv_graph_fail(g, "layer %s: bad", "fc");
+  ck_assert_ptr_null(lv_op_relu(g, lv_graph_zeros(g, LV_F32, lv_shape1(1))));
+  st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "layer fc: bad");
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(graph_arena_exhaustion_and_reuse) {
+  lv_graph *g = lv_graph_create(1 << 20);
+  lv_tensor *big = lv_graph_tensor(g, LV_F32, lv_shape2(1024, 1024));
+  ck_assert_ptr_null(big);
+  lv_status st = lv_graph_status(g);
+  ck_assert_int_eq(lv_status_code(st), LV_ERR_RESOURCE);
+  ck_assert_msg(strstr(lv_status_msg(st), "arena exhausted: need 4194304 bytes") != NULL, "%s",
+                lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_reset(g);
+  size_t peak = 0;
+  for (int step = 0; step < 5; step++) {
+    lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape2(64, 64));
+    lv_tensor *y = lv_op_relu(g, lv_op_add_scalar(g, x, 1.0f));
+    ck_assert_ptr_nonnull(y);
+    ck_assert_float_eq(lv_f32(y)[100], 1.0f);
+    if (step == 0) peak = lv_graph_arena_peak(g);
+    ck_assert_uint_eq(lv_graph_arena_peak(g), peak);
+    lv_graph_reset(g);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(graph_backward_rules) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape2(2, 2));
+  x->requires_grad = true;
+  lv_tensor *y = lv_op_scale(g, x, 2.0f);
+  lv_status st = lv_graph_backward(g, y);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(lv_status_msg(st), "scalar") != NULL, "%s", lv_status_msg(st));
+  lv_status_free(st);
+  /* x used three times: grads accumulate (2 + 3 + 1). */
+  lv_tensor *s = lv_op_reduce_sum(g, lv_op_add(g, lv_op_add(g, y, lv_op_scale(g, x, 3.0f)), x), LV_ALL_AXES, false);
+  ck_assert_ptr_null(lv_graph_backward(g, s));
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(lv_f32(x->grad)[i], 6.0f);
+  st = lv_graph_backward(g, s);
+  ck_assert_ptr_nonnull(st);
+  lv_status_free(st);
+  lv_graph_reset(g);
+  /* Eval mode records nothing. */
+  lv_graph_set_training(g, false);
+  lv_tensor *z = lv_graph_zeros(g, LV_F32, lv_shape1(3));
+  z->requires_grad = true;
+  lv_tensor *r = lv_op_reduce_sum(g, z, 0, false);
+  ck_assert_int_eq(r->node, -1);
+  st = lv_graph_backward(g, r);
+  ck_assert_ptr_nonnull(st);
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(graph_device_dispatch) {
+  const lv_backend *cpu = lv_backend_get(LV_DEVICE_CPU);
+  ck_assert_ptr_nonnull(cpu);
+  ck_assert_str_eq(cpu->name, "cpu");
+  float *p = cpu->alloc(100);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq((uintptr_t)p % 64, 0);
+  cpu->free(p);
+  ck_assert_ptr_null(lv_backend_get(LV_DEVICE_CUDA));
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape1(4)), *b = lv_graph_zeros(g, LV_F32, lv_shape1(4));
+  b->device = LV_DEVICE_CUDA;
+  ck_assert_ptr_null(lv_op_add(g, a, b));
+  lv_status st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "add: inputs on different devices: input 0 on cpu, input 1 on cuda");
+  lv_status_free(st);
+  lv_graph_reset(g);
+  a = lv_graph_zeros(g, LV_F32, lv_shape1(4));
+  a->device = LV_DEVICE_CUDA;
+  ck_assert_ptr_null(lv_op_relu(g, a));
+  st = lv_graph_status(g);
+  ck_assert_str_eq(lv_status_msg(st), "activation: no kernels for device cuda in this build");
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* ---- variables ------------------------------------------------------------------ */
+
+static lv_varstore *lenet_store(uint64_t seed) {
+  lv_varstore *vs = lv_varstore_create();
+  lv_var_init xav = {LV_INIT_XAVIER, 1.000001};
+  lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
+  ck_assert_ptr_null(lv_varstore_add(vs, "lenet5/conv0/w/var", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, NULL));
+  ck_assert_ptr_null(lv_varstore_add(vs, "lenet5/conv1/w/var", LV_F32, lv_shape4(5, 5, 20, 50), xav, true, NULL));
+  ck_assert_ptr_null(lv_varstore_add(vs, "lenet5/fc/w/var", LV_F32, lv_shape2(2450, 300), xav, true, NULL));
+  ck_assert_ptr_null(lv_varstore_add(vs, "lenet5/fc/b/var", LV_F32, lv_shape1(300), zero, true, NULL));
+  ck_assert_ptr_null(lv_varstore_add(vs, "global_step", LV_I64, lv_shape0(), zero, false, NULL));
+  ck_assert_ptr_null(lv_varstore_finalize(vs, seed));
+  return vs;
+}
+
+START_TEST(var_store) {
+  lv_varstore *a = lenet_store(1), *b = lenet_store(1), *c = lenet_store(2);
+  ck_assert_int_eq(lv_varstore_count(a), 5);
+  lv_var *w0 = lv_varstore_find(a, "lenet5/conv0/w/var");
+  lv_var *w1 = lv_varstore_find(a, "lenet5/conv1/w/var");
+  ck_assert(w0->value.requires_grad && w0->value.grad == &w0->grad && w0->trainable);
+  /* Xavier bounds: conv0 fan_in 25, fan_out 500; conv1 500, 1250; fc 2450, 300. */
+  struct { const char *n; double lim; } lims[] = {
+      {"lenet5/conv0/w/var", 1.000001 * sqrt(6.0 / 525)},
+      {"lenet5/conv1/w/var", 1.000001 * sqrt(6.0 / 1750)},
+      {"lenet5/fc/w/var", 1.000001 * sqrt(6.0 / 2750)}};
+  for (int k = 0; k < 3; k++) {
+    lv_var *v = lv_varstore_find(a, lims[k].n);
+    double mx = 0;
+    for (int64_t i = 0; i < lv_tensor_numel(&v->value); i++) {
+      double av = fabs(lv_f32(&v->value)[i]);
+      ck_assert(av <= lims[k].lim);
+      mx = fmax(mx, av);
+    }
+    ck_assert(mx > 0.9 * lims[k].lim); /* fills the range */
+  }
+  /* Same seed, same values; other seed or other name, other values. */
+  lv_var *w0b = lv_varstore_find(b, "lenet5/conv0/w/var"), *w0c = lv_varstore_find(c, "lenet5/conv0/w/var");
+  ck_assert(memcmp(w0->value.data, w0b->value.data, 500 * sizeof(float)) == 0);
+  ck_assert(memcmp(w0->value.data, w0c->value.data, 500 * sizeof(float)) != 0);
+  ck_assert(lv_f32(&w0->value)[0] != lv_f32(&w1->value)[0]);
+  /* Adding a variable in front does not change the others. */
+  lv_varstore *d = lv_varstore_create();
+  lv_var_init xav = {LV_INIT_XAVIER, 1.000001};
+  ck_assert_ptr_null(lv_varstore_add(d, "extra", LV_F32, lv_shape2(3, 3), xav, true, NULL));
+  lv_var *w0d;
+  ck_assert_ptr_null(lv_varstore_add(d, "lenet5/conv0/w/var", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, &w0d));
+  lv_status st = lv_varstore_add(d, "extra", LV_F32, lv_shape1(1), xav, true, NULL);
+  ck_assert_int_eq(lv_status_code(st), LV_ERR_INTERNAL);
+  lv_status_free(st);
+  ck_assert_ptr_null(lv_varstore_finalize(d, 1));
+  ck_assert(memcmp(w0->value.data, w0d->value.data, 500 * sizeof(float)) == 0);
+  /* Contiguous grads; fc bias constant 0; global_step int64 0. */
+  int64_t n;
+  float *gr = lv_varstore_grads(a, &n);
+  ck_assert_int_ge(n, 500 + 25000 + 735000 + 300);
+  ck_assert_ptr_eq(w0->grad.data, gr);
+  lv_var *gs = lv_varstore_find(a, "global_step");
+  ck_assert(!gs->trainable && gs->value.dtype == LV_I64 && lv_i64(&gs->value)[0] == 0);
+  ck_assert_float_eq(lv_f32(&lv_varstore_find(a, "lenet5/fc/b/var")->value)[7], 0.0f);
+  lv_init_method m;
+  ck_assert(lv_init_method_from_name("GaussianSqrtDim", &m) && m == LV_INIT_GAUSSIAN_SQRT_DIM);
+  ck_assert(lv_init_method_from_name("xavier", &m) && m == LV_INIT_XAVIER);
+  ck_assert(!lv_init_method_from_name("kaiming", &m));
+  lv_varstore_destroy(a);
+  lv_varstore_destroy(b);
+  lv_varstore_destroy(c);
+  lv_varstore_destroy(d);
+}
+END_TEST
+
+START_TEST(var_grads_flow_into_store) {
+  lv_varstore *vs = lv_varstore_create();
+  lv_var *w;
+  lv_var_init xav = {LV_INIT_XAVIER, 1.0};
+  ck_assert_ptr_null(lv_varstore_add(vs, "w", LV_F32, lv_shape2(3, 2), xav, true, &w));
+  ck_assert_ptr_null(lv_varstore_finalize(vs, 9));
+  lv_graph *g = lv_graph_create(0);
+  for (int step = 0; step < 2; step++) {
+    lv_varstore_zero_grads(vs);
+    lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape2(4, 3));
+    for (int i = 0; i < 12; i++) lv_f32(x)[i] = (float)i;
+    lv_tensor *loss = lv_op_reduce_sum(g, lv_op_matmul(g, x, &w->value, false, false), LV_ALL_AXES, false);
+    ck_assert_ptr_null(lv_graph_backward(g, loss));
+    /* d/dw sum(x w) = column sums of x, for every output column */
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 2; j++) ck_assert_float_eq_tol(lv_f32(&w->grad)[i * 2 + j], 18.0f + 4.0f * i, 1e-5);
+    ck_assert_ptr_eq(w->value.grad, &w->grad);
+    lv_graph_reset(g);
+  }
+  lv_graph_destroy(g);
+  lv_varstore_destroy(vs);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("core");
+  TCase *gc = tcase_create("gradients");
+  tcase_set_timeout(gc, 120);
+  tcase_add_test(gc, grad_matmul);
+  tcase_add_test(gc, grad_binary_broadcast);
+  tcase_add_test(gc, grad_scale);
+  tcase_add_test(gc, grad_activations);
+  tcase_add_test(gc, grad_conv2d);
+  tcase_add_test(gc, grad_pool);
+  tcase_add_test(gc, grad_shape_ops);
+  tcase_add_test(gc, grad_reduce);
+  tcase_add_test(gc, grad_softmax_xent);
+  tcase_add_test(gc, grad_dropout_layer_norm_gather);
+  tcase_add_test(gc, grad_lenet_small);
+  suite_add_tcase(s, gc);
+  TCase *fw = tcase_create("forward");
+  tcase_add_test(fw, fwd_conv_pool_shapes);
+  tcase_add_test(fw, fwd_conv_values);
+  tcase_add_test(fw, fwd_per_image_std_in_top_k_argmax);
+  tcase_add_test(fw, fwd_softmax_stable_and_xent);
+  tcase_add_test(fw, fwd_dropout_deterministic);
+  tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
+  tcase_add_test(fw, conv_chunked_matches_reference);
+  tcase_add_test(fw, matmul_threaded_matches_reference);
+  tcase_add_test(fw, training_step_deterministic_across_threads);
+  suite_add_tcase(s, fw);
+  TCase *gr = tcase_create("graph");
+  tcase_add_test(gr, graph_sticky_errors);
+  tcase_add_test(gr, graph_arena_exhaustion_and_reuse);
+  tcase_add_test(gr, graph_backward_rules);
+  tcase_add_test(gr, graph_device_dispatch);
+  suite_add_tcase(s, gr);
+  TCase *vt = tcase_create("variables");
+  tcase_add_test(vt, var_store);
+  tcase_add_test(vt, var_grads_flow_into_store);
+  suite_add_tcase(s, vt);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
