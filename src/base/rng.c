@@ -2,26 +2,6 @@
 
 #include <math.h>
 
-static void philox(uint64_t key, uint64_t ctr_hi, uint64_t ctr_lo, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32), c2 = (uint32_t)ctr_hi,
-           c3 = (uint32_t)(ctr_hi >> 32);
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (int i = 0; i < 10; i++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-
 uint64_t lv_rng_mix(uint64_t a, uint64_t b) {
   uint64_t z = a + 0x9E3779B97F4A7C15ull * (b + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -37,7 +17,7 @@ void lv_rng_init(lv_rng *r, uint64_t seed, uint64_t stream) {
 
 uint32_t lv_rng_u32(lv_rng *r) {
   if (r->avail == 0) {
-    philox(r->key, 0, r->counter++, r->buf);
+    lv_philox4x32(r->key, 0, r->counter++, r->buf);
     r->avail = 4;
   }
   return r->buf[4 - r->avail--];
@@ -67,6 +47,6 @@ uint64_t lv_rng_below(lv_rng *r, uint64_t n) {
 
 float lv_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t i) {
   uint32_t out[4];
-  philox(lv_rng_mix(seed, stream), 0, i / 4, out);
+  lv_philox4x32(lv_rng_mix(seed, stream), 0, i / 4, out);
   return (out[i % 4] >> 8) * (1.0f / 16777216.0f);
 }

@@ -87,3 +87,15 @@ lv_status lv_layer_int_list(const lv_layer *l, const char *key, int n, int64_t *
   for (int i = 0; i < n; i++) out[i] = tmp[i];
   return NULL;
 }
+
+lv_tensor *lv_layer_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t input_dim, lv_var *w, lv_var *b) {
+  if (!x) return NULL;
+  if (x->shape.d[x->shape.rank - 1] != input_dim) {
+    char s[96];
+    lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->scope, (long long)input_dim,
+                  lv_shape_str(&x->shape, s, sizeof s));
+    return NULL;
+  }
+  lv_tensor *y = lv_op_matmul(g, x, &w->value, false, false);
+  return b ? lv_op_add(g, y, &b->value) : y;
+}

@@ -36,14 +36,6 @@ lv_status lv_projection_layer_create(lv_projection_layer *l, const lv_params *p,
 }
 
 lv_tensor *lv_projection_layer_fprop(lv_projection_layer *l, lv_graph *g, lv_tensor *x) {
-  if (!x) return NULL;
-  if (x->shape.d[x->shape.rank - 1] != l->input_dim) {
-    char s[96];
-    lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->base.scope, (long long)l->input_dim,
-                  lv_shape_str(&x->shape, s, sizeof s));
-    return NULL;
-  }
-  lv_tensor *y = lv_op_matmul(g, x, &l->w->value, false, false);
-  if (l->b) y = lv_op_add(g, y, &l->b->value);
-  return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
+  lv_tensor *y = lv_layer_affine(&l->base, g, x, l->input_dim, l->w, l->b);
+  return l->act == LV_ACT_NONE || !y ? y : lv_op_activation(g, y, l->act);
 }

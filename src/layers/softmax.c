@@ -31,15 +31,7 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
 }
 
 lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *x) {
-  if (!x) return NULL;
-  if (x->shape.d[x->shape.rank - 1] != l->input_dim) {
-    char s[96];
-    lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->base.scope, (long long)l->input_dim,
-                  lv_shape_str(&x->shape, s, sizeof s));
-    return NULL;
-  }
-  lv_tensor *y = lv_op_matmul(g, x, &l->w->value, false, false);
-  return l->b ? lv_op_add(g, y, &l->b->value) : y;
+  return lv_layer_affine(&l->base, g, x, l->input_dim, l->w, l->b);
 }
 
 bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,

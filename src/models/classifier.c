@@ -172,10 +172,12 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
   lv_metrics_add(m, "loss", x.avg_xent, (double)n);
   lv_metrics_add(m, "log_pplx", x.avg_xent, (double)n);
   lv_metrics_add_const(m, "num_preds", (double)n, 1.0);
+  /* Lingvo's ModelV1 reports accuracy in eval only; lingvoc also logs it in training
+   * (in_top_k on the logits, no gradient: negligible cost). */
+  lv_tensor *acc1 = weighted_accuracy(g, x.logits, label, weight, 1);
+  lv_metrics_add(m, "accuracy", acc1, (double)n);
   if (is_eval) {
-    lv_tensor *acc1 = weighted_accuracy(g, x.logits, label, weight, 1);
     lv_tensor *acc5 = weighted_accuracy(g, x.logits, label, weight, 5);
-    lv_metrics_add(m, "accuracy", acc1, (double)n);
     lv_metrics_add(m, "acc5", acc5, (double)n);
     lv_metrics_add(m, "error", lv_op_add_scalar(g, lv_op_scale(g, acc1, -1.0f), 1.0f), (double)n);
     lv_metrics_add(m, "error5", lv_op_add_scalar(g, lv_op_scale(g, acc5, -1.0f), 1.0f), (double)n);

@@ -206,27 +206,6 @@ void lv_cpu_act_bwd(int a, int64_t n, const float *x, const float *y, const floa
   }
 }
 
-/* Philox-4x32-10 exactly as base/rng.c, so mask element i is lv_rng_uniform_at(seed,
- * stream, i), but one block of four per call instead of one block per element. */
-static void philox4(uint64_t key, uint64_t ctr, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (int i = 0; i < 10; i++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-
 void lv_cpu_dropout_fwd(int64_t n, const float *x, float keep, uint64_t seed, uint64_t stream,
                         float *y, float *mask) {
   const float inv = 1.0f / keep;
@@ -235,7 +214,7 @@ void lv_cpu_dropout_fwd(int64_t n, const float *x, float keep, uint64_t seed, ui
 #pragma omp parallel for if (n > PAR_MIN / 4) schedule(dynamic, 4096)
   for (int64_t b = 0; b < blocks; b++) {
     uint32_t r[4];
-    philox4(key, (uint64_t)b, r);
+    lv_philox4x32(key, 0, (uint64_t)b, r);
     for (int j = 0; j < 4 && b * 4 + j < n; j++) {
       int64_t i = b * 4 + j;
       float m = (float)(r[j] >> 8) * (1.0f / 16777216.0f) < keep ? inv : 0.0f;
