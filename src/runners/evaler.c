@@ -128,7 +128,7 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   char path[8192];
   snprintf(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
   lv_status s = lv_file_write_atomic(path, score, strlen(score));
-  lv_info("%s (%lld examples, %.1f s)", status, (long long)seen, lv_now_monotonic() - t0);
+  lv_info("%s (%lld examples, %.3f s)", status, (long long)seen, lv_now_monotonic() - t0);
   free(score);
   free(status);
   if (!s) s = lv_events_flush(e->ev);
