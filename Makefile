@@ -32,7 +32,8 @@ FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 
 .PHONY: all test run-tests asan bench fuzz clean deps
 .DELETE_ON_ERROR:
-.SECONDARY: $(PROTO_C) $(PROTO_H)
+# Keep every intermediate (generated sources, objects of mains and tests) between builds.
+.SECONDARY:
 
 all: $(BINS) $(TESTS)
 
