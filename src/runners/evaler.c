@@ -191,6 +191,15 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
         continue;
       }
       s = eval_checkpoint(&e, prefixes[k]);
+      char index[8300];
+      snprintf(index, sizeof index, "%s.index", prefixes[k]);
+      if (s && !lv_file_exists(index)) {
+        /* The trainer's retention deleted it after we listed it: not an error. */
+        lv_warn("%s: %s was deleted before it could be evaluated; skipped", e.job, prefixes[k]);
+        lv_status_free(s);
+        s = NULL;
+        continue;
+      }
       if (!s) s = mark_processed(&e, prefixes[k]);
       did = true;
       finished |= steps[k] >= max_steps;

@@ -1,7 +1,11 @@
 #include "runners/trainer.h"
 
 #include <math.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,10 +158,42 @@ static void acc_add(metric_acc *a, const char *name, double v, double w) {
 
 static int cmp_names(const void *x, const void *y) { return strcmp((const char *)x, (const char *)y); }
 
+/* One trainer per log directory: a second one would interleave checkpoints. The lock is
+ * an flock on <logdir>/train/LOCK, released by the kernel when the process dies. */
+static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
+  *fd_out = -1;
+  LV_TRY(lv_file_mkdirs(train_dir));
+  char path[8192];
+  snprintf(path, sizeof path, "%s/LOCK", train_dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return lv_status_make(LV_ERR_INVALID, "cannot create %s: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = "";
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = 0;
+    close(fd);
+    char who[64] = "";
+    if (*pid) snprintf(who, sizeof who, " (pid %s)", strtok(pid, "\n"));
+    return lv_status_make(LV_ERR_INVALID, "another trainer%s is already training in %s; stop it or use another --logdir",
+                          who, train_dir);
+  }
+  char buf[32];
+  int len = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)len, 0) != len) lv_warn("cannot record the pid in %s", path);
+  *fd_out = fd;
+  return NULL;
+}
+
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   train_state t = {0};
   lv_status s = lv_instance_create(cfg, &t.m);
   if (s) return s;
+  int lock_fd = -1;
+  s = lock_train_dir(t.m->train_dir, &lock_fd);
+  if (s) {
+    lv_instance_destroy(t.m);
+    return s;
+  }
   const lv_params *train_p = lv_params_sub(cfg, "train");
   int64_t num_splits = lv_params_int(cfg, "cluster.worker.replicas") *
                        (lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0
@@ -282,5 +318,6 @@ done:
   free(t.params_text);
   lv_learner_free(t.learner);
   lv_instance_destroy(t.m);
+  if (lock_fd >= 0) close(lock_fd);
   return s;
 }
