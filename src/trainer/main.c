@@ -86,6 +86,7 @@ static lv_status run(int argc, char **argv) {
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
+  if (!*c.model) return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5); see --help");
   if (!strcmp(c.mode, "inspect_params")) return inspect_params(&c, flags, n);
   if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
