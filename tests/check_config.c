@@ -5,25 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "params/params.h"
 
-#define EXPECT_OK(expr)                                                      \
-  do {                                                                       \
-    lv_status s_ = (expr);                                                   \
-    ck_assert_msg(!s_, "unexpected error: %s", s_ ? lv_status_msg(s_) : ""); \
-  } while (0)
-
-static void expect_err_(lv_status s, lv_code code, const char *const *subs, const char *expr) {
-  ck_assert_msg(s, "expected an error from %s", expr);
-  ck_assert_msg(lv_status_code(s) == code, "%s: code %s, want %s: %s", expr, lv_code_names[lv_status_code(s)],
-                lv_code_names[code], lv_status_msg(s));
-  for (int i = 0; subs[i]; i++)
-    ck_assert_msg(strstr(lv_status_msg(s), subs[i]), "%s: message lacks \"%s\":\n%s", expr, subs[i],
-                  lv_status_msg(s));
-  lv_status_free(s);
-}
-#define EXPECT_ERR(expr, code, ...) \
-  expect_err_((expr), (code), (const char *const[]){__VA_ARGS__, NULL}, #expr)
 
 /* Test data lives under the repo root, which is the working directory of `make test`. */
 static const char *data(const char *name) {

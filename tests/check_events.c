@@ -7,6 +7,8 @@
  * tests/test_events_python.sh (decoded there by an independent Python reader) and prints
  * its path. */
 #include <check.h>
+
+#include "check_util.h"
 #include <dirent.h>
 #include <float.h>
 #include <math.h>
@@ -26,16 +28,8 @@
 
 static char g_dir[256];
 
-static void make_tmpdir(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/lv_check_events_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void remove_tmpdir(void) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  ck_assert_int_eq(system(cmd), 0);
-}
+static void make_tmpdir(void) { lv_test_mkdtemp(g_dir, sizeof g_dir, "lv_check_events"); }
+static void remove_tmpdir(void) { lv_test_rmtree(g_dir); }
 
 static void ok(lv_status s) {
   if (s) ck_abort_msg("unexpected error: %s", lv_status_msg(s));

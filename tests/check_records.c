@@ -3,6 +3,8 @@
  * detected at the right offset, skip-and-resync, tf.Example parse/serialize (cross-checked
  * against protobuf-c's decoder) and malformed tf.Example input. */
 #include <check.h>
+
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,16 +17,8 @@
 
 static char g_dir[256];
 
-static void make_tmpdir(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/lv_check_records_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void remove_tmpdir(void) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  ck_assert_int_eq(system(cmd), 0);
-}
+static void make_tmpdir(void) { lv_test_mkdtemp(g_dir, sizeof g_dir, "lv_check_records"); }
+static void remove_tmpdir(void) { lv_test_rmtree(g_dir); }
 
 static const char *testdata(void) {
   const char *d = getenv("LV_TESTDATA");

@@ -7,25 +7,15 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "check_util.h"
 #include "io/ckpt_state.h"
 #include "runners/caption.h"
 #include "runners/checkpointer.h"
 
 static char g_dir[256];
 
-static void setup(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/lingvoc-check-runners.%d", (int)getpid());
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  ck_assert_int_eq(system(cmd), 0);
-  ck_assert(lv_file_mkdirs(g_dir) == NULL);
-}
-
-static void teardown(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  ck_assert_int_eq(system(cmd), 0);
-}
+static void setup(void) { lv_test_mkdtemp(g_dir, sizeof g_dir, "lv_check_runners"); }
+static void teardown(void) { lv_test_rmtree(g_dir); }
 
 static lv_params *train_params(int64_t keep, int64_t every_steps) {
   lv_params *p = lv_params_new();
