@@ -17,7 +17,15 @@
 
 static volatile sig_atomic_t g_stop_signal;
 
-static void on_signal(int sig) { g_stop_signal = sig; }
+/* The first SIGINT/SIGTERM asks for a checkpoint and a clean stop; a second one stops at
+ * once (checkpoints are written atomically, so nothing already saved is lost). */
+static void on_signal(int sig) {
+  if (g_stop_signal) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+  g_stop_signal = sig;
+}
 
 static lv_status write_text(const char *dir, const char *name, const char *text) {
   char path[8192];
@@ -294,7 +302,8 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     }
     if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   }
-  if (g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping", (int)g_stop_signal, (long long)step);
+  if (g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
+                           (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
