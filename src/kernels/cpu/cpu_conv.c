@@ -84,14 +84,21 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
           continue;
         }
         const float *src = x + (int64_t)ih * g->w * C;
-        if (g->dw == 1 && iw0 >= 0 && iw0 + g->kw <= g->w) {
-          const float *s = src + (int64_t)iw0 * C;
-          const int run = g->kw * C;
+        if (g->dw == 1) {
+          /* The taps inside the image are one contiguous run of the input row; only the
+           * padding on either side is zeroed. */
+          int k0 = iw0 < 0 ? -iw0 : 0;
+          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
+          if (k1 < k0) k1 = k0;
+          const int z0 = k0 * C, run = (k1 - k0) * C, z1 = (g->kw - k1) * C;
+          for (int j = 0; j < z0; j++) dst[j] = 0.0f;
+          const float *s = src + (int64_t)(iw0 + k0) * C;
           /* Short runs (a single-channel image) cost less as a loop than a memcpy call. */
           if (run <= 16)
-            for (int j = 0; j < run; j++) dst[j] = s[j];
+            for (int j = 0; j < run; j++) dst[z0 + j] = s[j];
           else
-            memcpy(dst, s, sizeof(float) * (size_t)run);
+            memcpy(dst + z0, s, sizeof(float) * (size_t)run);
+          for (int j = 0; j < z1; j++) dst[z0 + run + j] = 0.0f;
           continue;
         }
         for (int kw = 0; kw < g->kw; kw++) {
