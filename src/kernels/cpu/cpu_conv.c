@@ -89,6 +89,44 @@ static inline void copy_run(float *restrict d, const float *restrict s, int n) {
 static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
   const int64_t K = patch_len(g);
   const int C = g->c;
+  if (g->dw == 1) {
+    /* Undilated rows: for each (oh, kh) the input row is fixed, and the output columns
+     * whose window lies inside it (most of them) take one straight copy each with no
+     * bounds work; only the few at the edges go through the padded path. */
+    const int run = g->kw * C;
+    int lo = g->sw > 0 ? (g->pl + g->sw - 1) / g->sw : 0; /* first ow with iw0 >= 0 */
+    int hi = g->w - g->kw + g->pl >= 0 ? (g->w - g->kw + g->pl) / g->sw + 1 : 0; /* iw0+kw <= w */
+    if (lo > g->ow) lo = g->ow;
+    if (hi > g->ow) hi = g->ow;
+    if (hi < lo) hi = lo;
+    for (int oh = 0; oh < g->oh; oh++)
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        float *base = cols + (int64_t)oh * g->ow * K + (int64_t)kh * run;
+        if (ih < 0 || ih >= g->h) {
+          for (int ow = 0; ow < g->ow; ow++) memset(base + ow * K, 0, sizeof(float) * (size_t)run);
+          continue;
+        }
+        const float *src = x + (int64_t)ih * g->w * C;
+        for (int ow = lo; ow < hi; ow++)
+          copy_run(base + ow * K, src + (int64_t)(ow * g->sw - g->pl) * C, run);
+        for (int ow = 0; ow < g->ow; ow++) {
+          if (ow == lo) ow = hi;
+          if (ow >= g->ow) break;
+          float *dst = base + ow * K;
+          int iw0 = ow * g->sw - g->pl;
+          int k0 = iw0 < 0 ? -iw0 : 0;
+          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
+          if (k0 > g->kw) k0 = g->kw;
+          if (k1 < k0) k1 = k0;
+          const int z0 = k0 * C, n = (k1 - k0) * C, z1 = (g->kw - k1) * C;
+          for (int j = 0; j < z0; j++) dst[j] = 0.0f;
+          if (n > 0) copy_run(dst + z0, src + (int64_t)(iw0 + k0) * C, n);
+          for (int j = 0; j < z1; j++) dst[z0 + n + j] = 0.0f;
+        }
+      }
+    return;
+  }
   for (int oh = 0; oh < g->oh; oh++) {
     for (int ow = 0; ow < g->ow; ow++) {
       float *row = cols + ((int64_t)oh * g->ow + ow) * K;
@@ -101,19 +139,6 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
           continue;
         }
         const float *src = x + (int64_t)ih * g->w * C;
-        if (g->dw == 1) {
-          /* The taps inside the image are one contiguous run of the input row; only the
-           * padding on either side is zeroed. */
-          int k0 = iw0 < 0 ? -iw0 : 0;
-          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
-          if (k1 < k0) k1 = k0;
-          const int z0 = k0 * C, run = (k1 - k0) * C, z1 = (g->kw - k1) * C;
-          for (int j = 0; j < z0; j++) dst[j] = 0.0f;
-          const float *s = src + (int64_t)(iw0 + k0) * C;
-          copy_run(dst + z0, s, run);
-          for (int j = 0; j < z1; j++) dst[z0 + run + j] = 0.0f;
-          continue;
-        }
         for (int kw = 0; kw < g->kw; kw++) {
           int iw = iw0 + kw * g->dw;
           float *d = dst + (int64_t)kw * C;
