@@ -158,6 +158,29 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
 static void col2im(const lv_conv_geom *g, const float *cols, float *gx) {
   const int64_t K = patch_len(g);
   const int C = g->c;
+  if (g->dw == 1) {
+    /* Rows (oh, kh) as in im2col. For one oh, an input row ih gets only the kh with
+     * oh*sh - pt + kh*dh == ih, so each input element still receives its terms ordered by
+     * (oh, ow): the sums are the same, bit for bit, as in the general loop below. */
+    for (int oh = 0; oh < g->oh; oh++)
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        if (ih < 0 || ih >= g->h) continue;
+        const float *base = cols + (int64_t)oh * g->ow * K + (int64_t)kh * g->kw * C;
+        float *dst = gx + (int64_t)ih * g->w * C;
+        for (int ow = 0; ow < g->ow; ow++) {
+          int iw0 = ow * g->sw - g->pl;
+          int k0 = iw0 < 0 ? -iw0 : 0;
+          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
+          if (k1 <= k0) continue;
+          float *d = dst + (int64_t)(iw0 + k0) * C;
+          const float *src = base + ow * K + (int64_t)k0 * C;
+          const int run = (k1 - k0) * C;
+          for (int j = 0; j < run; j++) d[j] += src[j];
+        }
+      }
+    return;
+  }
   for (int oh = 0; oh < g->oh; oh++) {
     for (int ow = 0; ow < g->ow; ow++) {
       const float *row = cols + ((int64_t)oh * g->ow + ow) * K;
@@ -167,18 +190,6 @@ static void col2im(const lv_conv_geom *g, const float *cols, float *gx) {
         if (ih < 0 || ih >= g->h) continue;
         const float *src = row + (int64_t)kh * g->kw * C;
         float *dst = gx + (int64_t)ih * g->w * C;
-        if (g->dw == 1) {
-          /* The in-image taps are one contiguous run in both the patch row and the input
-           * row: one loop the compiler vectorizes, adding in the same order as per tap. */
-          int k0 = iw0 < 0 ? -iw0 : 0;
-          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
-          if (k1 <= k0) continue;
-          float *d = dst + (int64_t)(iw0 + k0) * C;
-          const float *s = src + (int64_t)k0 * C;
-          const int run = (k1 - k0) * C;
-          for (int j = 0; j < run; j++) d[j] += s[j];
-          continue;
-        }
         for (int kw = 0; kw < g->kw; kw++) {
           int iw = iw0 + kw * g->dw;
           if (iw < 0 || iw >= g->w) continue;
