@@ -585,6 +585,102 @@ START_TEST(conv_chunked_matches_reference) {
 }
 END_TEST
 
+/* TF's output size and leading pad, written out again so the test does not trust the
+ * code under test for them. */
+static void tf_pad(bool same, int in, int k, int s, int *out, int *lead) {
+  if (same) {
+    *out = (in + s - 1) / s;
+    int total = (*out - 1) * s + k - in;
+    *lead = total > 0 ? total / 2 : 0;
+  } else {
+    *out = in >= k ? (in - k) / s + 1 : 0;
+    *lead = 0;
+  }
+}
+
+/* Undilated convs whose windows hang over the image on one or both sides (the padded
+ * run copy of im2col): single-channel and multi-channel images, odd and even filters,
+ * SAME and VALID, filters wider than the image. */
+START_TEST(conv_padded_runs_match_reference) {
+  const int cases[][8] = {/* h, w, c, kh, kw, o, sh, sw */
+                          {9, 8, 1, 5, 5, 20, 1, 1}, {7, 7, 3, 3, 4, 5, 1, 1},
+                          {6, 5, 2, 5, 7, 3, 2, 2},  {4, 3, 20, 5, 5, 6, 1, 1},
+                          {8, 9, 1, 1, 1, 2, 1, 1}};
+  for (size_t t = 0; t < LV_ARRAY_LEN(cases); t++)
+    for (int same = 0; same < 2; same++) {
+      const int n = 3, h = cases[t][0], wd = cases[t][1], c = cases[t][2], kh = cases[t][3],
+                kw = cases[t][4], o = cases[t][5], sh = cases[t][6], sw = cases[t][7];
+      if (!same && (kh > h || kw > wd)) continue;
+      lv_graph *g = lv_graph_create(0);
+      float *xv = rand_floats((int64_t)n * h * wd * c, 400 + t, -1, 1);
+      float *wv = rand_floats(kh * kw * c * o, 410 + t, -1, 1);
+      lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv), *w = tensor_of(g, lv_shape4(kh, kw, c, o), wv);
+      lv_tensor *y = lv_op_conv2d(g, x, w, sh, sw, 1, 1, same ? LV_PAD_SAME : LV_PAD_VALID);
+      ck_assert_ptr_nonnull(y);
+      int oh, ow, pt, pl;
+      tf_pad(same, h, kh, sh, &oh, &pt);
+      tf_pad(same, wd, kw, sw, &ow, &pl);
+      ck_assert_int_eq(y->shape.d[1], oh);
+      ck_assert_int_eq(y->shape.d[2], ow);
+      double *ref = malloc(sizeof(double) * (size_t)lv_tensor_numel(y));
+      ref_conv(xv, wv, n, h, wd, c, kh, kw, o, sh, sw, 1, 1, pt, pl, oh, ow, ref);
+      for (int64_t i = 0; i < lv_tensor_numel(y); i++)
+        ck_assert_msg(fabs(lv_f32(y)[i] - ref[i]) < 1e-4 * (1 + fabs(ref[i])),
+                      "case %zu same %d y[%lld] %f vs %f", t, same, (long long)i, lv_f32(y)[i], ref[i]);
+      free(ref);
+      free(xv);
+      free(wv);
+      lv_graph_destroy(g);
+    }
+}
+END_TEST
+
+/* Max pooling against a naive reference, with ties (the first maximum in window order
+ * takes the gradient) and windows both whole (the 2x2 path) and cut by SAME padding. */
+START_TEST(max_pool_matches_reference_with_ties) {
+  const int n = 2, h = 7, wd = 6, c = 5;
+  const int64_t nx = (int64_t)n * h * wd * c;
+  float *xv = malloc(sizeof(float) * (size_t)nx);
+  for (int64_t i = 0; i < nx; i++) xv[i] = (float)((i * 7919) % 5); /* many ties */
+  const int ps[][4] = {{2, 2, 2, 2}, {3, 3, 2, 2}, {2, 2, 1, 1}};
+  for (size_t t = 0; t < LV_ARRAY_LEN(ps); t++) {
+    const int kh = ps[t][0], kw = ps[t][1], sh = ps[t][2], sw = ps[t][3];
+    lv_graph *g = lv_graph_create(0);
+    lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv);
+    x->requires_grad = true;
+    lv_tensor *y = lv_op_max_pool2d(g, x, kh, kw, sh, sw, LV_PAD_SAME);
+    ck_assert_ptr_nonnull(y);
+    int oh, ow, pt, pl;
+    tf_pad(true, h, kh, sh, &oh, &pt);
+    tf_pad(true, wd, kw, sw, &ow, &pl);
+    ck_assert_ptr_null(lv_graph_backward(g, lv_op_reduce_sum(g, y, LV_ALL_AXES, false)));
+    float *dx = calloc((size_t)nx, sizeof(float));
+    for (int b = 0; b < n; b++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++)
+          for (int e = 0; e < c; e++) {
+            int64_t best = -1;
+            for (int u = 0; u < kh; u++)
+              for (int v = 0; v < kw; v++) {
+                int ih = i * sh - pt + u, iw = j * sw - pl + v;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                int64_t at = (((int64_t)b * h + ih) * wd + iw) * c + e;
+                if (best < 0 || xv[at] > xv[best]) best = at;
+              }
+            int64_t yi = (((int64_t)b * oh + i) * ow + j) * c + e;
+            ck_assert_msg(lv_f32(y)[yi] == xv[best], "case %zu y[%lld]", t, (long long)yi);
+            dx[best] += 1.0f;
+          }
+    for (int64_t i = 0; i < nx; i++)
+      ck_assert_msg(lv_f32(x->grad)[i] == dx[i], "case %zu dx[%lld] %f vs %f", t, (long long)i,
+                    lv_f32(x->grad)[i], dx[i]);
+    free(dx);
+    lv_graph_destroy(g);
+  }
+  free(xv);
+}
+END_TEST
+
 /* Large products take the threaded split path of the GEMM kernel. */
 START_TEST(matmul_threaded_matches_reference) {
   lv_set_num_threads(2);
@@ -920,6 +1016,8 @@ int main(void) {
   tcase_add_test(fw, fwd_dropout_deterministic);
   tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
   tcase_add_test(fw, conv_chunked_matches_reference);
+  tcase_add_test(fw, conv_padded_runs_match_reference);
+  tcase_add_test(fw, max_pool_matches_reference_with_ties);
   tcase_add_test(fw, matmul_threaded_matches_reference);
   tcase_add_test(fw, training_step_deterministic_across_threads);
   suite_add_tcase(s, fw);

@@ -68,10 +68,65 @@ size_t lv_cpu_conv2d_scratch(const lv_conv_geom *g) {
   return scratch_need(&p);
 }
 
+/* Copies n floats. Short runs (a single-channel image's 5 taps) are most of the first
+ * layer's patch building: two overlapping fixed-size copies, each a single vector move,
+ * cost less than a memcpy call or a loop of scalar moves. */
+static inline void copy_run(float *restrict d, const float *restrict s, int n) {
+  if (n >= 4 && n <= 8) {
+    memcpy(d, s, 4 * sizeof(float));
+    memcpy(d + n - 4, s + n - 4, 4 * sizeof(float));
+  } else if (n > 8 && n <= 16) {
+    memcpy(d, s, 8 * sizeof(float));
+    memcpy(d + n - 8, s + n - 8, 8 * sizeof(float));
+  } else if (n < 4) {
+    for (int j = 0; j < n; j++) d[j] = s[j];
+  } else {
+    memcpy(d, s, sizeof(float) * (size_t)n);
+  }
+}
+
 /* One image's patches: rows (oh, ow), columns (kh, kw, c). */
 static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
   const int64_t K = patch_len(g);
   const int C = g->c;
+  if (g->dw == 1) {
+    /* Undilated rows: for each (oh, kh) the input row is fixed, and the output columns
+     * whose window lies inside it (most of them) take one straight copy each with no
+     * bounds work; only the few at the edges go through the padded path. */
+    const int run = g->kw * C;
+    int lo = g->sw > 0 ? (g->pl + g->sw - 1) / g->sw : 0; /* first ow with iw0 >= 0 */
+    int hi = g->w - g->kw + g->pl >= 0 ? (g->w - g->kw + g->pl) / g->sw + 1 : 0; /* iw0+kw <= w */
+    if (lo > g->ow) lo = g->ow;
+    if (hi > g->ow) hi = g->ow;
+    if (hi < lo) hi = lo;
+    for (int oh = 0; oh < g->oh; oh++)
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        float *base = cols + (int64_t)oh * g->ow * K + (int64_t)kh * run;
+        if (ih < 0 || ih >= g->h) {
+          for (int ow = 0; ow < g->ow; ow++) memset(base + ow * K, 0, sizeof(float) * (size_t)run);
+          continue;
+        }
+        const float *src = x + (int64_t)ih * g->w * C;
+        for (int ow = lo; ow < hi; ow++)
+          copy_run(base + ow * K, src + (int64_t)(ow * g->sw - g->pl) * C, run);
+        for (int ow = 0; ow < g->ow; ow++) {
+          if (ow == lo) ow = hi;
+          if (ow >= g->ow) break;
+          float *dst = base + ow * K;
+          int iw0 = ow * g->sw - g->pl;
+          int k0 = iw0 < 0 ? -iw0 : 0;
+          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
+          if (k0 > g->kw) k0 = g->kw;
+          if (k1 < k0) k1 = k0;
+          const int z0 = k0 * C, n = (k1 - k0) * C, z1 = (g->kw - k1) * C;
+          for (int j = 0; j < z0; j++) dst[j] = 0.0f;
+          if (n > 0) copy_run(dst + z0, src + (int64_t)(iw0 + k0) * C, n);
+          for (int j = 0; j < z1; j++) dst[z0 + n + j] = 0.0f;
+        }
+      }
+    return;
+  }
   for (int oh = 0; oh < g->oh; oh++) {
     for (int ow = 0; ow < g->ow; ow++) {
       float *row = cols + ((int64_t)oh * g->ow + ow) * K;
@@ -84,16 +139,6 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
           continue;
         }
         const float *src = x + (int64_t)ih * g->w * C;
-        if (g->dw == 1 && iw0 >= 0 && iw0 + g->kw <= g->w) {
-          const float *s = src + (int64_t)iw0 * C;
-          const int run = g->kw * C;
-          /* Short runs (a single-channel image) cost less as a loop than a memcpy call. */
-          if (run <= 16)
-            for (int j = 0; j < run; j++) dst[j] = s[j];
-          else
-            memcpy(dst, s, sizeof(float) * (size_t)run);
-          continue;
-        }
         for (int kw = 0; kw < g->kw; kw++) {
           int iw = iw0 + kw * g->dw;
           float *d = dst + (int64_t)kw * C;
@@ -113,6 +158,29 @@ static void im2col(const lv_conv_geom *g, const float *x, float *cols) {
 static void col2im(const lv_conv_geom *g, const float *cols, float *gx) {
   const int64_t K = patch_len(g);
   const int C = g->c;
+  if (g->dw == 1) {
+    /* Rows (oh, kh) as in im2col. For one oh, an input row ih gets only the kh with
+     * oh*sh - pt + kh*dh == ih, so each input element still receives its terms ordered by
+     * (oh, ow): the sums are the same, bit for bit, as in the general loop below. */
+    for (int oh = 0; oh < g->oh; oh++)
+      for (int kh = 0; kh < g->kh; kh++) {
+        int ih = oh * g->sh - g->pt + kh * g->dh;
+        if (ih < 0 || ih >= g->h) continue;
+        const float *base = cols + (int64_t)oh * g->ow * K + (int64_t)kh * g->kw * C;
+        float *dst = gx + (int64_t)ih * g->w * C;
+        for (int ow = 0; ow < g->ow; ow++) {
+          int iw0 = ow * g->sw - g->pl;
+          int k0 = iw0 < 0 ? -iw0 : 0;
+          int k1 = g->w - iw0 < g->kw ? g->w - iw0 : g->kw;
+          if (k1 <= k0) continue;
+          float *d = dst + (int64_t)(iw0 + k0) * C;
+          const float *src = base + ow * K + (int64_t)k0 * C;
+          const int run = (k1 - k0) * C;
+          for (int j = 0; j < run; j++) d[j] += src[j];
+        }
+      }
+    return;
+  }
   for (int oh = 0; oh < g->oh; oh++) {
     for (int ow = 0; ow < g->ow; ow++) {
       const float *row = cols + ((int64_t)oh * g->ow + ow) * K;

@@ -26,6 +26,24 @@ void lv_cpu_max_pool_fwd(const lv_conv_geom *g, const float *x, float *y, int32_
         window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
         float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
         int32_t *ao = argmax + n * ys + ((int64_t)oh * g->ow + ow) * C;
+        if (h1 - h0 == 2 && w1 - w0 == 2) {
+          /* The common 2x2 window with no padding, in one pass: the same comparisons in
+           * the same order as the general loop below (first maximum wins). */
+          int32_t b0 = (int32_t)(((int64_t)h0 * g->w + w0) * C), b1 = b0 + C;
+          int32_t b2 = b0 + g->w * C, b3 = b2 + C;
+          const float *p0 = xi + b0, *p1 = xi + b1, *p2 = xi + b2, *p3 = xi + b3;
+#pragma omp simd
+          for (int c = 0; c < C; c++) {
+            float v = p0[c];
+            int32_t a = b0 + c;
+            if (p1[c] > v) { v = p1[c]; a = b1 + c; }
+            if (p2[c] > v) { v = p2[c]; a = b2 + c; }
+            if (p3[c] > v) { v = p3[c]; a = b3 + c; }
+            yo[c] = v;
+            ao[c] = a;
+          }
+          continue;
+        }
         /* SAME/VALID windows always hold at least one real element: start from it. */
         int32_t base0 = (int32_t)(((int64_t)h0 * g->w + w0) * C);
         for (int c = 0; c < C; c++) {
