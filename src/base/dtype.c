@@ -1,4 +1,5 @@
 #include "base/dtype.h"
+#include "base/names.h"
 
 #include <string.h>
 
@@ -33,10 +34,7 @@ bool lv_dtype_from_tf(int tf_enum, lv_dtype *out) {
 }
 
 bool lv_dtype_from_name(const char *name, lv_dtype *out) {
-  for (int i = 0; i < LV_DTYPE_COUNT; i++)
-    if (strcmp(lv_dtype_names[i], name) == 0) {
-      *out = (lv_dtype)i;
-      return true;
-    }
-  return false;
+  int i = lv_name_index(lv_dtype_names, LV_DTYPE_COUNT, name);
+  if (i >= 0) *out = (lv_dtype)i;
+  return i >= 0;
 }

@@ -1,4 +1,5 @@
 #include "layers/layer.h"
+#include "base/names.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,11 +41,8 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
 lv_status lv_layer_params_init(const lv_layer *l, lv_var_init *out) {
   const char *m = lv_params_str(l->p, "params_init.method");
   if (!lv_init_method_from_name(m, &out->method)) {
-    char known[512] = "";
-    for (int i = 0; i < LV_INIT_COUNT; i++) {
-      strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
-      strncat(known, lv_init_method_names[i], sizeof known - strlen(known) - 1);
-    }
+    char known[512];
+    lv_names_join(lv_init_method_names, LV_INIT_COUNT, ", ", known, sizeof known);
     return lv_status_make(LV_ERR_INVALID, "%s: params_init.method: unknown method \"%s\" (known: %s)",
                           l->scope, m, known);
   }
@@ -68,11 +66,8 @@ lv_status lv_layer_add_var(lv_layer *l, const char *name, lv_shape shape, const 
 lv_status lv_layer_activation(const lv_layer *l, const char *key, lv_activation *out) {
   const char *a = lv_params_str(l->p, key);
   if (lv_activation_from_name(a, out)) return NULL;
-  char known[512] = "";
-  for (int i = 0; i < LV_ACT_COUNT; i++) {
-    strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
-    strncat(known, lv_activation_names[i], sizeof known - strlen(known) - 1);
-  }
+  char known[512];
+  lv_names_join(lv_activation_names, LV_ACT_COUNT, ", ", known, sizeof known);
   return lv_status_make(LV_ERR_INVALID, "%s: %s: unknown activation \"%s\" (known: %s)", l->scope, key, a,
                         known);
 }

@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "base/names.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -220,23 +221,29 @@ static lv_status load(const lv_model_options *o, lv_params **out, char *path, si
   return NULL;
 }
 
-static void lower(const char *in, char *out, size_t n) {
-  size_t i = 0;
-  for (; in[i] && i + 1 < n; i++) out[i] = (char)tolower((unsigned char)in[i]);
-  out[i] = 0;
+/* "Train" -> "datasets.train". */
+static void dataset_key(const char *dataset, char *key, size_t n) {
+  char l[32];
+  lv_str_lower(dataset, l, sizeof l);
+  snprintf(key, n, "datasets.%s", l);
+}
+
+/* The datasets an experiment defines, in kDatasets order; returns the count. */
+static int defined_datasets(const lv_params *p, const char **names) {
+  int n = 0;
+  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
+    char key[64];
+    dataset_key(kDatasets[i], key, sizeof key);
+    if (lv_params_sub(p, key)) names[n++] = kDatasets[i];
+  }
+  return n;
 }
 
 lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n) {
   lv_params *p = NULL;
   char path[4096];
   LV_TRY(load(o, &p, path, sizeof path));
-  *n = 0;
-  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
-    char key[64], l[16];
-    lower(kDatasets[i], l, sizeof l);
-    snprintf(key, sizeof key, "datasets.%s", l);
-    if (lv_params_sub(p, key)) names[(*n)++] = kDatasets[i];
-  }
+  *n = defined_datasets(p, names);
   lv_params_free(p);
   return NULL;
 }
@@ -247,18 +254,10 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   char path[4096];
   LV_TRY(load(o, &p, path, sizeof path));
   lv_status s = NULL;
-  char key[64], l[32], avail[128] = "";
-  lower(o->dataset ? o->dataset : "Train", l, sizeof l);
-  snprintf(key, sizeof key, "datasets.%s", l);
-  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
-    char k2[64], l2[16];
-    lower(kDatasets[i], l2, sizeof l2);
-    snprintf(k2, sizeof k2, "datasets.%s", l2);
-    if (lv_params_sub(p, k2)) {
-      strcat(avail, *avail ? ", " : "");
-      strcat(avail, kDatasets[i]);
-    }
-  }
+  char key[64], avail[128];
+  const char *defined[LV_ARRAY_LEN(kDatasets)];
+  dataset_key(o->dataset ? o->dataset : "Train", key, sizeof key);
+  lv_names_join(defined, defined_datasets(p, defined), ", ", avail, sizeof avail);
   if (!lv_params_has(p, key) || !lv_params_sub(p, key))
     s = lv_status_make(LV_ERR_NOT_FOUND, "model %s has no dataset %s; available datasets are: [%s]", o->model,
                        o->dataset ? o->dataset : "Train", avail);

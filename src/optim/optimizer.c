@@ -1,4 +1,5 @@
 #include "optim/optimizer.h"
+#include "base/names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,13 +28,9 @@ static const char *const k_slot_names[LV_OPT_COUNT][2] = {
 #define PAR_MIN (1 << 18)
 
 bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out) {
-  for (int i = 0; i < LV_OPT_COUNT; i++) {
-    if (strcmp(name, lv_optimizer_type_names[i]) == 0) {
-      *out = (lv_optimizer_type)i;
-      return true;
-    }
-  }
-  return false;
+  int i = lv_name_index(lv_optimizer_type_names, LV_OPT_COUNT, name);
+  if (i >= 0) *out = (lv_optimizer_type)i;
+  return i >= 0;
 }
 
 lv_optimizer_config lv_optimizer_defaults(lv_optimizer_type t) {

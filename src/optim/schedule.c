@@ -1,4 +1,5 @@
 #include "optim/schedule.h"
+#include "base/names.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -40,13 +41,9 @@ const char *const lv_schedule_type_names[LV_SCHED_COUNT] = {
 _Static_assert(LV_SCHED_COUNT == 27, "lv_schedule_type_names must list every schedule type");
 
 bool lv_schedule_type_from_name(const char *name, lv_schedule_type *out) {
-  for (int i = 0; i < LV_SCHED_COUNT; i++) {
-    if (strcmp(name, lv_schedule_type_names[i]) == 0) {
-      *out = (lv_schedule_type)i;
-      return true;
-    }
-  }
-  return false;
+  int i = lv_name_index(lv_schedule_type_names, LV_SCHED_COUNT, name);
+  if (i >= 0) *out = (lv_schedule_type)i;
+  return i >= 0;
 }
 
 lv_schedule_config lv_schedule_defaults(lv_schedule_type t) {

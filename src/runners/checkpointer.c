@@ -79,6 +79,13 @@ int64_t lv_checkpoint_step(const char *prefix) {
   return v;
 }
 
+/* A path from the state file: relative ones are relative to the train directory (as in
+ * TF), absolute ones (older Lingvo-style files) are kept. */
+static void resolve_path(const char *train_dir, const char *path, char *out, size_t n) {
+  if (path[0] == '/') snprintf(out, n, "%s", path);
+  else snprintf(out, n, "%s/%s", train_dir, path);
+}
+
 /* Deletes the files of one checkpoint prefix (index, data, meta, failed). */
 static void delete_ckpt_files(const char *prefix) {
   char *copy = strdup(prefix);
@@ -150,8 +157,7 @@ static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, doub
     for (int i = 0; i < m; i++)
       if (!keep[i]) {
         char path[8192];
-        if (paths[i][0] == '/') snprintf(path, sizeof path, "%s", paths[i]);
-        else snprintf(path, sizeof path, "%s/%s", ck->train_dir, paths[i]);
+        resolve_path(ck->train_dir, paths[i], path, sizeof path);
         delete_ckpt_files(path);
       }
   for (int i = 0; i < m; i++) free(paths[i]);
@@ -276,9 +282,7 @@ lv_status lv_checkpoint_list(const char *train_dir, char ***prefixes, int64_t **
   for (int i = 0; i < m; i++) {
     const char *path = st.all_model_checkpoint_paths[i];
     char full[8192];
-    /* Relative paths in the state file are relative to its directory (as in TF). */
-    if (path[0] != '/') snprintf(full, sizeof full, "%s/%s", train_dir, path);
-    else snprintf(full, sizeof full, "%s", path);
+    resolve_path(train_dir, path, full, sizeof full);
     ps[k] = strdup(full);
     ss[k++] = lv_checkpoint_step(full);
   }
@@ -308,8 +312,7 @@ lv_status lv_checkpoint_latest(const char *train_dir, char *prefix, size_t n, in
     lv_ckpt_state_free(&st);
     return NULL;
   }
-  if (st.model_checkpoint_path[0] != '/') snprintf(prefix, n, "%s/%s", train_dir, st.model_checkpoint_path);
-  else snprintf(prefix, n, "%s", st.model_checkpoint_path);
+  resolve_path(train_dir, st.model_checkpoint_path, prefix, n);
   lv_ckpt_state_free(&st);
   *step = lv_checkpoint_step(prefix);
   *found = true;

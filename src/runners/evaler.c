@@ -1,4 +1,5 @@
 #include "runners/evaler.h"
+#include "base/names.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -144,9 +145,7 @@ static lv_status mark_processed(eval_state *e, const char *prefix) {
 lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   eval_state e = {0};
   char ds[32];
-  size_t i = 0;
-  for (; opt->dataset[i] && i + 1 < sizeof ds; i++) ds[i] = (char)tolower((unsigned char)opt->dataset[i]);
-  ds[i] = 0;
+  lv_str_lower(opt->dataset, ds, sizeof ds);
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   snprintf(e.dir, sizeof e.dir, "%s/eval_%s", logdir, ds);
   snprintf(e.job, sizeof e.job, "eval_%s", ds);

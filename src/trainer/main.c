@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/names.h"
 #include "base/log.h"
 #include "models/model.h"
 #include "runners/cli.h"
@@ -33,9 +34,7 @@ static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
     lv_params *p = NULL;
     LV_TRY(lv_cli_build_params(c, flags, n, names[i], &p));
     char *text = lv_params_to_text(p), path[4200], lower[32];
-    size_t k = 0;
-    for (; names[i][k] && k + 1 < sizeof lower; k++) lower[k] = (char)(names[i][k] | 0x20);
-    lower[k] = 0;
+    lv_str_lower(names[i], lower, sizeof lower);
     snprintf(path, sizeof path, "%s/%s-params.txt", c->logdir, lower);
     lv_status s = lv_file_write_atomic(path, text, strlen(text));
     free(text);
@@ -70,8 +69,9 @@ static lv_status inspect_evaler(lv_cli *c, lv_flag *flags, int n) {
   LV_TRY(lv_model_datasets(&o, names, &nd));
   for (int i = 0; i < nd; i++) {
     if (!strcmp(names[i], "Train")) continue;
-    for (const char *ch = names[i]; *ch; ch++) putchar(*ch | 0x20);
-    putchar(i + 1 < nd ? ',' : '\n');
+    char lower[32];
+    lv_str_lower(names[i], lower, sizeof lower);
+    printf("%s%c", lower, i + 1 < nd ? ',' : '\n');
   }
   return NULL;
 }
