@@ -8,11 +8,13 @@ PKGS=(
   libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check
   libsnappy-dev zlib1g-dev libpng-dev
   python3 python3-protobuf protobuf-compiler python3-numpy
+  python3-torch
   dataset-fashion-mnist
   sentencepiece libsword-utils sword-text-web sword-text-sparv
 )
-# Only for the benchmarks (PyTorch baseline); install with LINGVOC_BENCH=1.
-if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(python3-torch bc); fi
+# python3-torch is the peer of the layer parity tests (tests/parity/) and the benchmarks.
+# Only for the benchmarks; install with LINGVOC_BENCH=1.
+if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(bc); fi
 # Only for `make fuzz` (libFuzzer needs clang); install with LINGVOC_FUZZ=1.
 if [ "${LINGVOC_FUZZ:-0}" = 1 ]; then PKGS+=(clang); fi
 

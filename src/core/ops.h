@@ -18,7 +18,9 @@ typedef enum { LV_PAD_SAME, LV_PAD_VALID } lv_padding;
 /* [M,K] x [K,N] -> [M,N] (after optional transposes). a may have rank > 2: its leading
  * dims are flattened into M and restored in the output ([B,T,K] x [K,N] -> [B,T,N]). */
 lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b);
-/* [B,M,K] x [B,K,N] -> [B,M,N] (after optional transposes of the last two dims). */
+/* [...,M,K] x [...,K,N] -> [...,M,N] (after optional transposes of the last two dims;
+ * equal leading dims, rank >= 3): one strided batched GEMM kernel call for all of them
+ * (all heads of an attention at once), not a loop of GEMMs. */
 lv_tensor *lv_op_batch_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b);
 
 /* ---- elementwise (broadcasting) ---- */
@@ -75,9 +77,14 @@ lv_tensor *lv_op_softmax_xent(lv_graph *g, lv_tensor *logits, lv_tensor *probs);
 lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t seed, uint64_t stream);
 /* Over the last dim: (x-mean)/sqrt(var+eps)*scale+bias; scale/bias [D] (either may be NULL). */
 lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps);
+/* Lingvo's LayerNorm form: (x-mean)/sqrt(var+eps)*(1+scale)+bias over the last dim
+ * (scale initialized to 0); the gradient to scale is the same as the plain form's. */
+lv_tensor *lv_op_layer_norm_plus1(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps);
 
 /* ---- embedding ---- */
-/* table [V,D], ids int32 [...] -> [...,D]; out-of-range id is an error. */
+/* table [V,D], ids int32 [...] -> [...,D]; out-of-range id is an error. The gradient is
+ * sparse: backward touches only the rows of ids (scatter-add in id order, so the sum
+ * does not depend on threads), not a dense [V,D] pass. */
 lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids);
 
 /* ---- no gradient ---- */
@@ -99,5 +106,71 @@ lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x);
  * the statistics first, and a skipped step changes nothing). avg is a float32 variable
  * on the graph's device, x float32 of its size. False (the error recorded) on bad input. */
 bool lv_op_moving_average_update(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay);
+
+/* ==== Sequence ops (layers of rnn_cell / rnn_layers / attention / layers_with_attention).
+ * Declared together as one contract; each is implemented in src/core/op_<family>.c with
+ * a CPU kernel, a finite-difference test and a device (cpu:1) test. ==== */
+
+/* ---- elementwise, broadcasting (numpy rules) ---- */
+/* max(a, b) / min(a, b); the gradient goes to a where a wins or ties, else to b. */
+lv_tensor *lv_op_maximum(lv_graph *g, lv_tensor *a, lv_tensor *b);
+lv_tensor *lv_op_minimum(lv_graph *g, lv_tensor *a, lv_tensor *b);
+typedef enum { LV_CMP_LT, LV_CMP_LE, LV_CMP_GT, LV_CMP_GE, LV_CMP_EQ, LV_CMP_NE, LV_CMP_COUNT } lv_compare;
+/* float32 1.0 where `a cmp b` holds, else 0.0; no gradient. */
+lv_tensor *lv_op_compare(lv_graph *g, lv_tensor *a, lv_tensor *b, lv_compare cmp);
+/* cond != 0 ? a : b (float32 cond, all three broadcast to one shape); gradients go to a
+ * where cond is set and to b elsewhere; none to cond. */
+lv_tensor *lv_op_select(lv_graph *g, lv_tensor *cond, lv_tensor *a, lv_tensor *b);
+/* clip(x, lo, hi); the gradient flows where lo < x < hi (inside the range). */
+lv_tensor *lv_op_clip(lv_graph *g, lv_tensor *x, float lo, float hi);
+
+/* ---- masked softmax ---- */
+/* Softmax over the last axis of logits [..., S] ignoring positions where paddings
+ * (float32, 1.0 = padded, broadcastable to logits' shape, e.g. [B, 1, S] against
+ * [B, T, S]) is > 0.5: they get probability 0 and no gradient. A row whose positions are
+ * all padded gives all zeros (not NaN) and a zero gradient. */
+lv_tensor *lv_op_masked_softmax(lv_graph *g, lv_tensor *logits, lv_tensor *paddings);
+
+/* ---- sequences ---- */
+/* Time-major x [T, B, ...] with paddings [T, B] or [T, B, 1] (1.0 = padded; a
+ * sequence's padding is at its end): the first len_b steps of each sequence b are
+ * reversed (len_b = number of steps with padding 0), padded steps stay where they are
+ * (tf.reverse_sequence). Its own inverse; the gradient is the same reversal. */
+lv_tensor *lv_op_reverse_sequence(lv_graph *g, lv_tensor *x, lv_tensor *paddings);
+/* The k largest entries of the last axis of x [..., N] (k <= N): values float32
+ * [..., k] and indices int32 [..., k], in descending order; equal values keep the lower
+ * index first. No gradient (beam search). False (graph error set) on bad input. */
+bool lv_op_top_k(lv_graph *g, lv_tensor *x, int k, lv_tensor **values, lv_tensor **indices);
+
+/* ---- losses ---- */
+/* Per-row cross-entropy of logits [..., C] against class ids int32 [...], with Lingvo's
+ * UniformLabelSmoother target (on = 1 - smoothing for the id, off = smoothing / (C - 1)
+ * elsewhere; smoothing 0 is plain sparse cross-entropy) and per-row weights float32
+ * [...] (NULL = 1): out [...] = weight * xent. An id outside [0, C) is an error naming it.
+ * Gradient to logits only. */
+lv_tensor *lv_op_smoothed_xent(lv_graph *g, lv_tensor *logits, lv_tensor *ids, lv_tensor *weights,
+                               float smoothing);
+/* The same loss for logits = x [N, D] . w [D, C] + b [C] (b may be NULL) without
+ * keeping the [N, C] logits: forward and backward go over the classes in chunks of
+ * `chunk` columns (0 = all at once), recomputing each chunk's logits in backward, so
+ * peak memory is O(N * chunk) rather than O(N * C). Gradients to x, w and b. When
+ * argmax is not NULL it receives int32 [N], the row's highest-scoring class (no
+ * gradient). */
+lv_tensor *lv_op_projected_smoothed_xent(lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b,
+                                         lv_tensor *ids, lv_tensor *weights, float smoothing,
+                                         int64_t chunk, lv_tensor **argmax);
+
+/* ---- LSTM ---- */
+/* One fused LSTMCellSimple gate step (Lingvo's rnn_cell.py) over gates [B, 4H] = the
+ * pre-activation x.wm + b, column blocks in Lingvo's order (i_i, i_g, f_g, o_g):
+ *   c' = sigmoid(f_g + forget_gate_bias) * c + sigmoid(i_g) * tanh(i_i)
+ *   c' = clip(c', -cell_value_cap, cell_value_cap)      (cap <= 0: no clipping)
+ *   m' = sigmoid(o_g) * tanh(c')   (output_nonlinearity false: sigmoid(o_g) * c')
+ * and where paddings [B, 1] (or [B]; NULL = none) is 1.0 the previous c, m are kept.
+ * One pass over the 4H gates; *c_out and *m_out are [B, H]. Gradients to gates, c_prev
+ * and m_prev (m_prev only through the padded rows). False (graph error set) on bad input. */
+bool lv_op_lstm_step(lv_graph *g, lv_tensor *gates, lv_tensor *c_prev, lv_tensor *m_prev,
+                     lv_tensor *paddings, float forget_gate_bias, float cell_value_cap,
+                     bool output_nonlinearity, lv_tensor **c_out, lv_tensor **m_out);
 
 #endif
