@@ -363,6 +363,24 @@ static lv_tensor *d_lstm(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_concat(g, both, 2, 1);
 }
 
+static lv_tensor *d_minmax(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_add(g, lv_op_maximum(g, in[0], in[1]), lv_op_minimum(g, in[0], in[1]));
+}
+static lv_tensor *d_select_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *cmp = lv_op_compare(g, in[0], in[1], LV_CMP_GT);
+  return lv_op_clip(g, lv_op_select(g, cmp, in[0], in[1]), -0.3f, 0.6f);
+}
+static lv_tensor *d_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+static lv_tensor *d_ln1(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -374,6 +392,20 @@ START_TEST(seq_ops_on_guarded_device) {
     free(gates);
     free(c0);
     free(m0);
+  }
+  /* maximum / minimum, compare / select / clip, masked softmax, layer_norm_plus1 */
+  {
+    float *a = dev_floats(3 * 8, 4, -1, 1), *b = dev_floats(8, 5, -1, 1);
+    float pad[3 * 8] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    dev_in in[2] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("maximum/minimum", 2, in, d_minmax, NULL, true);
+    same_on_device("compare/select/clip", 2, in, d_select_clip, NULL, true);
+    dev_in ms[2] = {{LV_F32, lv_shape3(3, 1, 8), a, true}, {LV_F32, lv_shape3(3, 1, 8), pad, false}};
+    same_on_device("masked_softmax", 2, ms, d_msm, NULL, true);
+    dev_in ln[3] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("layer_norm_plus1", 3, ln, d_ln1, NULL, true);
+    free(a);
+    free(b);
   }
 }
 END_TEST

@@ -220,6 +220,145 @@ START_TEST(layer_norm_plus1_values_and_gradients) {
 }
 END_TEST
 
+/* ---- maximum, minimum, compare, select, clip ---------------------------------- */
+
+static lv_tensor *f_max(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_maximum(g, in[0], in[1]); }
+static lv_tensor *f_min(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_minimum(g, in[0], in[1]); }
+static lv_tensor *f_select(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_select(g, in[0], in[1], in[2]);
+}
+static lv_tensor *f_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_clip(g, in[0], -0.5f, 0.25f);
+}
+
+START_TEST(maximum_minimum_compare_values) {
+  lv_graph *g = lv_graph_create(0);
+  float av[6] = {1, -2, 3, 0.5f, 5, -6}, bv[3] = {0.5f, -2, 4};
+  lv_tensor *a = tensor_of(g, lv_shape2(2, 3), av), *b = tensor_of(g, lv_shape1(3), bv);
+  a->requires_grad = b->requires_grad = true;
+  lv_tensor *mx = lv_op_maximum(g, a, b), *mn = lv_op_minimum(g, a, b);
+  float wmx[6] = {1, -2, 4, 0.5f, 5, 4}, wmn[6] = {0.5f, -2, 3, 0.5f, -2, -6};
+  ck_assert(!memcmp(lv_f32(mx), wmx, sizeof wmx) && !memcmp(lv_f32(mn), wmn, sizeof wmn));
+  /* Ties (-2 vs -2, 0.5 vs 0.5) send the gradient to a. */
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, mx, LV_ALL_AXES, false)));
+  float ga[6] = {1, 1, 0, 1, 1, 0}, gb[3] = {0, 0, 2};
+  ck_assert(!memcmp(lv_f32(a->grad), ga, sizeof ga) && !memcmp(lv_f32(b->grad), gb, sizeof gb));
+  lv_graph_reset(g);
+  a = tensor_of(g, lv_shape2(2, 3), av);
+  b = tensor_of(g, lv_shape1(3), bv);
+  float want[LV_CMP_COUNT][6] = {
+      {0, 0, 1, 0, 0, 1}, {0, 1, 1, 1, 0, 1}, {1, 0, 0, 0, 1, 0},
+      {1, 1, 0, 1, 1, 0}, {0, 1, 0, 1, 0, 0}, {1, 0, 1, 0, 1, 1},
+  };
+  for (int c = 0; c < LV_CMP_COUNT; c++) {
+    lv_tensor *y = lv_op_compare(g, a, b, (lv_compare)c);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_msg(!memcmp(lv_f32(y), want[c], sizeof want[c]), "compare %d", c);
+  }
+  ck_assert_ptr_null(lv_op_maximum(g, a, tensor_of(g, lv_shape1(2), bv)));
+  expect_graph_err(g, "maximum: shapes do not broadcast: a [2,3] vs b [2]");
+  ck_assert_ptr_null(lv_op_compare(g, lv_graph_zeros(g, LV_I32, lv_shape1(3)), lv_graph_zeros(g, LV_F32, lv_shape1(3)), LV_CMP_EQ));
+  expect_graph_err(g, "compare: float32 inputs required");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 70), fspec(lv_shape2(1, 4), 71)};
+  gradcheck("maximum", 2, in, f_max, NULL, 1e-3, TOL);
+  spec in2[2] = {fspec(lv_shape1(4), 72), fspec(lv_shape2(3, 4), 73)};
+  gradcheck("minimum", 2, in2, f_min, NULL, 1e-3, TOL);
+}
+END_TEST
+
+START_TEST(select_and_clip) {
+  lv_graph *g = lv_graph_create(0);
+  float cv[2] = {1, 0}, av[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {-1, -2, -3};
+  lv_tensor *y = lv_op_select(g, tensor_of(g, lv_shape2(2, 1), cv), tensor_of(g, lv_shape2(2, 3), av),
+                              tensor_of(g, lv_shape1(3), bv));
+  float want[6] = {1, 2, 3, -1, -2, -3};
+  ck_assert(!memcmp(lv_f32(y), want, sizeof want));
+  ck_assert_ptr_null(lv_op_select(g, tensor_of(g, lv_shape1(2), cv), tensor_of(g, lv_shape2(2, 3), av),
+                                  tensor_of(g, lv_shape1(3), bv)));
+  expect_graph_err(g, "select: shapes do not broadcast: cond [2], a [2,3], b [3]");
+  float xv[5] = {-1, -0.5f, 0, 0.25f, 2};
+  lv_tensor *x = tensor_of(g, lv_shape1(5), xv);
+  x->requires_grad = true;
+  lv_tensor *cl = lv_op_clip(g, x, -0.5f, 0.25f);
+  float wc[5] = {-0.5f, -0.5f, 0, 0.25f, 0.25f}, wg[5] = {0, 1, 1, 1, 0};
+  ck_assert(!memcmp(lv_f32(cl), wc, sizeof wc));
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, cl, LV_ALL_AXES, false)));
+  ck_assert(!memcmp(lv_f32(x->grad), wg, sizeof wg)); /* the bounds pass, as in tf.clip_by_value */
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_clip(g, tensor_of(g, lv_shape1(5), xv), 1, 0));
+  expect_graph_err(g, "clip: float32 x and lo <= hi required");
+  lv_graph_destroy(g);
+  float cond[12] = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+  spec in[3] = {{LV_F32, lv_shape3(2, 3, 2), false, malloc(sizeof cond)}, fspec(lv_shape3(2, 3, 2), 80),
+                fspec(lv_shape2(3, 1), 81)};
+  memcpy(in[0].data, cond, sizeof cond);
+  gradcheck("select", 3, in, f_select, NULL, EPS, TOL);
+  spec c[1] = {fspec(lv_shape2(4, 6), 82)};
+  gradcheck("clip", 1, c, f_clip, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* ---- masked_softmax ------------------------------------------------------------ */
+
+static lv_tensor *f_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+
+START_TEST(masked_softmax_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* logits [2, 2, 3] against paddings [2, 1, 3]: batch 1 is fully padded. */
+  float lv[12] = {1, 2, 3, 0, 0, 100, 5, 6, 7, 8, 9, 10}, pv[6] = {0, 0, 1, 1, 1, 1};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 2, 3), lv);
+  x->requires_grad = true;
+  lv_tensor *y = lv_op_masked_softmax(g, x, tensor_of(g, lv_shape3(2, 1, 3), pv));
+  ck_assert_ptr_nonnull(y);
+  double e = exp(1.0);
+  double want[12] = {1 / (1 + e), e / (1 + e), 0, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 12; i++) ck_assert_msg(fabs(lv_f32(y)[i] - want[i]) < 1e-6, "[%d] %g vs %g", i, lv_f32(y)[i], want[i]);
+  float wv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape3(2, 2, 3), wv)), LV_ALL_AXES, false)));
+  for (int i = 0; i < 12; i++) {
+    ck_assert(isfinite(lv_f32(x->grad)[i]));
+    if (i == 2 || i == 5 || i >= 6) ck_assert_msg(lv_f32(x->grad)[i] == 0.0f, "padded [%d] has gradient %g", i, lv_f32(x->grad)[i]);
+  }
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_masked_softmax(g, tensor_of(g, lv_shape3(2, 2, 3), lv), tensor_of(g, lv_shape2(3, 2), pv)));
+  expect_graph_err(g, "masked_softmax: float32 paddings that broadcast to the logits required: logits [2,2,3] vs paddings float32 [3,2]");
+  lv_graph_destroy(g);
+  float pad[8] = {0, 0, 1, 0, 0, 0, 0, 1};
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 90), {LV_F32, lv_shape3(2, 1, 4), false, malloc(sizeof pad)}};
+  memcpy(in[1].data, pad, sizeof pad);
+  gradcheck("masked_softmax", 2, in, f_msm, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* Lingvo's activation names and formulas: GELU with the exact erf, SWISH = x * sigmoid(x)
+ * (an alias of SILU), SOFTPLUS, SIGMOID, TANH. */
+START_TEST(activations_by_lingvo_name) {
+  const char *names[5] = {"GELU", "SWISH", "SOFTPLUS", "SIGMOID", "TANH"};
+  lv_graph *g = lv_graph_create(0);
+  float xv[5] = {-3, -0.5f, 0, 0.7f, 4};
+  for (int k = 0; k < 5; k++) {
+    lv_activation act;
+    ck_assert_msg(lv_activation_from_name(names[k], &act), "%s", names[k]);
+    lv_tensor *y = lv_op_activation(g, tensor_of(g, lv_shape1(5), xv), act);
+    for (int i = 0; i < 5; i++) {
+      double x = xv[i], w = k == 0 ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                          : k == 1 ? x / (1 + exp(-x))
+                          : k == 2 ? log1p(exp(x))
+                          : k == 3 ? 1 / (1 + exp(-x))
+                                   : tanh(x);
+      ck_assert_msg(fabs(lv_f32(y)[i] - w) < 1e-6, "%s(%g) = %g, want %g", names[k], x, lv_f32(y)[i], w);
+    }
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -232,6 +371,10 @@ int main(void) {
   TCase *ew = tcase_create("elementwise");
   tcase_set_timeout(ew, 120);
   tcase_add_test(ew, layer_norm_plus1_values_and_gradients);
+  tcase_add_test(ew, maximum_minimum_compare_values);
+  tcase_add_test(ew, select_and_clip);
+  tcase_add_test(ew, masked_softmax_values_and_gradients);
+  tcase_add_test(ew, activations_by_lingvo_name);
   suite_add_tcase(s, ew);
   return lv_test_run(s);
 }
