@@ -381,6 +381,11 @@ static lv_tensor *d_ln1(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
 }
 
+static lv_tensor *d_bmm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_batch_matmul(g, in[0], in[1], false, true);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -406,6 +411,14 @@ START_TEST(seq_ops_on_guarded_device) {
     same_on_device("layer_norm_plus1", 3, ln, d_ln1, NULL, true);
     free(a);
     free(b);
+  }
+  /* batch_matmul [B, N, T, H] x [B, N, S, H]^T */
+  {
+    float *q = dev_floats(2 * 3 * 4 * 5, 6, -1, 1), *k = dev_floats(2 * 3 * 6 * 5, 7, -1, 1);
+    dev_in in[2] = {{LV_F32, lv_shape4(2, 3, 4, 5), q, true}, {LV_F32, lv_shape4(2, 3, 6, 5), k, true}};
+    same_on_device("batch_matmul", 2, in, d_bmm, NULL, true);
+    free(q);
+    free(k);
   }
 }
 END_TEST

@@ -359,6 +359,91 @@ START_TEST(activations_by_lingvo_name) {
 }
 END_TEST
 
+/* ---- batch_matmul (strided, rank >= 3) ------------------------------------------- */
+
+typedef struct bmm_cfg { bool ta, tb; } bmm_cfg;
+static lv_tensor *f_bmm4(lv_graph *g, lv_tensor **in, const void *c) {
+  const bmm_cfg *m = c;
+  return lv_op_batch_matmul(g, in[0], in[1], m->ta, m->tb);
+}
+
+/* a [2,3,M,K] (or transposed) x b [2,3,K,N] (or transposed) against a double loop. */
+START_TEST(batch_matmul_rank4_values_and_gradients) {
+  const int B = 2, N = 3, M = 4, K = 5, C = 6;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      lv_graph *g = lv_graph_create(0);
+      float *av = rand_floats(B * N * M * K, 100 + ta, -1, 1), *bv = rand_floats(B * N * K * C, 110 + tb, -1, 1);
+      lv_tensor *a = tensor_of(g, ta ? lv_shape4(B, N, K, M) : lv_shape4(B, N, M, K), av);
+      lv_tensor *b = tensor_of(g, tb ? lv_shape4(B, N, C, K) : lv_shape4(B, N, K, C), bv);
+      lv_tensor *y = lv_op_batch_matmul(g, a, b, ta, tb);
+      ck_assert_ptr_nonnull(y);
+      lv_shape want = lv_shape4(B, N, M, C);
+      ck_assert(lv_shape_eq(&y->shape, &want));
+      for (int e = 0; e < B * N; e++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < C; j++) {
+            double sum = 0;
+            for (int q = 0; q < K; q++)
+              sum += (double)(ta ? av[e * M * K + q * M + i] : av[e * M * K + i * K + q]) *
+                     (tb ? bv[e * K * C + j * K + q] : bv[e * K * C + q * C + j]);
+            ck_assert_msg(fabs(lv_f32(y)[(e * M + i) * C + j] - sum) < 1e-5, "ta %d tb %d", ta, tb);
+          }
+      lv_graph_destroy(g);
+      free(av);
+      free(bv);
+      bmm_cfg c = {ta, tb};
+      spec in[2] = {fspec(ta ? lv_shape4(2, 2, 3, 2) : lv_shape4(2, 2, 2, 3), 120), fspec(tb ? lv_shape4(2, 2, 4, 3) : lv_shape4(2, 2, 3, 4), 121)};
+      gradcheck("batch_matmul", 2, in, f_bmm4, &c, EPS, TOL);
+    }
+  lv_graph *g = lv_graph_create(0);
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape4(2, 3, 4, 5)),
+                                        lv_graph_zeros(g, LV_F32, lv_shape4(2, 2, 5, 4)), false, false));
+  expect_graph_err(g, "batch_matmul: a [...,M,K] and b [...,K,N] of equal rank >= 3 with equal leading dims required: a [2,3,4,5] vs b [2,2,5,4]");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape2(4, 5)), lv_graph_zeros(g, LV_F32, lv_shape2(5, 4)), false, false));
+  expect_graph_err(g, "rank >= 3");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), false, false));
+  expect_graph_err(g, "batch_matmul: inner dimensions differ: a [2,4,5] vs b [2,4,5]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* Attention-shaped products ([B, N, T, H] x [B, N, S, H]^T, both split and unsplit batch
+ * paths) and their gradients: the same bits with 1 and 2 threads. */
+static void bmm_run(int threads, int B, int N, int T, int H, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  float *qv = rand_floats((int64_t)B * N * T * H, 130, -1, 1), *kv = rand_floats((int64_t)B * N * T * H, 131, -1, 1);
+  lv_tensor *q = tensor_of(g, lv_shape4(B, N, T, H), qv), *k = tensor_of(g, lv_shape4(B, N, T, H), kv);
+  q->requires_grad = k->requires_grad = true;
+  lv_tensor *y = lv_op_batch_matmul(g, q, k, false, true);
+  lv_tensor *z = lv_op_batch_matmul(g, y, k, false, false);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, z, z), LV_ALL_AXES, false)));
+  int64_t nq = (int64_t)B * N * T * H;
+  memcpy(out, lv_f32(z), sizeof(float) * (size_t)nq);
+  memcpy(out + nq, lv_f32(q->grad), sizeof(float) * (size_t)nq);
+  memcpy(out + 2 * nq, lv_f32(k->grad), sizeof(float) * (size_t)nq);
+  free(qv);
+  free(kv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(batch_matmul_threads_same_bits) {
+  int shapes[2][4] = {{8, 4, 32, 64}, {2, 1, 200, 128}};
+  for (int sh = 0; sh < 2; sh++) {
+    int *d = shapes[sh];
+    size_t n = (size_t)3 * d[0] * d[1] * d[2] * d[3];
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    bmm_run(1, d[0], d[1], d[2], d[3], a);
+    bmm_run(2, d[0], d[1], d[2], d[3], b);
+    ck_assert_msg(memcmp(a, b, sizeof(float) * n) == 0, "shape %d differs between 1 and 2 threads", sh);
+    free(a);
+    free(b);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -376,5 +461,10 @@ int main(void) {
   tcase_add_test(ew, masked_softmax_values_and_gradients);
   tcase_add_test(ew, activations_by_lingvo_name);
   suite_add_tcase(s, ew);
+  TCase *mm = tcase_create("batch_matmul");
+  tcase_set_timeout(mm, 120);
+  tcase_add_test(mm, batch_matmul_rank4_values_and_gradients);
+  tcase_add_test(mm, batch_matmul_threads_same_bits);
+  suite_add_tcase(s, mm);
   return lv_test_run(s);
 }
