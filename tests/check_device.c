@@ -386,6 +386,19 @@ static lv_tensor *d_bmm(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_batch_matmul(g, in[0], in[1], false, true);
 }
 
+static lv_tensor *d_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+/* top_k's values and its indices (as floats) side by side. */
+static lv_tensor *d_topk(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *v, *ix;
+  if (!lv_op_top_k(g, in[0], 4, &v, &ix)) return NULL;
+  lv_tensor *both[2] = {v, lv_op_cast(g, ix, LV_F32)};
+  return lv_op_concat(g, both, 2, 1);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -419,6 +432,16 @@ START_TEST(seq_ops_on_guarded_device) {
     same_on_device("batch_matmul", 2, in, d_bmm, NULL, true);
     free(q);
     free(k);
+  }
+  /* reverse_sequence, top_k */
+  {
+    float *x = dev_floats(5 * 3 * 4, 8, -1, 1);
+    float pad[15] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1};
+    dev_in in[2] = {{LV_F32, lv_shape3(5, 3, 4), x, true}, {LV_F32, lv_shape3(5, 3, 1), pad, false}};
+    same_on_device("reverse_sequence", 2, in, d_rev, NULL, true);
+    dev_in tk[1] = {{LV_F32, lv_shape2(3, 20), x, false}};
+    same_on_device("top_k", 1, tk, d_topk, NULL, false);
+    free(x);
   }
 }
 END_TEST

@@ -444,6 +444,79 @@ START_TEST(batch_matmul_threads_same_bits) {
 }
 END_TEST
 
+/* ---- reverse_sequence, top_k ------------------------------------------------------ */
+
+static lv_tensor *f_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+
+START_TEST(reverse_sequence_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* x [T=4, B=3, 2]: lengths 4, 2 and 0 (a zero-length sequence stays as it is). */
+  float xv[24], pv[12] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1};
+  for (int i = 0; i < 24; i++) xv[i] = (float)i;
+  lv_tensor *x = tensor_of(g, lv_shape3(4, 3, 2), xv);
+  lv_tensor *y = lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape3(4, 3, 1), pv));
+  ck_assert_ptr_nonnull(y);
+  int src_t[3][4] = {{3, 2, 1, 0}, {1, 0, 2, 3}, {0, 1, 2, 3}};
+  for (int t = 0; t < 4; t++)
+    for (int b = 0; b < 3; b++)
+      for (int d = 0; d < 2; d++)
+        ck_assert_msg(lv_f32(y)[(t * 3 + b) * 2 + d] == xv[(src_t[b][t] * 3 + b) * 2 + d], "t %d b %d", t, b);
+  /* Its own inverse; paddings [T, B] work too. */
+  lv_tensor *z = lv_op_reverse_sequence(g, y, tensor_of(g, lv_shape2(4, 3), pv));
+  ck_assert(!memcmp(lv_f32(z), xv, sizeof xv));
+  ck_assert_ptr_null(lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape2(3, 4), pv)));
+  expect_graph_err(g, "reverse_sequence: float32 x [T,B,...] and paddings [T,B] or [T,B,1] required: x float32 [4,3,2] vs paddings float32 [3,4]");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(4, 3, 2), 140), {LV_F32, lv_shape2(4, 3), false, malloc(sizeof pv)}};
+  memcpy(in[1].data, pv, sizeof pv);
+  gradcheck("reverse_sequence", 2, in, f_rev, NULL, EPS, TOL);
+}
+END_TEST
+
+START_TEST(top_k_values) {
+  lv_graph *g = lv_graph_create(0);
+  float xv[12] = {1, 5, 3, 5, -1, 0, /* row 2: */ 2, 2, 2, NAN, -INFINITY, 7};
+  lv_tensor *x = tensor_of(g, lv_shape2(2, 6), xv), *v, *ix;
+  ck_assert(lv_op_top_k(g, x, 3, &v, &ix));
+  lv_shape want = lv_shape2(2, 3);
+  ck_assert(lv_shape_eq(&v->shape, &want) && ix->dtype == LV_I32);
+  float wv0[3] = {5, 5, 3};
+  int32_t wi[6] = {1, 3, 2, 3, 5, 0};
+  ck_assert(!memcmp(lv_f32(v), wv0, sizeof wv0));
+  ck_assert(isnan(lv_f32(v)[3]) && lv_f32(v)[4] == 7 && lv_f32(v)[5] == 2);
+  ck_assert(!memcmp(lv_i32(ix), wi, sizeof wi));
+  /* k == N sorts the whole row (ties by index); k == 0 is empty. */
+  ck_assert(lv_op_top_k(g, x, 6, &v, &ix));
+  int32_t all[12] = {1, 3, 2, 0, 5, 4, 3, 5, 0, 1, 2, 4};
+  ck_assert(!memcmp(lv_i32(ix), all, sizeof all));
+  ck_assert(lv_op_top_k(g, x, 0, &v, &ix) && lv_tensor_numel(v) == 0);
+  /* A long row against a sort done here. */
+  const int N = 1000, K = 37;
+  float *big = rand_floats(2 * N, 150, -1, 1);
+  for (int i = 0; i < 2 * N; i += 7) big[i] = 0.5f; /* many ties */
+  ck_assert(lv_op_top_k(g, tensor_of(g, lv_shape2(2, N), big), K, &v, &ix));
+  for (int r = 0; r < 2; r++) {
+    bool used[1000] = {false};
+    for (int q = 0; q < K; q++) {
+      int best = -1;
+      for (int j = 0; j < N; j++)
+        if (!used[j] && (best < 0 || big[r * N + j] > big[r * N + best])) best = j;
+      used[best] = true;
+      ck_assert_int_eq(lv_i32(ix)[r * K + q], best);
+      ck_assert(lv_f32(v)[r * K + q] == big[r * N + best]);
+    }
+  }
+  free(big);
+  ck_assert(!lv_op_top_k(g, x, 7, &v, &ix));
+  ck_assert_ptr_null(v);
+  expect_graph_err(g, "top_k: float32 x [...,N] and 0 <= k <= N required, got float32 [2,6] and k 7");
+  lv_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -466,5 +539,10 @@ int main(void) {
   tcase_add_test(mm, batch_matmul_rank4_values_and_gradients);
   tcase_add_test(mm, batch_matmul_threads_same_bits);
   suite_add_tcase(s, mm);
+  TCase *sq = tcase_create("sequences");
+  tcase_set_timeout(sq, 120);
+  tcase_add_test(sq, reverse_sequence_values_and_gradients);
+  tcase_add_test(sq, top_k_values);
+  suite_add_tcase(s, sq);
   return lv_test_run(s);
 }
