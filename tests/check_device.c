@@ -399,6 +399,11 @@ static lv_tensor *d_topk(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_concat(g, both, 2, 1);
 }
 
+static lv_tensor *d_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_smoothed_xent(g, in[0], in[1], in[2], 0.1f);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -441,6 +446,22 @@ START_TEST(seq_ops_on_guarded_device) {
     same_on_device("reverse_sequence", 2, in, d_rev, NULL, true);
     dev_in tk[1] = {{LV_F32, lv_shape2(3, 20), x, false}};
     same_on_device("top_k", 1, tk, d_topk, NULL, false);
+    free(x);
+  }
+  /* smoothed_xent; a bad id is reported from the device's kernel */
+  {
+    float *x = dev_floats(4 * 9, 9, -2, 2), w[4] = {1, 0.5f, 2, 0};
+    int32_t ids[4] = {0, 8, 3, 3};
+    dev_in in[3] = {{LV_F32, lv_shape2(4, 9), x, true}, {LV_I32, lv_shape1(4), ids, false}, {LV_F32, lv_shape1(4), w, false}};
+    same_on_device("smoothed_xent", 3, in, d_sxent, NULL, true);
+    lv_graph *g = lv_graph_create_on(g_guard->device, 0);
+    ids[2] = 9;
+    lv_tensor hx = lv_tensor_view(LV_F32, lv_shape2(4, 9), x), hi = lv_tensor_view(LV_I32, lv_shape1(4), ids);
+    ck_assert_ptr_null(lv_op_smoothed_xent(g, lv_graph_from_host(g, &hx), lv_graph_from_host(g, &hi), NULL, 0.1f));
+    lv_status st = lv_graph_status(g);
+    ck_assert_str_eq(lv_status_msg(st), "smoothed_xent: class id 9 at position 2 is outside [0, 9) (logits [4,9])");
+    lv_status_free(st);
+    lv_graph_destroy(g);
     free(x);
   }
 }

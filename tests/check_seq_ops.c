@@ -517,6 +517,69 @@ START_TEST(top_k_values) {
 }
 END_TEST
 
+/* ---- smoothed_xent -------------------------------------------------------------- */
+
+/* weight * -sum_j t_j log softmax(x)_j with t = 1 - s at the id, s / (C - 1) elsewhere. */
+static double ref_sxent(int c, const float *x, int id, double s, double w) {
+  double m = -INFINITY, z = 0, l = 0;
+  for (int j = 0; j < c; j++) m = fmax(m, x[j]);
+  for (int j = 0; j < c; j++) z += exp(x[j] - m);
+  for (int j = 0; j < c; j++) l -= (j == id ? 1 - s : s / (c - 1)) * (x[j] - m - log(z));
+  return w * l;
+}
+
+typedef struct sx_cfg { float s; bool w; } sx_cfg;
+static lv_tensor *f_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  const sx_cfg *x = c;
+  return lv_op_smoothed_xent(g, in[0], in[1], x->w ? in[2] : NULL, x->s);
+}
+
+START_TEST(smoothed_xent_values_errors_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  const int R = 6, C = 5;
+  float *xv = rand_floats(R * C, 160, -3, 3), wv[6] = {1, 0.5f, 0, 2, 1, 1};
+  int32_t idv[6] = {0, 4, 2, 1, 3, 3};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 3, C), xv), *ids = ids_of(g, lv_shape2(2, 3), idv);
+  lv_tensor *w = tensor_of(g, lv_shape2(2, 3), wv);
+  for (int t = 0; t < 3; t++) {
+    float s = t == 0 ? 0.0f : t == 1 ? 0.1f : 0.4f;
+    lv_tensor *y = lv_op_smoothed_xent(g, x, ids, t ? w : NULL, s);
+    ck_assert_ptr_nonnull(y);
+    lv_shape ws = lv_shape2(2, 3);
+    ck_assert(lv_shape_eq(&y->shape, &ws));
+    for (int r = 0; r < R; r++) {
+      double want = ref_sxent(C, xv + r * C, idv[r], s, t ? wv[r] : 1);
+      ck_assert_msg(fabs(lv_f32(y)[r] - want) < 1e-5, "s %g row %d: %g vs %g", s, r, lv_f32(y)[r], want);
+    }
+    if (t == 0) { /* smoothing 0 is the sparse cross-entropy */
+      lv_tensor *sp = lv_op_sparse_softmax_xent(g, x, ids);
+      for (int r = 0; r < R; r++) ck_assert(fabs(lv_f32(y)[r] - lv_f32(sp)[r]) < 1e-6);
+    }
+  }
+  idv[4] = 7;
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), w, 0.1f));
+  expect_graph_err(g, "smoothed_xent: class id 7 at position 4 is outside [0, 5) (logits [2,3,5])");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape1(6), idv), NULL, 0.1f));
+  expect_graph_err(g, "smoothed_xent: int32 ids [2,3] required for logits [2,3,5], got int32 [6]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), tensor_of(g, lv_shape1(3), wv), 0.1f));
+  expect_graph_err(g, "smoothed_xent: float32 weights [2,3] required for logits [2,3,5], got float32 [3]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), NULL, 1.5f));
+  expect_graph_err(g, "smoothed_xent: label smoothing must be in [0, 1], got 1.5");
+  lv_graph_destroy(g);
+  free(xv);
+  idv[4] = 3;
+  for (int t = 0; t < 2; t++) {
+    sx_cfg c = {t ? 0.2f : 0.0f, t == 1};
+    spec in[3] = {fspec(lv_shape2(R, C), 170 + t), ispec(lv_shape1(R), idv), {LV_F32, lv_shape1(R), false, malloc(sizeof wv)}};
+    memcpy(in[2].data, wv, sizeof wv);
+    gradcheck("smoothed_xent", 3, in, f_sxent, &c, 1e-3, TOL);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -544,5 +607,9 @@ int main(void) {
   tcase_add_test(sq, reverse_sequence_values_and_gradients);
   tcase_add_test(sq, top_k_values);
   suite_add_tcase(s, sq);
+  TCase *xe = tcase_create("xent");
+  tcase_set_timeout(xe, 120);
+  tcase_add_test(xe, smoothed_xent_values_errors_and_gradients);
+  suite_add_tcase(s, xe);
   return lv_test_run(s);
 }

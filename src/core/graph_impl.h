@@ -27,6 +27,8 @@ typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
 typedef struct { float lo, hi; } lv_saved_clip;
+/* smoothed_xent: the softmax, the smoothing; weights (if any) are in[2]. */
+typedef struct { int64_t rows, c; float *probs; float smoothing; bool has_weights; } lv_saved_xent;
 typedef struct { lv_conv_geom geom; int32_t *argmax; } lv_saved_window; /* conv, pools */
 typedef struct { float *mask; } lv_saved_dropout;
 typedef struct { int64_t m, n, k, batch; bool ta, tb; } lv_saved_matmul;
@@ -66,6 +68,7 @@ struct lv_node {
     lv_saved_layer_norm ln;
     lv_saved_lstm lstm;
     lv_saved_clip clip;
+    lv_saved_xent xent;
   } s;
 };
 
