@@ -404,6 +404,11 @@ static lv_tensor *d_sxent(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_smoothed_xent(g, in[0], in[1], in[2], 0.1f);
 }
 
+static lv_tensor *d_gather(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_gather(g, in[0], in[1]);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -463,6 +468,14 @@ START_TEST(seq_ops_on_guarded_device) {
     lv_status_free(st);
     lv_graph_destroy(g);
     free(x);
+  }
+  /* gather and its scatter-add gradient */
+  {
+    float *t = dev_floats(6 * 5, 10, -1, 1);
+    int32_t ids[8] = {1, 4, 1, 0, 5, 1, 4, 2};
+    dev_in in[2] = {{LV_F32, lv_shape2(6, 5), t, true}, {LV_I32, lv_shape2(2, 4), ids, false}};
+    same_on_device("gather", 2, in, d_gather, NULL, true);
+    free(t);
   }
 }
 END_TEST

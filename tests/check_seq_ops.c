@@ -580,6 +580,72 @@ START_TEST(smoothed_xent_values_errors_and_gradients) {
 }
 END_TEST
 
+/* ---- embedding gradient ------------------------------------------------------------ */
+
+static lv_tensor *f_gather2(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_gather(g, in[0], in[1]);
+}
+
+/* A table whose gradient buffer exists (a variable's): backward adds into the rows of
+ * ids and leaves every other row as it was (no dense pass); repeated ids sum. */
+START_TEST(gather_gradient_touches_only_id_rows) {
+  lv_graph *g = lv_graph_create(0);
+  const int V = 7, D = 3;
+  float *tv = rand_floats(V * D, 180, -1, 1), prior[21];
+  lv_tensor *table = tensor_of(g, lv_shape2(V, D), tv);
+  for (int i = 0; i < V * D; i++) prior[i] = 100.0f + (float)i;
+  table->requires_grad = true;
+  table->grad = tensor_of(g, lv_shape2(V, D), prior);
+  int32_t idv[6] = {2, 5, 2, 0, 2, 5};
+  lv_tensor *y = lv_op_gather(g, table, ids_of(g, lv_shape2(2, 3), idv));
+  float gv[18];
+  for (int i = 0; i < 18; i++) gv[i] = (float)(i + 1);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape3(2, 3, D), gv)), LV_ALL_AXES, false)));
+  for (int r = 0; r < V; r++)
+    for (int j = 0; j < D; j++) {
+      float want = prior[r * D + j];
+      for (int i = 0; i < 6; i++)
+        if (idv[i] == r) want += gv[i * D + j];
+      ck_assert_msg(lv_f32(table->grad)[r * D + j] == want, "row %d col %d", r, j);
+    }
+  lv_graph_destroy(g);
+  free(tv);
+  int32_t rep[8] = {3, 3, 1, 0, 3, 1, 1, 3};
+  spec in[2] = {fspec(lv_shape2(5, 4), 181), ispec(lv_shape2(2, 4), rep)};
+  gradcheck("gather", 2, in, f_gather2, NULL, EPS, TOL);
+}
+END_TEST
+
+static void gather_run(int threads, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  const int V = 50, D = 512, N = 600;
+  float *tv = rand_floats(V * D, 190, -1, 1), *gv = rand_floats(N * D, 191, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 37) % V; /* every row many times */
+  lv_tensor *table = tensor_of(g, lv_shape2(V, D), tv);
+  table->requires_grad = true;
+  lv_tensor *y = lv_op_gather(g, table, ids_of(g, lv_shape1(N), idv));
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape2(N, D), gv)), LV_ALL_AXES, false)));
+  memcpy(out, lv_f32(table->grad), sizeof(float) * V * D);
+  free(tv);
+  free(gv);
+  free(idv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(gather_gradient_threads_same_bits) {
+  float *a = malloc(sizeof(float) * 50 * 512), *b = malloc(sizeof(float) * 50 * 512);
+  gather_run(1, a);
+  gather_run(2, b);
+  ck_assert(memcmp(a, b, sizeof(float) * 50 * 512) == 0);
+  free(a);
+  free(b);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -606,6 +672,8 @@ int main(void) {
   tcase_set_timeout(sq, 120);
   tcase_add_test(sq, reverse_sequence_values_and_gradients);
   tcase_add_test(sq, top_k_values);
+  tcase_add_test(sq, gather_gradient_touches_only_id_rows);
+  tcase_add_test(sq, gather_gradient_threads_same_bits);
   suite_add_tcase(s, sq);
   TCase *xe = tcase_create("xent");
   tcase_set_timeout(xe, 120);
