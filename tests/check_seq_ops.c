@@ -646,6 +646,184 @@ START_TEST(gather_gradient_threads_same_bits) {
 }
 END_TEST
 
+/* ---- projected_smoothed_xent ----------------------------------------------------- */
+
+/* Loss and gradients of x, w, b through the chunked op, or through explicit logits
+ * (matmul + add + smoothed_xent). out: loss [N], gx [N*D], gw [D*C], gb [C], argmax. */
+typedef struct px_out {
+  float *loss, *gx, *gw, *gb;
+  int32_t *am;
+} px_out;
+
+static void px_run(int N, int D, int C, int64_t chunk, bool explicit_logits, const float *xv, const float *wv,
+                   const float *bv, const int32_t *idv, const float *wtv, float s, px_out *o, size_t *peak) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = tensor_of(g, lv_shape2(N, D), xv), *w = tensor_of(g, lv_shape2(D, C), wv);
+  lv_tensor *b = bv ? tensor_of(g, lv_shape1(C), bv) : NULL;
+  lv_tensor *ids = ids_of(g, lv_shape1(N), idv), *wt = wtv ? tensor_of(g, lv_shape1(N), wtv) : NULL;
+  x->requires_grad = w->requires_grad = true;
+  if (b) b->requires_grad = true;
+  lv_tensor *loss, *am = NULL;
+  if (explicit_logits) {
+    lv_tensor *logits = lv_op_matmul(g, x, w, false, false);
+    if (b) logits = lv_op_add(g, logits, b);
+    loss = lv_op_smoothed_xent(g, logits, ids, wt, s);
+    am = lv_op_argmax(g, logits);
+  } else {
+    loss = lv_op_projected_smoothed_xent(g, x, w, b, ids, wt, s, chunk, &am);
+  }
+  ck_assert_ptr_nonnull(loss);
+  lv_shape want = lv_shape1(N);
+  ck_assert(lv_shape_eq(&loss->shape, &want) && am && am->dtype == LV_I32);
+  o->loss = malloc(sizeof(float) * N);
+  memcpy(o->loss, lv_f32(loss), sizeof(float) * N);
+  o->am = malloc(sizeof(int32_t) * N);
+  memcpy(o->am, lv_i32(am), sizeof(int32_t) * N);
+  float *gv = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) gv[i] = 0.5f + 0.25f * (float)(i % 5);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, loss, tensor_of(g, lv_shape1(N), gv)), LV_ALL_AXES, false)));
+  free(gv);
+  o->gx = malloc(sizeof(float) * N * D);
+  memcpy(o->gx, lv_f32(x->grad), sizeof(float) * N * D);
+  o->gw = malloc(sizeof(float) * D * C);
+  memcpy(o->gw, lv_f32(w->grad), sizeof(float) * D * C);
+  o->gb = NULL;
+  if (b) {
+    o->gb = malloc(sizeof(float) * C);
+    memcpy(o->gb, lv_f32(b->grad), sizeof(float) * C);
+  }
+  if (peak) *peak = lv_graph_arena_peak(g);
+  lv_graph_destroy(g);
+}
+
+static void px_free(px_out *o) {
+  free(o->loss);
+  free(o->gx);
+  free(o->gw);
+  free(o->gb);
+  free(o->am);
+}
+
+static void close_arrays(const char *what, int64_t chunk, const float *a, const float *b, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(a[i] - b[i]) <= tol * fmax(1.0, fabs(b[i])), "chunk %lld %s[%lld]: %g vs %g", (long long)chunk,
+                  what, (long long)i, a[i], b[i]);
+}
+
+/* The chunked op against smoothed_xent on explicit logits, chunks that do and do not
+ * divide C, with and without bias and weights. */
+START_TEST(projected_xent_matches_explicit_logits) {
+  const int N = 9, D = 6, C = 10;
+  float *xv = rand_floats(N * D, 200, -1, 1), *wv = rand_floats(D * C, 201, -1.5f, 1.5f),
+        *bv = rand_floats(C, 202, -1, 1), *wtv = rand_floats(N, 203, 0, 2);
+  int32_t idv[9] = {0, 9, 3, 3, 7, 1, 5, 9, 2};
+  int64_t chunks[6] = {0, 3, 5, 1, 10, 64};
+  for (int variant = 0; variant < 2; variant++) {
+    const float *b = variant ? NULL : bv, *wt = variant ? NULL : wtv;
+    float s = variant ? 0.0f : 0.1f;
+    px_out ref;
+    px_run(N, D, C, 0, true, xv, wv, b, idv, wt, s, &ref, NULL);
+    for (int ci = 0; ci < 6; ci++) {
+      px_out o;
+      px_run(N, D, C, chunks[ci], false, xv, wv, b, idv, wt, s, &o, NULL);
+      close_arrays("loss", chunks[ci], o.loss, ref.loss, N, 1e-5);
+      close_arrays("gx", chunks[ci], o.gx, ref.gx, N * D, 1e-5);
+      close_arrays("gw", chunks[ci], o.gw, ref.gw, D * C, 1e-5);
+      if (b) close_arrays("gb", chunks[ci], o.gb, ref.gb, C, 1e-5);
+      ck_assert(!memcmp(o.am, ref.am, sizeof(int32_t) * N));
+      px_free(&o);
+    }
+    px_free(&ref);
+  }
+  free(xv);
+  free(wv);
+  free(bv);
+  free(wtv);
+}
+END_TEST
+
+typedef struct pxc { int64_t chunk; } pxc;
+static lv_tensor *f_pxent(lv_graph *g, lv_tensor **in, const void *c) {
+  const pxc *p = c;
+  return lv_op_projected_smoothed_xent(g, in[0], in[1], in[2], in[3], in[4], 0.2f, p->chunk, NULL);
+}
+
+START_TEST(projected_xent_gradients_and_errors) {
+  int32_t idv[4] = {2, 0, 6, 2};
+  float wt[4] = {1, 0.5f, 2, 1};
+  pxc c = {3};
+  spec in[5] = {fspec(lv_shape2(4, 3), 210), fspec(lv_shape2(3, 7), 211), fspec(lv_shape1(7), 212),
+                ispec(lv_shape1(4), idv), {LV_F32, lv_shape1(4), false, malloc(sizeof wt)}};
+  memcpy(in[4].data, wt, sizeof wt);
+  gradcheck("projected_smoothed_xent", 5, in, f_pxent, &c, 1e-3, TOL);
+  lv_graph *g = lv_graph_create(0);
+  idv[1] = 12;
+  lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3)), *w = lv_graph_zeros(g, LV_F32, lv_shape2(3, 10));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, w, NULL, ids_of(g, lv_shape1(4), idv), NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: class id 12 at position 1 is outside [0, 10) (w [3,10])");
+  x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, lv_graph_zeros(g, LV_F32, lv_shape2(4, 10)), NULL,
+                                                   ids_of(g, lv_shape1(4), idv), NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: float32 x [N,D] and w [D,C] with C >= 1 required: x float32 [4,3] vs w float32 [4,10]");
+  x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, lv_graph_zeros(g, LV_F32, lv_shape2(3, 10)),
+                                                   lv_graph_zeros(g, LV_F32, lv_shape1(9)), ids_of(g, lv_shape1(4), idv),
+                                                   NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: float32 b [10] required for w [3,10], got float32 [9]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* A large vocabulary: the chunked op's whole step (forward and backward) stays far below
+ * one [N, C] logits tensor, while the explicit logits need several. */
+START_TEST(projected_xent_memory_is_per_chunk) {
+  const int N = 256, D = 8, C = 20000;
+  float *xv = rand_floats(N * D, 220, -1, 1), *wv = rand_floats(D * C, 221, -0.5f, 0.5f), *bv = rand_floats(C, 222, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 7919) % C;
+  px_out o, r;
+  size_t chunked, full;
+  px_run(N, D, C, 512, false, xv, wv, bv, idv, NULL, 0.1f, &o, &chunked);
+  px_run(N, D, C, 0, true, xv, wv, bv, idv, NULL, 0.1f, &r, &full);
+  size_t logits = sizeof(float) * (size_t)N * C;
+  ck_assert_msg(chunked < logits / 4, "chunked peak %zu bytes vs one [N, C] logits tensor %zu", chunked, logits);
+  ck_assert_msg(full > 2 * logits, "explicit logits peak %zu", full);
+  close_arrays("loss", 512, o.loss, r.loss, N, 1e-4);
+  close_arrays("gw", 512, o.gw, r.gw, D * C, 1e-4);
+  px_free(&o);
+  px_free(&r);
+  free(xv);
+  free(wv);
+  free(bv);
+  free(idv);
+}
+END_TEST
+
+START_TEST(projected_xent_threads_same_bits) {
+  const int N = 300, D = 64, C = 3000;
+  float *xv = rand_floats(N * D, 230, -1, 1), *wv = rand_floats(D * C, 231, -0.5f, 0.5f), *bv = rand_floats(C, 232, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 31) % C;
+  px_out o[2];
+  for (int t = 0; t < 2; t++) {
+    lv_set_num_threads(t + 1);
+    px_run(N, D, C, 700, false, xv, wv, bv, idv, NULL, 0.1f, &o[t], NULL);
+  }
+  lv_set_num_threads(1);
+  ck_assert(!memcmp(o[0].loss, o[1].loss, sizeof(float) * N));
+  ck_assert(!memcmp(o[0].gx, o[1].gx, sizeof(float) * N * D));
+  ck_assert(!memcmp(o[0].gw, o[1].gw, sizeof(float) * D * C));
+  ck_assert(!memcmp(o[0].gb, o[1].gb, sizeof(float) * C));
+  ck_assert(!memcmp(o[0].am, o[1].am, sizeof(int32_t) * N));
+  px_free(&o[0]);
+  px_free(&o[1]);
+  free(xv);
+  free(wv);
+  free(bv);
+  free(idv);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -678,6 +856,10 @@ int main(void) {
   TCase *xe = tcase_create("xent");
   tcase_set_timeout(xe, 120);
   tcase_add_test(xe, smoothed_xent_values_errors_and_gradients);
+  tcase_add_test(xe, projected_xent_matches_explicit_logits);
+  tcase_add_test(xe, projected_xent_gradients_and_errors);
+  tcase_add_test(xe, projected_xent_memory_is_per_chunk);
+  tcase_add_test(xe, projected_xent_threads_same_bits);
   suite_add_tcase(s, xe);
   return lv_test_run(s);
 }
