@@ -824,6 +824,71 @@ START_TEST(projected_xent_threads_same_bits) {
 }
 END_TEST
 
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* Every other sequence op at sizes above its kernels' parallel thresholds, forward and
+ * backward, with 1 and 2 threads: the same bits. */
+static void many_ops_run(int threads, float **out, int64_t *n_out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  const int T = 24, B = 32, S = 96, D = 64;
+  float *xv = rand_floats((int64_t)T * B * S, 240, -2, 2), *pv = rand_floats((int64_t)T * B, 241, 0, 1);
+  float *sv = rand_floats(S, 242, -0.5f, 0.5f);
+  for (int i = 0; i < T * B; i++) pv[i] = pv[i] > 0.8f ? 1.0f : 0.0f;
+  lv_tensor *x = tensor_of(g, lv_shape3(T, B, S), xv), *pad = tensor_of(g, lv_shape2(T, B), pv);
+  lv_tensor *scale = tensor_of(g, lv_shape1(S), sv);
+  x->requires_grad = scale->requires_grad = true;
+  /* [T, B, S] time-major: reverse, clip, max/min/select, layer norm (1 + scale). */
+  lv_tensor *h = lv_op_reverse_sequence(g, x, pad);
+  lv_tensor *cmp = lv_op_compare(g, h, scale, LV_CMP_GT);
+  h = lv_op_select(g, cmp, lv_op_maximum(g, h, scale), lv_op_minimum(g, lv_op_clip(g, h, -1.5f, 1.5f), scale));
+  h = lv_op_layer_norm_plus1(g, h, scale, NULL, 1e-6f);
+  /* Attention-like: masked softmax over S with [T, 1, S] paddings. */
+  float *mp = malloc(sizeof(float) * T * S);
+  for (int i = 0; i < T * S; i++) mp[i] = (i % 7 == 3) ? 1.0f : 0.0f;
+  lv_tensor *p = lv_op_masked_softmax(g, h, tensor_of(g, lv_shape3(T, 1, S), mp));
+  /* A loss over S classes per (t, b) with smoothing and weights. */
+  int32_t *idv = malloc(sizeof(int32_t) * T * B);
+  for (int i = 0; i < T * B; i++) idv[i] = (i * 13) % S;
+  lv_tensor *wts = lv_op_sub(g, lv_graph_fill(g, lv_shape2(T, B), 1.0f), pad);
+  lv_tensor *xe = lv_op_smoothed_xent(g, lv_op_add(g, h, p), ids_of(g, lv_shape2(T, B), idv), wts, 0.1f);
+  lv_tensor *loss = lv_op_reduce_sum(g, xe, LV_ALL_AXES, false);
+  lv_tensor *v, *ix;
+  ck_assert(lv_op_top_k(g, lv_op_reshape(g, p, lv_shape2(T * B, S)), D / 8, &v, &ix));
+  EXPECT_OK(lv_graph_backward(g, loss));
+  int64_t nx = (int64_t)T * B * S, nk = (int64_t)T * B * (D / 8);
+  *n_out = 2 * nx + S + 2 * nk + 1;
+  float *o = malloc(sizeof(float) * (size_t)*n_out);
+  memcpy(o, lv_f32(p), sizeof(float) * (size_t)nx);
+  memcpy(o + nx, lv_f32(x->grad), sizeof(float) * (size_t)nx);
+  memcpy(o + 2 * nx, lv_f32(scale->grad), sizeof(float) * S);
+  memcpy(o + 2 * nx + S, lv_f32(v), sizeof(float) * (size_t)nk);
+  memcpy(o + 2 * nx + S + nk, lv_i32(ix), sizeof(int32_t) * (size_t)nk);
+  o[*n_out - 1] = lv_f32(loss)[0];
+  *out = o;
+  free(xv);
+  free(pv);
+  free(sv);
+  free(mp);
+  free(idv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(sequence_ops_threads_same_bits) {
+  float *a, *b;
+  int64_t na, nb;
+  many_ops_run(1, &a, &na);
+  many_ops_run(2, &b, &nb);
+  ck_assert_int_eq(na, nb);
+  ck_assert(isfinite(a[na - 1]));
+  for (int64_t i = 0; i < na; i++)
+    ck_assert_msg(!memcmp(&a[i], &b[i], sizeof(float)), "1 vs 2 threads differ at %lld", (long long)i);
+  free(a);
+  free(b);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -861,5 +926,9 @@ int main(void) {
   tcase_add_test(xe, projected_xent_memory_is_per_chunk);
   tcase_add_test(xe, projected_xent_threads_same_bits);
   suite_add_tcase(s, xe);
+  TCase *th = tcase_create("threads");
+  tcase_set_timeout(th, 120);
+  tcase_add_test(th, sequence_ops_threads_same_bits);
+  suite_add_tcase(s, th);
   return lv_test_run(s);
 }
