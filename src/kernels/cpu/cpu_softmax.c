@@ -23,36 +23,52 @@ static float softmax_row(int64_t c, const float *x, float *p, float *max) {
   return (float)log(s);
 }
 
+/* Rows are independent: any split over the threads gives the same bits. */
+static int64_t row_grain(int64_t rows) { return rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows; }
+
+typedef struct sm_job {
+  int64_t c;
+  const float *x, *y, *gy, *t, *probs, *gloss;
+  float *out, *gx, *loss;
+  bool log_, acc;
+} sm_job;
+
+LV_CPU_PAR_LOOP(softmax_rows, sm_job, r, {
+  const int64_t c = J->c;
+  float m, ls = softmax_row(c, J->x + r * c, J->out + r * c, &m);
+  if (J->log_)
+    for (int64_t j = 0; j < c; j++) J->out[r * c + j] = (J->x[r * c + j] - m) - ls;
+})
+
 void lv_cpu_softmax_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, float *y, bool log_) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    float m, ls = softmax_row(c, x + r * c, y + r * c, &m);
-    if (log_)
-      for (int64_t j = 0; j < c; j++) y[r * c + j] = (x[r * c + j] - m) - ls;
-  }
+  sm_job j = {.c = c, .x = x, .out = y, .log_ = log_};
+  lv_cpu_par(ctx, rows, row_grain(rows), softmax_rows, &j);
 }
+
+LV_CPU_PAR_LOOP(softmax_bwd_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *yr = J->y + r * c, *gr = J->gy + r * c;
+  float *xr = J->gx + r * c;
+  double s = 0;
+  if (J->log_) {
+    for (int64_t j = 0; j < c; j++) s += gr[j];
+    for (int64_t j = 0; j < c; j++) {
+      float g = gr[j] - expf(yr[j]) * (float)s;
+      xr[j] = J->acc ? xr[j] + g : g;
+    }
+  } else {
+    for (int64_t j = 0; j < c; j++) s += (double)gr[j] * yr[j];
+    for (int64_t j = 0; j < c; j++) {
+      float g = yr[j] * (gr[j] - (float)s);
+      xr[j] = J->acc ? xr[j] + g : g;
+    }
+  }
+})
 
 void lv_cpu_softmax_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *y, const float *gy, float *gx,
                         bool log_, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    const float *yr = y + r * c, *gr = gy + r * c;
-    float *xr = gx + r * c;
-    double s = 0;
-    if (log_) {
-      for (int64_t j = 0; j < c; j++) s += gr[j];
-      for (int64_t j = 0; j < c; j++) {
-        float g = gr[j] - expf(yr[j]) * (float)s;
-        xr[j] = acc ? xr[j] + g : g;
-      }
-    } else {
-      for (int64_t j = 0; j < c; j++) s += (double)gr[j] * yr[j];
-      for (int64_t j = 0; j < c; j++) {
-        float g = yr[j] * (gr[j] - (float)s);
-        xr[j] = acc ? xr[j] + g : g;
-      }
-    }
-  }
+  sm_job j = {.c = c, .y = y, .gy = gy, .gx = gx, .log_ = log_, .acc = acc};
+  lv_cpu_par(ctx, rows, row_grain(rows), softmax_bwd_rows, &j);
 }
 
 typedef struct xent_job {
@@ -95,29 +111,37 @@ void lv_cpu_sparse_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *
   lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, sparse_xent_bwd_rows, &j);
 }
 
+LV_CPU_PAR_LOOP(xent_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *x = J->x, *t = J->t;
+  float m, ls = softmax_row(c, x + r * c, J->out + r * c, &m);
+  double l = 0;
+  for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
+  J->loss[r] = (float)l;
+})
+
 void lv_cpu_xent_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, const float *t, float *loss,
                      float *probs) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
-    double l = 0;
-    for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
-    loss[r] = (float)l;
-  }
+  sm_job j = {.c = c, .x = x, .t = t, .loss = loss, .out = probs};
+  lv_cpu_par(ctx, rows, row_grain(rows), xent_rows, &j);
 }
+
+LV_CPU_PAR_LOOP(xent_bwd_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *t = J->t, *probs = J->probs;
+  double ts = 0;
+  for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
+  float gl = J->gloss[r];
+  for (int64_t j = 0; j < c; j++) {
+    float g = (probs[r * c + j] * (float)ts - t[r * c + j]) * gl;
+    J->gx[r * c + j] = J->acc ? J->gx[r * c + j] + g : g;
+  }
+})
 
 void lv_cpu_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *probs, const float *t,
                      const float *gloss, float *gx, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    double ts = 0;
-    for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
-    float gl = gloss[r];
-    for (int64_t j = 0; j < c; j++) {
-      float g = (probs[r * c + j] * (float)ts - t[r * c + j]) * gl;
-      gx[r * c + j] = acc ? gx[r * c + j] + g : g;
-    }
-  }
+  sm_job j = {.c = c, .probs = probs, .t = t, .gloss = gloss, .gx = gx, .acc = acc};
+  lv_cpu_par(ctx, rows, row_grain(rows), xent_bwd_rows, &j);
 }
 
 /* ---- masked softmax ---- */
