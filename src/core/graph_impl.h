@@ -34,7 +34,15 @@ typedef struct { int perm[LV_MAX_RANK]; } lv_saved_transpose;
 typedef struct { int axis; int64_t start; } lv_saved_axis;        /* concat, slice */
 /* softmax, log_softmax, the cross-entropies: probs (the softmax), target (softmax_xent). */
 typedef struct { int64_t rows, c; float *probs; lv_tensor *target; } lv_saved_softmax;
-typedef struct { int64_t rows, d; float *stats; bool has_scale, has_bias; } lv_saved_layer_norm;
+typedef struct { int64_t rows, d; float *stats; bool has_scale, has_bias, plus1; } lv_saved_layer_norm;
+/* lstm_step: the node's out is c_out; m_out is the second output (its own node, whose
+ * backward makes sure this one runs). Backward recomputes the gates from its inputs. */
+typedef struct {
+  int64_t b, h;
+  float forget_gate_bias, cell_value_cap;
+  bool output_nonlinearity, has_pad;
+  lv_tensor *m_out;
+} lv_saved_lstm;
 
 /* One recorded op: inputs, output, and whatever its backward needs. */
 struct lv_node {
@@ -55,6 +63,7 @@ struct lv_node {
     lv_saved_axis axis;
     lv_saved_softmax sm;
     lv_saved_layer_norm ln;
+    lv_saved_lstm lstm;
   } s;
 };
 
