@@ -179,9 +179,11 @@ static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_
     return false;
   m = lv_op_matmul(g, m, seq->w[W_PROJ], false, false);
   if (padding) {
-    /* new + padding * (old - new): Lingvo's ApplyPadding. */
-    c = lv_op_add(g, c, lv_op_mul(g, padding, lv_op_sub(g, s0->c, c)));
-    m = lv_op_add(g, m, lv_op_mul(g, padding, lv_op_sub(g, s0->m, m)));
+    /* old * padding + new * (1 - padding): Lingvo's ApplyPadding, exactly the old state
+     * where padding is 1. */
+    lv_tensor *keep = lv_op_add_scalar(g, lv_op_scale(g, padding, -1.0f), 1.0f);
+    c = lv_op_add(g, lv_op_mul(g, s0->c, padding), lv_op_mul(g, c, keep));
+    m = lv_op_add(g, lv_op_mul(g, s0->m, padding), lv_op_mul(g, m, keep));
   }
   s1->c = c;
   s1->m = m;
