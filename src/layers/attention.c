@@ -17,12 +17,7 @@ static bool fail_shape(const lv_layer *l, lv_graph *g, const char *what, const l
 }
 
 lv_tensor *lv_atten_masked_softmax(lv_graph *g, lv_tensor *logits, lv_tensor *pad) {
-  if (!pad) return lv_op_softmax(g, logits);
-  /* keep = max(1 - pad, 0): padded positions are pushed far down before the softmax and
-   * zeroed after it, so a fully padded row comes out all zeros. */
-  lv_tensor *keep = lv_op_maximum_scalar(g, lv_op_add_scalar(g, lv_op_scale(g, pad, -1.0f), 1.0f), 0.0f);
-  lv_tensor *shifted = lv_op_add(g, logits, lv_op_scale(g, lv_op_add_scalar(g, keep, -1.0f), 1e9f));
-  return lv_op_mul(g, lv_op_softmax(g, shifted), keep);
+  return pad ? lv_op_masked_softmax(g, logits, pad) : lv_op_softmax(g, logits);
 }
 
 /* [a, b, X] -> [b, a, X]; a plain reshape when a or b is 1. */

@@ -41,8 +41,7 @@ lv_tensor *lv_layer_norm_layer_fprop(lv_layer_norm_layer *l, lv_graph *g, lv_ten
   }
   lv_tensor *b = l->bias ? &l->bias->value : NULL;
   if (l->direct_scale) return lv_op_layer_norm(g, x, &l->scale->value, b, l->epsilon);
-  /* (1 + scale) folded into the scale operand: the gradient to `scale` is the same. */
-  return lv_op_layer_norm(g, x, lv_op_add_scalar(g, &l->scale->value, 1.0f), b, l->epsilon);
+  return lv_op_layer_norm_plus1(g, x, &l->scale->value, b, l->epsilon);
 }
 
 static lv_status ln_create(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
