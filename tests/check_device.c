@@ -363,6 +363,42 @@ static lv_tensor *d_lstm(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_concat(g, both, 2, 1);
 }
 
+static lv_tensor *d_minmax(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_add(g, lv_op_maximum(g, in[0], in[1]), lv_op_minimum(g, in[0], in[1]));
+}
+static lv_tensor *d_select_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *cmp = lv_op_compare(g, in[0], in[1], LV_CMP_GT);
+  return lv_op_clip(g, lv_op_select(g, cmp, in[0], in[1]), -0.3f, 0.6f);
+}
+static lv_tensor *d_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+static lv_tensor *d_ln1(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
+}
+
+static lv_tensor *d_bmm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_batch_matmul(g, in[0], in[1], false, true);
+}
+
+static lv_tensor *d_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+/* top_k's values and its indices (as floats) side by side. */
+static lv_tensor *d_topk(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *v, *ix;
+  if (!lv_op_top_k(g, in[0], 4, &v, &ix)) return NULL;
+  lv_tensor *both[2] = {v, lv_op_cast(g, ix, LV_F32)};
+  return lv_op_concat(g, both, 2, 1);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -374,6 +410,38 @@ START_TEST(seq_ops_on_guarded_device) {
     free(gates);
     free(c0);
     free(m0);
+  }
+  /* maximum / minimum, compare / select / clip, masked softmax, layer_norm_plus1 */
+  {
+    float *a = dev_floats(3 * 8, 4, -1, 1), *b = dev_floats(8, 5, -1, 1);
+    float pad[3 * 8] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    dev_in in[2] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("maximum/minimum", 2, in, d_minmax, NULL, true);
+    same_on_device("compare/select/clip", 2, in, d_select_clip, NULL, true);
+    dev_in ms[2] = {{LV_F32, lv_shape3(3, 1, 8), a, true}, {LV_F32, lv_shape3(3, 1, 8), pad, false}};
+    same_on_device("masked_softmax", 2, ms, d_msm, NULL, true);
+    dev_in ln[3] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("layer_norm_plus1", 3, ln, d_ln1, NULL, true);
+    free(a);
+    free(b);
+  }
+  /* batch_matmul [B, N, T, H] x [B, N, S, H]^T */
+  {
+    float *q = dev_floats(2 * 3 * 4 * 5, 6, -1, 1), *k = dev_floats(2 * 3 * 6 * 5, 7, -1, 1);
+    dev_in in[2] = {{LV_F32, lv_shape4(2, 3, 4, 5), q, true}, {LV_F32, lv_shape4(2, 3, 6, 5), k, true}};
+    same_on_device("batch_matmul", 2, in, d_bmm, NULL, true);
+    free(q);
+    free(k);
+  }
+  /* reverse_sequence, top_k */
+  {
+    float *x = dev_floats(5 * 3 * 4, 8, -1, 1);
+    float pad[15] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1};
+    dev_in in[2] = {{LV_F32, lv_shape3(5, 3, 4), x, true}, {LV_F32, lv_shape3(5, 3, 1), pad, false}};
+    same_on_device("reverse_sequence", 2, in, d_rev, NULL, true);
+    dev_in tk[1] = {{LV_F32, lv_shape2(3, 20), x, false}};
+    same_on_device("top_k", 1, tk, d_topk, NULL, false);
+    free(x);
   }
 }
 END_TEST

@@ -220,6 +220,303 @@ START_TEST(layer_norm_plus1_values_and_gradients) {
 }
 END_TEST
 
+/* ---- maximum, minimum, compare, select, clip ---------------------------------- */
+
+static lv_tensor *f_max(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_maximum(g, in[0], in[1]); }
+static lv_tensor *f_min(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_minimum(g, in[0], in[1]); }
+static lv_tensor *f_select(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_select(g, in[0], in[1], in[2]);
+}
+static lv_tensor *f_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_clip(g, in[0], -0.5f, 0.25f);
+}
+
+START_TEST(maximum_minimum_compare_values) {
+  lv_graph *g = lv_graph_create(0);
+  float av[6] = {1, -2, 3, 0.5f, 5, -6}, bv[3] = {0.5f, -2, 4};
+  lv_tensor *a = tensor_of(g, lv_shape2(2, 3), av), *b = tensor_of(g, lv_shape1(3), bv);
+  a->requires_grad = b->requires_grad = true;
+  lv_tensor *mx = lv_op_maximum(g, a, b), *mn = lv_op_minimum(g, a, b);
+  float wmx[6] = {1, -2, 4, 0.5f, 5, 4}, wmn[6] = {0.5f, -2, 3, 0.5f, -2, -6};
+  ck_assert(!memcmp(lv_f32(mx), wmx, sizeof wmx) && !memcmp(lv_f32(mn), wmn, sizeof wmn));
+  /* Ties (-2 vs -2, 0.5 vs 0.5) send the gradient to a. */
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, mx, LV_ALL_AXES, false)));
+  float ga[6] = {1, 1, 0, 1, 1, 0}, gb[3] = {0, 0, 2};
+  ck_assert(!memcmp(lv_f32(a->grad), ga, sizeof ga) && !memcmp(lv_f32(b->grad), gb, sizeof gb));
+  lv_graph_reset(g);
+  a = tensor_of(g, lv_shape2(2, 3), av);
+  b = tensor_of(g, lv_shape1(3), bv);
+  float want[LV_CMP_COUNT][6] = {
+      {0, 0, 1, 0, 0, 1}, {0, 1, 1, 1, 0, 1}, {1, 0, 0, 0, 1, 0},
+      {1, 1, 0, 1, 1, 0}, {0, 1, 0, 1, 0, 0}, {1, 0, 1, 0, 1, 1},
+  };
+  for (int c = 0; c < LV_CMP_COUNT; c++) {
+    lv_tensor *y = lv_op_compare(g, a, b, (lv_compare)c);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_msg(!memcmp(lv_f32(y), want[c], sizeof want[c]), "compare %d", c);
+  }
+  ck_assert_ptr_null(lv_op_maximum(g, a, tensor_of(g, lv_shape1(2), bv)));
+  expect_graph_err(g, "maximum: shapes do not broadcast: a [2,3] vs b [2]");
+  ck_assert_ptr_null(lv_op_compare(g, lv_graph_zeros(g, LV_I32, lv_shape1(3)), lv_graph_zeros(g, LV_F32, lv_shape1(3)), LV_CMP_EQ));
+  expect_graph_err(g, "compare: float32 inputs required");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 70), fspec(lv_shape2(1, 4), 71)};
+  gradcheck("maximum", 2, in, f_max, NULL, 1e-3, TOL);
+  spec in2[2] = {fspec(lv_shape1(4), 72), fspec(lv_shape2(3, 4), 73)};
+  gradcheck("minimum", 2, in2, f_min, NULL, 1e-3, TOL);
+}
+END_TEST
+
+START_TEST(select_and_clip) {
+  lv_graph *g = lv_graph_create(0);
+  float cv[2] = {1, 0}, av[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {-1, -2, -3};
+  lv_tensor *y = lv_op_select(g, tensor_of(g, lv_shape2(2, 1), cv), tensor_of(g, lv_shape2(2, 3), av),
+                              tensor_of(g, lv_shape1(3), bv));
+  float want[6] = {1, 2, 3, -1, -2, -3};
+  ck_assert(!memcmp(lv_f32(y), want, sizeof want));
+  ck_assert_ptr_null(lv_op_select(g, tensor_of(g, lv_shape1(2), cv), tensor_of(g, lv_shape2(2, 3), av),
+                                  tensor_of(g, lv_shape1(3), bv)));
+  expect_graph_err(g, "select: shapes do not broadcast: cond [2], a [2,3], b [3]");
+  float xv[5] = {-1, -0.5f, 0, 0.25f, 2};
+  lv_tensor *x = tensor_of(g, lv_shape1(5), xv);
+  x->requires_grad = true;
+  lv_tensor *cl = lv_op_clip(g, x, -0.5f, 0.25f);
+  float wc[5] = {-0.5f, -0.5f, 0, 0.25f, 0.25f}, wg[5] = {0, 1, 1, 1, 0};
+  ck_assert(!memcmp(lv_f32(cl), wc, sizeof wc));
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, cl, LV_ALL_AXES, false)));
+  ck_assert(!memcmp(lv_f32(x->grad), wg, sizeof wg)); /* the bounds pass, as in tf.clip_by_value */
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_clip(g, tensor_of(g, lv_shape1(5), xv), 1, 0));
+  expect_graph_err(g, "clip: float32 x and lo <= hi required");
+  lv_graph_destroy(g);
+  float cond[12] = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+  spec in[3] = {{LV_F32, lv_shape3(2, 3, 2), false, malloc(sizeof cond)}, fspec(lv_shape3(2, 3, 2), 80),
+                fspec(lv_shape2(3, 1), 81)};
+  memcpy(in[0].data, cond, sizeof cond);
+  gradcheck("select", 3, in, f_select, NULL, EPS, TOL);
+  spec c[1] = {fspec(lv_shape2(4, 6), 82)};
+  gradcheck("clip", 1, c, f_clip, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* ---- masked_softmax ------------------------------------------------------------ */
+
+static lv_tensor *f_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+
+START_TEST(masked_softmax_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* logits [2, 2, 3] against paddings [2, 1, 3]: batch 1 is fully padded. */
+  float lv[12] = {1, 2, 3, 0, 0, 100, 5, 6, 7, 8, 9, 10}, pv[6] = {0, 0, 1, 1, 1, 1};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 2, 3), lv);
+  x->requires_grad = true;
+  lv_tensor *y = lv_op_masked_softmax(g, x, tensor_of(g, lv_shape3(2, 1, 3), pv));
+  ck_assert_ptr_nonnull(y);
+  double e = exp(1.0);
+  double want[12] = {1 / (1 + e), e / (1 + e), 0, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 12; i++) ck_assert_msg(fabs(lv_f32(y)[i] - want[i]) < 1e-6, "[%d] %g vs %g", i, lv_f32(y)[i], want[i]);
+  float wv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape3(2, 2, 3), wv)), LV_ALL_AXES, false)));
+  for (int i = 0; i < 12; i++) {
+    ck_assert(isfinite(lv_f32(x->grad)[i]));
+    if (i == 2 || i == 5 || i >= 6) ck_assert_msg(lv_f32(x->grad)[i] == 0.0f, "padded [%d] has gradient %g", i, lv_f32(x->grad)[i]);
+  }
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_masked_softmax(g, tensor_of(g, lv_shape3(2, 2, 3), lv), tensor_of(g, lv_shape2(3, 2), pv)));
+  expect_graph_err(g, "masked_softmax: float32 paddings that broadcast to the logits required: logits [2,2,3] vs paddings float32 [3,2]");
+  lv_graph_destroy(g);
+  float pad[8] = {0, 0, 1, 0, 0, 0, 0, 1};
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 90), {LV_F32, lv_shape3(2, 1, 4), false, malloc(sizeof pad)}};
+  memcpy(in[1].data, pad, sizeof pad);
+  gradcheck("masked_softmax", 2, in, f_msm, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* Lingvo's activation names and formulas: GELU with the exact erf, SWISH = x * sigmoid(x)
+ * (an alias of SILU), SOFTPLUS, SIGMOID, TANH. */
+START_TEST(activations_by_lingvo_name) {
+  const char *names[5] = {"GELU", "SWISH", "SOFTPLUS", "SIGMOID", "TANH"};
+  lv_graph *g = lv_graph_create(0);
+  float xv[5] = {-3, -0.5f, 0, 0.7f, 4};
+  for (int k = 0; k < 5; k++) {
+    lv_activation act;
+    ck_assert_msg(lv_activation_from_name(names[k], &act), "%s", names[k]);
+    lv_tensor *y = lv_op_activation(g, tensor_of(g, lv_shape1(5), xv), act);
+    for (int i = 0; i < 5; i++) {
+      double x = xv[i], w = k == 0 ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                          : k == 1 ? x / (1 + exp(-x))
+                          : k == 2 ? log1p(exp(x))
+                          : k == 3 ? 1 / (1 + exp(-x))
+                                   : tanh(x);
+      ck_assert_msg(fabs(lv_f32(y)[i] - w) < 1e-6, "%s(%g) = %g, want %g", names[k], x, lv_f32(y)[i], w);
+    }
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* ---- batch_matmul (strided, rank >= 3) ------------------------------------------- */
+
+typedef struct bmm_cfg { bool ta, tb; } bmm_cfg;
+static lv_tensor *f_bmm4(lv_graph *g, lv_tensor **in, const void *c) {
+  const bmm_cfg *m = c;
+  return lv_op_batch_matmul(g, in[0], in[1], m->ta, m->tb);
+}
+
+/* a [2,3,M,K] (or transposed) x b [2,3,K,N] (or transposed) against a double loop. */
+START_TEST(batch_matmul_rank4_values_and_gradients) {
+  const int B = 2, N = 3, M = 4, K = 5, C = 6;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      lv_graph *g = lv_graph_create(0);
+      float *av = rand_floats(B * N * M * K, 100 + ta, -1, 1), *bv = rand_floats(B * N * K * C, 110 + tb, -1, 1);
+      lv_tensor *a = tensor_of(g, ta ? lv_shape4(B, N, K, M) : lv_shape4(B, N, M, K), av);
+      lv_tensor *b = tensor_of(g, tb ? lv_shape4(B, N, C, K) : lv_shape4(B, N, K, C), bv);
+      lv_tensor *y = lv_op_batch_matmul(g, a, b, ta, tb);
+      ck_assert_ptr_nonnull(y);
+      lv_shape want = lv_shape4(B, N, M, C);
+      ck_assert(lv_shape_eq(&y->shape, &want));
+      for (int e = 0; e < B * N; e++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < C; j++) {
+            double sum = 0;
+            for (int q = 0; q < K; q++)
+              sum += (double)(ta ? av[e * M * K + q * M + i] : av[e * M * K + i * K + q]) *
+                     (tb ? bv[e * K * C + j * K + q] : bv[e * K * C + q * C + j]);
+            ck_assert_msg(fabs(lv_f32(y)[(e * M + i) * C + j] - sum) < 1e-5, "ta %d tb %d", ta, tb);
+          }
+      lv_graph_destroy(g);
+      free(av);
+      free(bv);
+      bmm_cfg c = {ta, tb};
+      spec in[2] = {fspec(ta ? lv_shape4(2, 2, 3, 2) : lv_shape4(2, 2, 2, 3), 120), fspec(tb ? lv_shape4(2, 2, 4, 3) : lv_shape4(2, 2, 3, 4), 121)};
+      gradcheck("batch_matmul", 2, in, f_bmm4, &c, EPS, TOL);
+    }
+  lv_graph *g = lv_graph_create(0);
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape4(2, 3, 4, 5)),
+                                        lv_graph_zeros(g, LV_F32, lv_shape4(2, 2, 5, 4)), false, false));
+  expect_graph_err(g, "batch_matmul: a [...,M,K] and b [...,K,N] of equal rank >= 3 with equal leading dims required: a [2,3,4,5] vs b [2,2,5,4]");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape2(4, 5)), lv_graph_zeros(g, LV_F32, lv_shape2(5, 4)), false, false));
+  expect_graph_err(g, "rank >= 3");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), false, false));
+  expect_graph_err(g, "batch_matmul: inner dimensions differ: a [2,4,5] vs b [2,4,5]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* Attention-shaped products ([B, N, T, H] x [B, N, S, H]^T, both split and unsplit batch
+ * paths) and their gradients: the same bits with 1 and 2 threads. */
+static void bmm_run(int threads, int B, int N, int T, int H, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  float *qv = rand_floats((int64_t)B * N * T * H, 130, -1, 1), *kv = rand_floats((int64_t)B * N * T * H, 131, -1, 1);
+  lv_tensor *q = tensor_of(g, lv_shape4(B, N, T, H), qv), *k = tensor_of(g, lv_shape4(B, N, T, H), kv);
+  q->requires_grad = k->requires_grad = true;
+  lv_tensor *y = lv_op_batch_matmul(g, q, k, false, true);
+  lv_tensor *z = lv_op_batch_matmul(g, y, k, false, false);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, z, z), LV_ALL_AXES, false)));
+  int64_t nq = (int64_t)B * N * T * H;
+  memcpy(out, lv_f32(z), sizeof(float) * (size_t)nq);
+  memcpy(out + nq, lv_f32(q->grad), sizeof(float) * (size_t)nq);
+  memcpy(out + 2 * nq, lv_f32(k->grad), sizeof(float) * (size_t)nq);
+  free(qv);
+  free(kv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(batch_matmul_threads_same_bits) {
+  int shapes[2][4] = {{8, 4, 32, 64}, {2, 1, 200, 128}};
+  for (int sh = 0; sh < 2; sh++) {
+    int *d = shapes[sh];
+    size_t n = (size_t)3 * d[0] * d[1] * d[2] * d[3];
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    bmm_run(1, d[0], d[1], d[2], d[3], a);
+    bmm_run(2, d[0], d[1], d[2], d[3], b);
+    ck_assert_msg(memcmp(a, b, sizeof(float) * n) == 0, "shape %d differs between 1 and 2 threads", sh);
+    free(a);
+    free(b);
+  }
+}
+END_TEST
+
+/* ---- reverse_sequence, top_k ------------------------------------------------------ */
+
+static lv_tensor *f_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+
+START_TEST(reverse_sequence_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* x [T=4, B=3, 2]: lengths 4, 2 and 0 (a zero-length sequence stays as it is). */
+  float xv[24], pv[12] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1};
+  for (int i = 0; i < 24; i++) xv[i] = (float)i;
+  lv_tensor *x = tensor_of(g, lv_shape3(4, 3, 2), xv);
+  lv_tensor *y = lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape3(4, 3, 1), pv));
+  ck_assert_ptr_nonnull(y);
+  int src_t[3][4] = {{3, 2, 1, 0}, {1, 0, 2, 3}, {0, 1, 2, 3}};
+  for (int t = 0; t < 4; t++)
+    for (int b = 0; b < 3; b++)
+      for (int d = 0; d < 2; d++)
+        ck_assert_msg(lv_f32(y)[(t * 3 + b) * 2 + d] == xv[(src_t[b][t] * 3 + b) * 2 + d], "t %d b %d", t, b);
+  /* Its own inverse; paddings [T, B] work too. */
+  lv_tensor *z = lv_op_reverse_sequence(g, y, tensor_of(g, lv_shape2(4, 3), pv));
+  ck_assert(!memcmp(lv_f32(z), xv, sizeof xv));
+  ck_assert_ptr_null(lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape2(3, 4), pv)));
+  expect_graph_err(g, "reverse_sequence: float32 x [T,B,...] and paddings [T,B] or [T,B,1] required: x float32 [4,3,2] vs paddings float32 [3,4]");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(4, 3, 2), 140), {LV_F32, lv_shape2(4, 3), false, malloc(sizeof pv)}};
+  memcpy(in[1].data, pv, sizeof pv);
+  gradcheck("reverse_sequence", 2, in, f_rev, NULL, EPS, TOL);
+}
+END_TEST
+
+START_TEST(top_k_values) {
+  lv_graph *g = lv_graph_create(0);
+  float xv[12] = {1, 5, 3, 5, -1, 0, /* row 2: */ 2, 2, 2, NAN, -INFINITY, 7};
+  lv_tensor *x = tensor_of(g, lv_shape2(2, 6), xv), *v, *ix;
+  ck_assert(lv_op_top_k(g, x, 3, &v, &ix));
+  lv_shape want = lv_shape2(2, 3);
+  ck_assert(lv_shape_eq(&v->shape, &want) && ix->dtype == LV_I32);
+  float wv0[3] = {5, 5, 3};
+  int32_t wi[6] = {1, 3, 2, 3, 5, 0};
+  ck_assert(!memcmp(lv_f32(v), wv0, sizeof wv0));
+  ck_assert(isnan(lv_f32(v)[3]) && lv_f32(v)[4] == 7 && lv_f32(v)[5] == 2);
+  ck_assert(!memcmp(lv_i32(ix), wi, sizeof wi));
+  /* k == N sorts the whole row (ties by index); k == 0 is empty. */
+  ck_assert(lv_op_top_k(g, x, 6, &v, &ix));
+  int32_t all[12] = {1, 3, 2, 0, 5, 4, 3, 5, 0, 1, 2, 4};
+  ck_assert(!memcmp(lv_i32(ix), all, sizeof all));
+  ck_assert(lv_op_top_k(g, x, 0, &v, &ix) && lv_tensor_numel(v) == 0);
+  /* A long row against a sort done here. */
+  const int N = 1000, K = 37;
+  float *big = rand_floats(2 * N, 150, -1, 1);
+  for (int i = 0; i < 2 * N; i += 7) big[i] = 0.5f; /* many ties */
+  ck_assert(lv_op_top_k(g, tensor_of(g, lv_shape2(2, N), big), K, &v, &ix));
+  for (int r = 0; r < 2; r++) {
+    bool used[1000] = {false};
+    for (int q = 0; q < K; q++) {
+      int best = -1;
+      for (int j = 0; j < N; j++)
+        if (!used[j] && (best < 0 || big[r * N + j] > big[r * N + best])) best = j;
+      used[best] = true;
+      ck_assert_int_eq(lv_i32(ix)[r * K + q], best);
+      ck_assert(lv_f32(v)[r * K + q] == big[r * N + best]);
+    }
+  }
+  free(big);
+  ck_assert(!lv_op_top_k(g, x, 7, &v, &ix));
+  ck_assert_ptr_null(v);
+  expect_graph_err(g, "top_k: float32 x [...,N] and 0 <= k <= N required, got float32 [2,6] and k 7");
+  lv_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -232,6 +529,20 @@ int main(void) {
   TCase *ew = tcase_create("elementwise");
   tcase_set_timeout(ew, 120);
   tcase_add_test(ew, layer_norm_plus1_values_and_gradients);
+  tcase_add_test(ew, maximum_minimum_compare_values);
+  tcase_add_test(ew, select_and_clip);
+  tcase_add_test(ew, masked_softmax_values_and_gradients);
+  tcase_add_test(ew, activations_by_lingvo_name);
   suite_add_tcase(s, ew);
+  TCase *mm = tcase_create("batch_matmul");
+  tcase_set_timeout(mm, 120);
+  tcase_add_test(mm, batch_matmul_rank4_values_and_gradients);
+  tcase_add_test(mm, batch_matmul_threads_same_bits);
+  suite_add_tcase(s, mm);
+  TCase *sq = tcase_create("sequences");
+  tcase_set_timeout(sq, 120);
+  tcase_add_test(sq, reverse_sequence_values_and_gradients);
+  tcase_add_test(sq, top_k_values);
+  suite_add_tcase(s, sq);
   return lv_test_run(s);
 }

@@ -26,6 +26,7 @@ typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 /* What each op's backward keeps from its forward (arena pointers are device memory). */
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
+typedef struct { float lo, hi; } lv_saved_clip;
 typedef struct { lv_conv_geom geom; int32_t *argmax; } lv_saved_window; /* conv, pools */
 typedef struct { float *mask; } lv_saved_dropout;
 typedef struct { int64_t m, n, k, batch; bool ta, tb; } lv_saved_matmul;
@@ -64,6 +65,7 @@ struct lv_node {
     lv_saved_softmax sm;
     lv_saved_layer_norm ln;
     lv_saved_lstm lstm;
+    lv_saved_clip clip;
   } s;
 };
 
@@ -116,6 +118,10 @@ bool lv_graph_poll_errors(lv_graph *g);
 /* TF's SAME (same = true) / VALID output size and leading pad for one spatial dim (k:
  * effective kernel extent). Shared by conv and pooling. */
 void lv_core_same_valid(bool same, int64_t in, int64_t k, int s, int *out, int *lead);
+
+/* x's strides over the broadcast shape out (numpy rules, 0 where x's dim is 1 or
+ * missing) into s[out->rank]; false if x does not broadcast to exactly out. */
+bool lv_core_bcast_strides(const lv_shape *x, const lv_shape *out, int64_t *s);
 
 /* "[a,b,c]" into a caller buffer; for error messages. */
 #define LV_SHP(t, buf) lv_shape_str(&(t)->shape, (buf), sizeof(buf))

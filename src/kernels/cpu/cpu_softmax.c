@@ -119,3 +119,55 @@ void lv_cpu_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *probs, 
     }
   }
 }
+
+/* ---- masked softmax ---- */
+
+typedef struct msm_job {
+  const lv_bcast *bc;
+  int64_t c, pad_step;
+  const float *x, *pad;
+  float *y;
+} msm_job;
+
+/* Offset in pad of the first element of row r (flat index r * c of x). */
+static int64_t pad_row_off(const lv_bcast *bc, int64_t r) {
+  int64_t off = 0;
+  for (int d = bc->rank - 2; d >= 0; d--) {
+    int64_t q = r % bc->shape[d];
+    r /= bc->shape[d];
+    off += q * bc->sa[d];
+  }
+  return off;
+}
+
+LV_CPU_PAR_LOOP(masked_rows, msm_job, r, {
+  const int64_t c = J->c, ps = J->pad_step;
+  const float *xr = J->x + r * c, *pr = J->pad + pad_row_off(J->bc, r);
+  float *yr = J->y + r * c;
+  float m = -FLT_MAX;
+  bool any = false;
+  for (int64_t j = 0; j < c; j++)
+    if (pr[j * ps] <= 0.5f) {
+      m = any && m >= xr[j] ? m : xr[j];
+      any = true;
+    }
+  if (!any) {
+    for (int64_t j = 0; j < c; j++) yr[j] = 0.0f;
+  } else {
+    double s = 0;
+    for (int64_t j = 0; j < c; j++) {
+      yr[j] = pr[j * ps] <= 0.5f ? expf(xr[j] - m) : 0.0f;
+      s += yr[j];
+    }
+    float inv = (float)(1.0 / s);
+    for (int64_t j = 0; j < c; j++) yr[j] *= inv;
+  }
+})
+
+void lv_cpu_masked_softmax_fwd(lv_kctx *ctx, const lv_bcast *bc, const float *x, const float *pad, float *y) {
+  int64_t n = 1;
+  for (int d = 0; d < bc->rank; d++) n *= bc->shape[d];
+  int64_t c = bc->rank ? bc->shape[bc->rank - 1] : 1, rows = c ? n / c : 0;
+  msm_job j = {bc, c, bc->rank ? bc->sa[bc->rank - 1] : 0, x, pad, y};
+  lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, masked_rows, &j);
+}
