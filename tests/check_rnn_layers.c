@@ -9,6 +9,7 @@
 
 #include "check_util.h"
 #include "base/rng.h"
+#include "layers/attention.h"
 #include "layers/layer.h"
 #include "layers/rnn_cell.h"
 #include "layers/rnn_layers.h"
@@ -91,12 +92,27 @@ static lv_tensor *paddings(lv_graph *g, int t, int b, const int *lens) {
   return p;
 }
 
+/* FRNNWithAttention's source for run_act (NULL for the other layers): host data kept
+ * across graphs, the first src_len[b] positions of sequence b real. */
+static const float *g_src;
+static lv_shape g_src_shape;
+static const int *g_src_len;
+
 static lv_tensor *run_act(lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *pad) {
   lv_nmap in, out;
   lv_nmap_init(&in);
   lv_nmap_init(&out);
   EXPECT_OK(lv_nmap_set(&in, "act", x));
   if (pad) EXPECT_OK(lv_nmap_set(&in, "paddings", pad));
+  if (g_src) {
+    lv_tensor *src = lv_graph_tensor(g, LV_F32, g_src_shape);
+    memcpy(src->data, g_src, sizeof(float) * (size_t)lv_shape_numel(&g_src_shape));
+    int64_t S = g_src_shape.d[0], B = g_src_shape.d[1];
+    lv_tensor *sp = lv_graph_tensor(g, LV_F32, lv_shape2(S, B));
+    for (int64_t i = 0; i < S * B; i++) lv_f32(sp)[i] = i / B < g_src_len[i % B] ? 0.0f : 1.0f;
+    EXPECT_OK(lv_nmap_set(&in, "src_encs", src));
+    EXPECT_OK(lv_nmap_set(&in, "src_paddings", sp));
+  }
   bool ok = lv_layer_fprop(l, g, &in, &out);
   lv_status s = lv_graph_status(g);
   ck_assert_msg(ok && !s, "fprop: %s", s ? lv_status_msg(s) : "?");
@@ -561,6 +577,147 @@ START_TEST(stacked_residual_and_dropout) {
 }
 END_TEST
 
+/* ---- FRNNWithAttention ----------------------------------------------------------- */
+
+static lv_params *atten_params(int d, int c, int out, bool prev_in, bool prev_out) {
+  lv_params *p = params_of("FRNNWithAttention");
+  EXPECT_OK(lv_params_set_string(p, "name", "dec"));
+  set_cell(p, "cell", "LSTMCellSimple", d + (prev_in ? c : 0), out, 0);
+  EXPECT_OK(lv_params_set_int(p, "attention.source_dim", c));
+  EXPECT_OK(lv_params_set_int(p, "attention.query_dim", out));
+  EXPECT_OK(lv_params_set_int(p, "attention.hidden_dim", 4));
+  EXPECT_OK(lv_params_set_bool(p, "input_prev_atten_ctx", prev_in));
+  EXPECT_OK(lv_params_set_bool(p, "output_prev_atten_ctx", prev_out));
+  return p;
+}
+
+START_TEST(frnn_with_attention_steps) {
+  enum { T = 3, B = 2, D = 3, C = 5, H = 4, S = 4 };
+  const int src_len[B] = {4, 2}, lens[B] = {3, 2};
+  float *src = malloc(sizeof(float) * S * B * C);
+  lv_rng r;
+  lv_rng_init(&r, 42, 0);
+  for (int i = 0; i < S * B * C; i++) src[i] = 2.0f * lv_rng_uniform(&r) - 1.0f;
+  g_src = src, g_src_shape = lv_shape3(S, B, C), g_src_len = src_len;
+  for (int prev_out = 0; prev_out < 2; prev_out++) {
+    built b = build(atten_params(D, C, H, true, prev_out));
+    expect_var(b.vs, "dec/cell/wm/var", lv_shape2(D + C + H, 4 * H));
+    expect_var(b.vs, "dec/atten/source_var/var", lv_shape2(C, 4));
+    expect_var(b.vs, "dec/atten/query_var/var", lv_shape2(H, 4));
+    lv_frnn_atten_layer *l = (lv_frnn_atten_layer *)b.l;
+    lv_graph *g = lv_graph_create(0);
+    lv_tensor *x = rand_tensor(g, lv_shape3(T, B, D), 4, 1.0f);
+    lv_nmap in, out;
+    lv_nmap_init(&in);
+    lv_nmap_init(&out);
+    EXPECT_OK(lv_nmap_set(&in, "act", x));
+    lv_tensor *pad = paddings(g, T, B, lens);
+    EXPECT_OK(lv_nmap_set(&in, "paddings", pad));
+    lv_tensor *srct = lv_graph_tensor(g, LV_F32, g_src_shape);
+    memcpy(srct->data, src, sizeof(float) * S * B * C);
+    lv_tensor *sp = lv_graph_tensor(g, LV_F32, lv_shape2(S, B));
+    for (int i = 0; i < S * B; i++) lv_f32(sp)[i] = i / B < src_len[i % B] ? 0.0f : 1.0f;
+    EXPECT_OK(lv_nmap_set(&in, "src_encs", srct));
+    EXPECT_OK(lv_nmap_set(&in, "src_paddings", sp));
+    ck_assert(lv_layer_fprop(b.l, g, &in, &out));
+    lv_tensor *act = lv_nmap_get(&out, "act"), *ctx = lv_nmap_get(&out, "atten_context");
+    lv_tensor *probs = lv_nmap_get(&out, "atten_probs");
+    ck_assert(lv_shape_eq(&act->shape, &(lv_shape){3, {T, B, H}}));
+    ck_assert(lv_shape_eq(&ctx->shape, &(lv_shape){3, {T, B, C}}));
+    ck_assert(lv_shape_eq(&probs->shape, &(lv_shape){3, {T, B, S}}));
+    /* The same recurrence by hand: the cell's one-step fprop on concat(x_t, ctx_{t-1}),
+     * then the attention queried with the new m. */
+    lv_atten_packed packed;
+    ck_assert(lv_attention_pack_source(l->atten, g, srct, NULL, sp, &packed));
+    lv_tensor *m = lv_graph_zeros(g, LV_F32, lv_shape2(B, H)), *c = lv_graph_zeros(g, LV_F32, lv_shape2(B, H));
+    lv_tensor *a = NULL, *pr = NULL;
+    ck_assert(lv_attention_compute_context(l->atten, g, &packed, m, &a, &pr));
+    for (int t = 0; t < T; t++) {
+      lv_tensor *parts[2] = {lv_op_reshape(g, lv_op_slice(g, x, 0, t, 1), lv_shape2(B, D)), a};
+      lv_nmap ci, co;
+      lv_nmap_init(&ci);
+      lv_nmap_init(&co);
+      EXPECT_OK(lv_nmap_set(&ci, "act", lv_op_concat(g, parts, 2, 1)));
+      EXPECT_OK(lv_nmap_set(&ci, "m", m));
+      EXPECT_OK(lv_nmap_set(&ci, "c", c));
+      EXPECT_OK(lv_nmap_set(&ci, "paddings", lv_op_reshape(g, lv_op_slice(g, pad, 0, t, 1), lv_shape2(B, 1))));
+      ck_assert(lv_layer_fprop(l->cell, g, &ci, &co));
+      m = lv_nmap_get(&co, "m"), c = lv_nmap_get(&co, "c");
+      lv_tensor *a_prev = a, *pr_prev = pr;
+      ck_assert(lv_attention_compute_context(l->atten, g, &packed, m, &a, &pr));
+      lv_tensor *want_ctx = prev_out ? a_prev : a, *want_pr = prev_out ? pr_prev : pr;
+      for (int j = 0; j < B; j++) {
+        for (int k = 0; k < H; k++) ck_assert(fabsf(lv_f32(act)[(t * B + j) * H + k] - lv_f32(m)[j * H + k]) < 1e-6f);
+        for (int k = 0; k < C; k++)
+          ck_assert(fabsf(lv_f32(ctx)[(t * B + j) * C + k] - lv_f32(want_ctx)[j * C + k]) < 1e-6f);
+        for (int k = 0; k < S; k++) {
+          ck_assert(fabsf(lv_f32(probs)[(t * B + j) * S + k] - lv_f32(want_pr)[j * S + k]) < 1e-6f);
+          if (k >= src_len[j]) ck_assert_float_eq(lv_f32(probs)[(t * B + j) * S + k], 0.0f);
+        }
+      }
+      lv_nmap_free(&ci);
+      lv_nmap_free(&co);
+    }
+    ck_assert(fabsf(lv_f32(lv_nmap_get(&out, "final_state.atten"))[0] - lv_f32(a)[0]) < 1e-6f);
+    lv_nmap_free(&in);
+    lv_nmap_free(&out);
+    lv_graph_destroy(g);
+    unbuild(&b);
+  }
+  g_src = NULL;
+  free(src);
+}
+END_TEST
+
+START_TEST(frnn_with_attention_errors) {
+  /* The cell must take act + context. */
+  lv_params *p = atten_params(3, 5, 4, true, false);
+  EXPECT_OK(lv_params_set_int(p, "cell.num_input_nodes", 3));
+  built b = build(p);
+  enum { S = 2, B = 2 };
+  const int src_len[B] = {2, 2};
+  float src[S * B * 5] = {0};
+  g_src = src, g_src_shape = lv_shape3(S, B, 5), g_src_len = src_len;
+  lv_graph *g = lv_graph_create(0);
+  lv_nmap in, out;
+  lv_nmap_init(&in);
+  lv_nmap_init(&out);
+  EXPECT_OK(lv_nmap_set(&in, "act", rand_tensor(g, lv_shape3(2, B, 3), 1, 1.0f)));
+  EXPECT_OK(lv_nmap_set(&in, "src_encs", lv_graph_zeros(g, LV_F32, g_src_shape)));
+  ck_assert(!lv_layer_fprop(b.l, g, &in, &out));
+  EXPECT_ERR(lv_graph_status(g), LV_ERR_INVALID, "dec", "num_input_nodes=3", "attention context 5");
+  lv_nmap_free(&in);
+  lv_nmap_free(&out);
+  lv_graph_destroy(g);
+  unbuild(&b);
+  g_src = NULL;
+  p = atten_params(3, 5, 4, true, false);
+  EXPECT_OK(lv_params_set_int(p, "attention.query_dim", 6));
+  EXPECT_ERR(try_build(p), LV_ERR_INVALID, "dec", "query_dim (6)", "num_output_nodes (4)");
+  p = atten_params(3, 5, 4, true, false);
+  EXPECT_OK(lv_params_set_bool(p, "use_zero_atten_state", true));
+  EXPECT_ERR(try_build(p), LV_ERR_INVALID, "dec", "atten_context_dim");
+}
+END_TEST
+
+START_TEST(fd_frnn_with_attention) {
+  enum { S = 3, B = 2, C = 3 };
+  const int src_len[B] = {3, 2}, lens[B] = {2, 3};
+  float *src = malloc(sizeof(float) * S * B * C);
+  lv_rng r;
+  lv_rng_init(&r, 43, 0);
+  for (int i = 0; i < S * B * C; i++) src[i] = 2.0f * lv_rng_uniform(&r) - 1.0f;
+  g_src = src, g_src_shape = lv_shape3(S, B, C), g_src_len = src_len;
+  fd_check(atten_params(2, C, 3, true, false), lv_shape3(3, B, 2), lens);
+  lv_params *p = atten_params(2, C, 3, false, true);
+  EXPECT_OK(lv_params_set_bool(p, "use_zero_atten_state", true));
+  EXPECT_OK(lv_params_set_int(p, "atten_context_dim", C));
+  fd_check(p, lv_shape3(3, B, 2), lens);
+  g_src = NULL;
+  free(src);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("rnn_layers");
   TCase *tc = tcase_create("all");
@@ -576,6 +733,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, fd_ln_lstm_reverse);
   tcase_add_test(tc, fd_stacked_residual);
   tcase_add_test(tc, stacked_residual_and_dropout);
+  tcase_add_test(tc, frnn_with_attention_steps);
+  tcase_add_test(tc, frnn_with_attention_errors);
+  tcase_add_test(tc, fd_frnn_with_attention);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -135,7 +135,7 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *se
   lv_lstm_cell *l = (lv_lstm_cell *)base;
   memset(seq, 0, sizeof *seq);
   if (!x) return false;
-  if (x->shape.rank != 3 || x->shape.d[2] != l->num_input) {
+  if (x->shape.rank != 3 || x->shape.d[2] > l->num_input || x->shape.d[2] < 1) {
     char s[96];
     lv_graph_fail(g, "%s: the input must be [T, B, num_input_nodes=%lld], got %s", base->scope,
                   (long long)l->num_input, lv_shape_str(&x->shape, s, sizeof s));
@@ -143,10 +143,13 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *se
   }
   seq->t = x->shape.d[0];
   seq->b = x->shape.d[1];
+  const int64_t d = x->shape.d[2];
+  seq->extra = l->num_input - d;
   lv_tensor *wm = &l->wm->value;
-  /* Rows of wm multiply concat([x, m_prev]): the x rows go into one GEMM over all steps. */
-  lv_tensor *wx = lv_op_slice(g, wm, 0, 0, l->num_input);
-  seq->w[W_M] = lv_op_slice(g, wm, 0, l->num_input, l->output);
+  /* Rows of wm multiply concat([x, extra, m_prev]): the x rows go into one GEMM over all
+   * steps, the rest into each step's. */
+  lv_tensor *wx = lv_op_slice(g, wm, 0, 0, d);
+  seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
   seq->xw = lv_op_matmul(g, x, wx, false, false);
   if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
   else if (l->b) seq->w[W_B] = &l->b->value;
@@ -156,11 +159,24 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *se
 }
 
 static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_t t, const lv_rnn_state *s0,
-                      lv_tensor *padding, lv_rnn_state *s1) {
+                      lv_tensor *extra, lv_tensor *padding, lv_rnn_state *s1) {
   lv_lstm_cell *l = (lv_lstm_cell *)base;
   const int64_t b = seq->b, h4 = 4 * l->hidden;
+  if ((seq->extra > 0) != (extra != NULL) ||
+      (extra && (extra->shape.rank != 2 || extra->shape.d[0] != b || extra->shape.d[1] != seq->extra))) {
+    char s[96] = "none";
+    if (extra) lv_shape_str(&extra->shape, s, sizeof s);
+    lv_graph_fail(g, "%s: a step's extra input must be [B=%lld, %lld], got %s", base->scope, (long long)b,
+                  (long long)seq->extra, s);
+    return false;
+  }
   lv_tensor *xw_t = lv_op_reshape(g, lv_op_slice(g, seq->xw, 0, t, 1), lv_shape2(b, h4));
-  lv_tensor *gates = lv_op_add(g, xw_t, lv_op_matmul(g, s0->m, seq->w[W_M], false, false));
+  lv_tensor *rec = s0->m;
+  if (extra) {
+    lv_tensor *parts[2] = {extra, s0->m};
+    rec = lv_op_concat(g, parts, 2, 1);
+  }
+  lv_tensor *gates = lv_op_add(g, xw_t, lv_op_matmul(g, rec, seq->w[W_M], false, false));
   if (l->layer_norm) {
     /* Each gate's block of [x, m] . wm is normalized on its own, then scaled; b after. */
     lv_tensor *n = lv_op_layer_norm(g, lv_op_reshape(g, gates, lv_shape3(b, 4, l->hidden)), NULL, NULL, l->ln_eps);
@@ -208,7 +224,12 @@ static bool lstm_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *
   if (lv_nmap_get(in, "c")) s0.c = lv_nmap_get(in, "c");
   lv_rnn_seq seq;
   if (!cc->begin(base, g, lv_op_reshape(g, x, lv_shape3(1, b, x->shape.d[1])), &seq)) return false;
-  if (!cc->step(base, g, &seq, 0, &s0, lv_nmap_get(in, "paddings"), &s1)) return false;
+  if (seq.extra) {
+    lv_graph_fail(g, "%s: act must be [B, num_input_nodes=%lld], got [%lld, %lld]", base->scope,
+                  (long long)cc->input_dim(base), (long long)b, (long long)x->shape.d[1]);
+    return false;
+  }
+  if (!cc->step(base, g, &seq, 0, &s0, NULL, lv_nmap_get(in, "paddings"), &s1)) return false;
   return lv_layer_set_out(base, g, out, "act", s1.m) && lv_layer_set_out(base, g, out, "m", s1.m) &&
          lv_layer_set_out(base, g, out, "c", s1.c);
 }

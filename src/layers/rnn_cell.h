@@ -7,10 +7,12 @@
  * layer runs a cell in three moves:
  *   begin       once per sequence: x [T, B, D] -> seq.xw [T, B, G], the input's share of
  *               every step in one GEMM (Lingvo's ProjectInputSequence), plus the per-call
- *               weights the steps reuse;
+ *               weights the steps reuse. D may be less than num_input_nodes: the rest of
+ *               the cell's input (FRNNWithAttention's previous context) is then given to
+ *               each step as `extra` [B, num_input_nodes - D], the columns after x's;
  *   zero_state  {m [B, output], c [B, hidden]} of zeros;
- *   step        (state0, step t of seq, padding_t [B, 1]) -> state1; a padded step
- *               (padding 1.0) keeps state0.
+ *   step        (state0, step t of seq, extra_t, padding_t [B, 1]) -> state1; a padded
+ *               step (padding 1.0) keeps state0.
  * The cell's output at a step is state.m.
  *
  * Variables are Lingvo's: "<scope>/wm/var" [num_input_nodes + output, 4 * hidden] with gate
@@ -32,6 +34,7 @@ typedef struct lv_rnn_state {
 /* What begin computes for one sequence; the steps read it. */
 typedef struct lv_rnn_seq {
   int64_t t, b;      /* steps, batch */
+  int64_t extra;     /* width of the per-step extra input (0: none) */
   lv_tensor *xw;     /* [T, B, G]: the input's contribution to each step's gates */
   lv_tensor *w[4];   /* per-call weights the cell's steps reuse (the cell's business) */
 } lv_rnn_seq;
@@ -41,11 +44,12 @@ typedef struct lv_rnn_cell_class {
   int64_t (*input_dim)(const lv_layer *l);  /* num_input_nodes */
   int64_t (*output_dim)(const lv_layer *l); /* width of m */
   int64_t (*hidden_dim)(const lv_layer *l); /* width of c */
-  /* x [T, B, input_dim] -> seq. False with the graph's error set. */
+  /* x [T, B, D <= input_dim] -> seq. False with the graph's error set. */
   bool (*begin)(lv_layer *l, lv_graph *g, lv_tensor *x, lv_rnn_seq *seq);
-  /* Step t of seq from s0 with padding [B, 1] (NULL: none padded) into s1. */
+  /* Step t of seq from s0 with extra [B, seq.extra] (NULL when seq.extra is 0) and
+   * padding [B, 1] (NULL: none padded) into s1. */
   bool (*step)(lv_layer *l, lv_graph *g, const lv_rnn_seq *seq, int64_t t, const lv_rnn_state *s0,
-               lv_tensor *padding, lv_rnn_state *s1);
+               lv_tensor *extra, lv_tensor *padding, lv_rnn_state *s1);
 } lv_rnn_cell_class;
 
 /* The step hooks of l's class, or NULL if l is not a cell. */

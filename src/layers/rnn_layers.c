@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/attention.h"
+
 extern const lv_layer_class lv_frnn_layer_class;
 extern const lv_layer_class lv_bifrnn_layer_class;
 
@@ -162,7 +164,7 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
     int64_t t = l->reverse ? t_len - 1 - k : k;
     lv_tensor *pad_t = pad ? lv_op_reshape(g, lv_op_slice(g, pad, 0, t, 1), lv_shape2(b, 1)) : NULL;
     lv_rnn_state s1;
-    ok = (!pad || pad_t) && cc->step(l->cell, g, &seq, t, &s, pad_t, &s1);
+    ok = (!pad || pad_t) && cc->step(l->cell, g, &seq, t, &s, NULL, pad_t, &s1);
     if (ok) {
       s = s1;
       outs[t] = lv_op_reshape(g, s.m, lv_shape3(1, b, out_dim));
@@ -465,4 +467,177 @@ const lv_layer_class lv_stacked_bifrnn_layer_class = {
     .fprop = stacked_fprop,
     .out_shape = stacked_out_shape,
     .destroy = stacked_destroy,
+};
+
+/* ---- FRNNWithAttention ----------------------------------------------------------- */
+
+lv_params *lv_frnn_atten_params(void) {
+  lv_params *p = lv_layer_base_params("FRNNWithAttention");
+  lv_params_define_params(p, "cell", lv_lstm_cell_simple_params(), "Configs for the RNN cell.");
+  lv_params_define_params(p, "attention", lv_additive_attention_params(), "Attention used by this layer.");
+  lv_params_define_bool(p, "output_prev_atten_ctx", false,
+                        "If True, output previous attention context for each position. Otherwise, output current "
+                        "attention context.");
+  lv_params_define_bool(p, "input_prev_atten_ctx", true,
+                        "If True, concat previous attention context and user input as input. Otherwise, this layer "
+                        "will still produce attention context but will not use previous context as input.");
+  lv_params_define_bool(p, "use_zero_atten_state", false,
+                        "To use zero attention state instead of computing attention with zero query vector.");
+  lv_params_define_int(p, "atten_context_dim", 0, "Size of attention context.");
+  lv_params_define_bool(p, "packed_input", false,
+                        "To reset states for packed inputs (not supported by lingvoc: must stay False).");
+  return p;
+}
+
+static void frnn_atten_destroy(lv_layer *base) {
+  lv_frnn_atten_layer *l = (lv_frnn_atten_layer *)base;
+  lv_layer_free(l->cell);
+  lv_layer_free(l->atten_layer);
+  lv_params_free(l->cell_p);
+  lv_params_free(l->atten_p);
+  l->cell = l->atten_layer = NULL;
+  l->cell_p = l->atten_p = NULL;
+}
+
+static lv_status frnn_atten_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  lv_frnn_atten_layer *l = (lv_frnn_atten_layer *)base;
+  LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
+  LV_TRY(no_packed_input(base));
+  l->output_prev_atten_ctx = lv_params_bool(p, "output_prev_atten_ctx");
+  l->input_prev_atten_ctx = lv_params_bool(p, "input_prev_atten_ctx");
+  l->use_zero_atten_state = lv_params_bool(p, "use_zero_atten_state");
+  l->atten_context_dim = lv_params_int(p, "atten_context_dim");
+  if (l->use_zero_atten_state && l->atten_context_dim <= 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: atten_context_dim must be > 0 with use_zero_atten_state, got %lld",
+                          base->scope, (long long)l->atten_context_dim);
+  LV_TRY(copy_tpl(base, p, "cell", &l->cell_p));
+  const char *name = lv_params_str(l->cell_p, "name");
+  if (!name || !*name) LV_TRY(lv_params_set_string(l->cell_p, "name", "cell"));
+  lv_params_freeze(l->cell_p);
+  char who[LV_VAR_NAME_MAX + 16];
+  snprintf(who, sizeof who, "%s.cell", base->scope);
+  LV_TRY(lv_rnn_cell_create(l->cell_p, base->scope, vs, who, &l->cell));
+  LV_TRY(copy_tpl(base, p, "attention", &l->atten_p));
+  name = lv_params_str(l->atten_p, "name");
+  if (!name || !*name) LV_TRY(lv_params_set_string(l->atten_p, "name", "atten"));
+  lv_params_freeze(l->atten_p);
+  LV_TRY(lv_layer_create(l->atten_p, base->scope, vs, &l->atten_layer));
+  l->atten = lv_attention_of(l->atten_layer);
+  if (!l->atten)
+    return lv_status_make(LV_ERR_INVALID,
+                          "%s: attention.cls must be an attention class (AdditiveAttention, DotProductAttention, "
+                          "MultiHeadedAttention), got %s",
+                          base->scope, lv_params_str(l->atten_p, "cls"));
+  const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(l->cell);
+  if (l->atten->query_dim != cc->output_dim(l->cell))
+    return lv_status_make(LV_ERR_INVALID, "%s: attention.query_dim (%lld) must be the cell's num_output_nodes (%lld)",
+                          base->scope, (long long)l->atten->query_dim, (long long)cc->output_dim(l->cell));
+  return NULL;
+}
+
+/* [B, k] per step -> [T, B, k]. */
+static lv_tensor *stack_steps(lv_graph *g, lv_tensor **steps, int64_t t_len) {
+  for (int64_t t = 0; t < t_len; t++) {
+    if (!steps[t]) return NULL;
+    steps[t] = lv_op_reshape(g, steps[t], lv_shape3(1, steps[t]->shape.d[0], steps[t]->shape.d[1]));
+  }
+  return t_len == 1 ? steps[0] : lv_op_concat(g, steps, (int)t_len, 0);
+}
+
+bool lv_frnn_atten_run(lv_frnn_atten_layer *l, lv_graph *g, lv_tensor *src_encs, lv_tensor *src_paddings,
+                       lv_tensor *src_contexts, lv_tensor *x, lv_tensor *paddings, lv_frnn_atten_out *out) {
+  memset(out, 0, sizeof *out);
+  if (!check_seq(&l->base, g, x) || !src_encs) return false;
+  const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(l->cell);
+  const int64_t t_len = x->shape.d[0], b = x->shape.d[1], d = x->shape.d[2];
+  if (src_encs->shape.rank != 3 || src_encs->shape.d[1] != b) {
+    char s1[96], s2[96];
+    lv_graph_fail(g, "%s: src_encs must be [S, B, D] with the batch of act %s, got %s", l->base.scope,
+                  lv_shape_str(&x->shape, s1, sizeof s1), lv_shape_str(&src_encs->shape, s2, sizeof s2));
+    return false;
+  }
+  lv_tensor *pad = paddings_3d(&l->base, g, paddings, t_len, b);
+  if (paddings && !pad) return false;
+  lv_atten_packed src;
+  if (!lv_attention_pack_source(l->atten, g, src_encs, src_contexts, src_paddings, &src)) return false;
+  const int64_t s_len = src.src_len;
+  lv_rnn_state s;
+  if (!lv_rnn_cell_zero_state(l->cell, g, b, &s)) return false;
+  lv_tensor *ctx0 = NULL, *probs0 = NULL;
+  if (l->use_zero_atten_state) {
+    ctx0 = lv_graph_zeros(g, LV_F32, lv_shape2(b, l->atten_context_dim));
+    probs0 = lv_graph_zeros(g, LV_F32, lv_shape2(b, s_len));
+  } else if (!lv_attention_compute_context(l->atten, g, &src, s.m, &ctx0, &probs0)) {
+    return false;
+  }
+  if (!ctx0 || !probs0) return false;
+  const int64_t c_dim = ctx0->shape.d[1];
+  const int64_t want_in = d + (l->input_prev_atten_ctx ? c_dim : 0);
+  if (cc->input_dim(l->cell) != want_in) {
+    lv_graph_fail(g, "%s: the cell takes num_input_nodes=%lld but gets act depth %lld%s%lld", l->base.scope,
+                  (long long)cc->input_dim(l->cell), (long long)d,
+                  l->input_prev_atten_ctx ? " + attention context " : "",
+                  l->input_prev_atten_ctx ? (long long)c_dim : 0LL);
+    return false;
+  }
+  lv_rnn_seq seq;
+  if (!cc->begin(l->cell, g, x, &seq)) return false;
+  lv_tensor **buf = calloc((size_t)(3 * t_len + 2), sizeof *buf);
+  if (!buf) {
+    lv_graph_fail(g, "%s: out of memory for %lld steps", l->base.scope, (long long)t_len);
+    return false;
+  }
+  /* ctxs[0] / probs[0] are the initial context; ctxs[t + 1] what step t attended. */
+  lv_tensor **ms = buf, **ctxs = buf + t_len, **probs = buf + 2 * t_len + 1;
+  ctxs[0] = ctx0;
+  probs[0] = probs0;
+  bool ok = true;
+  for (int64_t t = 0; ok && t < t_len; t++) {
+    lv_tensor *pad_t = pad ? lv_op_reshape(g, lv_op_slice(g, pad, 0, t, 1), lv_shape2(b, 1)) : NULL;
+    lv_rnn_state s1;
+    ok = (!pad || pad_t) && cc->step(l->cell, g, &seq, t, &s, l->input_prev_atten_ctx ? ctxs[t] : NULL, pad_t, &s1);
+    /* Attention runs on every step, padded or not, as Lingvo's does: a padded step's
+     * query is the kept m, so its context repeats the previous one. */
+    if (ok) ok = lv_attention_compute_context(l->atten, g, &src, s1.m, &ctxs[t + 1], &probs[t + 1]);
+    if (ok) {
+      s = s1;
+      ms[t] = s.m;
+    }
+  }
+  if (ok) {
+    /* output_prev_atten_ctx: position t shows the context step t consumed. */
+    int64_t o = l->output_prev_atten_ctx ? 0 : 1;
+    out->final = s;
+    out->final_atten = ctxs[t_len];
+    out->rnn_output = stack_steps(g, ms, t_len);
+    out->atten_context = stack_steps(g, ctxs + o, t_len);
+    out->atten_probs = stack_steps(g, probs + o, t_len);
+    ok = out->rnn_output && out->atten_context && out->atten_probs;
+  }
+  free(buf);
+  return ok;
+}
+
+static bool frnn_atten_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  lv_tensor *x = lv_layer_in(base, g, in, "act"), *src = lv_layer_in(base, g, in, "src_encs");
+  if (!x || !src) return false;
+  lv_frnn_atten_out o;
+  if (!lv_frnn_atten_run((lv_frnn_atten_layer *)base, g, src, lv_nmap_get(in, "src_paddings"),
+                         lv_nmap_get(in, "src_contexts"), x, lv_nmap_get(in, "paddings"), &o))
+    return false;
+  return lv_layer_set_out(base, g, out, "act", o.rnn_output) &&
+         lv_layer_set_out(base, g, out, "atten_context", o.atten_context) &&
+         lv_layer_set_out(base, g, out, "atten_probs", o.atten_probs) &&
+         lv_layer_set_out(base, g, out, "final_state.m", o.final.m) &&
+         lv_layer_set_out(base, g, out, "final_state.c", o.final.c) &&
+         lv_layer_set_out(base, g, out, "final_state.atten", o.final_atten);
+}
+
+const lv_layer_class lv_frnn_atten_layer_class = {
+    .cls = "FRNNWithAttention",
+    .params = lv_frnn_atten_params,
+    .size = sizeof(lv_frnn_atten_layer),
+    .create = frnn_atten_create,
+    .fprop = frnn_atten_fprop,
+    .destroy = frnn_atten_destroy,
 };
