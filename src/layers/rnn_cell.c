@@ -152,10 +152,16 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *se
   seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
   seq->xw = lv_op_matmul(g, x, wx, false, false);
   if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
-  else if (l->b) seq->w[W_B] = &l->b->value;
-  if (l->ln_scale) seq->w[W_SCALE] = &l->ln_scale->value;
+  if (l->layer_norm) {
+    /* Each step scales and biases [B, 4H]: broadcast ln_scale and b to that shape once, so
+     * the steps' ops are dense and their gradients accumulate densely, reduced over the
+     * batch once per sequence rather than once per step. */
+    lv_tensor *zeros = lv_graph_zeros(g, LV_F32, lv_shape2(seq->b, 4 * l->hidden));
+    seq->w[W_SCALE] = lv_op_add(g, zeros, &l->ln_scale->value);
+    if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
+  }
   if (l->w_proj) seq->w[W_PROJ] = &l->w_proj->value;
-  return seq->xw && seq->w[W_M];
+  return seq->xw && seq->w[W_M] && (!l->layer_norm || (seq->w[W_SCALE] && (!l->b || seq->w[W_B])));
 }
 
 static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_t t, const lv_rnn_state *s0,
