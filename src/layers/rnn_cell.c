@@ -1,0 +1,295 @@
+/* LSTMCellSimple and LayerNormalizedLSTMCellSimple (Lingvo rnn_cell.py) and the cell
+ * interface the RNN layers unroll. */
+#include "layers/rnn_cell.h"
+
+#include <string.h>
+
+#include "base/names.h"
+
+extern const lv_layer_class lv_lstm_cell_simple_class;
+extern const lv_layer_class lv_ln_lstm_cell_simple_class;
+
+/* ---- params ---------------------------------------------------------------------- */
+
+static lv_params *rnn_cell_base_params(const char *cls) {
+  lv_params *p = lv_layer_base_params(cls);
+  lv_params_define_int(p, "inputs_arity", 1, "number of tensors expected for the inputs.act to FProp.");
+  lv_params_define_int(p, "num_input_nodes", 0, "Number of input nodes.");
+  lv_params_define_int(p, "num_output_nodes", 0,
+                       "Number of output nodes. If num_hidden_nodes is 0, also used as cell size.");
+  lv_params_define_bool(p, "reset_cell_state", false,
+                        "Set True to support resetting cell state in scenarios where multiple inputs are packed "
+                        "into a single training example (not supported by lingvoc: must stay False).");
+  return p;
+}
+
+static lv_params *lstm_params(const char *cls) {
+  lv_params *p = rnn_cell_base_params(cls);
+  lv_params_define_int(p, "num_hidden_nodes", 0,
+                       "Number of projection hidden nodes (see https://arxiv.org/abs/1603.08042). Set to 0 to "
+                       "disable projection.");
+  lv_params_define_float(p, "cell_value_cap", 10.0,
+                         "LSTM cell values are capped to be within [-cell_value_cap, +cell_value_cap] if the "
+                         "value is not None. When set to None, no capping is applied.");
+  lv_params_define_float(p, "forget_gate_bias", 0.0, "Bias to apply to the forget gate.");
+  lv_params_define_bool(p, "output_nonlinearity", true, "Whether or not to apply tanh non-linearity on lstm output.");
+  lv_params_define_float(p, "zo_prob", 0.0,
+                         "If > 0, applies ZoneOut regularization with the given prob (not supported by lingvoc: "
+                         "must stay 0).");
+  lv_params_define_bool(p, "enable_lstm_bias", true, "Enable the LSTM Cell bias.");
+  lv_params_define_bool(p, "couple_input_forget_gates", false,
+                        "Whether to couple the input and forget gates (not supported by lingvoc: must stay "
+                        "False).");
+  lv_params_define_bool(p, "apply_pruning", false,
+                        "Whether to prune the weights while training (not supported by lingvoc: must stay False).");
+  lv_params_define_bool(p, "apply_pruning_to_projection", false,
+                        "Whether to prune the projection matrix while training (not supported by lingvoc: must "
+                        "stay False).");
+  lv_params *bi = lv_params_new();
+  lv_params_define_string(bi, "method", "constant", "Initialization method (as params_init.method).");
+  lv_params_define_float(bi, "scale", 0.0, "Scale of the initialization (the value for constant).");
+  lv_params_define_params(p, "bias_init", bi, "Initialization parameters for bias");
+  return p;
+}
+
+lv_params *lv_lstm_cell_simple_params(void) { return lstm_params("LSTMCellSimple"); }
+
+lv_params *lv_ln_lstm_cell_simple_params(void) {
+  lv_params *p = lstm_params("LayerNormalizedLSTMCellSimple");
+  lv_params_define_float(p, "layer_norm_epsilon", 1e-8, "Tiny value to guard rsqr against.");
+  return p;
+}
+
+/* ---- create ---------------------------------------------------------------------- */
+
+static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  lv_lstm_cell *l = (lv_lstm_cell *)base;
+  LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
+  const char *sc = base->scope;
+  l->layer_norm = lv_params_has(p, "layer_norm_epsilon");
+  l->num_input = lv_params_int(p, "num_input_nodes");
+  l->output = lv_params_int(p, "num_output_nodes");
+  int64_t nh = lv_params_int(p, "num_hidden_nodes");
+  if (l->num_input <= 0 || l->output <= 0 || nh < 0)
+    return lv_status_make(LV_ERR_INVALID,
+                          "%s: num_input_nodes and num_output_nodes must be > 0 and num_hidden_nodes >= 0, got "
+                          "%lld, %lld and %lld",
+                          sc, (long long)l->num_input, (long long)l->output, (long long)nh);
+  l->hidden = nh ? nh : l->output;
+  if (lv_params_int(p, "inputs_arity") != 1)
+    return lv_status_make(LV_ERR_INVALID, "%s: inputs_arity must be 1, got %lld", sc,
+                          (long long)lv_params_int(p, "inputs_arity"));
+  static const char *const unsupported[] = {"reset_cell_state", "couple_input_forget_gates", "apply_pruning",
+                                            "apply_pruning_to_projection"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(unsupported); i++)
+    if (lv_params_bool(p, unsupported[i]))
+      return lv_status_make(LV_ERR_INVALID, "%s: %s=True is not supported by lingvoc's %s; set it to False", sc,
+                            unsupported[i], lv_params_str(p, "cls"));
+  if (lv_params_float(p, "zo_prob") != 0.0)
+    return lv_status_make(LV_ERR_INVALID, "%s: zo_prob=%g: zoneout is not supported by lingvoc's %s; set it to 0",
+                          sc, lv_params_float(p, "zo_prob"), lv_params_str(p, "cls"));
+  l->cell_value_cap = 0.0f;
+  if (lv_params_is_set(p, "cell_value_cap")) {
+    double cap = lv_params_float(p, "cell_value_cap");
+    if (!(cap > 0.0))
+      return lv_status_make(LV_ERR_INVALID, "%s: cell_value_cap must be > 0 or None, got %g", sc, cap);
+    l->cell_value_cap = (float)cap;
+  }
+  l->forget_gate_bias = (float)lv_params_float(p, "forget_gate_bias");
+  l->output_nonlinearity = lv_params_bool(p, "output_nonlinearity");
+  if (l->layer_norm) {
+    double eps = lv_params_float(p, "layer_norm_epsilon");
+    if (!(eps > 0.0))
+      return lv_status_make(LV_ERR_INVALID, "%s: layer_norm_epsilon must be > 0, got %g", sc, eps);
+    l->ln_eps = (float)eps;
+  }
+  LV_TRY(lv_layer_add_var(base, "wm", lv_shape2(l->num_input + l->output, 4 * l->hidden), NULL, true, &l->wm));
+  if (nh) LV_TRY(lv_layer_add_var(base, "w_proj", lv_shape2(l->hidden, l->output), NULL, true, &l->w_proj));
+  if (lv_params_bool(p, "enable_lstm_bias")) {
+    lv_var_init bi;
+    const char *m = lv_params_str(p, "bias_init.method");
+    if (!lv_init_method_from_name(m, &bi.method)) {
+      char known[512];
+      lv_names_join(lv_init_method_names, LV_INIT_COUNT, ", ", known, sizeof known);
+      return lv_status_make(LV_ERR_INVALID, "%s: bias_init.method: unknown method \"%s\" (known: %s)", sc, m, known);
+    }
+    bi.scale = lv_params_float(p, "bias_init.scale");
+    LV_TRY(lv_layer_add_var(base, "b", lv_shape1(4 * l->hidden), &bi, true, &l->b));
+  }
+  if (l->layer_norm) {
+    lv_var_init one = {LV_INIT_CONSTANT, 1.0};
+    LV_TRY(lv_layer_add_var(base, "ln_scale", lv_shape1(4 * l->hidden), &one, true, &l->ln_scale));
+  }
+  return NULL;
+}
+
+/* ---- the cell hooks -------------------------------------------------------------- */
+
+enum { W_M, W_B, W_SCALE, W_PROJ }; /* lv_rnn_seq.w slots */
+
+static int64_t lstm_input_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->num_input; }
+static int64_t lstm_output_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->output; }
+static int64_t lstm_hidden_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->hidden; }
+
+static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *seq) {
+  lv_lstm_cell *l = (lv_lstm_cell *)base;
+  memset(seq, 0, sizeof *seq);
+  if (!x) return false;
+  if (x->shape.rank != 3 || x->shape.d[2] > l->num_input || x->shape.d[2] < 1) {
+    char s[96];
+    lv_graph_fail(g, "%s: the input must be [T, B, num_input_nodes=%lld], got %s", base->scope,
+                  (long long)l->num_input, lv_shape_str(&x->shape, s, sizeof s));
+    return false;
+  }
+  seq->t = x->shape.d[0];
+  seq->b = x->shape.d[1];
+  const int64_t d = x->shape.d[2];
+  seq->extra = l->num_input - d;
+  lv_tensor *wm = &l->wm->value;
+  /* Rows of wm multiply concat([x, extra, m_prev]): the x rows go into one GEMM over all
+   * steps, the rest into each step's. */
+  lv_tensor *wx = lv_op_slice(g, wm, 0, 0, d);
+  seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
+  seq->xw = lv_op_matmul(g, x, wx, false, false);
+  if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
+  if (l->layer_norm) {
+    /* Each step scales and biases [B, 4H]: broadcast ln_scale and b to that shape once, so
+     * the steps' ops are dense and their gradients accumulate densely, reduced over the
+     * batch once per sequence rather than once per step. */
+    lv_tensor *zeros = lv_graph_zeros(g, LV_F32, lv_shape2(seq->b, 4 * l->hidden));
+    seq->w[W_SCALE] = lv_op_add(g, zeros, &l->ln_scale->value);
+    if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
+  }
+  if (l->w_proj) seq->w[W_PROJ] = &l->w_proj->value;
+  return seq->xw && seq->w[W_M] && (!l->layer_norm || (seq->w[W_SCALE] && (!l->b || seq->w[W_B])));
+}
+
+static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_t t, const lv_rnn_state *s0,
+                      lv_tensor *extra, lv_tensor *padding, lv_rnn_state *s1) {
+  lv_lstm_cell *l = (lv_lstm_cell *)base;
+  const int64_t b = seq->b, h4 = 4 * l->hidden;
+  if ((seq->extra > 0) != (extra != NULL) ||
+      (extra && (extra->shape.rank != 2 || extra->shape.d[0] != b || extra->shape.d[1] != seq->extra))) {
+    char s[96] = "none";
+    if (extra) lv_shape_str(&extra->shape, s, sizeof s);
+    lv_graph_fail(g, "%s: a step's extra input must be [B=%lld, %lld], got %s", base->scope, (long long)b,
+                  (long long)seq->extra, s);
+    return false;
+  }
+  lv_tensor *xw_t = lv_op_reshape(g, lv_op_slice(g, seq->xw, 0, t, 1), lv_shape2(b, h4));
+  lv_tensor *rec = s0->m;
+  if (extra) {
+    lv_tensor *parts[2] = {extra, s0->m};
+    rec = lv_op_concat(g, parts, 2, 1);
+  }
+  lv_tensor *gates = lv_op_add(g, xw_t, lv_op_matmul(g, rec, seq->w[W_M], false, false));
+  if (l->layer_norm) {
+    /* Each gate's block of [x, m] . wm is normalized on its own, then scaled; b after. */
+    lv_tensor *n = lv_op_layer_norm(g, lv_op_reshape(g, gates, lv_shape3(b, 4, l->hidden)), NULL, NULL, l->ln_eps);
+    gates = lv_op_mul(g, lv_op_reshape(g, n, lv_shape2(b, h4)), seq->w[W_SCALE]);
+    if (seq->w[W_B]) gates = lv_op_add(g, gates, seq->w[W_B]);
+  }
+  if (!gates) return false;
+  if (!l->w_proj)
+    return lv_op_lstm_step(g, gates, s0->c, s0->m, padding, l->forget_gate_bias, l->cell_value_cap,
+                           l->output_nonlinearity, &s1->c, &s1->m);
+  /* With a projection m is [B, output] while the gate step's m is [B, hidden]: the step
+   * runs unpadded and padding is applied after the projection, as Lingvo does. */
+  lv_tensor *c = NULL, *m = NULL;
+  if (!lv_op_lstm_step(g, gates, s0->c, lv_graph_zeros(g, LV_F32, s0->c->shape), NULL, l->forget_gate_bias,
+                       l->cell_value_cap, l->output_nonlinearity, &c, &m))
+    return false;
+  m = lv_op_matmul(g, m, seq->w[W_PROJ], false, false);
+  if (padding) {
+    /* old * padding + new * (1 - padding): Lingvo's ApplyPadding, exactly the old state
+     * where padding is 1. */
+    lv_tensor *keep = lv_op_add_scalar(g, lv_op_scale(g, padding, -1.0f), 1.0f);
+    c = lv_op_add(g, lv_op_mul(g, s0->c, padding), lv_op_mul(g, c, keep));
+    m = lv_op_add(g, lv_op_mul(g, s0->m, padding), lv_op_mul(g, m, keep));
+  }
+  s1->c = c;
+  s1->m = m;
+  return c && m;
+}
+
+/* One step as a plain layer: {"act" [B, D], "paddings" [B, 1] (optional), "m", "c"
+ * (optional, else zeros)} -> {"act" = "m", "m", "c"}. */
+static bool lstm_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(base);
+  lv_tensor *x = lv_layer_in(base, g, in, "act");
+  if (!x) return false;
+  if (x->shape.rank != 2) {
+    char s[96];
+    lv_graph_fail(g, "%s: one step's act must be [B, D], got %s", base->scope, lv_shape_str(&x->shape, s, sizeof s));
+    return false;
+  }
+  int64_t b = x->shape.d[0];
+  lv_rnn_state s0, s1;
+  if (!lv_rnn_cell_zero_state(base, g, b, &s0)) return false;
+  if (lv_nmap_get(in, "m")) s0.m = lv_nmap_get(in, "m");
+  if (lv_nmap_get(in, "c")) s0.c = lv_nmap_get(in, "c");
+  lv_rnn_seq seq;
+  if (!cc->begin(base, g, lv_op_reshape(g, x, lv_shape3(1, b, x->shape.d[1])), &seq)) return false;
+  if (seq.extra) {
+    lv_graph_fail(g, "%s: act must be [B, num_input_nodes=%lld], got [%lld, %lld]", base->scope,
+                  (long long)cc->input_dim(base), (long long)b, (long long)x->shape.d[1]);
+    return false;
+  }
+  if (!cc->step(base, g, &seq, 0, &s0, NULL, lv_nmap_get(in, "paddings"), &s1)) return false;
+  return lv_layer_set_out(base, g, out, "act", s1.m) && lv_layer_set_out(base, g, out, "m", s1.m) &&
+         lv_layer_set_out(base, g, out, "c", s1.c);
+}
+
+const lv_layer_class lv_lstm_cell_simple_class = {
+    .cls = "LSTMCellSimple",
+    .params = lv_lstm_cell_simple_params,
+    .size = sizeof(lv_lstm_cell),
+    .create = lstm_create,
+    .fprop = lstm_fprop,
+};
+
+const lv_layer_class lv_ln_lstm_cell_simple_class = {
+    .cls = "LayerNormalizedLSTMCellSimple",
+    .params = lv_ln_lstm_cell_simple_params,
+    .size = sizeof(lv_lstm_cell),
+    .create = lstm_create,
+    .fprop = lstm_fprop,
+};
+
+static const lv_rnn_cell_class kCells[] = {
+    {&lv_lstm_cell_simple_class, lstm_input_dim, lstm_output_dim, lstm_hidden_dim, lstm_begin, lstm_step},
+    {&lv_ln_lstm_cell_simple_class, lstm_input_dim, lstm_output_dim, lstm_hidden_dim, lstm_begin, lstm_step},
+};
+
+/* ---- the interface ---------------------------------------------------------------- */
+
+const lv_rnn_cell_class *lv_rnn_cell_class_of(const lv_layer *l) {
+  for (size_t i = 0; l && i < LV_ARRAY_LEN(kCells); i++)
+    if (l->cls == kCells[i].layer) return &kCells[i];
+  return NULL;
+}
+
+lv_status lv_rnn_cell_create(const lv_params *p, const char *parent_scope, lv_varstore *vs, const char *who,
+                             lv_layer **out) {
+  *out = NULL;
+  const char *cls = p ? lv_params_str(p, "cls") : NULL;
+  const lv_layer_class *c = lv_layer_class_find(cls);
+  bool is_cell = false;
+  for (size_t i = 0; c && i < LV_ARRAY_LEN(kCells); i++) is_cell |= kCells[i].layer == c;
+  if (!is_cell) {
+    const char *names[LV_ARRAY_LEN(kCells)];
+    for (size_t i = 0; i < LV_ARRAY_LEN(kCells); i++) names[i] = kCells[i].layer->cls;
+    char known[256];
+    lv_names_join(names, (int)LV_ARRAY_LEN(kCells), ", ", known, sizeof known);
+    return lv_status_make(LV_ERR_INVALID, "%s.cls: \"%s\" is not an RNN cell class (known: %s)", who,
+                          cls ? cls : "None", known);
+  }
+  return lv_layer_create(p, parent_scope, vs, out);
+}
+
+bool lv_rnn_cell_zero_state(lv_layer *cell, lv_graph *g, int64_t b, lv_rnn_state *out) {
+  const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(cell);
+  out->m = lv_graph_zeros(g, LV_F32, lv_shape2(b, cc->output_dim(cell)));
+  out->c = lv_graph_zeros(g, LV_F32, lv_shape2(b, cc->hidden_dim(cell)));
+  return out->m && out->c;
+}

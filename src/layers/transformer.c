@@ -1,0 +1,508 @@
+#include "layers/transformer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+/* An unfrozen copy of the template p.key, which must be of class want_cls. */
+static lv_status child_params(const lv_layer *l, const char *key, const char *want_cls, lv_params **out) {
+  *out = NULL;
+  const lv_params *t = lv_params_sub(l->p, key);
+  if (!t) return lv_status_make(LV_ERR_INVALID, "%s: %s is None", l->scope, key);
+  const char *cls = lv_params_str(t, "cls");
+  if (strcmp(cls, want_cls))
+    return lv_status_make(LV_ERR_INVALID, "%s: %s.cls must be %s, got \"%s\"", l->scope, key, want_cls, cls);
+  *out = lv_params_copy(t);
+  return *out ? NULL : lv_status_make(LV_ERR_RESOURCE, "%s: out of memory copying %s", l->scope, key);
+}
+
+/* Names, freezes and creates a child from an owned params copy. */
+static lv_status child_create(lv_layer *l, lv_params *cp, const char *key, const char *name, lv_layer **out) {
+  lv_status s = lv_params_set_string(cp, "name", name);
+  if (s) return lv_status_wrap(s, "%s: %s", l->scope, key);
+  lv_params_freeze(cp);
+  s = lv_layer_create(cp, l->scope, l->vs, out);
+  return s ? lv_status_wrap(s, "%s: %s", l->scope, key) : NULL;
+}
+
+#define SET(kind, cp, key, v)                                                   \
+  do {                                                                          \
+    lv_status s_ = lv_params_set_##kind((cp), (key), (v));                      \
+    if (s_) return lv_status_wrap(s_, "%s: setting %s of a child", sc, (key)); \
+  } while (0)
+
+static lv_tensor *dropout(lv_layer *l, uint64_t *calls, lv_graph *g, lv_tensor *x, float prob) {
+  if (!x || prob <= 0.0f || !lv_graph_is_training(g)) return x;
+  return lv_op_dropout(g, x, 1.0f - prob, l->seed, (*calls)++);
+}
+
+static bool check_dims(const lv_layer *l, lv_graph *g, const char *what, lv_tensor *t, int rank, int64_t last) {
+  if (!t) return false;
+  if (t->shape.rank == rank && t->shape.d[rank - 1] == last) return true;
+  char s[96];
+  lv_graph_fail(g, "%s: %s has shape %s, expected rank %d with last dim %lld", l->scope, what,
+                lv_shape_str(&t->shape, s, sizeof s), rank, (long long)last);
+  return false;
+}
+
+/* ---- TransformerAttentionLayer ---- */
+
+lv_params *lv_tr_atten_layer_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerAttentionLayer");
+  lv_params_define_int(p, "source_dim", 0, "Dimension of the transformer block input.");
+  lv_params_define_int(p, "context_dim", 0, "Dimension of the attention contexts.");
+  lv_params_define_int(p, "atten_hidden_dim", 0, "Dimension of the attention hidden dim.");
+  lv_params_define_int(p, "num_attention_heads", 8, "Number of attention heads.");
+  lv_params_define_bool(p, "is_masked", false, "If set, uses masked MultiHeadedAttention.");
+  lv_params_define_string(p, "mask_type", "future", "Type of attention mask if `is_masked` is set (lingvoc "
+                          "supports \"future\").");
+  lv_params_define_params(p, "ln_tpl", lv_layer_norm_layer_params(), "Layer norm default params.");
+  lv_params *at = lv_multi_headed_attention_params();
+  LV_ASSERT(lv_params_set_bool(at, "use_source_vec_as_attention_value", false) == NULL);
+  LV_ASSERT(lv_params_set_bool(at, "enable_ctx_post_proj", true) == NULL);
+  lv_params_define_params(p, "atten_tpl", at, "Multi-Headed Dot-Attention default params.");
+  lv_params_define_float(p, "atten_dropout_prob", 0.0, "Probability at which we apply dropout to the attention "
+                         "probs.");
+  lv_params_define_float(p, "residual_dropout_prob", 0.0, "Probability at which we apply dropout to the residual "
+                         "layers, such that, residual(x, f(x)) = (x + dropout(f(x))).");
+  lv_params_define_bool(p, "packed_input", false, "If True, each training example may pack multiple sequences "
+                        "(not supported: must stay False).");
+  lv_params_define_bool(p, "add_unnormalized_input", false, "If set, uses unnormalized input in the residual add.");
+  lv_params_define_bool(p, "pre_layer_norm", true, "When True, layer norm is used before attention module, "
+                        "otherwise used after attention module.");
+  return p;
+}
+
+static lv_status tr_atten_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  lv_tr_atten_layer *l = (lv_tr_atten_layer *)base;
+  LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
+  const char *sc = base->scope;
+  l->source_dim = lv_params_int(p, "source_dim");
+  l->is_masked = lv_params_bool(p, "is_masked");
+  l->add_unnormalized_input = lv_params_bool(p, "add_unnormalized_input");
+  l->pre_layer_norm = lv_params_bool(p, "pre_layer_norm");
+  l->residual_dropout_prob = (float)lv_params_float(p, "residual_dropout_prob");
+  if (l->source_dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: source_dim must be > 0", sc);
+  if (l->is_masked && strcmp(lv_params_str(p, "mask_type"), "future"))
+    return lv_status_make(LV_ERR_INVALID, "%s: mask_type \"%s\" is not supported (lingvoc has \"future\")", sc,
+                          lv_params_str(p, "mask_type"));
+  if (lv_params_bool(p, "packed_input"))
+    return lv_status_make(LV_ERR_INVALID, "%s: packed_input=True is not supported", sc);
+  int64_t hidden = lv_params_int(p, "atten_hidden_dim"), ctx = lv_params_int(p, "context_dim");
+  if (!hidden) hidden = l->source_dim;
+  if (!ctx) ctx = l->source_dim;
+  LV_TRY(child_params(base, "atten_tpl", "MultiHeadedAttention", &l->atten_p));
+  SET(int, l->atten_p, "source_dim", l->source_dim);
+  SET(int, l->atten_p, "query_dim", l->source_dim);
+  SET(int, l->atten_p, "hidden_dim", hidden);
+  SET(int, l->atten_p, "context_dim", ctx);
+  SET(int, l->atten_p, "ctx_post_proj_dim", l->source_dim);
+  SET(int, l->atten_p, "num_attention_heads", lv_params_int(p, "num_attention_heads"));
+  SET(float, l->atten_p, "atten_dropout_prob", lv_params_float(p, "atten_dropout_prob"));
+  lv_layer *c = NULL;
+  LV_TRY(child_create(base, l->atten_p, "atten_tpl", "multihead_atten", &c));
+  l->atten = (lv_multi_headed_attention *)c;
+  if (!l->atten->inner_is_dot)
+    return lv_status_make(LV_ERR_INVALID, "%s: atten_tpl.inner_atten_params must be DotProductAttention", sc);
+  if (!l->atten->enable_ctx_post_proj && ctx != l->source_dim)
+    return lv_status_make(LV_ERR_INVALID, "%s: without ctx_post_proj, context_dim must equal source_dim", sc);
+  LV_TRY(child_params(base, "ln_tpl", "LayerNorm", &l->ln_p));
+  SET(int, l->ln_p, "input_dim", l->source_dim);
+  LV_TRY(child_create(base, l->ln_p, "ln_tpl", "atten_ln", &c));
+  l->ln = (lv_layer_norm_layer *)c;
+  return NULL;
+}
+
+static void tr_atten_destroy(lv_layer *base) {
+  lv_tr_atten_layer *l = (lv_tr_atten_layer *)base;
+  lv_layer_free((lv_layer *)l->atten);
+  lv_layer_free((lv_layer *)l->ln);
+  lv_params_free(l->atten_p);
+  lv_params_free(l->ln_p);
+}
+
+/* The common tail: ctx [.., D] -> residual add (and post layer norm). */
+static lv_tensor *tr_atten_residual(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *xn, lv_tensor *ctx) {
+  ctx = dropout(&l->base, &l->dropout_calls, g, ctx, l->residual_dropout_prob);
+  lv_tensor *h = lv_op_add(g, l->add_unnormalized_input ? x : xn, ctx);
+  return l->pre_layer_norm ? h : lv_layer_norm_layer_fprop(l->ln, g, h);
+}
+
+static lv_tensor *tr_atten_norm(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *x) {
+  return l->pre_layer_norm ? lv_layer_norm_layer_fprop(l->ln, g, x) : x;
+}
+
+bool lv_tr_atten_layer_pack_source(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *source_vecs,
+                                   lv_tensor *source_paddings, lv_atten_packed *packed) {
+  memset(packed, 0, sizeof *packed);
+  if (!check_dims(&l->base, g, "source_vecs", source_vecs, 3, l->source_dim)) return false;
+  return lv_attention_pack_source(&l->atten->a, g, source_vecs, source_vecs, source_paddings, packed);
+}
+
+bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query,
+                                    const lv_atten_packed *packed, lv_tensor **out, lv_tensor **probs) {
+  *out = NULL;
+  if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
+  lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
+  if (!lv_mha_attend(l->atten, g, packed, xn, false, &ctx, probs)) return false;
+  *out = tr_atten_residual(l, g, query, xn, ctx);
+  return *out != NULL;
+}
+
+bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
+                             lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs) {
+  *out = NULL;
+  if (probs) *probs = NULL;
+  if (source_vecs) {
+    lv_atten_packed src;
+    return lv_tr_atten_layer_pack_source(l, g, source_vecs, source_paddings, &src) &&
+           lv_tr_atten_layer_fprop_packed(l, g, query, &src, out, probs);
+  }
+  if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
+  lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
+  lv_atten_packed src;
+  if (!lv_attention_pack_source(&l->atten->a, g, xn, xn, source_paddings, &src) ||
+      !lv_mha_attend(l->atten, g, &src, xn, l->is_masked, &ctx, probs))
+    return false;
+  *out = tr_atten_residual(l, g, query, xn, ctx);
+  return *out != NULL;
+}
+
+bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tr_cache *cache,
+                                   lv_tensor **out, lv_tensor **probs) {
+  *out = NULL;
+  if (probs) *probs = NULL;
+  if (!l->is_masked) {
+    lv_graph_fail(g, "%s: ExtendStep needs causal self-attention (is_masked=True)", l->base.scope);
+    return false;
+  }
+  if (!check_dims(&l->base, g, "query", query, 2, l->source_dim)) return false;
+  int64_t B = query->shape.d[0];
+  lv_tensor *x3 = lv_op_reshape(g, query, lv_shape3(1, B, l->source_dim));
+  lv_tensor *xn = tr_atten_norm(l, g, x3), *k, *v;
+  if (!lv_mha_project_source(l->atten, g, xn, xn, &k, &v)) return false;
+  if (cache->key) {
+    if (cache->key->shape.d[1] != B) {
+      lv_graph_fail(g, "%s: the cache holds batch %lld, the query has %lld", l->base.scope,
+                    (long long)cache->key->shape.d[1], (long long)B);
+      return false;
+    }
+    lv_tensor *ks[2] = {cache->key, k}, *vs[2] = {cache->value, v};
+    k = lv_op_concat(g, ks, 2, 0);
+    v = lv_op_concat(g, vs, 2, 0);
+  }
+  cache->key = k, cache->value = v;
+  lv_atten_packed src;
+  lv_tensor *ctx, *p = NULL;
+  if (!lv_mha_pack_projected(l->atten, g, k, v, NULL, &src)) return false;
+  if (!lv_mha_attend(l->atten, g, &src, xn, false, &ctx, probs ? &p : NULL)) return false;
+  lv_tensor *h = tr_atten_residual(l, g, x3, xn, ctx);
+  *out = h ? lv_op_reshape(g, h, lv_shape2(B, l->source_dim)) : NULL;
+  if (probs && p) *probs = lv_op_reshape(g, p, lv_shape2(B, p->shape.d[2]));
+  return *out != NULL;
+}
+
+static bool tr_atten_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  lv_tr_atten_layer *l = (lv_tr_atten_layer *)base;
+  lv_tensor *x = lv_layer_in(base, g, in, "act");
+  lv_tensor *sv = lv_nmap_get(in, "source_vecs");
+  lv_tensor *pads = sv ? lv_nmap_get(in, "source_paddings") : lv_nmap_get(in, "paddings");
+  lv_tensor *y, *probs;
+  if (!x || !lv_tr_atten_layer_fprop(l, g, x, pads, sv, &y, &probs)) return false;
+  return lv_layer_set_out(base, g, out, "act", y) && lv_layer_set_out(base, g, out, "probs", probs);
+}
+
+/* ---- TransformerFeedForwardLayer ---- */
+
+lv_params *lv_tr_ff_layer_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerFeedForwardLayer");
+  lv_params_define_int(p, "input_dim", 0, "Dimension of the layer input.");
+  lv_params_define_int(p, "output_dim", 0, "Dimension of the layer output (0: input_dim; lingvoc supports only "
+                       "that).");
+  lv_params_define_int(p, "hidden_dim", 0, "Dimension of the hidden layer.");
+  lv_params_define_params(p, "ln_tpl", lv_layer_norm_layer_params(), "Layer norm default params");
+  lv_params_define_string(p, "activation", "RELU", "Non-linearity.");
+  lv_params_define_float(p, "residual_weight", 1.0, "Weight applied on residual connection. Final output is "
+                         "residual_weight * residual_fn(x) + x. Only effective when add_skip_connection is True.");
+  lv_params_define_float(p, "residual_dropout_prob", 0.0, "Probability at which we apply dropout to the residual "
+                         "layers, such that, residual(x, y) = (x + dropout(y)).");
+  lv_params_define_float(p, "relu_dropout_prob", 0.0, "Probability at which we apply dropout to the hidden layer "
+                         "of feed-forward network.");
+  lv_params_define_bool(p, "add_skip_connection", true, "If True, add skip_connection from input to output.");
+  lv_params_define_bool(p, "pre_layer_norm", true, "Pre or post layer norm");
+  return p;
+}
+
+static lv_status tr_ff_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  lv_tr_ff_layer *l = (lv_tr_ff_layer *)base;
+  LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
+  const char *sc = base->scope;
+  l->input_dim = lv_params_int(p, "input_dim");
+  l->hidden_dim = lv_params_int(p, "hidden_dim");
+  l->residual_weight = (float)lv_params_float(p, "residual_weight");
+  l->residual_dropout_prob = (float)lv_params_float(p, "residual_dropout_prob");
+  l->relu_dropout_prob = (float)lv_params_float(p, "relu_dropout_prob");
+  l->pre_layer_norm = lv_params_bool(p, "pre_layer_norm");
+  l->add_skip_connection = lv_params_bool(p, "add_skip_connection");
+  int64_t od = lv_params_int(p, "output_dim");
+  if (l->input_dim <= 0 || l->hidden_dim <= 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: input_dim and hidden_dim must be > 0, got %lld and %lld", sc,
+                          (long long)l->input_dim, (long long)l->hidden_dim);
+  if (od && od != l->input_dim)
+    return lv_status_make(LV_ERR_INVALID, "%s: output_dim %lld != input_dim %lld needs a residual projection, "
+                          "which lingvoc does not support", sc, (long long)od, (long long)l->input_dim);
+  lv_activation act; /* checked here; fflayer_0 applies it */
+  LV_TRY(lv_layer_activation(base, "activation", &act));
+  char ffscope[LV_VAR_NAME_MAX];
+  if (snprintf(ffscope, sizeof ffscope, "%s/fflayer", sc) >= (int)sizeof ffscope)
+    return lv_status_make(LV_ERR_INVALID, "%s: scope too long", sc);
+  int64_t dims[3] = {l->input_dim, l->hidden_dim, l->input_dim};
+  for (int i = 0; i < 2; i++) {
+    lv_params *fp = lv_projection_layer_params();
+    l->fc_p[i] = fp;
+    char name[32];
+    snprintf(name, sizeof name, "fflayer_%d", i);
+    SET(string, fp, "name", name);
+    SET(int, fp, "input_dim", dims[i]);
+    SET(int, fp, "output_dim", dims[i + 1]);
+    SET(string, fp, "activation", i == 0 ? lv_params_str(p, "activation") : "NONE");
+    SET(bool, fp, "has_bias", true);
+    if (lv_params_is_set(p, "random_seed")) SET(int, fp, "random_seed", lv_params_int(p, "random_seed"));
+    lv_params_freeze(fp);
+    LV_TRY(lv_projection_layer_create(&l->fc[i], fp, ffscope, vs));
+  }
+  LV_TRY(child_params(base, "ln_tpl", "LayerNorm", &l->ln_p));
+  SET(int, l->ln_p, "input_dim", l->input_dim);
+  lv_layer *c = NULL;
+  LV_TRY(child_create(base, l->ln_p, "ln_tpl", "fflayer_ln", &c));
+  l->ln = (lv_layer_norm_layer *)c;
+  return NULL;
+}
+
+static void tr_ff_destroy(lv_layer *base) {
+  lv_tr_ff_layer *l = (lv_tr_ff_layer *)base;
+  lv_layer_free((lv_layer *)l->ln);
+  lv_params_free(l->ln_p);
+  for (int i = 0; i < 2; i++) lv_params_free(l->fc_p[i]);
+}
+
+lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
+  if (!x) return NULL;
+  if (x->shape.rank < 2 || x->shape.d[x->shape.rank - 1] != l->input_dim) {
+    check_dims(&l->base, g, "act", x, x->shape.rank < 2 ? 2 : x->shape.rank, l->input_dim);
+    return NULL;
+  }
+  lv_tensor *keep = NULL;
+  if (paddings) {
+    lv_shape ks = x->shape;
+    ks.d[ks.rank - 1] = 1;
+    if (lv_shape_numel(&paddings->shape) != lv_shape_numel(&ks)) {
+      char s1[96], s2[96];
+      lv_graph_fail(g, "%s: paddings %s do not match the input %s", l->base.scope,
+                    lv_shape_str(&paddings->shape, s1, sizeof s1), lv_shape_str(&x->shape, s2, sizeof s2));
+      return NULL;
+    }
+    keep = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, ks), -1.0f), 1.0f);
+  }
+  lv_tensor *xn = l->pre_layer_norm ? lv_layer_norm_layer_fprop(l->ln, g, x) : x;
+  lv_tensor *h = lv_projection_layer_fprop(&l->fc[0], g, xn);
+  if (keep) h = lv_op_mul(g, h, keep);
+  h = dropout(&l->base, &l->dropout_calls, g, h, l->relu_dropout_prob);
+  h = lv_projection_layer_fprop(&l->fc[1], g, h);
+  if (keep) h = lv_op_mul(g, h, keep);
+  h = dropout(&l->base, &l->dropout_calls, g, h, l->residual_dropout_prob);
+  if (l->add_skip_connection) h = lv_op_add(g, x, l->residual_weight == 1.0f ? h : lv_op_scale(g, h, l->residual_weight));
+  if (!l->pre_layer_norm) h = lv_layer_norm_layer_fprop(l->ln, g, h);
+  return h;
+}
+
+static bool tr_ff_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  lv_tensor *x = lv_layer_in(base, g, in, "act");
+  return lv_layer_set_out(base, g, out, "act",
+                          lv_tr_ff_layer_fprop((lv_tr_ff_layer *)base, g, x, lv_nmap_get(in, "paddings")));
+}
+
+/* ---- TransformerLayer ---- */
+
+lv_params *lv_transformer_layer_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerLayer");
+  lv_params_define_int(p, "source_dim", 0, "Dimension of the transformer block input.");
+  lv_params_define_int(p, "output_dim", 0, "Dimension of the transformer block output (0: source_dim).");
+  lv_params *at = lv_tr_atten_layer_params();
+  LV_ASSERT(lv_params_set_int(at, "num_attention_heads", 8) == NULL);
+  lv_params_define_params(p, "tr_atten_tpl", at, "Transformer Attention Layer params.");
+  lv_params_define_params(p, "tr_post_ln_tpl", NULL, "(Optional) Layer norm at end of transformer layer.");
+  lv_params *ff = lv_tr_ff_layer_params();
+  LV_ASSERT(lv_params_set_int(ff, "hidden_dim", 2048) == NULL);
+  lv_params_define_params(p, "tr_fflayer_tpl", ff, "Transformer Feed-Forward Layer params.");
+  lv_params_define_bool(p, "has_aux_atten", false, "If set, introduces a second attention layer, which attends to "
+                        "the auxiliary source contexts.");
+  lv_params_define_params(p, "tr_aux_atten_tpl", NULL, "Transformer Attention Layer params.");
+  lv_params_define_bool(p, "mask_self_atten", false, "If True, use masked self-attention.");
+  lv_params_define_bool(p, "packed_input", false, "If True, each training example may pack multiple sequences "
+                        "(not supported: must stay False).");
+  lv_params_define_bool(p, "is_decoder", false, "(Deprecated) If true, forces both has_aux_atten and "
+                        "mask_self_atten to true.");
+  lv_params_define_int(p, "num_aux_atten_post_proj", 1, "Number of post projections for aux attention (lingvoc "
+                       "supports 1).");
+  return p;
+}
+
+static lv_status transformer_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
+  lv_transformer_layer *l = (lv_transformer_layer *)base;
+  LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
+  const char *sc = base->scope;
+  l->source_dim = lv_params_int(p, "source_dim");
+  bool dec = lv_params_bool(p, "is_decoder");
+  l->has_aux_atten = dec || lv_params_bool(p, "has_aux_atten");
+  l->mask_self_atten = dec || lv_params_bool(p, "mask_self_atten");
+  if (l->source_dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: source_dim must be > 0", sc);
+  if (lv_params_bool(p, "packed_input"))
+    return lv_status_make(LV_ERR_INVALID, "%s: packed_input=True is not supported", sc);
+  if (lv_params_int(p, "num_aux_atten_post_proj") != 1)
+    return lv_status_make(LV_ERR_INVALID, "%s: num_aux_atten_post_proj must be 1", sc);
+  lv_layer *c = NULL;
+  LV_TRY(child_params(base, "tr_atten_tpl", "TransformerAttentionLayer", &l->self_p));
+  SET(int, l->self_p, "source_dim", l->source_dim);
+  SET(bool, l->self_p, "is_masked", l->mask_self_atten);
+  LV_TRY(child_create(base, l->self_p, "tr_atten_tpl", "multihead_self_atten", &c));
+  l->self_atten = (lv_tr_atten_layer *)c;
+  if (l->has_aux_atten) {
+    const char *key = lv_params_sub(p, "tr_aux_atten_tpl") ? "tr_aux_atten_tpl" : "tr_atten_tpl";
+    LV_TRY(child_params(base, key, "TransformerAttentionLayer", &l->aux_p));
+    SET(int, l->aux_p, "source_dim", l->source_dim);
+    LV_TRY(child_create(base, l->aux_p, key, "multihead_atten", &c));
+    l->atten = (lv_tr_atten_layer *)c;
+  }
+  LV_TRY(child_params(base, "tr_fflayer_tpl", "TransformerFeedForwardLayer", &l->ff_p));
+  SET(int, l->ff_p, "input_dim", l->source_dim);
+  SET(int, l->ff_p, "output_dim", lv_params_int(p, "output_dim"));
+  LV_TRY(child_create(base, l->ff_p, "tr_fflayer_tpl", "tr_fflayer", &c));
+  l->fflayer = (lv_tr_ff_layer *)c;
+  if (lv_params_sub(p, "tr_post_ln_tpl")) {
+    LV_TRY(child_params(base, "tr_post_ln_tpl", "LayerNorm", &l->post_ln_p));
+    SET(int, l->post_ln_p, "input_dim", l->source_dim);
+    LV_TRY(child_create(base, l->post_ln_p, "tr_post_ln_tpl", "tr_post_layer_norm", &c));
+    l->post_ln = (lv_layer_norm_layer *)c;
+  }
+  return NULL;
+}
+
+static void transformer_destroy(lv_layer *base) {
+  lv_transformer_layer *l = (lv_transformer_layer *)base;
+  lv_layer_free((lv_layer *)l->self_atten);
+  lv_layer_free((lv_layer *)l->atten);
+  lv_layer_free((lv_layer *)l->fflayer);
+  lv_layer_free((lv_layer *)l->post_ln);
+  lv_params_free(l->self_p);
+  lv_params_free(l->aux_p);
+  lv_params_free(l->ff_p);
+  lv_params_free(l->post_ln_p);
+}
+
+bool lv_transformer_layer_pack_aux(lv_transformer_layer *l, lv_graph *g, lv_tensor *aux_vecs,
+                                   lv_tensor *aux_paddings, lv_atten_packed *packed) {
+  memset(packed, 0, sizeof *packed);
+  if (!l->atten) {
+    lv_graph_fail(g, "%s: has no aux attention (has_aux_atten is False)", l->base.scope);
+    return false;
+  }
+  return lv_tr_atten_layer_pack_source(l->atten, g, aux_vecs, aux_paddings, packed);
+}
+
+static lv_tensor *transformer_tail(lv_transformer_layer *l, lv_graph *g, lv_tensor *h, lv_tensor *paddings) {
+  h = lv_tr_ff_layer_fprop(l->fflayer, g, h, paddings);
+  return l->post_ln ? lv_layer_norm_layer_fprop(l->post_ln, g, h) : h;
+}
+
+bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
+                                lv_tensor *aux_vecs, lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs) {
+  *out = NULL;
+  if (probs) *probs = NULL;
+  if (!x) return false;
+  if (paddings && (x->shape.rank != 3 || paddings->shape.rank != 2 || paddings->shape.d[0] != x->shape.d[0] ||
+                   paddings->shape.d[1] != x->shape.d[1])) {
+    char s1[96], s2[96];
+    lv_graph_fail(g, "%s: paddings %s do not match the input %s (want [T, B] of [T, B, D])", l->base.scope,
+                  lv_shape_str(&paddings->shape, s1, sizeof s1), lv_shape_str(&x->shape, s2, sizeof s2));
+    return false;
+  }
+  lv_tensor *h;
+  if (!lv_tr_atten_layer_fprop(l->self_atten, g, x, paddings, NULL, &h, l->atten ? NULL : probs)) return false;
+  if (l->atten) {
+    if (!aux_vecs) {
+      lv_graph_fail(g, "%s: has_aux_atten needs aux_vecs (the encoder output)", l->base.scope);
+      return false;
+    }
+    if (!lv_tr_atten_layer_fprop(l->atten, g, h, aux_paddings, aux_vecs, &h, probs)) return false;
+  }
+  *out = transformer_tail(l, g, h, paddings);
+  return *out != NULL;
+}
+
+bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
+                                      const lv_atten_packed *aux, lv_tensor **out) {
+  *out = NULL;
+  lv_tensor *h;
+  if (!lv_tr_atten_layer_extend_step(l->self_atten, g, x, cache, &h, NULL)) return false;
+  if (l->atten) {
+    if (!aux || !aux->vecs) {
+      lv_graph_fail(g, "%s: ExtendStep needs the packed aux source (lv_transformer_layer_pack_aux)", l->base.scope);
+      return false;
+    }
+    int64_t B = h->shape.d[0], D = h->shape.d[1];
+    lv_tensor *h3;
+    if (!lv_tr_atten_layer_fprop_packed(l->atten, g, lv_op_reshape(g, h, lv_shape3(1, B, D)), aux, &h3, NULL))
+      return false;
+    h = lv_op_reshape(g, h3, lv_shape2(B, D));
+  }
+  *out = transformer_tail(l, g, h, NULL);
+  return *out != NULL;
+}
+
+static bool transformer_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  lv_tensor *x = lv_layer_in(base, g, in, "act"), *y, *probs;
+  lv_tensor *pads = lv_layer_in(base, g, in, "paddings");
+  if (!x || !pads ||
+      !lv_transformer_layer_fprop((lv_transformer_layer *)base, g, x, pads, lv_nmap_get(in, "aux_vecs"),
+                                  lv_nmap_get(in, "aux_paddings"), &y, &probs))
+    return false;
+  return lv_layer_set_out(base, g, out, "act", y) && lv_layer_set_out(base, g, out, "probs", probs);
+}
+
+static bool same_shape_out(const lv_layer *l, lv_shape in, lv_shape *out) {
+  (void)l;
+  *out = in;
+  return true;
+}
+
+const lv_layer_class lv_tr_atten_layer_class = {
+    .cls = "TransformerAttentionLayer",
+    .params = lv_tr_atten_layer_params,
+    .size = sizeof(lv_tr_atten_layer),
+    .create = tr_atten_create,
+    .fprop = tr_atten_fprop,
+    .out_shape = same_shape_out,
+    .destroy = tr_atten_destroy,
+};
+
+const lv_layer_class lv_tr_ff_layer_class = {
+    .cls = "TransformerFeedForwardLayer",
+    .params = lv_tr_ff_layer_params,
+    .size = sizeof(lv_tr_ff_layer),
+    .create = tr_ff_create,
+    .fprop = tr_ff_fprop,
+    .out_shape = same_shape_out,
+    .destroy = tr_ff_destroy,
+};
+
+const lv_layer_class lv_transformer_layer_class = {
+    .cls = "TransformerLayer",
+    .params = lv_transformer_layer_params,
+    .size = sizeof(lv_transformer_layer),
+    .create = transformer_create,
+    .fprop = transformer_fprop,
+    .out_shape = same_shape_out,
+    .destroy = transformer_destroy,
+};

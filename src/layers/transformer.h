@@ -1,0 +1,104 @@
+/* Transformer layers of Lingvo's lingvo/core/layers_with_attention.py, time-major
+ * ([T, B, D], paddings [T, B], 1.0 = padded), as Lingvo's MT models use them:
+ *
+ * TransformerAttentionLayer: with pre_layer_norm (default) and add_unnormalized_input
+ *   False (default), out = LN(x) + dropout(MHA(LN(x))) — the residual adds the
+ *   *normalized* input. Children `atten_ln` (LayerNorm from ln_tpl) and `multihead_atten`
+ *   (MultiHeadedAttention from atten_tpl: no value projection, ctx_post_proj to
+ *   source_dim). is_masked: causal self-attention (mask_type "future" only).
+ * TransformerFeedForwardLayer: out = x + residual_weight * dropout(fc1(dropout_relu(
+ *   act(fc0(LN(x)))))), where fc0/fc1 are the FeedForwardNet `fflayer`'s projections
+ *   `fflayer_0` (w, b; activation) and `fflayer_1` (w, b; none), each zeroed at padded
+ *   positions as Lingvo's ProjectionLayer does; LayerNorm child `fflayer_ln`.
+ * TransformerLayer: `multihead_self_atten` (TransformerAttentionLayer, is_masked =
+ *   mask_self_atten), with has_aux_atten the encoder attention `multihead_atten` on the
+ *   aux (encoder) vectors, then `tr_fflayer`; optional `tr_post_layer_norm`. is_decoder
+ *   sets has_aux_atten and mask_self_atten, as Lingvo does.
+ *
+ * Incremental decoding (ExtendStep, for beam search): the self-attention keeps a cache of
+ * the projected keys [t, B, H] and values [t, B, C] of the steps so far; a step appends
+ * its own and attends over them, so running t = 0..T-1 reproduces the causal fprop.
+ * The encoder source of the aux attention is packed (projected) once per sequence. */
+#ifndef LV_LAYERS_TRANSFORMER_H
+#define LV_LAYERS_TRANSFORMER_H
+
+#include "layers/attention.h"
+#include "layers/layer_norm.h"
+#include "layers/projection.h"
+
+/* The self-attention cache of one TransformerAttentionLayer; start zeroed (t = 0). The
+ * tensors live in the graph's arena. */
+typedef struct lv_tr_cache {
+  lv_tensor *key;   /* [t, B, H] projected keys of the steps so far */
+  lv_tensor *value; /* [t, B, C] values */
+} lv_tr_cache;
+
+typedef struct lv_tr_atten_layer {
+  lv_layer base;
+  int64_t source_dim;
+  bool is_masked, add_unnormalized_input, pre_layer_norm;
+  float residual_dropout_prob;
+  uint64_t dropout_calls;
+  lv_params *atten_p, *ln_p; /* owned child params */
+  lv_multi_headed_attention *atten;
+  lv_layer_norm_layer *ln;
+} lv_tr_atten_layer;
+
+typedef struct lv_tr_ff_layer {
+  lv_layer base;
+  int64_t input_dim, hidden_dim;
+  float residual_weight, residual_dropout_prob, relu_dropout_prob;
+  bool pre_layer_norm, add_skip_connection;
+  uint64_t dropout_calls;
+  lv_params *ln_p, *fc_p[2];
+  lv_layer_norm_layer *ln;
+  lv_projection_layer fc[2]; /* fflayer/fflayer_0, fflayer/fflayer_1 */
+} lv_tr_ff_layer;
+
+typedef struct lv_transformer_layer {
+  lv_layer base;
+  int64_t source_dim;
+  bool has_aux_atten, mask_self_atten;
+  lv_params *self_p, *aux_p, *ff_p, *post_ln_p;
+  lv_tr_atten_layer *self_atten, *atten; /* atten NULL without aux attention */
+  lv_tr_ff_layer *fflayer;
+  lv_layer_norm_layer *post_ln;          /* NULL unless tr_post_ln_tpl */
+} lv_transformer_layer;
+
+lv_params *lv_tr_atten_layer_params(void);
+lv_params *lv_tr_ff_layer_params(void);
+lv_params *lv_transformer_layer_params(void);
+
+/* query [T, B, D]; source_vecs [S, B, D] or NULL for self-attention (keys = values =
+ * LN(query)); source_paddings [S, B] (for self-attention the query's paddings; NULL:
+ * none). -> *out [T, B, D], *probs [T, B, S] (head average; probs may be NULL). */
+bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
+                             lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs);
+/* Encoder attention in two parts: the source packed once, then queries [T, B, D]
+ * (T = 1 per decoding step) attend to it. */
+bool lv_tr_atten_layer_pack_source(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *source_vecs,
+                                   lv_tensor *source_paddings, lv_atten_packed *packed);
+bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query,
+                                    const lv_atten_packed *packed, lv_tensor **out, lv_tensor **probs);
+/* One causal self-attention step: query [B, D] -> *out [B, D], *probs [B, t+1] (may be
+ * NULL); cache grows by one step. */
+bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tr_cache *cache,
+                                   lv_tensor **out, lv_tensor **probs);
+
+/* x [..., input_dim] with paddings [...] (x's leading dims; NULL: none) -> [..., input_dim]. */
+lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings);
+
+/* x [T, B, D], paddings [T, B]; aux_vecs [S, B, D] and aux_paddings [S, B] with
+ * has_aux_atten (else NULL). *out [T, B, D]; *probs (may be NULL) [T, B, S] of the aux
+ * attention, or [T, B, T] of the self-attention without one. */
+bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
+                                lv_tensor *aux_vecs, lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs);
+/* Packs the encoder output for the aux attention (once per sequence). */
+bool lv_transformer_layer_pack_aux(lv_transformer_layer *l, lv_graph *g, lv_tensor *aux_vecs,
+                                   lv_tensor *aux_paddings, lv_atten_packed *packed);
+/* One decoding step (needs mask_self_atten): x [B, D] at step t = the cache's length;
+ * aux packed by lv_transformer_layer_pack_aux (NULL without aux attention) -> *out [B, D]. */
+bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
+                                      const lv_atten_packed *aux, lv_tensor **out);
+
+#endif
