@@ -1,0 +1,20 @@
+"""FCLayer (tests/check_parity_embedding.c): act = tanh(x . w + b) on [B, T, D]."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lvdump  # noqa: E402
+
+d = lvdump.load(sys.argv[1])
+x = d.t("in:act")
+w = d.t("fc/w/var")
+b = d.t("fc/b/var")
+y = torch.tanh(x @ w + b)
+d.check("out:act", y)
+d.backward({"act": y})
+d.check("grad:in:act", x.grad)
+d.check("grad:fc/w/var", w.grad)
+d.check("grad:fc/b/var", b.grad)
+d.finish()
