@@ -1,11 +1,9 @@
 """FCLayer (tests/check_parity_embedding.c): act = tanh(x . w + b) on [B, T, D]."""
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import lvdump  # noqa: E402
+import lvdump
 
 d = lvdump.load(sys.argv[1])
 x = d.t("in:act")
