@@ -10,6 +10,7 @@
 #include "layer_fixture.h"
 #include "layers/embedding.h"
 #include "layers/full_softmax.h"
+#include "layers/projection.h"
 #include "parity.h"
 
 #define fixture lf_fixture
@@ -125,6 +126,33 @@ START_TEST(test_parity_embedding_sharded) {
 }
 END_TEST
 
+/* ProjectionLayer with batch_norm on a padded [B, T, D] batch (unequal lengths): moments
+ * over the non-padded rows, padded outputs zero, gradients through the moments. (No
+ * bias: batch norm cancels it, its gradient is rounding noise around 0.) */
+START_TEST(test_parity_projection_bn) {
+  if (!lv_parity_have_torch()) return;
+  enum { B = 3, T = 5, I = 4, O = 6 };
+  fixture f;
+  fixture_open(&f, "ProjectionLayer",
+               LF_SET("name=proj", "input_dim=4", "output_dim=6", "batch_norm=True", "activation=TANH"),
+               17);
+  randomize_vars(f.vs, "beta", 0.3f, 5);
+  randomize_vars(f.vs, "gamma", 0.3f, 6);
+  lv_parity p;
+  lv_parity_open(&p, "projection_bn");
+  lv_tensor *x = lv_parity_input(&p, f.g, "act", lv_shape3(B, T, I), 2.0f, 1);
+  const int lens[B] = {5, 2, 3};
+  lv_tensor *pad = lv_parity_paddings(&p, f.g, "paddings", T, B, lens, false);
+  lv_tensor *y = lv_projection_layer_fprop_padded((lv_projection_layer *)f.l, f.g, x, pad);
+  lv_tensor *loss = lv_parity_output(&p, f.g, "act", y, NULL, 2);
+  backward(&f, loss);
+  lv_parity_put_grad(&p, "act", x);
+  lv_parity_put_vars(&p, f.vs);
+  lv_parity_run(&p, "projection_bn.py");
+  fixture_close(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("parity_embedding");
   TCase *tc = tcase_create("parity");
@@ -132,6 +160,7 @@ int main(void) {
   tcase_add_test(tc, test_parity_fc_layer);
   tcase_add_test(tc, test_parity_full_softmax);
   tcase_add_test(tc, test_parity_embedding_sharded);
+  tcase_add_test(tc, test_parity_projection_bn);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }
