@@ -277,6 +277,196 @@ START_TEST(graph_on_device_item_and_kernel_errors) {
 }
 END_TEST
 
+/* ---- sequence ops on the guarded device ---------------------------------------- */
+
+/* One input of an op run on both devices. */
+typedef struct dev_in {
+  lv_dtype dtype;
+  lv_shape shape;
+  const void *data;
+  bool grad; /* backpropagate into it */
+} dev_in;
+typedef lv_tensor *(*dev_fn)(lv_graph *g, lv_tensor **in, const void *ctx);
+
+/* Runs f on dev with inputs brought from the host, then (backward) loss = sum(out * w)
+ * for a fixed w and its backward. Returns the output's bytes (*nbytes) and fills grads[i]
+ * for the inputs with grad set; all host copies (caller frees). */
+static void *dev_run(lv_device dev, int n, const dev_in *in, dev_fn f, const void *ctx, bool backward,
+                     size_t *nbytes, void **grads) {
+  lv_graph *g = lv_graph_create_on(dev, 0);
+  ck_assert_ptr_nonnull(g);
+  lv_tensor *t[8];
+  for (int i = 0; i < n; i++) {
+    lv_tensor h = lv_tensor_view(in[i].dtype, in[i].shape, (void *)in[i].data);
+    t[i] = lv_graph_from_host(g, &h);
+    ck_assert_ptr_nonnull(t[i]);
+    t[i]->requires_grad = backward && in[i].grad;
+  }
+  lv_tensor *out = f(g, t, ctx);
+  EXPECT_OK(lv_graph_status(g));
+  *nbytes = lv_tensor_nbytes(out);
+  void *res = malloc(*nbytes ? *nbytes : 1);
+  EXPECT_OK(lv_tensor_to_host(out, res));
+  if (backward) {
+    int64_t m = lv_tensor_numel(out);
+    float *wv = malloc(sizeof(float) * (size_t)(m ? m : 1));
+    for (int64_t i = 0; i < m; i++) wv[i] = 0.5f + 0.25f * (float)((i * 7919) % 13);
+    lv_tensor hw = lv_tensor_view(LV_F32, out->shape, wv);
+    lv_tensor *loss = lv_op_reduce_sum(g, lv_op_mul(g, out, lv_graph_from_host(g, &hw)), LV_ALL_AXES, false);
+    EXPECT_OK(lv_graph_backward(g, loss));
+    for (int i = 0; i < n; i++) {
+      if (!in[i].grad) continue;
+      ck_assert_msg(t[i]->grad != NULL, "input %d got no gradient", i);
+      grads[i] = malloc(lv_tensor_nbytes(t[i]->grad) + 1);
+      EXPECT_OK(lv_tensor_to_host(t[i]->grad, grads[i]));
+    }
+    free(wv);
+  }
+  lv_graph_destroy(g);
+  return res;
+}
+
+/* The op on cpu:0 and on cpu:1: the same bits, forward and gradients. */
+static void same_on_device(const char *name, int n, const dev_in *in, dev_fn f, const void *ctx, bool backward) {
+  size_t nh, nd;
+  void *gh[8] = {0}, *gd[8] = {0};
+  void *h = dev_run(lv_device_host(), n, in, f, ctx, backward, &nh, gh);
+  void *d = dev_run(g_guard->device, n, in, f, ctx, backward, &nd, gd);
+  ck_assert_int_eq(nh, nd);
+  ck_assert_msg(memcmp(h, d, nh) == 0, "%s: outputs differ between cpu:0 and cpu:1", name);
+  for (int i = 0; i < n; i++) {
+    if (!gh[i]) continue;
+    size_t bytes = (size_t)lv_shape_numel(&in[i].shape) * sizeof(float);
+    ck_assert_msg(memcmp(gh[i], gd[i], bytes) == 0, "%s: gradient %d differs between cpu:0 and cpu:1", name, i);
+    free(gh[i]);
+    free(gd[i]);
+  }
+  free(h);
+  free(d);
+}
+
+static float *dev_floats(int64_t n, uint32_t seed, float lo, float hi) {
+  float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = lo + (hi - lo) * (float)(s >> 8) / 16777216.0f;
+  }
+  return x;
+}
+
+static lv_tensor *d_lstm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *co, *mo;
+  if (!lv_op_lstm_step(g, in[0], in[1], in[2], in[3], 1.0f, 0.8f, true, &co, &mo)) return NULL;
+  lv_tensor *both[2] = {co, mo};
+  return lv_op_concat(g, both, 2, 1);
+}
+
+static lv_tensor *d_minmax(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_add(g, lv_op_maximum(g, in[0], in[1]), lv_op_minimum(g, in[0], in[1]));
+}
+static lv_tensor *d_select_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *cmp = lv_op_compare(g, in[0], in[1], LV_CMP_GT);
+  return lv_op_clip(g, lv_op_select(g, cmp, in[0], in[1]), -0.3f, 0.6f);
+}
+static lv_tensor *d_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+static lv_tensor *d_ln1(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
+}
+
+static lv_tensor *d_bmm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_batch_matmul(g, in[0], in[1], false, true);
+}
+
+static lv_tensor *d_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+/* top_k's values and its indices (as floats) side by side. */
+static lv_tensor *d_topk(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *v, *ix;
+  if (!lv_op_top_k(g, in[0], 4, &v, &ix)) return NULL;
+  lv_tensor *both[2] = {v, lv_op_cast(g, ix, LV_F32)};
+  return lv_op_concat(g, both, 2, 1);
+}
+
+static lv_tensor *d_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_smoothed_xent(g, in[0], in[1], in[2], 0.1f);
+}
+
+START_TEST(seq_ops_on_guarded_device) {
+  /* lstm_step */
+  {
+    float *gates = dev_floats(4 * 24, 1, -2, 2), *c0 = dev_floats(4 * 6, 2, -1, 1), *m0 = dev_floats(4 * 6, 3, -1, 1);
+    float pad[4] = {0, 1, 0, 0};
+    dev_in in[4] = {{LV_F32, lv_shape2(4, 24), gates, true}, {LV_F32, lv_shape2(4, 6), c0, true},
+                    {LV_F32, lv_shape2(4, 6), m0, true}, {LV_F32, lv_shape2(4, 1), pad, false}};
+    same_on_device("lstm_step", 4, in, d_lstm, NULL, true);
+    free(gates);
+    free(c0);
+    free(m0);
+  }
+  /* maximum / minimum, compare / select / clip, masked softmax, layer_norm_plus1 */
+  {
+    float *a = dev_floats(3 * 8, 4, -1, 1), *b = dev_floats(8, 5, -1, 1);
+    float pad[3 * 8] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    dev_in in[2] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("maximum/minimum", 2, in, d_minmax, NULL, true);
+    same_on_device("compare/select/clip", 2, in, d_select_clip, NULL, true);
+    dev_in ms[2] = {{LV_F32, lv_shape3(3, 1, 8), a, true}, {LV_F32, lv_shape3(3, 1, 8), pad, false}};
+    same_on_device("masked_softmax", 2, ms, d_msm, NULL, true);
+    dev_in ln[3] = {{LV_F32, lv_shape2(3, 8), a, true}, {LV_F32, lv_shape1(8), b, true}, {LV_F32, lv_shape1(8), b, true}};
+    same_on_device("layer_norm_plus1", 3, ln, d_ln1, NULL, true);
+    free(a);
+    free(b);
+  }
+  /* batch_matmul [B, N, T, H] x [B, N, S, H]^T */
+  {
+    float *q = dev_floats(2 * 3 * 4 * 5, 6, -1, 1), *k = dev_floats(2 * 3 * 6 * 5, 7, -1, 1);
+    dev_in in[2] = {{LV_F32, lv_shape4(2, 3, 4, 5), q, true}, {LV_F32, lv_shape4(2, 3, 6, 5), k, true}};
+    same_on_device("batch_matmul", 2, in, d_bmm, NULL, true);
+    free(q);
+    free(k);
+  }
+  /* reverse_sequence, top_k */
+  {
+    float *x = dev_floats(5 * 3 * 4, 8, -1, 1);
+    float pad[15] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1};
+    dev_in in[2] = {{LV_F32, lv_shape3(5, 3, 4), x, true}, {LV_F32, lv_shape3(5, 3, 1), pad, false}};
+    same_on_device("reverse_sequence", 2, in, d_rev, NULL, true);
+    dev_in tk[1] = {{LV_F32, lv_shape2(3, 20), x, false}};
+    same_on_device("top_k", 1, tk, d_topk, NULL, false);
+    free(x);
+  }
+  /* smoothed_xent; a bad id is reported from the device's kernel */
+  {
+    float *x = dev_floats(4 * 9, 9, -2, 2), w[4] = {1, 0.5f, 2, 0};
+    int32_t ids[4] = {0, 8, 3, 3};
+    dev_in in[3] = {{LV_F32, lv_shape2(4, 9), x, true}, {LV_I32, lv_shape1(4), ids, false}, {LV_F32, lv_shape1(4), w, false}};
+    same_on_device("smoothed_xent", 3, in, d_sxent, NULL, true);
+    lv_graph *g = lv_graph_create_on(g_guard->device, 0);
+    ids[2] = 9;
+    lv_tensor hx = lv_tensor_view(LV_F32, lv_shape2(4, 9), x), hi = lv_tensor_view(LV_I32, lv_shape1(4), ids);
+    ck_assert_ptr_null(lv_op_smoothed_xent(g, lv_graph_from_host(g, &hx), lv_graph_from_host(g, &hi), NULL, 0.1f));
+    lv_status st = lv_graph_status(g);
+    ck_assert_str_eq(lv_status_msg(st), "smoothed_xent: class id 9 at position 2 is outside [0, 9) (logits [4,9])");
+    lv_status_free(st);
+    lv_graph_destroy(g);
+    free(x);
+  }
+}
+END_TEST
+
 int main(void) {
   lv_tasks_register_all();
   Suite *s = suite_create("device");
@@ -286,6 +476,7 @@ int main(void) {
   tcase_add_test(tc, guarded_memory_faults_outside_kernels);
   tcase_add_test(tc, graph_on_device_item_and_kernel_errors);
   tcase_add_test(tc, lenet5_train_eval_checkpoint_on_guarded_device);
+  tcase_add_test(tc, seq_ops_on_guarded_device);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

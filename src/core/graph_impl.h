@@ -26,6 +26,9 @@ typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 /* What each op's backward keeps from its forward (arena pointers are device memory). */
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
+typedef struct { float lo, hi; } lv_saved_clip;
+/* smoothed_xent: the softmax, the smoothing; weights (if any) are in[2]. */
+typedef struct { int64_t rows, c; float *probs; float smoothing; bool has_weights; } lv_saved_xent;
 typedef struct { lv_conv_geom geom; int32_t *argmax; } lv_saved_window; /* conv, pools */
 typedef struct { float *mask; } lv_saved_dropout;
 typedef struct { int64_t m, n, k, batch; bool ta, tb; } lv_saved_matmul;
@@ -34,7 +37,15 @@ typedef struct { int perm[LV_MAX_RANK]; } lv_saved_transpose;
 typedef struct { int axis; int64_t start; } lv_saved_axis;        /* concat, slice */
 /* softmax, log_softmax, the cross-entropies: probs (the softmax), target (softmax_xent). */
 typedef struct { int64_t rows, c; float *probs; lv_tensor *target; } lv_saved_softmax;
-typedef struct { int64_t rows, d; float *stats; bool has_scale, has_bias; } lv_saved_layer_norm;
+typedef struct { int64_t rows, d; float *stats; bool has_scale, has_bias, plus1; } lv_saved_layer_norm;
+/* lstm_step: the node's out is c_out; m_out is the second output (its own node, whose
+ * backward makes sure this one runs). Backward recomputes the gates from its inputs. */
+typedef struct {
+  int64_t b, h;
+  float forget_gate_bias, cell_value_cap;
+  bool output_nonlinearity, has_pad;
+  lv_tensor *m_out;
+} lv_saved_lstm;
 
 /* One recorded op: inputs, output, and whatever its backward needs. */
 struct lv_node {
@@ -55,6 +66,9 @@ struct lv_node {
     lv_saved_axis axis;
     lv_saved_softmax sm;
     lv_saved_layer_norm ln;
+    lv_saved_lstm lstm;
+    lv_saved_clip clip;
+    lv_saved_xent xent;
   } s;
 };
 
@@ -107,6 +121,10 @@ bool lv_graph_poll_errors(lv_graph *g);
 /* TF's SAME (same = true) / VALID output size and leading pad for one spatial dim (k:
  * effective kernel extent). Shared by conv and pooling. */
 void lv_core_same_valid(bool same, int64_t in, int64_t k, int s, int *out, int *lead);
+
+/* x's strides over the broadcast shape out (numpy rules, 0 where x's dim is 1 or
+ * missing) into s[out->rank]; false if x does not broadcast to exactly out. */
+bool lv_core_bcast_strides(const lv_shape *x, const lv_shape *out, int64_t *s);
 
 /* "[a,b,c]" into a caller buffer; for error messages. */
 #define LV_SHP(t, buf) lv_shape_str(&(t)->shape, (buf), sizeof(buf))

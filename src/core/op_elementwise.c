@@ -1,5 +1,6 @@
-/* add, sub, mul, div with numpy broadcasting, scale and add_scalar. Gradients of a
- * broadcast operand are summed back over the dims it was stretched along. */
+/* add, sub, mul, div, maximum, minimum, compare and select with numpy broadcasting,
+ * scale, add_scalar, maximum_scalar and clip. Gradients of a broadcast operand are
+ * summed back over the dims it was stretched along. */
 #include <string.h>
 
 #include "core/graph_impl.h"
@@ -101,7 +102,8 @@ static void binary_bwd(lv_graph *g, lv_node *nd) {
   }
 }
 
-static lv_tensor *binary(lv_graph *g, lv_op op, lv_binary_op bop, lv_tensor *a, lv_tensor *b) {
+static lv_tensor *binary_with(lv_graph *g, lv_op op, lv_binary_op bop, lv_tensor *a, lv_tensor *b,
+                              lv_backward_fn bw) {
   lv_tensor *ins[2] = {a, b};
   if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
   char s1[128], s2[128];
@@ -120,9 +122,13 @@ static lv_tensor *binary(lv_graph *g, lv_op op, lv_binary_op bop, lv_tensor *a, 
   lv_tensor *out = lv_graph_out(g, op, LV_F32, bc_shape(&bc));
   if (!out) return NULL;
   LV_K(k, binary, bop, &bc, lv_f32(a), lv_f32(b), lv_f32(out));
-  lv_node *nd = lv_graph_record(g, op, binary_bwd, out, 2, ins);
+  lv_node *nd = bw ? lv_graph_record(g, op, bw, out, 2, ins) : NULL;
   if (nd) nd->be = k;
   return out;
+}
+
+static lv_tensor *binary(lv_graph *g, lv_op op, lv_binary_op bop, lv_tensor *a, lv_tensor *b) {
+  return binary_with(g, op, bop, a, b, binary_bwd);
 }
 
 lv_tensor *lv_op_add(lv_graph *g, lv_tensor *a, lv_tensor *b) {
@@ -199,6 +205,155 @@ lv_tensor *lv_op_maximum_scalar(lv_graph *g, lv_tensor *a, float s) {
   if (nd) {
     nd->be = k;
     nd->s.scalar.s = s;
+  }
+  return out;
+}
+
+/* ---- maximum, minimum, compare, select, clip ---- */
+
+bool lv_core_bcast_strides(const lv_shape *x, const lv_shape *out, int64_t *s) {
+  if (x->rank > out->rank) return false;
+  int64_t st = 1;
+  for (int i = out->rank - 1; i >= 0; i--) {
+    int ix = i - (out->rank - x->rank);
+    int64_t d = ix >= 0 ? x->d[ix] : 1;
+    if (d != out->d[i] && d != 1) return false;
+    s[i] = d == 1 ? 0 : st;
+    st *= d;
+  }
+  return true;
+}
+
+/* The gradient of operand t (strides ts over bc's shape) where cond (strides bc->sa) is
+ * (set) or is not (!set) nonzero: straight into t's gradient when t has the output's
+ * shape, else through scratch and a sum over the stretched dims. */
+static void masked_into(lv_graph *g, lv_node *nd, const lv_bcast *bc, const float *cond, bool set,
+                        lv_tensor *t, const int64_t *ts) {
+  bool acc;
+  lv_tensor *gt = lv_graph_grad(g, t, &acc);
+  if (!gt) return;
+  const float *gy = lv_f32(nd->out->grad);
+  int64_t n = lv_tensor_numel(nd->out);
+  if (lv_tensor_numel(t) == n) {
+    LV_K(nd->be, mask_grad, bc, cond, gy, set, lv_f32(gt), acc);
+    return;
+  }
+  float *tmp = lv_graph_scratch(g, nd->op, sizeof(float) * (size_t)n);
+  if (!tmp) return;
+  LV_K(nd->be, mask_grad, bc, cond, gy, set, tmp, false);
+  reduce_into(nd->be, bc, ts, tmp, 1.0f, lv_f32(gt), acc);
+}
+
+static void minmax_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *a = nd->in[0], *b = nd->in[1];
+  lv_bcast bc;
+  broadcast(&a->shape, &b->shape, &bc);
+  int64_t n = lv_tensor_numel(nd->out);
+  /* Where a wins or ties: the mask, dense over the output. */
+  float *win = lv_graph_scratch(g, nd->op, sizeof(float) * (size_t)n);
+  if (!win) return;
+  LV_K(nd->be, binary, nd->op == LV_OP_MAXIMUM ? LV_BIN_GE : LV_BIN_LE, &bc, lv_f32(a), lv_f32(b), win);
+  lv_bcast m = bc;
+  dense_strides(&bc, m.sa);
+  masked_into(g, nd, &m, win, true, a, bc.sa);
+  masked_into(g, nd, &m, win, false, b, bc.sb);
+}
+
+lv_tensor *lv_op_maximum(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary_with(g, LV_OP_MAXIMUM, LV_BIN_MAX, a, b, minmax_bwd);
+}
+lv_tensor *lv_op_minimum(lv_graph *g, lv_tensor *a, lv_tensor *b) {
+  return binary_with(g, LV_OP_MINIMUM, LV_BIN_MIN, a, b, minmax_bwd);
+}
+
+lv_tensor *lv_op_compare(lv_graph *g, lv_tensor *a, lv_tensor *b, lv_compare cmp) {
+  if (g && !lv_graph_failed(g) && ((int)cmp < 0 || cmp >= LV_CMP_COUNT)) {
+    lv_graph_failf(g, LV_OP_COMPARE, "unknown comparison %d", (int)cmp);
+    return NULL;
+  }
+  return binary_with(g, LV_OP_COMPARE, (lv_binary_op)(LV_BIN_LT + (int)cmp), a, b, NULL);
+}
+
+static void select_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *cond = nd->in[0], *a = nd->in[1], *b = nd->in[2];
+  lv_bcast bc;
+  bc.rank = nd->out->shape.rank;
+  for (int i = 0; i < bc.rank; i++) bc.shape[i] = nd->out->shape.d[i];
+  int64_t sa[LV_KMAX_RANK], sb[LV_KMAX_RANK];
+  lv_core_bcast_strides(&cond->shape, &nd->out->shape, bc.sa);
+  lv_core_bcast_strides(&a->shape, &nd->out->shape, sa);
+  lv_core_bcast_strides(&b->shape, &nd->out->shape, sb);
+  memcpy(bc.sb, sb, sizeof bc.sb);
+  masked_into(g, nd, &bc, lv_f32(cond), true, a, sa);
+  masked_into(g, nd, &bc, lv_f32(cond), false, b, sb);
+}
+
+lv_tensor *lv_op_select(lv_graph *g, lv_tensor *cond, lv_tensor *a, lv_tensor *b) {
+  const lv_op op = LV_OP_SELECT;
+  lv_tensor *ins[3] = {cond, a, b};
+  if (!lv_graph_inputs_ok(g, op, 3, ins)) return NULL;
+  char s1[128], s2[128], s3[128];
+  lv_bcast ca, all;
+  bool ok = cond->dtype == LV_F32 && a->dtype == LV_F32 && b->dtype == LV_F32;
+  if (!ok) {
+    lv_graph_failf(g, op, "float32 cond, a and b required, got %s, %s and %s", lv_dtype_names[cond->dtype],
+                   lv_dtype_names[a->dtype], lv_dtype_names[b->dtype]);
+    return NULL;
+  }
+  lv_shape cas;
+  if (broadcast(&cond->shape, &a->shape, &ca)) {
+    cas = bc_shape(&ca);
+    ok = broadcast(&cas, &b->shape, &all);
+  } else {
+    ok = false;
+  }
+  if (!ok) {
+    lv_graph_failf(g, op, "shapes do not broadcast: cond %s, a %s, b %s", LV_SHP(cond, s1), LV_SHP(a, s2),
+                   LV_SHP(b, s3));
+    return NULL;
+  }
+  const lv_backend *k = lv_graph_kernels(g, op, 3, ins);
+  if (!k) return NULL;
+  lv_shape os = bc_shape(&all);
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
+  if (!out) return NULL;
+  lv_bcast3 b3;
+  b3.rank = os.rank;
+  for (int i = 0; i < os.rank; i++) b3.shape[i] = os.d[i];
+  for (int i = 0; i < 3; i++) lv_core_bcast_strides(&ins[i]->shape, &os, b3.s[i]);
+  LV_K(k, select_fwd, &b3, lv_f32(cond), lv_f32(a), lv_f32(b), lv_f32(out));
+  /* No gradient to cond: only a and b decide whether a node is recorded. */
+  lv_node *nd = (a->requires_grad || b->requires_grad) ? lv_graph_record(g, op, select_bwd, out, 3, ins) : NULL;
+  if (nd) nd->be = k;
+  return out;
+}
+
+static void clip_bwd(lv_graph *g, lv_node *nd) {
+  bool acc;
+  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
+  if (!gx) return;
+  LV_K(nd->be, clip_bwd, lv_tensor_numel(gx), lv_f32(nd->in[0]), nd->s.clip.lo, nd->s.clip.hi,
+       lv_f32(nd->out->grad), lv_f32(gx), acc);
+}
+
+lv_tensor *lv_op_clip(lv_graph *g, lv_tensor *x, float lo, float hi) {
+  const lv_op op = LV_OP_CLIP;
+  if (!lv_graph_inputs_ok(g, op, 1, &x)) return NULL;
+  char s1[128];
+  if (x->dtype != LV_F32 || !(lo <= hi)) {
+    lv_graph_failf(g, op, "float32 x and lo <= hi required, got %s %s, lo %g, hi %g", lv_dtype_names[x->dtype],
+                   LV_SHP(x, s1), lo, hi);
+    return NULL;
+  }
+  const lv_backend *k = lv_graph_kernels(g, op, 1, &x);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, x->shape);
+  if (!out) return NULL;
+  LV_K(k, clip_fwd, lv_tensor_numel(x), lv_f32(x), lo, hi, lv_f32(out));
+  lv_node *nd = lv_graph_record(g, op, clip_bwd, out, 1, &x);
+  if (nd) {
+    nd->be = k;
+    nd->s.clip = (lv_saved_clip){lo, hi};
   }
   return out;
 }

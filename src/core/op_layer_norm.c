@@ -1,4 +1,5 @@
-/* Layer normalization over the last axis with optional scale and bias. */
+/* Layer normalization over the last axis with optional scale and bias: the plain form
+ * and Lingvo's (1 + scale) form share the kernels (a flag). */
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
@@ -13,13 +14,13 @@ static void layer_norm_bwd(lv_graph *g, lv_node *nd) {
   if (lv_graph_failed(g)) return;
   int64_t rows = sv->rows, d = sv->d;
   const float *mean = sv->stats, *rstd = sv->stats + rows;
-  LV_K(nd->be, layer_norm_bwd, rows, d, lv_f32(x), scale ? lv_f32(scale) : NULL, mean, rstd,
+  LV_K(nd->be, layer_norm_bwd, rows, d, lv_f32(x), scale ? lv_f32(scale) : NULL, sv->plus1, mean, rstd,
                         lv_f32(nd->out->grad), gx ? lv_f32(gx) : NULL, xa, gs ? lv_f32(gs) : NULL,
                         sa, gb ? lv_f32(gb) : NULL, ba);
 }
 
-lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps) {
-  const lv_op op = LV_OP_LAYER_NORM;
+static lv_tensor *layer_norm(lv_graph *g, lv_op op, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps) {
+  const bool plus1 = op == LV_OP_LAYER_NORM_PLUS1;
   if (!lv_graph_inputs_ok(g, op, 1, &x)) return NULL;
   char s1[128], s2[128];
   if (x->dtype != LV_F32 || x->shape.rank < 1) {
@@ -49,11 +50,19 @@ lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tens
   float *stats = lv_graph_scratch(g, op, sizeof(float) * (size_t)(2 * rows));
   if (!out || !stats) return NULL;
   LV_K(k, layer_norm_fwd, rows, d, lv_f32(x), scale ? lv_f32(scale) : NULL, bias ? lv_f32(bias) : NULL,
-                    eps, lv_f32(out), stats, stats + rows);
+                    plus1, eps, lv_f32(out), stats, stats + rows);
   lv_node *nd = lv_graph_record(g, op, layer_norm_bwd, out, n, ins);
   if (nd) {
     nd->be = k;
-    nd->s.ln = (lv_saved_layer_norm){rows, d, stats, scale != NULL, bias != NULL};
+    nd->s.ln = (lv_saved_layer_norm){rows, d, stats, scale != NULL, bias != NULL, plus1};
   }
   return out;
+}
+
+lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps) {
+  return layer_norm(g, LV_OP_LAYER_NORM, x, scale, bias, eps);
+}
+
+lv_tensor *lv_op_layer_norm_plus1(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps) {
+  return layer_norm(g, LV_OP_LAYER_NORM_PLUS1, x, scale, bias, eps);
 }

@@ -1,4 +1,5 @@
-/* matmul and batch_matmul, forward and backward, on the backend GEMM. */
+/* matmul (one GEMM) and batch_matmul (one strided batched GEMM over the leading dims),
+ * forward and backward. */
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
@@ -49,37 +50,23 @@ static lv_tensor *matmul_common(lv_graph *g, lv_op op, lv_tensor *a, lv_tensor *
   }
   int64_t batch = 1, m, kk, kb, n;
   lv_shape os;
-  if (op == LV_OP_MATMUL) {
-    if (a->shape.rank < 2 || b->shape.rank != 2 || (ta && a->shape.rank != 2)) {
-      lv_graph_failf(g, op, "a must be rank >= 2 (rank 2 if transposed) and b rank 2: a %s vs b %s",
-                     LV_SHP(a, s1), LV_SHP(b, s2));
-      return NULL;
-    }
-    int r = a->shape.rank;
-    kk = ta ? a->shape.d[0] : a->shape.d[r - 1];
-    m = 1;
-    if (ta)
-      m = a->shape.d[1];
-    else
-      for (int i = 0; i < r - 1; i++) m *= a->shape.d[i];
-    kb = tb ? b->shape.d[1] : b->shape.d[0];
-    n = tb ? b->shape.d[0] : b->shape.d[1];
-    os = a->shape;
-    if (ta) os.d[0] = m;
-    os.d[r - 1] = n;
-  } else {
-    if (a->shape.rank != 3 || b->shape.rank != 3 || a->shape.d[0] != b->shape.d[0]) {
-      lv_graph_failf(g, op, "a [B,M,K] and b [B,K,N] with equal B required: a %s vs b %s",
-                     LV_SHP(a, s1), LV_SHP(b, s2));
-      return NULL;
-    }
-    batch = a->shape.d[0];
-    m = ta ? a->shape.d[2] : a->shape.d[1];
-    kk = ta ? a->shape.d[1] : a->shape.d[2];
-    kb = tb ? b->shape.d[2] : b->shape.d[1];
-    n = tb ? b->shape.d[1] : b->shape.d[2];
-    os = lv_shape3(batch, m, n);
+  if (a->shape.rank < 2 || b->shape.rank != 2 || (ta && a->shape.rank != 2)) {
+    lv_graph_failf(g, op, "a must be rank >= 2 (rank 2 if transposed) and b rank 2: a %s vs b %s",
+                   LV_SHP(a, s1), LV_SHP(b, s2));
+    return NULL;
   }
+  int r = a->shape.rank;
+  kk = ta ? a->shape.d[0] : a->shape.d[r - 1];
+  m = 1;
+  if (ta)
+    m = a->shape.d[1];
+  else
+    for (int i = 0; i < r - 1; i++) m *= a->shape.d[i];
+  kb = tb ? b->shape.d[1] : b->shape.d[0];
+  n = tb ? b->shape.d[0] : b->shape.d[1];
+  os = a->shape;
+  if (ta) os.d[0] = m;
+  os.d[r - 1] = n;
   if (kk != kb) {
     lv_graph_failf(g, op, "inner dimensions differ: a %s vs b %s%s%s", LV_SHP(a, s1), LV_SHP(b, s2),
                    ta ? " (a transposed)" : "", tb ? " (b transposed)" : "");
@@ -104,6 +91,79 @@ lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, b
   return matmul_common(g, LV_OP_MATMUL, a, b, trans_a, trans_b);
 }
 
+/* ---- batch_matmul: one gemm_batched call over the leading dims ---- */
+
+/* The batched form of mm_grads. */
+static void bmm_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *a = nd->in[0], *b = nd->in[1];
+  bool aa = false, ba = false;
+  lv_tensor *ga = lv_graph_grad(g, a, &aa);
+  lv_tensor *gb = lv_graph_grad(g, b, &ba);
+  if (lv_graph_failed(g)) return;
+  const lv_saved_matmul *sv = &nd->s.mm;
+  const int64_t bt = sv->batch, m = sv->m, n = sv->n, kk = sv->k;
+  const bool ta = sv->ta, tb = sv->tb;
+  const int64_t lda = ta ? m : kk, ldb = tb ? kk : n, sa = m * kk, sb = kk * n, sc = m * n;
+  const float *gc = lv_f32(nd->out->grad), *av = lv_f32(a), *bv = lv_f32(b);
+  const lv_backend *k = nd->be;
+  if (ga) {
+    float beta = aa ? 1.0f : 0.0f;
+    if (!ta)
+      LV_K(k, gemm_batched, false, !tb, bt, m, kk, n, 1.0f, gc, n, sc, bv, ldb, sb, beta, lv_f32(ga), kk, sa);
+    else
+      LV_K(k, gemm_batched, tb, true, bt, kk, m, n, 1.0f, bv, ldb, sb, gc, n, sc, beta, lv_f32(ga), m, sa);
+  }
+  if (gb) {
+    float beta = ba ? 1.0f : 0.0f;
+    if (!tb)
+      LV_K(k, gemm_batched, !ta, false, bt, kk, n, m, 1.0f, av, lda, sa, gc, n, sc, beta, lv_f32(gb), n, sb);
+    else
+      LV_K(k, gemm_batched, true, ta, bt, n, kk, m, 1.0f, gc, n, sc, av, lda, sa, beta, lv_f32(gb), kk, sb);
+  }
+}
+
 lv_tensor *lv_op_batch_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b) {
-  return matmul_common(g, LV_OP_BATCH_MATMUL, a, b, trans_a, trans_b);
+  const lv_op op = LV_OP_BATCH_MATMUL;
+  lv_tensor *ins[2] = {a, b};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  char s1[128], s2[128];
+  if (a->dtype != LV_F32 || b->dtype != LV_F32) {
+    lv_graph_failf(g, op, "float32 inputs required, got %s and %s", lv_dtype_names[a->dtype],
+                   lv_dtype_names[b->dtype]);
+    return NULL;
+  }
+  int r = a->shape.rank;
+  bool ok = r >= 3 && b->shape.rank == r;
+  int64_t batch = 1;
+  for (int i = 0; ok && i < r - 2; i++) {
+    ok = a->shape.d[i] == b->shape.d[i];
+    batch *= a->shape.d[i];
+  }
+  if (!ok) {
+    lv_graph_failf(g, op, "a [...,M,K] and b [...,K,N] of equal rank >= 3 with equal leading dims required: a %s vs b %s",
+                   LV_SHP(a, s1), LV_SHP(b, s2));
+    return NULL;
+  }
+  int64_t m = a->shape.d[r - (trans_a ? 1 : 2)], kk = a->shape.d[r - (trans_a ? 2 : 1)];
+  int64_t kb = b->shape.d[r - (trans_b ? 1 : 2)], n = b->shape.d[r - (trans_b ? 2 : 1)];
+  if (kk != kb) {
+    lv_graph_failf(g, op, "inner dimensions differ: a %s vs b %s%s%s", LV_SHP(a, s1), LV_SHP(b, s2),
+                   trans_a ? " (a transposed)" : "", trans_b ? " (b transposed)" : "");
+    return NULL;
+  }
+  const lv_backend *k = lv_graph_kernels(g, op, 2, ins);
+  if (!k) return NULL;
+  lv_shape os = a->shape;
+  os.d[r - 2] = m;
+  os.d[r - 1] = n;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
+  if (!out) return NULL;
+  LV_K(k, gemm_batched, trans_a, trans_b, batch, m, n, kk, 1.0f, lv_f32(a), trans_a ? m : kk, m * kk, lv_f32(b),
+       trans_b ? kk : n, kk * n, 0.0f, lv_f32(out), n, m * n);
+  lv_node *nd = lv_graph_record(g, op, bmm_bwd, out, 2, ins);
+  if (nd) {
+    nd->be = k;
+    nd->s.mm = (lv_saved_matmul){m, n, kk, batch, trans_a, trans_b};
+  }
+  return out;
 }

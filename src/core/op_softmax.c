@@ -1,5 +1,5 @@
-/* softmax, log_softmax and the two softmax cross-entropies, over the last axis. The
- * cross-entropies keep the softmax for their backward (p - target). */
+/* softmax, log_softmax, masked_softmax and the two softmax cross-entropies, over the last
+ * axis. The cross-entropies keep the softmax for their backward (p - target). */
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
@@ -33,6 +33,35 @@ static lv_tensor *softmax(lv_graph *g, lv_op op, lv_tensor *x) {
   if (!out) return NULL;
   LV_K(k, softmax_fwd, rows, c, lv_f32(x), lv_f32(out), op == LV_OP_LOG_SOFTMAX);
   lv_node *nd = lv_graph_record(g, op, softmax_bwd, out, 1, &x);
+  if (nd) {
+    nd->be = k;
+    nd->s.sm = (lv_saved_softmax){rows, c, NULL, NULL};
+  }
+  return out;
+}
+
+/* Padded positions have probability 0, so the plain softmax gradient gives them 0 too. */
+lv_tensor *lv_op_masked_softmax(lv_graph *g, lv_tensor *logits, lv_tensor *paddings) {
+  const lv_op op = LV_OP_MASKED_SOFTMAX;
+  lv_tensor *ins[2] = {logits, paddings};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  int64_t rows, c;
+  if (!last_axis(g, op, logits, &rows, &c)) return NULL;
+  char s1[128], s2[128];
+  lv_bcast bc;
+  bc.rank = logits->shape.rank;
+  for (int i = 0; i < bc.rank; i++) bc.shape[i] = logits->shape.d[i];
+  if (paddings->dtype != LV_F32 || !lv_core_bcast_strides(&paddings->shape, &logits->shape, bc.sa)) {
+    lv_graph_failf(g, op, "float32 paddings that broadcast to the logits required: logits %s vs paddings %s %s",
+                   LV_SHP(logits, s1), lv_dtype_names[paddings->dtype], LV_SHP(paddings, s2));
+    return NULL;
+  }
+  const lv_backend *k = lv_graph_kernels(g, op, 2, ins);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, logits->shape);
+  if (!out) return NULL;
+  LV_K(k, masked_softmax_fwd, &bc, lv_f32(logits), lv_f32(paddings), lv_f32(out));
+  lv_node *nd = lv_graph_record(g, op, softmax_bwd, out, 1, &logits);
   if (nd) {
     nd->be = k;
     nd->s.sm = (lv_saved_softmax){rows, c, NULL, NULL};

@@ -121,7 +121,8 @@ lv_tensor *lv_op_compare(lv_graph *g, lv_tensor *a, lv_tensor *b, lv_compare cmp
 /* cond != 0 ? a : b (float32 cond, all three broadcast to one shape); gradients go to a
  * where cond is set and to b elsewhere; none to cond. */
 lv_tensor *lv_op_select(lv_graph *g, lv_tensor *cond, lv_tensor *a, lv_tensor *b);
-/* clip(x, lo, hi); the gradient flows where lo < x < hi (inside the range). */
+/* clip(x, lo, hi) (lo <= hi); the gradient flows where lo <= x <= hi, bounds included,
+ * as tf.clip_by_value's does. */
 lv_tensor *lv_op_clip(lv_graph *g, lv_tensor *x, float lo, float hi);
 
 /* ---- masked softmax ---- */

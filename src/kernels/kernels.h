@@ -24,7 +24,12 @@
 #define LV_OPTIM_SUM_BLOCK 8192
 
 /* Elementwise binary ops; reduce kinds are LV_RED_*. */
-typedef enum { LV_BIN_ADD, LV_BIN_SUB, LV_BIN_MUL, LV_BIN_DIV, LV_BIN_COUNT } lv_binary_op;
+/* MAX / MIN give the larger / smaller operand; LT .. NE give 1.0f where the comparison
+ * holds, else 0.0f (in the order of ops.h's lv_compare). */
+typedef enum {
+  LV_BIN_ADD, LV_BIN_SUB, LV_BIN_MUL, LV_BIN_DIV, LV_BIN_MAX, LV_BIN_MIN,
+  LV_BIN_LT, LV_BIN_LE, LV_BIN_GT, LV_BIN_GE, LV_BIN_EQ, LV_BIN_NE, LV_BIN_COUNT
+} lv_binary_op;
 enum { LV_RED_SUM, LV_RED_MEAN, LV_RED_MAX };
 
 /* A broadcast: the output shape and each operand's strides over it (0 where stretched). */
@@ -33,6 +38,13 @@ typedef struct lv_bcast {
   int64_t shape[LV_KMAX_RANK];
   int64_t sa[LV_KMAX_RANK], sb[LV_KMAX_RANK];
 } lv_bcast;
+
+/* A three-operand broadcast (select): the output shape and the strides of cond, a, b. */
+typedef struct lv_bcast3 {
+  int rank;
+  int64_t shape[LV_KMAX_RANK];
+  int64_t s[3][LV_KMAX_RANK];
+} lv_bcast3;
 
 /* Convolution geometry, NHWC input, HWIO filter. */
 typedef struct lv_conv_geom {

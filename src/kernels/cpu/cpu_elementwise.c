@@ -14,7 +14,15 @@ static inline float bin(lv_binary_op op, float a, float b) {
     case LV_BIN_ADD: return a + b;
     case LV_BIN_SUB: return a - b;
     case LV_BIN_MUL: return a * b;
-    default: return a / b;
+    case LV_BIN_DIV: return a / b;
+    case LV_BIN_MAX: return a >= b ? a : b;
+    case LV_BIN_MIN: return a <= b ? a : b;
+    case LV_BIN_LT: return a < b ? 1.0f : 0.0f;
+    case LV_BIN_LE: return a <= b ? 1.0f : 0.0f;
+    case LV_BIN_GT: return a > b ? 1.0f : 0.0f;
+    case LV_BIN_GE: return a >= b ? 1.0f : 0.0f;
+    case LV_BIN_EQ: return a == b ? 1.0f : 0.0f;
+    default: return a != b ? 1.0f : 0.0f;
   }
 }
 
@@ -304,4 +312,89 @@ void lv_cpu_fill(lv_kctx *ctx, int64_t n, float v, float *y) {
 
 void lv_cpu_ema_update(lv_kctx *ctx, int64_t n, double decay, const float *x, float *avg) {
   for (int64_t i = 0; i < n; i++) avg[i] = (float)(avg[i] * decay + x[i] * (1 - decay));
+}
+
+/* ---- select, masked gradients, clip ---- */
+
+static inline int64_t bc3_off(const lv_bcast3 *bc, int k, int64_t i) {
+  int64_t off = 0;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    int64_t q = i % bc->shape[d];
+    i /= bc->shape[d];
+    off += q * bc->s[k][d];
+  }
+  return off;
+}
+
+typedef struct sel_job {
+  const lv_bcast3 *bc3;
+  const lv_bcast *bc;
+  const float *cond, *a, *b, *gy, *x;
+  float *out;
+  float lo, hi;
+  bool set, acc, dense;
+} sel_job;
+
+static void select_piece(void *arg, int64_t lo, int64_t hi, int slot) {
+  const sel_job *J = arg;
+  (void)slot;
+  if (J->dense) {
+    for (int64_t i = lo; i < hi; i++) J->out[i] = J->cond[i] != 0.0f ? J->a[i] : J->b[i];
+    return;
+  }
+  for (int64_t i = lo; i < hi; i++)
+    J->out[i] = J->cond[bc3_off(J->bc3, 0, i)] != 0.0f ? J->a[bc3_off(J->bc3, 1, i)] : J->b[bc3_off(J->bc3, 2, i)];
+}
+
+void lv_cpu_select_fwd(lv_kctx *ctx, const lv_bcast3 *bc, const float *cond, const float *a, const float *b,
+                       float *out) {
+  int64_t n = 1;
+  bool dense = true;
+  for (int d = 0; d < bc->rank; d++) n *= bc->shape[d];
+  for (int k = 0; k < 3; k++) {
+    int64_t st = 1;
+    for (int d = bc->rank - 1; d >= 0; d--) {
+      if (bc->shape[d] != 1 && bc->s[k][d] != st) dense = false;
+      st *= bc->shape[d];
+    }
+  }
+  sel_job j = {.bc3 = bc, .cond = cond, .a = a, .b = b, .out = out, .dense = dense};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, select_piece, &j);
+}
+
+static void mask_piece(void *arg, int64_t lo, int64_t hi, int slot) {
+  const sel_job *J = arg;
+  (void)slot;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = (J->cond[bc_off(J->bc, J->bc->sa, i)] != 0.0f) == J->set ? J->gy[i] : 0.0f;
+    J->out[i] = J->acc ? J->out[i] + g : g;
+  }
+}
+
+void lv_cpu_mask_grad(lv_kctx *ctx, const lv_bcast *bc, const float *cond, const float *gy, bool when_set,
+                      float *out, bool acc) {
+  int64_t n = bc_numel(bc);
+  sel_job j = {.bc = bc, .cond = cond, .gy = gy, .out = out, .set = when_set, .acc = acc};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, mask_piece, &j);
+}
+
+LV_CPU_PAR_LOOP(clip_piece, sel_job, i, {
+  float v = J->x[i];
+  J->out[i] = v < J->lo ? J->lo : (v > J->hi ? J->hi : v);
+})
+LV_CPU_PAR_LOOP(clip_bwd_piece, sel_job, i, {
+  float v = J->x[i];
+  float g = v >= J->lo && v <= J->hi ? J->gy[i] : 0.0f;
+  J->out[i] = J->acc ? J->out[i] + g : g;
+})
+
+void lv_cpu_clip_fwd(lv_kctx *ctx, int64_t n, const float *x, float lo, float hi, float *y) {
+  sel_job j = {.x = x, .lo = lo, .hi = hi, .out = y};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, clip_piece, &j);
+}
+
+void lv_cpu_clip_bwd(lv_kctx *ctx, int64_t n, const float *x, float lo, float hi, const float *gy, float *gx,
+                     bool acc) {
+  sel_job j = {.x = x, .lo = lo, .hi = hi, .gy = gy, .out = gx, .acc = acc};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, clip_bwd_piece, &j);
 }

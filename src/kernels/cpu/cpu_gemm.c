@@ -120,3 +120,41 @@ void lv_cpu_gemm(lv_kctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k
   gemm_job j = {ta, tb, by_rows, m, n, k, per, total, alpha, a, lda, b, ldb, beta, c, ldc};
   lv_cpu_par(ctx, pieces, 1, gemm_piece, &j);
 }
+
+typedef struct gemm_batch_job {
+  lv_kctx *ctx;
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int64_t lda, ldb, ldc, sa, sb, sc;
+} gemm_batch_job;
+
+static void gemm_batch_piece(void *arg, int64_t lo, int64_t hi, int slot) {
+  const gemm_batch_job *j = arg;
+  (void)slot;
+  for (int64_t i = lo; i < hi; i++)
+    lv_cpu_gemm(j->ctx, j->ta, j->tb, j->m, j->n, j->k, j->alpha, j->a + i * j->sa, j->lda, j->b + i * j->sb,
+                j->ldb, j->beta, j->c + i * j->sc, j->ldc);
+}
+
+/* Every entry is one lv_cpu_gemm, whose own split depends only on the shapes (and runs
+ * inline inside a piece), so an entry's bits are the same whichever thread runs it and
+ * whether the batch is split or not. The batch is cut into pieces of about 256k
+ * multiply-adds. */
+void lv_cpu_gemm_batched(lv_kctx *ctx, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                         int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c) {
+  lv_cpu_blas_init();
+  if (batch <= 0 || m == 0 || n == 0) return;
+  gemm_batch_job j = {ctx, ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, stride_a, stride_b, stride_c};
+  double work = (double)m * (double)n * (double)(k > 0 ? k : 1);
+  int64_t per = work >= 262144.0 ? 1 : (int64_t)(262144.0 / work);
+  if (batch == 1 || work >= 2e6) {
+    /* Entries big enough for lv_cpu_gemm to split them itself. */
+    gemm_batch_piece(&j, 0, batch, 0);
+    return;
+  }
+  lv_cpu_par(ctx, batch, lv_cpu_grain(batch, per), gemm_batch_piece, &j);
+}

@@ -5,7 +5,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 void lv_cpu_layer_norm_fwd(lv_kctx *ctx, int64_t rows, int64_t d, const float *x, const float *scale,
-                           const float *bias, float eps, float *y, float *mean, float *rstd) {
+                           const float *bias, bool plus1, float eps, float *y, float *mean, float *rstd) {
 #pragma omp parallel for if (rows * d > 65536) schedule(dynamic)
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * d;
@@ -18,7 +18,7 @@ void lv_cpu_layer_norm_fwd(lv_kctx *ctx, int64_t rows, int64_t d, const float *x
     rstd[r] = rs;
     for (int64_t j = 0; j < d; j++) {
       float v = (xr[j] - (float)m) * rs;
-      if (scale) v *= scale[j];
+      if (scale) v *= plus1 ? 1.0f + scale[j] : scale[j];
       if (bias) v += bias[j];
       y[r * d + j] = v;
     }
@@ -26,7 +26,7 @@ void lv_cpu_layer_norm_fwd(lv_kctx *ctx, int64_t rows, int64_t d, const float *x
 }
 
 void lv_cpu_layer_norm_bwd(lv_kctx *ctx, int64_t rows, int64_t d, const float *x, const float *scale,
-                           const float *mean, const float *rstd, const float *gy, float *gx,
+                           bool plus1, const float *mean, const float *rstd, const float *gy, float *gx,
                            bool gx_acc, float *gscale, bool gscale_acc, float *gbias,
                            bool gbias_acc) {
   if (gscale && !gscale_acc) memset(gscale, 0, sizeof(float) * (size_t)d);
@@ -45,14 +45,14 @@ void lv_cpu_layer_norm_bwd(lv_kctx *ctx, int64_t rows, int64_t d, const float *x
     const float *xr = x + r * d, *gr = gy + r * d;
     double a = 0, b = 0;
     for (int64_t j = 0; j < d; j++) {
-      float g = gr[j] * (scale ? scale[j] : 1.0f);
+      float g = gr[j] * (scale ? (plus1 ? 1.0f + scale[j] : scale[j]) : 1.0f);
       float xh = (xr[j] - mean[r]) * rstd[r];
       a += g;
       b += g * xh;
     }
     float ma = (float)(a / (double)d), mb = (float)(b / (double)d);
     for (int64_t j = 0; j < d; j++) {
-      float g = gr[j] * (scale ? scale[j] : 1.0f);
+      float g = gr[j] * (scale ? (plus1 ? 1.0f + scale[j] : scale[j]) : 1.0f);
       float xh = (xr[j] - mean[r]) * rstd[r];
       float v = rstd[r] * (g - ma - xh * mb);
       gx[r * d + j] = gx_acc ? gx[r * d + j] + v : v;

@@ -1,5 +1,6 @@
 /* Data movement: block copies (concat, slice and their gradients), transpose, embedding
  * gather and its scatter-add gradient, dtype casts. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -105,4 +106,37 @@ void lv_cpu_cast(lv_kctx *ctx, lv_dtype from, lv_dtype to, int64_t n, const void
       default: break;
     }
   }
+}
+
+typedef struct rev_job {
+  int64_t b, inner;
+  const int32_t *lens;
+  const float *x;
+  float *y;
+  bool acc;
+} rev_job;
+
+/* One (step, sequence) row of y per index. */
+LV_CPU_PAR_LOOP(rev_rows, rev_job, row, {
+  const int64_t s = row / J->b, bi = row % J->b, len = J->lens[bi];
+  const int64_t src = s < len ? len - 1 - s : s;
+  const float *xr = J->x + (src * J->b + bi) * J->inner;
+  float *yr = J->y + row * J->inner;
+  if (J->acc)
+    for (int64_t i = 0; i < J->inner; i++) yr[i] += xr[i];
+  else
+    memcpy(yr, xr, sizeof(float) * (size_t)J->inner);
+})
+
+void lv_cpu_reverse_seq(lv_kctx *ctx, int64_t t, int64_t b, int64_t inner, const float *pad, const float *x,
+                        float *y, bool acc, int32_t *lens) {
+  for (int64_t bi = 0; bi < b; bi++) {
+    double sum = 0;
+    for (int64_t s = 0; s < t; s++) sum += 1.0 - (double)pad[s * b + bi];
+    double len = rint(sum);
+    lens[bi] = (int32_t)(len < 0 ? 0 : (len > (double)t ? (double)t : len));
+  }
+  rev_job j = {b, inner, lens, x, y, acc};
+  int64_t rows = t * b;
+  lv_cpu_par(ctx, rows, rows * inner > 65536 ? lv_cpu_grain(rows, 16) : rows, rev_rows, &j);
 }

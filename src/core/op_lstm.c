@@ -1,0 +1,84 @@
+/* lstm_step: LSTMCellSimple's fused gate step (ops.h). Two outputs, c and m: c_out is the
+ * node that runs the backward kernel; m_out has a node of its own whose backward only
+ * makes sure c_out's node runs (by giving c_out a zero gradient when nothing else did),
+ * so a loss that reads only m, only c, or both reaches the gates. */
+#include "core/graph_impl.h"
+#include "core/ops.h"
+
+static void lstm_bwd(lv_graph *g, lv_node *nd) {
+  const lv_saved_lstm *sv = &nd->s.lstm;
+  lv_tensor *gates = nd->in[0], *c_prev = nd->in[1], *m_prev = nd->in[2];
+  lv_tensor *pad = sv->has_pad ? nd->in[3] : NULL;
+  bool ga = false, ca = false, ma = false;
+  lv_tensor *gg = lv_graph_grad(g, gates, &ga);
+  lv_tensor *gc = lv_graph_grad(g, c_prev, &ca);
+  lv_tensor *gm = lv_graph_grad(g, m_prev, &ma);
+  if (lv_graph_failed(g) || (!gg && !gc && !gm)) return;
+  lv_tensor *gm_out = sv->m_out->grad;
+  LV_K(nd->be, lstm_step_bwd, sv->b, sv->h, lv_f32(gates), lv_f32(c_prev), pad ? lv_f32(pad) : NULL,
+       sv->forget_gate_bias, sv->cell_value_cap, sv->output_nonlinearity, lv_f32(nd->out->grad),
+       gm_out ? lv_f32(gm_out) : NULL, gg ? lv_f32(gg) : NULL, ga, gc ? lv_f32(gc) : NULL, ca,
+       gm ? lv_f32(gm) : NULL, ma);
+}
+
+/* m_out's node: its gradient is read by c_out's node; only make sure that one runs. */
+static void lstm_m_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *c_out = nd->in[0];
+  if (!c_out->grad) lv_graph_grad_zeroed(g, c_out);
+}
+
+bool lv_op_lstm_step(lv_graph *g, lv_tensor *gates, lv_tensor *c_prev, lv_tensor *m_prev,
+                     lv_tensor *paddings, float forget_gate_bias, float cell_value_cap,
+                     bool output_nonlinearity, lv_tensor **c_out, lv_tensor **m_out) {
+  const lv_op op = LV_OP_LSTM_STEP;
+  if (c_out) *c_out = NULL;
+  if (m_out) *m_out = NULL;
+  lv_tensor *ins[4] = {gates, c_prev, m_prev, paddings};
+  if (!lv_graph_inputs_ok(g, op, 3, ins)) return false;
+  if (!c_out || !m_out) {
+    lv_graph_failf(g, op, "c_out and m_out must not be NULL");
+    return false;
+  }
+  char s1[128], s2[128], s3[128], s4[128];
+  bool ok = gates->dtype == LV_F32 && c_prev->dtype == LV_F32 && m_prev->dtype == LV_F32 &&
+            gates->shape.rank == 2 && gates->shape.d[1] % 4 == 0;
+  int64_t b = ok ? gates->shape.d[0] : 0, h = ok ? gates->shape.d[1] / 4 : 0;
+  lv_shape bh = lv_shape2(b, h);
+  ok = ok && lv_shape_eq(&c_prev->shape, &bh) && lv_shape_eq(&m_prev->shape, &bh);
+  if (!ok) {
+    lv_graph_failf(g, op, "float32 gates [B,4H], c_prev and m_prev [B,H] required: gates %s %s, c_prev %s %s, m_prev %s %s",
+                   lv_dtype_names[gates->dtype], LV_SHP(gates, s1), lv_dtype_names[c_prev->dtype],
+                   LV_SHP(c_prev, s2), lv_dtype_names[m_prev->dtype], LV_SHP(m_prev, s3));
+    return false;
+  }
+  if (paddings) {
+    bool pok = paddings->dtype == LV_F32 && lv_tensor_numel(paddings) == b &&
+               ((paddings->shape.rank == 1) || (paddings->shape.rank == 2 && paddings->shape.d[1] == 1));
+    if (!pok) {
+      lv_graph_failf(g, op, "paddings must be float32 [B,1] or [B] for gates %s, got %s %s", LV_SHP(gates, s1),
+                     lv_dtype_names[paddings->dtype], LV_SHP(paddings, s4));
+      return false;
+    }
+  }
+  int n = paddings ? 4 : 3;
+  const lv_backend *k = lv_graph_kernels(g, op, n, ins);
+  if (!k) return false;
+  lv_tensor *c = lv_graph_out(g, op, LV_F32, bh);
+  lv_tensor *m = lv_graph_out(g, op, LV_F32, bh);
+  if (!c || !m) return false;
+  LV_K(k, lstm_step_fwd, b, h, lv_f32(gates), lv_f32(c_prev), lv_f32(m_prev),
+       paddings ? lv_f32(paddings) : NULL, forget_gate_bias, cell_value_cap, output_nonlinearity, lv_f32(c),
+       lv_f32(m));
+  lv_node *nd = lv_graph_record(g, op, lstm_bwd, c, n, ins);
+  if (nd) {
+    nd->be = k;
+    nd->s.lstm = (lv_saved_lstm){b, h, forget_gate_bias, cell_value_cap, output_nonlinearity,
+                                 paddings != NULL, m};
+    lv_node *nm = lv_graph_record(g, LV_OP_LSTM_STEP_M, lstm_m_bwd, m, 1, &c);
+    if (nm) nm->be = k;
+  }
+  if (lv_graph_failed(g)) return false;
+  *c_out = c;
+  *m_out = m;
+  return true;
+}

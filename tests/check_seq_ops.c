@@ -1,0 +1,615 @@
+/* The sequence ops of ops.h (issue 9): forward values against references computed here
+ * in double, gradients by finite differences (gradcheck.h), edge cases (padded rows,
+ * empty sequences, k == N, chunks that do not divide C), shape/dtype errors, and the
+ * same bits with 1 and 2 threads. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "gradcheck.h"
+#include "core/graph.h"
+#include "core/ops.h"
+#include "kernels/kernels.h"
+
+#define EPS 1e-2
+#define TOL 1e-2
+
+static lv_tensor *tensor_of(lv_graph *g, lv_shape s, const float *v) {
+  lv_tensor *t = lv_graph_tensor(g, LV_F32, s);
+  ck_assert_ptr_nonnull(t);
+  memcpy(t->data, v, sizeof(float) * (size_t)lv_shape_numel(&s));
+  return t;
+}
+
+static inline lv_tensor *ids_of(lv_graph *g, lv_shape s, const int32_t *v) {
+  lv_tensor *t = lv_graph_tensor(g, LV_I32, s);
+  ck_assert_ptr_nonnull(t);
+  memcpy(t->data, v, sizeof(int32_t) * (size_t)lv_shape_numel(&s));
+  return t;
+}
+
+/* The graph's error message (which must exist), checked for a substring; resets g. */
+static void expect_graph_err(lv_graph *g, const char *sub) {
+  lv_status st = lv_graph_status(g);
+  ck_assert_msg(st != NULL, "expected an error containing \"%s\"", sub);
+  ck_assert_msg(strstr(lv_status_msg(st), sub), "message lacks \"%s\": %s", sub, lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_reset(g);
+}
+
+static inline double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* ---- lstm_step ---------------------------------------------------------------- */
+
+typedef struct lstm_cfg {
+  float fgb, cap;
+  bool out_nl, pad;
+  int which; /* 0: concat(c, m), 1: c only, 2: m only */
+} lstm_cfg;
+
+static lv_tensor *f_lstm(lv_graph *g, lv_tensor **in, const void *c) {
+  const lstm_cfg *l = c;
+  lv_tensor *co, *mo;
+  if (!lv_op_lstm_step(g, in[0], in[1], in[2], l->pad ? in[3] : NULL, l->fgb, l->cap, l->out_nl, &co, &mo))
+    return NULL;
+  if (l->which == 1) return co;
+  if (l->which == 2) return mo;
+  lv_tensor *both[2] = {co, mo};
+  return lv_op_concat(g, both, 2, 1);
+}
+
+/* Lingvo's formulas in double, row by row. */
+static void ref_lstm(int b, int h, const float *gates, const float *cp, const float *mp, const float *pad,
+                     const lstm_cfg *l, double *c, double *m) {
+  for (int r = 0; r < b; r++)
+    for (int j = 0; j < h; j++) {
+      const float *gr = gates + r * 4 * h;
+      if (pad && pad[r] == 1.0f) {
+        c[r * h + j] = cp[r * h + j];
+        m[r * h + j] = mp[r * h + j];
+        continue;
+      }
+      double nc = sigm(gr[2 * h + j] + l->fgb) * cp[r * h + j] + sigm(gr[h + j]) * tanh(gr[j]);
+      if (l->cap > 0) nc = fmin(fmax(nc, -l->cap), l->cap);
+      c[r * h + j] = nc;
+      m[r * h + j] = sigm(gr[3 * h + j]) * (l->out_nl ? tanh(nc) : nc);
+    }
+}
+
+START_TEST(lstm_step_forward_values) {
+  const int B = 3, H = 5;
+  float *gates = rand_floats(B * 4 * H, 1, -3, 3), *cp = rand_floats(B * H, 2, -2, 2), *mp = rand_floats(B * H, 3, -1, 1);
+  float pad[3] = {0, 1, 0};
+  lstm_cfg cfgs[4] = {{0, 0, true, true, 0}, {1.0f, 0.5f, true, true, 0}, {0.5f, 0, false, false, 0}, {0, 1.2f, false, true, 0}};
+  lv_graph *g = lv_graph_create(0);
+  for (int t = 0; t < 4; t++) {
+    lv_graph_reset(g);
+    const lstm_cfg *l = &cfgs[t];
+    lv_tensor *co, *mo;
+    ck_assert(lv_op_lstm_step(g, tensor_of(g, lv_shape2(B, 4 * H), gates), tensor_of(g, lv_shape2(B, H), cp),
+                              tensor_of(g, lv_shape2(B, H), mp), l->pad ? tensor_of(g, lv_shape2(B, 1), pad) : NULL,
+                              l->fgb, l->cap, l->out_nl, &co, &mo));
+    double c[15], m[15];
+    ref_lstm(B, H, gates, cp, mp, l->pad ? pad : NULL, l, c, m);
+    int clipped = 0;
+    for (int i = 0; i < B * H; i++) {
+      ck_assert_msg(fabs(lv_f32(co)[i] - c[i]) < 1e-6, "cfg %d c[%d]: %g vs %g", t, i, lv_f32(co)[i], c[i]);
+      ck_assert_msg(fabs(lv_f32(mo)[i] - m[i]) < 1e-6, "cfg %d m[%d]: %g vs %g", t, i, lv_f32(mo)[i], m[i]);
+      clipped += l->cap > 0 && fabs(c[i]) == l->cap;
+    }
+    if (t == 1) ck_assert_int_gt(clipped, 0); /* the cap was exercised */
+    if (l->pad) /* the padded row is the previous state, bit for bit */
+      ck_assert(!memcmp(lv_f32(co) + H, cp + H, sizeof(float) * H) && !memcmp(lv_f32(mo) + H, mp + H, sizeof(float) * H));
+  }
+  lv_graph_destroy(g);
+  free(gates);
+  free(cp);
+  free(mp);
+}
+END_TEST
+
+START_TEST(lstm_step_gradients) {
+  const int B = 3, H = 4;
+  float pad[3] = {0, 1, 0};
+  lstm_cfg cfgs[6] = {{0, 0, true, true, 0},     {1.0f, 0, false, true, 0}, {0.5f, 0, true, false, 1},
+                      {0.0f, 0, true, true, 2},  {0, 10.0f, true, true, 0}, {0.3f, 0.35f, true, true, 0}};
+  for (int t = 0; t < 6; t++) {
+    spec in[4] = {fspec(lv_shape2(B, 4 * H), 10 + t), fspec(lv_shape2(B, H), 20 + t), fspec(lv_shape2(B, H), 30 + t),
+                  {LV_F32, lv_shape2(B, 1), false, malloc(sizeof pad)}};
+    memcpy(in[3].data, pad, sizeof pad);
+    if (t == 5) {
+      /* A cap that clips some cells: keep every unclipped value well away from it so the
+       * differences do not cross the kink. */
+      float *gt = in[0].data, *cp = in[1].data;
+      for (int r = 0; r < B; r++)
+        for (int j = 0; j < H; j++) {
+          double nc = sigm(gt[r * 4 * H + 2 * H + j] + 0.3) * cp[r * H + j] + sigm(gt[r * 4 * H + H + j]) * tanh(gt[r * 4 * H + j]);
+          if (fabs(fabs(nc) - 0.35) < 0.05) cp[r * H + j] = 0.0f;
+        }
+    }
+    gradcheck("lstm_step", cfgs[t].pad ? 4 : 3, in, f_lstm, &cfgs[t], 1e-3, TOL);
+    if (!cfgs[t].pad) free(in[3].data);
+  }
+}
+END_TEST
+
+/* Forward and backward of a large step with 1 and 2 threads: the same bits. */
+static void lstm_run(int threads, int B, int H, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  float *gv = rand_floats((int64_t)B * 4 * H, 40, -2, 2), *cv = rand_floats((int64_t)B * H, 41, -2, 2),
+        *pv = rand_floats(B, 42, 0, 1);
+  for (int i = 0; i < B; i++) pv[i] = pv[i] > 0.7f ? 1.0f : 0.0f;
+  lv_tensor *gates = tensor_of(g, lv_shape2(B, 4 * H), gv), *c0 = tensor_of(g, lv_shape2(B, H), cv);
+  lv_tensor *m0 = tensor_of(g, lv_shape2(B, H), cv), *pad = tensor_of(g, lv_shape1(B), pv);
+  gates->requires_grad = c0->requires_grad = m0->requires_grad = true;
+  lv_tensor *c, *m;
+  ck_assert(lv_op_lstm_step(g, gates, c0, m0, pad, 1.0f, 3.0f, true, &c, &m));
+  lv_tensor *loss = lv_op_reduce_sum(g, lv_op_add(g, lv_op_mul(g, m, m), c), LV_ALL_AXES, false);
+  EXPECT_OK(lv_graph_backward(g, loss));
+  int64_t n = (int64_t)B * H;
+  memcpy(out, lv_f32(c), sizeof(float) * (size_t)n);
+  memcpy(out + n, lv_f32(m), sizeof(float) * (size_t)n);
+  memcpy(out + 2 * n, lv_f32(gates->grad), sizeof(float) * (size_t)(4 * n));
+  memcpy(out + 6 * n, lv_f32(c0->grad), sizeof(float) * (size_t)n);
+  memcpy(out + 7 * n, lv_f32(m0->grad), sizeof(float) * (size_t)n);
+  free(gv);
+  free(cv);
+  free(pv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(lstm_step_threads_same_bits) {
+  const int B = 64, H = 512;
+  size_t n = (size_t)8 * B * H;
+  float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+  lstm_run(1, B, H, a);
+  lstm_run(2, B, H, b);
+  ck_assert(memcmp(a, b, sizeof(float) * n) == 0);
+  free(a);
+  free(b);
+}
+END_TEST
+
+START_TEST(lstm_step_errors) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *c, *m;
+  ck_assert(!lv_op_lstm_step(g, lv_graph_zeros(g, LV_F32, lv_shape2(2, 10)), lv_graph_zeros(g, LV_F32, lv_shape2(2, 2)),
+                             lv_graph_zeros(g, LV_F32, lv_shape2(2, 2)), NULL, 0, 0, true, &c, &m));
+  ck_assert_ptr_null(c);
+  expect_graph_err(g, "lstm_step: float32 gates [B,4H], c_prev and m_prev [B,H] required: gates float32 [2,10]");
+  ck_assert(!lv_op_lstm_step(g, lv_graph_zeros(g, LV_F32, lv_shape2(2, 8)), lv_graph_zeros(g, LV_F32, lv_shape2(2, 2)),
+                             lv_graph_zeros(g, LV_F32, lv_shape2(2, 2)), lv_graph_zeros(g, LV_F32, lv_shape2(3, 1)), 0, 0,
+                             true, &c, &m));
+  expect_graph_err(g, "lstm_step: paddings must be float32 [B,1] or [B] for gates [2,8], got float32 [3,1]");
+  ck_assert(!lv_op_lstm_step(g, lv_graph_zeros(g, LV_F32, lv_shape2(2, 8)), lv_graph_zeros(g, LV_F32, lv_shape2(2, 3)),
+                             lv_graph_zeros(g, LV_F32, lv_shape2(2, 2)), NULL, 0, 0, true, &c, &m));
+  expect_graph_err(g, "c_prev float32 [2,3]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* ---- layer_norm_plus1 ----------------------------------------------------------- */
+
+static lv_tensor *f_ln1(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
+}
+
+/* (x - mean) / sqrt(var + eps) * (1 + scale) + bias: the plain form given 1 + scale, bit
+ * for bit, and a hand-computed row. */
+START_TEST(layer_norm_plus1_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  float xv[8] = {1, 2, 3, 4, -1, 0, 0, 5}, sv[4] = {0, 0.5f, -0.25f, 1}, bv[4] = {0.1f, 0, 0, -1}, s1[4];
+  for (int i = 0; i < 4; i++) s1[i] = 1.0f + sv[i];
+  lv_tensor *x = tensor_of(g, lv_shape2(2, 4), xv);
+  lv_tensor *y = lv_op_layer_norm_plus1(g, x, tensor_of(g, lv_shape1(4), sv), tensor_of(g, lv_shape1(4), bv), 1e-6f);
+  lv_tensor *ref = lv_op_layer_norm(g, x, tensor_of(g, lv_shape1(4), s1), tensor_of(g, lv_shape1(4), bv), 1e-6f);
+  ck_assert(memcmp(lv_f32(y), lv_f32(ref), sizeof(float) * 8) == 0);
+  /* Row 0: mean 2.5, var 1.25. */
+  double r = 1.0 / sqrt(1.25 + 1e-6);
+  double want[4] = {-1.5 * r * 1 + 0.1, -0.5 * r * 1.5, 0.5 * r * 0.75, 1.5 * r * 2 - 1};
+  for (int i = 0; i < 4; i++) ck_assert_msg(fabs(lv_f32(y)[i] - want[i]) < 1e-5, "[%d] %g vs %g", i, lv_f32(y)[i], want[i]);
+  lv_graph_destroy(g);
+  spec in[3] = {fspec(lv_shape3(2, 3, 6), 60), fspec(lv_shape1(6), 61), fspec(lv_shape1(6), 62)};
+  gradcheck("layer_norm_plus1", 3, in, f_ln1, NULL, 1e-3, 2e-2);
+}
+END_TEST
+
+/* ---- maximum, minimum, compare, select, clip ---------------------------------- */
+
+static lv_tensor *f_max(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_maximum(g, in[0], in[1]); }
+static lv_tensor *f_min(lv_graph *g, lv_tensor **in, const void *c) { (void)c; return lv_op_minimum(g, in[0], in[1]); }
+static lv_tensor *f_select(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_select(g, in[0], in[1], in[2]);
+}
+static lv_tensor *f_clip(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_clip(g, in[0], -0.5f, 0.25f);
+}
+
+START_TEST(maximum_minimum_compare_values) {
+  lv_graph *g = lv_graph_create(0);
+  float av[6] = {1, -2, 3, 0.5f, 5, -6}, bv[3] = {0.5f, -2, 4};
+  lv_tensor *a = tensor_of(g, lv_shape2(2, 3), av), *b = tensor_of(g, lv_shape1(3), bv);
+  a->requires_grad = b->requires_grad = true;
+  lv_tensor *mx = lv_op_maximum(g, a, b), *mn = lv_op_minimum(g, a, b);
+  float wmx[6] = {1, -2, 4, 0.5f, 5, 4}, wmn[6] = {0.5f, -2, 3, 0.5f, -2, -6};
+  ck_assert(!memcmp(lv_f32(mx), wmx, sizeof wmx) && !memcmp(lv_f32(mn), wmn, sizeof wmn));
+  /* Ties (-2 vs -2, 0.5 vs 0.5) send the gradient to a. */
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, mx, LV_ALL_AXES, false)));
+  float ga[6] = {1, 1, 0, 1, 1, 0}, gb[3] = {0, 0, 2};
+  ck_assert(!memcmp(lv_f32(a->grad), ga, sizeof ga) && !memcmp(lv_f32(b->grad), gb, sizeof gb));
+  lv_graph_reset(g);
+  a = tensor_of(g, lv_shape2(2, 3), av);
+  b = tensor_of(g, lv_shape1(3), bv);
+  float want[LV_CMP_COUNT][6] = {
+      {0, 0, 1, 0, 0, 1}, {0, 1, 1, 1, 0, 1}, {1, 0, 0, 0, 1, 0},
+      {1, 1, 0, 1, 1, 0}, {0, 1, 0, 1, 0, 0}, {1, 0, 1, 0, 1, 1},
+  };
+  for (int c = 0; c < LV_CMP_COUNT; c++) {
+    lv_tensor *y = lv_op_compare(g, a, b, (lv_compare)c);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_msg(!memcmp(lv_f32(y), want[c], sizeof want[c]), "compare %d", c);
+  }
+  ck_assert_ptr_null(lv_op_maximum(g, a, tensor_of(g, lv_shape1(2), bv)));
+  expect_graph_err(g, "maximum: shapes do not broadcast: a [2,3] vs b [2]");
+  ck_assert_ptr_null(lv_op_compare(g, lv_graph_zeros(g, LV_I32, lv_shape1(3)), lv_graph_zeros(g, LV_F32, lv_shape1(3)), LV_CMP_EQ));
+  expect_graph_err(g, "compare: float32 inputs required");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 70), fspec(lv_shape2(1, 4), 71)};
+  gradcheck("maximum", 2, in, f_max, NULL, 1e-3, TOL);
+  spec in2[2] = {fspec(lv_shape1(4), 72), fspec(lv_shape2(3, 4), 73)};
+  gradcheck("minimum", 2, in2, f_min, NULL, 1e-3, TOL);
+}
+END_TEST
+
+START_TEST(select_and_clip) {
+  lv_graph *g = lv_graph_create(0);
+  float cv[2] = {1, 0}, av[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {-1, -2, -3};
+  lv_tensor *y = lv_op_select(g, tensor_of(g, lv_shape2(2, 1), cv), tensor_of(g, lv_shape2(2, 3), av),
+                              tensor_of(g, lv_shape1(3), bv));
+  float want[6] = {1, 2, 3, -1, -2, -3};
+  ck_assert(!memcmp(lv_f32(y), want, sizeof want));
+  ck_assert_ptr_null(lv_op_select(g, tensor_of(g, lv_shape1(2), cv), tensor_of(g, lv_shape2(2, 3), av),
+                                  tensor_of(g, lv_shape1(3), bv)));
+  expect_graph_err(g, "select: shapes do not broadcast: cond [2], a [2,3], b [3]");
+  float xv[5] = {-1, -0.5f, 0, 0.25f, 2};
+  lv_tensor *x = tensor_of(g, lv_shape1(5), xv);
+  x->requires_grad = true;
+  lv_tensor *cl = lv_op_clip(g, x, -0.5f, 0.25f);
+  float wc[5] = {-0.5f, -0.5f, 0, 0.25f, 0.25f}, wg[5] = {0, 1, 1, 1, 0};
+  ck_assert(!memcmp(lv_f32(cl), wc, sizeof wc));
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, cl, LV_ALL_AXES, false)));
+  ck_assert(!memcmp(lv_f32(x->grad), wg, sizeof wg)); /* the bounds pass, as in tf.clip_by_value */
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_clip(g, tensor_of(g, lv_shape1(5), xv), 1, 0));
+  expect_graph_err(g, "clip: float32 x and lo <= hi required");
+  lv_graph_destroy(g);
+  float cond[12] = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0};
+  spec in[3] = {{LV_F32, lv_shape3(2, 3, 2), false, malloc(sizeof cond)}, fspec(lv_shape3(2, 3, 2), 80),
+                fspec(lv_shape2(3, 1), 81)};
+  memcpy(in[0].data, cond, sizeof cond);
+  gradcheck("select", 3, in, f_select, NULL, EPS, TOL);
+  spec c[1] = {fspec(lv_shape2(4, 6), 82)};
+  gradcheck("clip", 1, c, f_clip, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* ---- masked_softmax ------------------------------------------------------------ */
+
+static lv_tensor *f_msm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_masked_softmax(g, in[0], in[1]);
+}
+
+START_TEST(masked_softmax_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* logits [2, 2, 3] against paddings [2, 1, 3]: batch 1 is fully padded. */
+  float lv[12] = {1, 2, 3, 0, 0, 100, 5, 6, 7, 8, 9, 10}, pv[6] = {0, 0, 1, 1, 1, 1};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 2, 3), lv);
+  x->requires_grad = true;
+  lv_tensor *y = lv_op_masked_softmax(g, x, tensor_of(g, lv_shape3(2, 1, 3), pv));
+  ck_assert_ptr_nonnull(y);
+  double e = exp(1.0);
+  double want[12] = {1 / (1 + e), e / (1 + e), 0, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 12; i++) ck_assert_msg(fabs(lv_f32(y)[i] - want[i]) < 1e-6, "[%d] %g vs %g", i, lv_f32(y)[i], want[i]);
+  float wv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape3(2, 2, 3), wv)), LV_ALL_AXES, false)));
+  for (int i = 0; i < 12; i++) {
+    ck_assert(isfinite(lv_f32(x->grad)[i]));
+    if (i == 2 || i == 5 || i >= 6) ck_assert_msg(lv_f32(x->grad)[i] == 0.0f, "padded [%d] has gradient %g", i, lv_f32(x->grad)[i]);
+  }
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_masked_softmax(g, tensor_of(g, lv_shape3(2, 2, 3), lv), tensor_of(g, lv_shape2(3, 2), pv)));
+  expect_graph_err(g, "masked_softmax: float32 paddings that broadcast to the logits required: logits [2,2,3] vs paddings float32 [3,2]");
+  lv_graph_destroy(g);
+  float pad[8] = {0, 0, 1, 0, 0, 0, 0, 1};
+  spec in[2] = {fspec(lv_shape3(2, 3, 4), 90), {LV_F32, lv_shape3(2, 1, 4), false, malloc(sizeof pad)}};
+  memcpy(in[1].data, pad, sizeof pad);
+  gradcheck("masked_softmax", 2, in, f_msm, NULL, 1e-3, TOL);
+}
+END_TEST
+
+/* Lingvo's activation names and formulas: GELU with the exact erf, SWISH = x * sigmoid(x)
+ * (an alias of SILU), SOFTPLUS, SIGMOID, TANH. */
+START_TEST(activations_by_lingvo_name) {
+  const char *names[5] = {"GELU", "SWISH", "SOFTPLUS", "SIGMOID", "TANH"};
+  lv_graph *g = lv_graph_create(0);
+  float xv[5] = {-3, -0.5f, 0, 0.7f, 4};
+  for (int k = 0; k < 5; k++) {
+    lv_activation act;
+    ck_assert_msg(lv_activation_from_name(names[k], &act), "%s", names[k]);
+    lv_tensor *y = lv_op_activation(g, tensor_of(g, lv_shape1(5), xv), act);
+    for (int i = 0; i < 5; i++) {
+      double x = xv[i], w = k == 0 ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                          : k == 1 ? x / (1 + exp(-x))
+                          : k == 2 ? log1p(exp(x))
+                          : k == 3 ? 1 / (1 + exp(-x))
+                                   : tanh(x);
+      ck_assert_msg(fabs(lv_f32(y)[i] - w) < 1e-6, "%s(%g) = %g, want %g", names[k], x, lv_f32(y)[i], w);
+    }
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* ---- batch_matmul (strided, rank >= 3) ------------------------------------------- */
+
+typedef struct bmm_cfg { bool ta, tb; } bmm_cfg;
+static lv_tensor *f_bmm4(lv_graph *g, lv_tensor **in, const void *c) {
+  const bmm_cfg *m = c;
+  return lv_op_batch_matmul(g, in[0], in[1], m->ta, m->tb);
+}
+
+/* a [2,3,M,K] (or transposed) x b [2,3,K,N] (or transposed) against a double loop. */
+START_TEST(batch_matmul_rank4_values_and_gradients) {
+  const int B = 2, N = 3, M = 4, K = 5, C = 6;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      lv_graph *g = lv_graph_create(0);
+      float *av = rand_floats(B * N * M * K, 100 + ta, -1, 1), *bv = rand_floats(B * N * K * C, 110 + tb, -1, 1);
+      lv_tensor *a = tensor_of(g, ta ? lv_shape4(B, N, K, M) : lv_shape4(B, N, M, K), av);
+      lv_tensor *b = tensor_of(g, tb ? lv_shape4(B, N, C, K) : lv_shape4(B, N, K, C), bv);
+      lv_tensor *y = lv_op_batch_matmul(g, a, b, ta, tb);
+      ck_assert_ptr_nonnull(y);
+      lv_shape want = lv_shape4(B, N, M, C);
+      ck_assert(lv_shape_eq(&y->shape, &want));
+      for (int e = 0; e < B * N; e++)
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < C; j++) {
+            double sum = 0;
+            for (int q = 0; q < K; q++)
+              sum += (double)(ta ? av[e * M * K + q * M + i] : av[e * M * K + i * K + q]) *
+                     (tb ? bv[e * K * C + j * K + q] : bv[e * K * C + q * C + j]);
+            ck_assert_msg(fabs(lv_f32(y)[(e * M + i) * C + j] - sum) < 1e-5, "ta %d tb %d", ta, tb);
+          }
+      lv_graph_destroy(g);
+      free(av);
+      free(bv);
+      bmm_cfg c = {ta, tb};
+      spec in[2] = {fspec(ta ? lv_shape4(2, 2, 3, 2) : lv_shape4(2, 2, 2, 3), 120), fspec(tb ? lv_shape4(2, 2, 4, 3) : lv_shape4(2, 2, 3, 4), 121)};
+      gradcheck("batch_matmul", 2, in, f_bmm4, &c, EPS, TOL);
+    }
+  lv_graph *g = lv_graph_create(0);
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape4(2, 3, 4, 5)),
+                                        lv_graph_zeros(g, LV_F32, lv_shape4(2, 2, 5, 4)), false, false));
+  expect_graph_err(g, "batch_matmul: a [...,M,K] and b [...,K,N] of equal rank >= 3 with equal leading dims required: a [2,3,4,5] vs b [2,2,5,4]");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape2(4, 5)), lv_graph_zeros(g, LV_F32, lv_shape2(5, 4)), false, false));
+  expect_graph_err(g, "rank >= 3");
+  ck_assert_ptr_null(lv_op_batch_matmul(g, lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), lv_graph_zeros(g, LV_F32, lv_shape3(2, 4, 5)), false, false));
+  expect_graph_err(g, "batch_matmul: inner dimensions differ: a [2,4,5] vs b [2,4,5]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* Attention-shaped products ([B, N, T, H] x [B, N, S, H]^T, both split and unsplit batch
+ * paths) and their gradients: the same bits with 1 and 2 threads. */
+static void bmm_run(int threads, int B, int N, int T, int H, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  float *qv = rand_floats((int64_t)B * N * T * H, 130, -1, 1), *kv = rand_floats((int64_t)B * N * T * H, 131, -1, 1);
+  lv_tensor *q = tensor_of(g, lv_shape4(B, N, T, H), qv), *k = tensor_of(g, lv_shape4(B, N, T, H), kv);
+  q->requires_grad = k->requires_grad = true;
+  lv_tensor *y = lv_op_batch_matmul(g, q, k, false, true);
+  lv_tensor *z = lv_op_batch_matmul(g, y, k, false, false);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, z, z), LV_ALL_AXES, false)));
+  int64_t nq = (int64_t)B * N * T * H;
+  memcpy(out, lv_f32(z), sizeof(float) * (size_t)nq);
+  memcpy(out + nq, lv_f32(q->grad), sizeof(float) * (size_t)nq);
+  memcpy(out + 2 * nq, lv_f32(k->grad), sizeof(float) * (size_t)nq);
+  free(qv);
+  free(kv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(batch_matmul_threads_same_bits) {
+  int shapes[2][4] = {{8, 4, 32, 64}, {2, 1, 200, 128}};
+  for (int sh = 0; sh < 2; sh++) {
+    int *d = shapes[sh];
+    size_t n = (size_t)3 * d[0] * d[1] * d[2] * d[3];
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    bmm_run(1, d[0], d[1], d[2], d[3], a);
+    bmm_run(2, d[0], d[1], d[2], d[3], b);
+    ck_assert_msg(memcmp(a, b, sizeof(float) * n) == 0, "shape %d differs between 1 and 2 threads", sh);
+    free(a);
+    free(b);
+  }
+}
+END_TEST
+
+/* ---- reverse_sequence, top_k ------------------------------------------------------ */
+
+static lv_tensor *f_rev(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_reverse_sequence(g, in[0], in[1]);
+}
+
+START_TEST(reverse_sequence_values_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  /* x [T=4, B=3, 2]: lengths 4, 2 and 0 (a zero-length sequence stays as it is). */
+  float xv[24], pv[12] = {0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1};
+  for (int i = 0; i < 24; i++) xv[i] = (float)i;
+  lv_tensor *x = tensor_of(g, lv_shape3(4, 3, 2), xv);
+  lv_tensor *y = lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape3(4, 3, 1), pv));
+  ck_assert_ptr_nonnull(y);
+  int src_t[3][4] = {{3, 2, 1, 0}, {1, 0, 2, 3}, {0, 1, 2, 3}};
+  for (int t = 0; t < 4; t++)
+    for (int b = 0; b < 3; b++)
+      for (int d = 0; d < 2; d++)
+        ck_assert_msg(lv_f32(y)[(t * 3 + b) * 2 + d] == xv[(src_t[b][t] * 3 + b) * 2 + d], "t %d b %d", t, b);
+  /* Its own inverse; paddings [T, B] work too. */
+  lv_tensor *z = lv_op_reverse_sequence(g, y, tensor_of(g, lv_shape2(4, 3), pv));
+  ck_assert(!memcmp(lv_f32(z), xv, sizeof xv));
+  ck_assert_ptr_null(lv_op_reverse_sequence(g, x, tensor_of(g, lv_shape2(3, 4), pv)));
+  expect_graph_err(g, "reverse_sequence: float32 x [T,B,...] and paddings [T,B] or [T,B,1] required: x float32 [4,3,2] vs paddings float32 [3,4]");
+  lv_graph_destroy(g);
+  spec in[2] = {fspec(lv_shape3(4, 3, 2), 140), {LV_F32, lv_shape2(4, 3), false, malloc(sizeof pv)}};
+  memcpy(in[1].data, pv, sizeof pv);
+  gradcheck("reverse_sequence", 2, in, f_rev, NULL, EPS, TOL);
+}
+END_TEST
+
+START_TEST(top_k_values) {
+  lv_graph *g = lv_graph_create(0);
+  float xv[12] = {1, 5, 3, 5, -1, 0, /* row 2: */ 2, 2, 2, NAN, -INFINITY, 7};
+  lv_tensor *x = tensor_of(g, lv_shape2(2, 6), xv), *v, *ix;
+  ck_assert(lv_op_top_k(g, x, 3, &v, &ix));
+  lv_shape want = lv_shape2(2, 3);
+  ck_assert(lv_shape_eq(&v->shape, &want) && ix->dtype == LV_I32);
+  float wv0[3] = {5, 5, 3};
+  int32_t wi[6] = {1, 3, 2, 3, 5, 0};
+  ck_assert(!memcmp(lv_f32(v), wv0, sizeof wv0));
+  ck_assert(isnan(lv_f32(v)[3]) && lv_f32(v)[4] == 7 && lv_f32(v)[5] == 2);
+  ck_assert(!memcmp(lv_i32(ix), wi, sizeof wi));
+  /* k == N sorts the whole row (ties by index); k == 0 is empty. */
+  ck_assert(lv_op_top_k(g, x, 6, &v, &ix));
+  int32_t all[12] = {1, 3, 2, 0, 5, 4, 3, 5, 0, 1, 2, 4};
+  ck_assert(!memcmp(lv_i32(ix), all, sizeof all));
+  ck_assert(lv_op_top_k(g, x, 0, &v, &ix) && lv_tensor_numel(v) == 0);
+  /* A long row against a sort done here. */
+  const int N = 1000, K = 37;
+  float *big = rand_floats(2 * N, 150, -1, 1);
+  for (int i = 0; i < 2 * N; i += 7) big[i] = 0.5f; /* many ties */
+  ck_assert(lv_op_top_k(g, tensor_of(g, lv_shape2(2, N), big), K, &v, &ix));
+  for (int r = 0; r < 2; r++) {
+    bool used[1000] = {false};
+    for (int q = 0; q < K; q++) {
+      int best = -1;
+      for (int j = 0; j < N; j++)
+        if (!used[j] && (best < 0 || big[r * N + j] > big[r * N + best])) best = j;
+      used[best] = true;
+      ck_assert_int_eq(lv_i32(ix)[r * K + q], best);
+      ck_assert(lv_f32(v)[r * K + q] == big[r * N + best]);
+    }
+  }
+  free(big);
+  ck_assert(!lv_op_top_k(g, x, 7, &v, &ix));
+  ck_assert_ptr_null(v);
+  expect_graph_err(g, "top_k: float32 x [...,N] and 0 <= k <= N required, got float32 [2,6] and k 7");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* ---- smoothed_xent -------------------------------------------------------------- */
+
+/* weight * -sum_j t_j log softmax(x)_j with t = 1 - s at the id, s / (C - 1) elsewhere. */
+static double ref_sxent(int c, const float *x, int id, double s, double w) {
+  double m = -INFINITY, z = 0, l = 0;
+  for (int j = 0; j < c; j++) m = fmax(m, x[j]);
+  for (int j = 0; j < c; j++) z += exp(x[j] - m);
+  for (int j = 0; j < c; j++) l -= (j == id ? 1 - s : s / (c - 1)) * (x[j] - m - log(z));
+  return w * l;
+}
+
+typedef struct sx_cfg { float s; bool w; } sx_cfg;
+static lv_tensor *f_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  const sx_cfg *x = c;
+  return lv_op_smoothed_xent(g, in[0], in[1], x->w ? in[2] : NULL, x->s);
+}
+
+START_TEST(smoothed_xent_values_errors_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  const int R = 6, C = 5;
+  float *xv = rand_floats(R * C, 160, -3, 3), wv[6] = {1, 0.5f, 0, 2, 1, 1};
+  int32_t idv[6] = {0, 4, 2, 1, 3, 3};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 3, C), xv), *ids = ids_of(g, lv_shape2(2, 3), idv);
+  lv_tensor *w = tensor_of(g, lv_shape2(2, 3), wv);
+  for (int t = 0; t < 3; t++) {
+    float s = t == 0 ? 0.0f : t == 1 ? 0.1f : 0.4f;
+    lv_tensor *y = lv_op_smoothed_xent(g, x, ids, t ? w : NULL, s);
+    ck_assert_ptr_nonnull(y);
+    lv_shape ws = lv_shape2(2, 3);
+    ck_assert(lv_shape_eq(&y->shape, &ws));
+    for (int r = 0; r < R; r++) {
+      double want = ref_sxent(C, xv + r * C, idv[r], s, t ? wv[r] : 1);
+      ck_assert_msg(fabs(lv_f32(y)[r] - want) < 1e-5, "s %g row %d: %g vs %g", s, r, lv_f32(y)[r], want);
+    }
+    if (t == 0) { /* smoothing 0 is the sparse cross-entropy */
+      lv_tensor *sp = lv_op_sparse_softmax_xent(g, x, ids);
+      for (int r = 0; r < R; r++) ck_assert(fabs(lv_f32(y)[r] - lv_f32(sp)[r]) < 1e-6);
+    }
+  }
+  idv[4] = 7;
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), w, 0.1f));
+  expect_graph_err(g, "smoothed_xent: class id 7 at position 4 is outside [0, 5) (logits [2,3,5])");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape1(6), idv), NULL, 0.1f));
+  expect_graph_err(g, "smoothed_xent: int32 ids [2,3] required for logits [2,3,5], got int32 [6]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), tensor_of(g, lv_shape1(3), wv), 0.1f));
+  expect_graph_err(g, "smoothed_xent: float32 weights [2,3] required for logits [2,3,5], got float32 [3]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), NULL, 1.5f));
+  expect_graph_err(g, "smoothed_xent: label smoothing must be in [0, 1], got 1.5");
+  lv_graph_destroy(g);
+  free(xv);
+  idv[4] = 3;
+  for (int t = 0; t < 2; t++) {
+    sx_cfg c = {t ? 0.2f : 0.0f, t == 1};
+    spec in[3] = {fspec(lv_shape2(R, C), 170 + t), ispec(lv_shape1(R), idv), {LV_F32, lv_shape1(R), false, malloc(sizeof wv)}};
+    memcpy(in[2].data, wv, sizeof wv);
+    gradcheck("smoothed_xent", 3, in, f_sxent, &c, 1e-3, TOL);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("seq_ops");
+  TCase *lstm = tcase_create("lstm_step");
+  tcase_set_timeout(lstm, 120);
+  tcase_add_test(lstm, lstm_step_forward_values);
+  tcase_add_test(lstm, lstm_step_gradients);
+  tcase_add_test(lstm, lstm_step_threads_same_bits);
+  tcase_add_test(lstm, lstm_step_errors);
+  suite_add_tcase(s, lstm);
+  TCase *ew = tcase_create("elementwise");
+  tcase_set_timeout(ew, 120);
+  tcase_add_test(ew, layer_norm_plus1_values_and_gradients);
+  tcase_add_test(ew, maximum_minimum_compare_values);
+  tcase_add_test(ew, select_and_clip);
+  tcase_add_test(ew, masked_softmax_values_and_gradients);
+  tcase_add_test(ew, activations_by_lingvo_name);
+  suite_add_tcase(s, ew);
+  TCase *mm = tcase_create("batch_matmul");
+  tcase_set_timeout(mm, 120);
+  tcase_add_test(mm, batch_matmul_rank4_values_and_gradients);
+  tcase_add_test(mm, batch_matmul_threads_same_bits);
+  suite_add_tcase(s, mm);
+  TCase *sq = tcase_create("sequences");
+  tcase_set_timeout(sq, 120);
+  tcase_add_test(sq, reverse_sequence_values_and_gradients);
+  tcase_add_test(sq, top_k_values);
+  suite_add_tcase(s, sq);
+  TCase *xe = tcase_create("xent");
+  tcase_set_timeout(xe, 120);
+  tcase_add_test(xe, smoothed_xent_values_errors_and_gradients);
+  suite_add_tcase(s, xe);
+  return lv_test_run(s);
+}
