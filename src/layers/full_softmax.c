@@ -90,17 +90,6 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
   return b ? lv_op_add(g, y, b) : y;
 }
 
-/* UniformLabelSmoother's cross-entropy from the log-probabilities: with on = 1 - u and
- * off = u / (C - 1), -sum_c target_c * log_p_c = (on - off) * (-log_p_id) - off * sum_c log_p_c. */
-static lv_tensor *smoothed_xent(lv_graph *g, lv_tensor *logits, lv_tensor *log_probs, lv_tensor *ids, float u,
-                                int64_t num_classes) {
-  lv_tensor *xent = lv_op_sparse_softmax_xent(g, logits, ids);
-  if (u == 0.0f || !xent) return xent;
-  const double off = num_classes > 1 ? (double)u / (double)(num_classes - 1) : 0.0, on = 1.0 - (double)u;
-  lv_tensor *sum_lp = lv_op_reduce_sum(g, log_probs, -1, false);
-  return lv_op_sub(g, lv_op_scale(g, xent, (float)(on - off)), lv_op_scale(g, sum_lp, (float)off));
-}
-
 /* per_shape with one more dim of size c. */
 static lv_shape with_last(lv_shape s, int64_t c) {
   s.d[s.rank++] = c;
@@ -160,7 +149,7 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
     lv_tensor *log_probs = lv_op_log_softmax(g, logits);
     argmax = lv_op_argmax(g, logits);
     if (ids)
-      xent = smoothed_xent(g, logits, log_probs, ids, label_smoothing, l->num_classes);
+      xent = lv_op_smoothed_xent(g, logits, ids, NULL, label_smoothing);
     else
       xent = lv_op_softmax_xent(g, logits, lv_op_reshape(g, class_probs, lv_shape2(n, l->num_classes)));
     if (!log_probs) return false;
