@@ -209,3 +209,110 @@ const lv_layer_class lv_softmax_layer_class = {
     .fprop = softmax_fprop,
     .destroy = softmax_destroy,
 };
+
+/* ---- UniformLabelSmoother ---- */
+
+lv_params *lv_label_smoother_params(void) {
+  lv_params *p = lv_layer_base_params("UniformLabelSmoother");
+  lv_params_define_int(p, "num_classes", 0, "Number of classes");
+  lv_params_define_float(p, "uncertainty", 0.1, "Uncertainty of correct label, eps.");
+  lv_params_define_float(p, "uncertainty_larger", 0.1, "Apply a larger uncertainty to specific tokens, as specified "
+                         "by token_from_target_ids.");
+  lv_params_define_none(p, "token_id_uncertainty_larger", LV_PV_INT,
+                        "Id of token from target_ids to apply uncertainty_larger to.");
+  return p;
+}
+
+static lv_status label_smoother_create(lv_layer *base, const lv_params *p, const char *parent_scope,
+                                       lv_varstore *vs) {
+  lv_label_smoother *l = (lv_label_smoother *)base;
+  LV_TRY(lv_layer_setup(&l->base, p, parent_scope, vs));
+  l->num_classes = lv_params_int(p, "num_classes");
+  l->uncertainty = lv_params_float(p, "uncertainty");
+  l->uncertainty_larger = lv_params_float(p, "uncertainty_larger");
+  l->token_id_uncertainty_larger =
+      lv_params_is_set(p, "token_id_uncertainty_larger") ? lv_params_int(p, "token_id_uncertainty_larger") : -1;
+  if (l->num_classes <= 1)
+    return lv_status_make(LV_ERR_INVALID, "%s: num_classes must be > 1, got %lld", l->base.scope,
+                          (long long)l->num_classes);
+  if (!(l->uncertainty >= 0 && l->uncertainty < 1) || !(l->uncertainty_larger >= 0 && l->uncertainty_larger < 1))
+    return lv_status_make(LV_ERR_INVALID, "%s: uncertainty and uncertainty_larger must be in [0, 1), got %g and %g",
+                          l->base.scope, l->uncertainty, l->uncertainty_larger);
+  if (lv_params_is_set(p, "token_id_uncertainty_larger") && l->token_id_uncertainty_larger < 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: token_id_uncertainty_larger must be >= 0, got %lld", l->base.scope,
+                          (long long)l->token_id_uncertainty_larger);
+  return NULL;
+}
+
+bool lv_label_smoother_uniform(const lv_label_smoother *l, float *uncertainty) {
+  if (l->token_id_uncertainty_larger >= 0) return false;
+  *uncertainty = (float)l->uncertainty;
+  return true;
+}
+
+static bool read_ids(const lv_label_smoother *l, lv_graph *g, lv_tensor *t, const char *what, int32_t *out) {
+  lv_status st = lv_tensor_to_host(t, out);
+  if (!st) return true;
+  lv_graph_fail(g, "%s: reading %s: %s", l->base.scope, what, lv_status_msg(st));
+  lv_status_free(st);
+  return false;
+}
+
+lv_tensor *lv_label_smoother_fprop(lv_label_smoother *l, lv_graph *g, lv_tensor *labels, lv_tensor *ids) {
+  if (!labels) return NULL;
+  char s1[96], s2[96];
+  const int64_t n = lv_tensor_numel(labels), c = l->num_classes;
+  const bool larger = l->token_id_uncertainty_larger >= 0;
+  if (labels->dtype != LV_I32 || labels->shape.rank >= LV_MAX_RANK ||
+      (larger && (!ids || ids->dtype != LV_I32 || lv_tensor_numel(ids) != n))) {
+    lv_graph_fail(g, "%s: int32 target_labels%s required, got %s %s and %s", l->base.scope,
+                  larger ? " and target_ids of the same size" : "", lv_dtype_names[labels->dtype],
+                  lv_shape_str(&labels->shape, s1, sizeof s1),
+                  ids ? lv_shape_str(&ids->shape, s2, sizeof s2) : "no target_ids");
+    return NULL;
+  }
+  int32_t *lab = malloc(sizeof *lab * (size_t)(n ? n : 1)), *tid = larger ? malloc(sizeof *tid * (size_t)(n ? n : 1)) : NULL;
+  float *probs = malloc(sizeof *probs * (size_t)(n > 0 ? n * c : 1));
+  lv_tensor *out = NULL;
+  if (!lab || !probs || (larger && !tid)) {
+    lv_graph_fail(g, "%s: out of memory for [%lld, %lld] targets", l->base.scope, (long long)n, (long long)c);
+    goto done;
+  }
+  if (!read_ids(l, g, labels, "target_labels", lab) || (larger && !read_ids(l, g, ids, "target_ids", tid))) goto done;
+  for (int64_t i = 0; i < n; i++) {
+    double u = larger && tid[i] == l->token_id_uncertainty_larger ? l->uncertainty_larger : l->uncertainty;
+    float off = (float)u / (float)(c - 1), on = (float)(1.0 - u);
+    for (int64_t j = 0; j < c; j++) probs[i * c + j] = off;
+    if (lab[i] >= 0 && lab[i] < c) probs[i * c + lab[i]] = on;
+  }
+  lv_shape os = labels->shape;
+  os.d[os.rank++] = c;
+  out = lv_graph_tensor(g, LV_F32, os);
+  if (out) {
+    lv_status st = lv_tensor_from_host(out, probs);
+    if (st) {
+      lv_graph_fail(g, "%s: %s", l->base.scope, lv_status_msg(st));
+      lv_status_free(st);
+      out = NULL;
+    }
+  }
+done:
+  free(lab);
+  free(tid);
+  free(probs);
+  return out;
+}
+
+static bool label_smoother_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
+  return lv_layer_set_out(l, g, out, "act",
+                          lv_label_smoother_fprop((lv_label_smoother *)l, g, lv_layer_in(l, g, in, "target_labels"),
+                                                  lv_nmap_get(in, "target_ids")));
+}
+
+const lv_layer_class lv_label_smoother_class = {
+    .cls = "UniformLabelSmoother",
+    .params = lv_label_smoother_params,
+    .size = sizeof(lv_label_smoother),
+    .create = label_smoother_create,
+    .fprop = label_smoother_fprop,
+};

@@ -57,4 +57,28 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
                             lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
                             lv_xent_output *out);
 
+/* UniformLabelSmoother (Lingvo layers.UniformLabelSmoother): class-probability targets
+ * one_hot(labels, on = 1 - uncertainty, off = uncertainty / (num_classes - 1)), with
+ * uncertainty_larger instead where target_ids == token_id_uncertainty_larger (when set).
+ * A label outside [0, num_classes) gets the off value everywhere (tf.one_hot). The dense
+ * [..., num_classes] targets exist for Lingvo's FProp; a softmax over a large vocabulary
+ * should instead pass the uncertainty to lv_softmax_layer_fprop (lv_label_smoother_uniform)
+ * and never build them. Generic fprop: "target_labels" (int32 [...]) and, when
+ * token_id_uncertainty_larger is set, "target_ids" -> "act" [..., num_classes]. */
+typedef struct lv_label_smoother {
+  lv_layer base;
+  int64_t num_classes;
+  double uncertainty, uncertainty_larger;
+  int64_t token_id_uncertainty_larger; /* -1 when None */
+} lv_label_smoother;
+
+lv_params *lv_label_smoother_params(void);
+/* True (and *uncertainty set) when every token gets the same smoothing, i.e.
+ * token_id_uncertainty_larger is None: then lv_softmax_layer_fprop(..., uncertainty)
+ * computes the same loss as the class probabilities without materializing them. */
+bool lv_label_smoother_uniform(const lv_label_smoother *l, float *uncertainty);
+/* labels int32 [...], ids int32 [...] (NULL unless token_id_uncertainty_larger is set)
+ * -> float32 [..., num_classes]. Reads the labels on the host (a sync point). */
+lv_tensor *lv_label_smoother_fprop(lv_label_smoother *l, lv_graph *g, lv_tensor *labels, lv_tensor *ids);
+
 #endif
