@@ -59,15 +59,31 @@ void lv_cpu_gather_fwd(lv_kctx *ctx, int64_t v, int64_t d, const float *table, i
     memcpy(out + i * d, table + (int64_t)ids[i] * d, sizeof(float) * (size_t)d);
 }
 
-/* Serial over ids: repeated ids add into the same row. */
+/* Only the rows of ids are touched. Every element adds its ids' rows in id order, so
+ * repeated ids sum the same way whichever thread runs: large gradients are split by
+ * columns, never by ids. */
+typedef struct scatter_job {
+  int64_t d, n;
+  const int32_t *ids;
+  const float *gy;
+  float *gtable;
+} scatter_job;
+
+static void scatter_cols(void *arg, int64_t lo, int64_t hi, int slot) {
+  const scatter_job *J = arg;
+  (void)slot;
+  for (int64_t i = 0; i < J->n; i++) {
+    float *row = J->gtable + (int64_t)J->ids[i] * J->d;
+    const float *g = J->gy + i * J->d;
+    for (int64_t j = lo; j < hi; j++) row[j] += g[j];
+  }
+}
+
 void lv_cpu_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n, const int32_t *ids, const float *gy,
                        float *gtable) {
   (void)v;
-  for (int64_t i = 0; i < n; i++) {
-    float *row = gtable + (int64_t)ids[i] * d;
-    const float *g = gy + i * d;
-    for (int64_t j = 0; j < d; j++) row[j] += g[j];
-  }
+  scatter_job j = {d, n, ids, gy, gtable};
+  lv_cpu_par(ctx, d, n * d > 65536 ? lv_cpu_grain(d, 64) : d, scatter_cols, &j);
 }
 
 static double load(lv_dtype t, const void *x, int64_t i) {

@@ -227,3 +227,106 @@ void lv_cpu_smoothed_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float
   smoothing_targets(c, smoothing, &j.on, &j.off);
   lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, smoothed_bwd_rows, &j);
 }
+
+/* ---- chunked (projected) smoothed cross-entropy ---- */
+
+void lv_cpu_check_ids(lv_kctx *ctx, int64_t n, const int32_t *ids, int64_t bound, uint64_t tag) {
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= bound) {
+      lv_cpu_record_error(ctx, (lv_kerror){tag, i, ids[i], bound});
+      return;
+    }
+}
+
+typedef struct chunk_job {
+  int64_t cs, c0, c;
+  const float *z_in, *bias, *weights, *gloss, *zid_in, *ls_in, *max_in;
+  const int32_t *ids;
+  bool first;
+  float on, off;
+  float *max, *zid, *loss, *ls, *z;
+  double *sumexp, *sumz;
+  const double *sumexp_in, *sumz_in;
+  int32_t *argmax;
+} chunk_job;
+
+LV_CPU_PAR_LOOP(chunk_stats_rows, chunk_job, r, {
+  const int64_t cs = J->cs;
+  const float *zr = J->z_in + r * cs;
+  float cm = -INFINITY;
+  int64_t ci = 0;
+  double sz = 0;
+  for (int64_t j = 0; j < cs; j++) {
+    float v = zr[j] + (J->bias ? J->bias[j] : 0.0f);
+    if (v > cm) {
+      cm = v;
+      ci = j;
+    }
+    sz += v;
+  }
+  float m = J->first || cm > J->max[r] ? cm : J->max[r];
+  double s = 0;
+  for (int64_t j = 0; j < cs; j++) s += expf((zr[j] + (J->bias ? J->bias[j] : 0.0f)) - m);
+  if (J->first) {
+    J->sumexp[r] = s;
+    J->sumz[r] = sz;
+    if (J->argmax) J->argmax[r] = (int32_t)ci;
+  } else {
+    if (m != J->max[r]) {
+      J->sumexp[r] = J->sumexp[r] * exp((double)J->max[r] - (double)m) + s;
+      if (J->argmax) J->argmax[r] = (int32_t)(J->c0 + ci);
+    } else {
+      J->sumexp[r] += s;
+    }
+    J->sumz[r] += sz;
+  }
+  J->max[r] = m;
+  int64_t id = J->ids[r] - J->c0;
+  if (id >= 0 && id < cs) J->zid[r] = zr[id] + (J->bias ? J->bias[id] : 0.0f);
+})
+
+void lv_cpu_xent_chunk_stats(lv_kctx *ctx, int64_t rows, int64_t cs, int64_t c0, const float *z, const float *bias,
+                             const int32_t *ids, bool first, float *max, double *sumexp, double *sumz, float *zid,
+                             int32_t *argmax) {
+  chunk_job j = {.cs = cs, .c0 = c0, .z_in = z, .bias = bias, .ids = ids, .first = first, .max = max,
+                 .sumexp = sumexp, .sumz = sumz, .zid = zid, .argmax = argmax};
+  lv_cpu_par(ctx, rows, rows * cs > 65536 ? lv_cpu_grain(rows, 8) : rows, chunk_stats_rows, &j);
+}
+
+LV_CPU_PAR_LOOP(chunk_loss_rows, chunk_job, r, {
+  double lse = (double)J->max_in[r] + log(J->sumexp_in[r]);
+  double tsum = (double)J->on + (double)J->off * (double)(J->c - 1);
+  double l = tsum * lse - (double)J->on * J->zid_in[r] - (double)J->off * (J->sumz_in[r] - J->zid_in[r]);
+  J->loss[r] = (float)(J->weights ? l * (double)J->weights[r] : l);
+  J->ls[r] = (float)log(J->sumexp_in[r]);
+})
+
+void lv_cpu_xent_chunk_loss(lv_kctx *ctx, int64_t rows, int64_t c, const float *weights, float smoothing,
+                            const float *max, const double *sumexp, const double *sumz, const float *zid, float *loss,
+                            float *ls) {
+  chunk_job j = {.c = c, .weights = weights, .max_in = max, .sumexp_in = sumexp, .sumz_in = sumz,
+                 .zid_in = zid, .loss = loss, .ls = ls};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows > 4096 ? lv_cpu_grain(rows, 1024) : rows, chunk_loss_rows, &j);
+}
+
+LV_CPU_PAR_LOOP(chunk_grad_rows, chunk_job, r, {
+  const int64_t cs = J->cs;
+  float *zr = J->z + r * cs;
+  const float m = J->max_in[r], l = J->ls_in[r];
+  const float gl = J->gloss[r] * (J->weights ? J->weights[r] : 1.0f);
+  const int64_t id = J->ids[r] - J->c0;
+  for (int64_t j = 0; j < cs; j++) {
+    float p = expf(((zr[j] + (J->bias ? J->bias[j] : 0.0f)) - m) - l);
+    zr[j] = (p - (j == id ? J->on : J->off)) * gl;
+  }
+})
+
+void lv_cpu_xent_chunk_grad(lv_kctx *ctx, int64_t rows, int64_t cs, int64_t c0, int64_t c, float *z, const float *bias,
+                            const int32_t *ids, const float *weights, float smoothing, const float *max, const float *ls,
+                            const float *gloss) {
+  chunk_job j = {.cs = cs, .c0 = c0, .c = c, .z = z, .bias = bias, .ids = ids, .weights = weights,
+                 .max_in = max, .ls_in = ls, .gloss = gloss};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows * cs > 65536 ? lv_cpu_grain(rows, 8) : rows, chunk_grad_rows, &j);
+}
