@@ -56,12 +56,14 @@ START_TEST(test_parity_fc_layer) {
 END_TEST
 
 /* SimpleFullSoftmax with 2 shards on [B, T, D] inputs, label smoothing 0.1 and
- * per-token weights (0 on padded steps, unequal lengths). */
-START_TEST(test_parity_full_softmax) {
+ * per-token weights (0 on padded steps, unequal lengths); chunk_size 0 (logits kept) or
+ * 3 (lv_op_projected_smoothed_xent over chunks of 3 classes: no logits output). */
+static void parity_full_softmax(const char *chunk_set) {
   if (!lv_parity_have_torch()) return;
   enum { B = 3, T = 4, D = 6, C = 10 };
   fixture f;
-  fixture_open(&f, "SimpleFullSoftmax", LF_SET("name=sm", "input_dim=6", "num_classes=10", "num_shards=2"), 11);
+  fixture_open(&f, "SimpleFullSoftmax",
+               LF_SET("name=sm", "input_dim=6", "num_classes=10", "num_shards=2", chunk_set), 11);
   randomize_vars(f.vs, "bias", 0.5f, 3);
   lv_parity p;
   lv_parity_open(&p, "full_softmax");
@@ -83,8 +85,11 @@ START_TEST(test_parity_full_softmax) {
   ck_assert(lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, x, wt, it, NULL, u, &o));
   lv_parity_put(&p, "out:per_example_argmax", o.per_example_argmax);
   lv_parity_put(&p, "out:total_weight", o.total_weight);
-  lv_tensor *loss = lv_parity_output(&p, f.g, "logits", o.logits, NULL, 2);
-  loss = lv_parity_output(&p, f.g, "log_probs", o.log_probs, loss, 3);
+  lv_tensor *loss = NULL;
+  if (o.logits) {
+    loss = lv_parity_output(&p, f.g, "logits", o.logits, NULL, 2);
+    loss = lv_parity_output(&p, f.g, "log_probs", o.log_probs, loss, 3);
+  }
   loss = lv_parity_output(&p, f.g, "per_example_xent", o.per_example_xent, loss, 4);
   loss = lv_parity_output(&p, f.g, "total_xent", o.total_xent, loss, 5);
   loss = lv_parity_output(&p, f.g, "avg_xent", o.avg_xent, loss, 6);
@@ -94,6 +99,11 @@ START_TEST(test_parity_full_softmax) {
   lv_parity_run(&p, "softmax_full.py");
   fixture_close(&f);
 }
+
+START_TEST(test_parity_full_softmax) { parity_full_softmax("chunk_size=0"); }
+END_TEST
+
+START_TEST(test_parity_full_softmax_chunked) { parity_full_softmax("chunk_size=3"); }
 END_TEST
 
 /* EmbeddingLayer, vocab 700 x 1024 in 3 "mod" shards of 234 rows, scale_sqrt_depth,
@@ -159,6 +169,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_parity_fc_layer);
   tcase_add_test(tc, test_parity_full_softmax);
+  tcase_add_test(tc, test_parity_full_softmax_chunked);
   tcase_add_test(tc, test_parity_embedding_sharded);
   tcase_add_test(tc, test_parity_projection_bn);
   suite_add_tcase(s, tc);

@@ -251,6 +251,155 @@ static void gradcheck(const char *chunk_set) {
 START_TEST(test_softmax_gradcheck) { gradcheck("chunk_size=0"); }
 END_TEST
 
+START_TEST(test_softmax_chunked_outputs) {
+  check_outputs(0.0, 4);  /* chunks of 4 and 2 classes */
+  check_outputs(0.1, 5);
+  check_outputs(0.2, 64); /* one chunk larger than C */
+}
+END_TEST
+
+START_TEST(test_softmax_chunked_gradcheck) { gradcheck("chunk_size=4"); }
+END_TEST
+
+/* Losses and every gradient of a bigger case agree chunked and unchunked; the chunked
+ * step's arena peak stays well under one [N, C] logits tensor. */
+typedef struct {
+  float loss, xent[512];
+  int32_t amax[512];
+  float *gx, *gw, *gb;
+  size_t peak;
+} run_out;
+
+static void run_big(int64_t chunk, run_out *r) {
+  enum { BN = 512, BD = 32, BC = 4096 };
+  char cs[32];
+  snprintf(cs, sizeof cs, "chunk_size=%lld", (long long)chunk);
+  lf_fixture f;
+  lf_open(&f, "SimpleFullSoftmax",
+          LF_SET("name=sm", "input_dim=32", "num_classes=4096", "num_shards=4", "bias_init=0.01", cs), 3);
+  float *x = malloc(sizeof(float) * BN * BD), w[BN];
+  int32_t ids[BN];
+  for (int i = 0; i < BN * BD; i++) x[i] = (float)sin(0.37 * i);
+  for (int i = 0; i < BN; i++) w[i] = (float)(i % 3), ids[i] = (i * 977) % BC;
+  lv_tensor *xt = lf_tensor(f.g, lv_shape3(8, 64, BD), x);
+  xt->requires_grad = true;
+  lv_xent_output o;
+  ck_assert(lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, xt, lf_tensor(f.g, lv_shape2(8, 64), w),
+                                   lf_ids(f.g, lv_shape2(8, 64), ids), NULL, 0.1f, &o));
+  lf_ok(f.g);
+  EXPECT_OK(lv_graph_backward(f.g, o.avg_xent));
+  r->peak = lv_graph_arena_peak(f.g);
+  r->loss = (float)lf_scalar(o.avg_xent);
+  memcpy(r->xent, o.per_example_xent->data, sizeof r->xent);
+  memcpy(r->amax, o.per_example_argmax->data, sizeof r->amax);
+  r->gx = malloc(sizeof(float) * BN * BD);
+  memcpy(r->gx, xt->grad->data, sizeof(float) * BN * BD);
+  r->gw = malloc(sizeof(float) * BD * BC);
+  r->gb = malloc(sizeof(float) * BC);
+  for (int k = 0; k < 4; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "sm/weight_%d/var", k);
+    const float *gw = lv_f32(&lv_varstore_find(f.vs, name)->grad);
+    for (int i = 0; i < BD; i++) memcpy(r->gw + i * BC + k * 1024, gw + i * 1024, sizeof(float) * 1024);
+    snprintf(name, sizeof name, "sm/bias_%d/var", k);
+    memcpy(r->gb + k * 1024, lv_f32(&lv_varstore_find(f.vs, name)->grad), sizeof(float) * 1024);
+  }
+  free(x);
+  lf_close(&f);
+}
+
+static double max_rel(const float *a, const float *b, int64_t n) {
+  double m = 0, s = 1e-12;
+  for (int64_t i = 0; i < n; i++) s = fmax(s, fabs(b[i]));
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - b[i]));
+  return m / s;
+}
+
+START_TEST(test_softmax_chunked_matches_dense) {
+  run_out d, c;
+  run_big(0, &d);
+  run_big(500, &c);
+  ck_assert_float_eq_tol(c.loss, d.loss, 1e-5 * fabs(d.loss));
+  ck_assert(max_rel(c.xent, d.xent, 512) < 1e-5);
+  for (int i = 0; i < 512; i++) ck_assert_int_eq(c.amax[i], d.amax[i]);
+  double ex = max_rel(c.gx, d.gx, 512 * 32), ew = max_rel(c.gw, d.gw, 32 * 4096), eb = max_rel(c.gb, d.gb, 4096);
+  ck_assert_msg(ex < 1e-5 && ew < 1e-5 && eb < 1e-5, "gradients differ: x %g w %g b %g", ex, ew, eb);
+  /* One [512, 4096] float32 logits tensor is 8 MiB; the dense step holds several. */
+  const size_t logits_bytes = 512u * 4096u * 4u;
+  ck_assert_msg(d.peak > 2 * logits_bytes, "dense peak %zu", d.peak);
+  ck_assert_msg(c.peak < logits_bytes / 2, "chunked peak %zu bytes, one logits tensor is %zu", c.peak, logits_bytes);
+  free(d.gx), free(d.gw), free(d.gb), free(c.gx), free(c.gw), free(c.gb);
+}
+END_TEST
+
+/* UniformLabelSmoother's targets; fed as class_probabilities they give the same loss as
+ * the fused label_smoothing path. */
+START_TEST(test_label_smoother) {
+  lf_fixture sm, f;
+  lf_open(&sm, "UniformLabelSmoother", LF_SET("name=ls", "num_classes=6", "uncertainty=0.2"), 1);
+  lv_label_smoother *ls = (lv_label_smoother *)sm.l;
+  float u = 0;
+  ck_assert(lv_label_smoother_uniform(ls, &u));
+  ck_assert_float_eq(u, 0.2f);
+  lf_open(&f, "SimpleFullSoftmax", LF_SET("name=sm", "input_dim=5", "num_classes=6", "num_shards=2"), 1);
+  double W[D][C], bias[C];
+  set_weights(&f, 2, W, bias);
+  float x[N * D], w[N];
+  int32_t ids[N];
+  inputs(x, w, ids);
+  lv_tensor *probs = lv_label_smoother_fprop(ls, f.g, lf_ids(f.g, lv_shape2(B, T), ids), NULL);
+  lf_ok(f.g);
+  ck_assert_int_eq(probs->shape.rank, 3);
+  ck_assert_int_eq(probs->shape.d[2], C);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      ck_assert_float_eq_tol(lv_f32(probs)[n * C + c], c == ids[n] ? 0.8 : 0.04, 1e-7);
+  lv_tensor *xt = lf_tensor(f.g, lv_shape3(B, T, D), x), *wt = lf_tensor(f.g, lv_shape2(B, T), w);
+  lv_xent_output a, b;
+  ck_assert(lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, xt, wt, NULL, probs, 0.0f, &a));
+  ck_assert(lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, xt, wt, lf_ids(f.g, lv_shape2(B, T), ids), NULL, u,
+                                   &b));
+  lf_ok(f.g);
+  for (int n = 0; n < N; n++)
+    ck_assert_float_eq_tol(lv_f32(a.per_example_xent)[n], lv_f32(b.per_example_xent)[n], 1e-5);
+  ck_assert_float_eq_tol(lf_scalar(a.avg_xent), lf_scalar(b.avg_xent), 1e-5);
+  lf_close(&f);
+  lf_close(&sm);
+  /* A larger uncertainty on one target id (Lingvo's token_id_uncertainty_larger); an
+   * out-of-range label gets the off value everywhere, as tf.one_hot does. */
+  lf_open(&sm, "UniformLabelSmoother",
+          LF_SET("name=ls", "num_classes=5", "uncertainty=0.1", "uncertainty_larger=0.5",
+                 "token_id_uncertainty_larger=3"),
+          1);
+  ls = (lv_label_smoother *)sm.l;
+  ck_assert(!lv_label_smoother_uniform(ls, &u));
+  const int32_t lab[3] = {1, 4, 7}, tid[3] = {3, 0, 2};
+  lv_nmap in, o;
+  lv_nmap_init(&in);
+  lv_nmap_init(&o);
+  EXPECT_OK(lv_nmap_set(&in, "target_labels", lf_ids(sm.g, lv_shape1(3), lab)));
+  ck_assert(!lv_layer_fprop(sm.l, sm.g, &in, &o)); /* target_ids are needed */
+  lv_status st = lv_graph_status(sm.g);
+  ck_assert_msg(st && strstr(lv_status_msg(st), "ls: int32 target_labels and target_ids"), "%s",
+                st ? lv_status_msg(st) : "no error");
+  lv_status_free(st);
+  lv_graph_reset(sm.g);
+  EXPECT_OK(lv_nmap_set(&in, "target_labels", lf_ids(sm.g, lv_shape1(3), lab)));
+  EXPECT_OK(lv_nmap_set(&in, "target_ids", lf_ids(sm.g, lv_shape1(3), tid)));
+  lv_nmap_clear(&o);
+  ck_assert(lv_layer_fprop(sm.l, sm.g, &in, &o));
+  const float *pr = lv_f32(lv_nmap_get(&o, "act"));
+  const float want[3][5] = {{0.125f, 0.5f, 0.125f, 0.125f, 0.125f},
+                            {0.025f, 0.025f, 0.025f, 0.025f, 0.9f},
+                            {0.025f, 0.025f, 0.025f, 0.025f, 0.025f}};
+  for (int i = 0; i < 3; i++)
+    for (int c = 0; c < 5; c++) ck_assert_float_eq_tol(pr[i * 5 + c], want[i][c], 1e-7);
+  lv_nmap_free(&in);
+  lv_nmap_free(&o);
+  lf_close(&sm);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("softmax_layers");
   TCase *tc = tcase_create("softmax");
@@ -260,6 +409,10 @@ int main(void) {
   tcase_add_test(tc, test_softmax_label_smoothing);
   tcase_add_test(tc, test_softmax_class_probabilities_and_zero_weight);
   tcase_add_test(tc, test_softmax_gradcheck);
+  tcase_add_test(tc, test_label_smoother);
+  tcase_add_test(tc, test_softmax_chunked_outputs);
+  tcase_add_test(tc, test_softmax_chunked_gradcheck);
+  tcase_add_test(tc, test_softmax_chunked_matches_dense);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

@@ -137,14 +137,11 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
   lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(n, l->input_dim));
   lv_tensor *ids = class_ids ? lv_op_reshape(g, class_ids, lv_shape1(n)) : NULL;
   lv_tensor *xent, *argmax = NULL;
-#ifdef LV_HAVE_PROJECTED_XENT
   if (ids && l->chunk_size > 0) {
     lv_tensor *w, *b;
     if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) return false;
     xent = lv_op_projected_smoothed_xent(g, x2, w, b, ids, NULL, label_smoothing, l->chunk_size, &argmax);
-  } else
-#endif
-  {
+  } else {
     lv_tensor *logits = lv_softmax_layer_logits(l, g, x2);
     lv_tensor *log_probs = lv_op_log_softmax(g, logits);
     argmax = lv_op_argmax(g, logits);
