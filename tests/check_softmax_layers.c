@@ -204,6 +204,15 @@ START_TEST(test_softmax_class_probabilities_and_zero_weight) {
   lv_status s = lv_graph_status(f.g);
   ck_assert_msg(s && strstr(lv_status_msg(s), "sm: exactly one"), "%s", s ? lv_status_msg(s) : "no error");
   lv_status_free(s);
+  /* Label smoothing applies to class ids, not to given probabilities. */
+  lv_graph_reset(f.g);
+  lv_xent_output xo;
+  ck_assert(!lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, lf_tensor(f.g, lv_shape2(N, D), x),
+                                    lf_tensor(f.g, lv_shape1(N), w), NULL, lf_tensor(f.g, lv_shape2(N, C), probs),
+                                    0.1f, &xo));
+  s = lv_graph_status(f.g);
+  ck_assert_msg(s && strstr(lv_status_msg(s), "with class_probabilities"), "%s", s ? lv_status_msg(s) : "no error");
+  lv_status_free(s);
   lv_nmap_free(&in);
   lv_nmap_free(&o);
   lf_close(&f);

@@ -130,8 +130,9 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
                   (long long)l->num_classes);
     return false;
   }
-  if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f)) {
-    lv_graph_fail(g, "%s: label smoothing must be in [0, 1), got %g", l->base.scope, (double)label_smoothing);
+  if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f) || (class_probs && label_smoothing != 0.0f)) {
+    lv_graph_fail(g, "%s: label smoothing must be in [0, 1) and goes with class_ids only, got %g%s", l->base.scope,
+                  (double)label_smoothing, class_probs ? " with class_probabilities" : "");
     return false;
   }
   lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(n, l->input_dim));
