@@ -11,7 +11,7 @@
 #include "layers/conv.h"
 #include "layers/pooling.h"
 #include "layers/projection.h"
-#include "layers/softmax.h"
+#include "layers/full_softmax.h"
 #include "models/model.h"
 #include "models/task.h"
 

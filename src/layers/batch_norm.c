@@ -7,6 +7,7 @@ lv_params *lv_batch_norm_layer_params(void) {
   lv_params_define_int(p, "dim", 0, "Depth of the input/output.");
   lv_params_define_float(p, "decay", 0.999, "Decay in updating the mean and variance moving average.");
   lv_params_define_float(p, "epsilon", 0.001, "Small value added to the variance to avoid dividing by zero.");
+  lv_params_define_bool(p, "set_padded_output_to_zero", true, "If True, sets the padded outputs to zero.");
   return p;
 }
 
@@ -16,6 +17,7 @@ lv_status lv_batch_norm_layer_create(lv_batch_norm_layer *l, const lv_params *p,
   l->dim = lv_params_int(p, "dim");
   l->decay = lv_params_float(p, "decay");
   l->epsilon = lv_params_float(p, "epsilon");
+  l->set_padded_output_to_zero = lv_params_bool(p, "set_padded_output_to_zero");
   if (l->dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: dim must be > 0, got %lld", l->base.scope, (long long)l->dim);
   lv_var_init zero = {LV_INIT_CONSTANT, 0.0}, one = {LV_INIT_CONSTANT, 1.0};
   LV_TRY(lv_layer_add_var(&l->base, "beta", lv_shape1(l->dim), &zero, true, &l->beta));
@@ -53,12 +55,52 @@ lv_tensor *lv_batch_norm_layer_fprop(lv_batch_norm_layer *l, lv_graph *g, lv_ten
   return y ? lv_op_reshape(g, y, x->shape) : NULL;
 }
 
+/* Lingvo's ComputeMoments over the rows whose padding is 0: mean = sum(x * m) / n and
+ * var = sum((x - mean)^2 * m) / n with m = 1 - padding and n = max(sum(m), 1); the
+ * gradient flows through both moments, as in TensorFlow. */
+lv_tensor *lv_batch_norm_layer_fprop_padded(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
+  if (!paddings) return lv_batch_norm_layer_fprop(l, g, x);
+  if (!x) return NULL;
+  char s1[96], s2[96];
+  const int64_t rows = x->shape.d[x->shape.rank - 1] ? lv_tensor_numel(x) / x->shape.d[x->shape.rank - 1] : 0;
+  if (x->shape.d[x->shape.rank - 1] != l->dim || lv_tensor_numel(paddings) != rows || paddings->dtype != LV_F32) {
+    lv_graph_fail(g, "%s: inputs %s with dim %lld need float32 paddings of one value per row (%lld), got %s %s",
+                  l->base.scope, lv_shape_str(&x->shape, s1, sizeof s1), (long long)l->dim, (long long)rows,
+                  lv_dtype_names[paddings->dtype], lv_shape_str(&paddings->shape, s2, sizeof s2));
+    return NULL;
+  }
+  lv_tensor *flat = lv_op_reshape(g, x, lv_shape2(-1, l->dim));
+  lv_tensor *mask = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, lv_shape2(-1, 1)), -1.0f), 1.0f);
+  lv_tensor *mean, *var;
+  if (lv_graph_is_training(g)) {
+    lv_tensor *count = lv_op_maximum_scalar(g, lv_op_reduce_sum(g, mask, LV_ALL_AXES, false), 1.0f);
+    mean = lv_op_div(g, lv_op_reduce_sum(g, lv_op_mul(g, flat, mask), 0, true), count);
+    lv_tensor *centered = lv_op_sub(g, flat, mean);
+    lv_tensor *sq = lv_op_mul(g, lv_op_activation(g, centered, LV_ACT_SQUARE), mask);
+    var = lv_op_div(g, lv_op_reduce_sum(g, sq, 0, true), count);
+    if (mean && var) {
+      lv_op_moving_average_update(g, &l->moving_mean->value, mean, l->decay);
+      lv_op_moving_average_update(g, &l->moving_variance->value, var, l->decay);
+    }
+  } else {
+    mean = &l->moving_mean->value;
+    var = &l->moving_variance->value;
+  }
+  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
+  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
+  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
+  if (l->set_padded_output_to_zero) y = lv_op_mul(g, y, mask);
+  return y ? lv_op_reshape(g, y, x->shape) : NULL;
+}
+
 static lv_status batch_norm_create(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
   return lv_batch_norm_layer_create((lv_batch_norm_layer *)l, p, parent_scope, vs);
 }
+/* "act" and optional "paddings" -> "act". */
 static bool batch_norm_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
   return lv_layer_set_out(l, g, out, "act",
-                          lv_batch_norm_layer_fprop((lv_batch_norm_layer *)l, g, lv_layer_in(l, g, in, "act")));
+                          lv_batch_norm_layer_fprop_padded((lv_batch_norm_layer *)l, g, lv_layer_in(l, g, in, "act"),
+                                                           lv_nmap_get(in, "paddings")));
 }
 static bool batch_norm_out_shape(const lv_layer *l, lv_shape in, lv_shape *out) {
   if (in.rank < 1 || in.d[in.rank - 1] != ((const lv_batch_norm_layer *)l)->dim) return false;

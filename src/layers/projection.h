@@ -1,8 +1,14 @@
 /* ProjectionLayer / FCLayer (Lingvo layers.ProjectionLayer, FCLayer = bias, no batch
- * norm): act(x . w + b). Variables w [input_dim, output_dim], b [output_dim]. */
+ * norm): act(bn(x . w + b)), or with affine_last act(bn(x)) . w + b. Variables
+ * w [input_dim, output_dim], b [output_dim]; with batch_norm the BatchNormLayer (made
+ * from bn_params, named as the projection, as Lingvo does) puts beta, gamma,
+ * moving_mean and moving_variance in the projection's own scope ("proj/beta/var").
+ * Paddings (float32, 1.0 = padded, one value per row: [...] or [..., 1]) make the batch
+ * norm moments skip padded rows and zero the padded outputs. */
 #ifndef LV_LAYERS_PROJECTION_H
 #define LV_LAYERS_PROJECTION_H
 
+#include "layers/batch_norm.h"
 #include "layers/layer.h"
 
 typedef struct lv_projection_layer {
@@ -10,6 +16,9 @@ typedef struct lv_projection_layer {
   int64_t input_dim, output_dim;
   lv_activation act;
   lv_var *w, *b;
+  bool has_bn, affine_last;
+  lv_params *bn_params; /* owned: bn_params with name and dim set */
+  lv_batch_norm_layer bn;
 } lv_projection_layer;
 
 lv_params *lv_projection_layer_params(void);
@@ -18,5 +27,8 @@ lv_status lv_projection_layer_create(lv_projection_layer *l, const lv_params *p,
                                      lv_varstore *vs);
 /* [..., input_dim] -> [..., output_dim]. */
 lv_tensor *lv_projection_layer_fprop(lv_projection_layer *l, lv_graph *g, lv_tensor *x);
+/* The same with paddings (NULL = none) of one value per row of x. */
+lv_tensor *lv_projection_layer_fprop_padded(lv_projection_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings);
+void lv_projection_layer_destroy(lv_projection_layer *l);
 
 #endif
