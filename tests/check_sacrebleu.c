@@ -336,10 +336,10 @@ START_TEST(test_long_lines) {
   free(hyp);
   free(ref);
 
-  /* 200,000 distinct tokens with punctuation (about 2.4 MB): identical hypothesis and
+  /* 100,000 words with punctuation (about 0.8 MB, 214,286 tokens): identical hypothesis and
    * reference score 100; dropping the last word from the hypothesis leaves every
    * remaining n-gram matched and a brevity penalty. */
-  const int W = 200000;
+  const int W = 100000;
   size_t cap = (size_t)W * 12 + 1, len = 0;
   char *line = malloc(cap);
   ck_assert_ptr_nonnull(line);

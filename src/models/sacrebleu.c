@@ -250,87 +250,71 @@ lv_status lv_sacrebleu_tokenize(lv_sacrebleu_tokenizer tok, const char *line, ch
 
 /* ---- N-gram statistics ------------------------------------------------------------ */
 
-/* An n-gram is a byte range of a tokenized segment (tokens joined by single spaces), so
- * two n-grams are equal exactly when their bytes are. */
+/* Segments are tokenized to tokens joined by single spaces, so an n-gram is a byte range
+ * and two n-grams are equal exactly when their bytes are. The statistics go one order at
+ * a time through a table of the hypothesis's n-grams of that order; the references only
+ * look up what the hypothesis has (others cannot match), so the table never holds more
+ * than the hypothesis's token count. */
 typedef struct ngram_entry {
-  const char *p; /* NULL: empty slot */
-  size_t len;
   uint64_t hash;
-  int order;
-  int ref_id;      /* the reference that last counted it */
-  int64_t cur;     /* its count in that reference */
-  int64_t ref_max; /* max count over the references */
-  int64_t hyp;     /* count in the hypothesis */
+  uint32_t off, len; /* the n-gram's bytes in the hypothesis; len 0: an empty slot */
+  int32_t ref_id;    /* the reference that last counted it */
+  uint32_t cur;      /* its count in that reference */
+  uint32_t ref_max;  /* the max count over the references */
+  uint32_t hyp;      /* its count in the hypothesis */
 } ngram_entry;
 
-typedef struct ngram_table {
-  ngram_entry *e;
-  size_t mask;
-} ngram_table;
+typedef struct segment {
+  char *txt;      /* tokenized */
+  size_t *starts; /* token start offsets; starts[ntok] = strlen(txt) + 1 */
+  int64_t ntok;
+} segment;
 
-/* Token start offsets of a tokenized segment; *ntok tokens, starts[ntok] = len + 1. */
-static lv_status token_starts(const char *s, size_t **starts, int64_t *ntok) {
-  size_t len = strlen(s), n = 0;
-  if (len) n = 1;
-  for (size_t i = 0; i < len; i++) n += s[i] == ' ';
-  size_t *st = malloc((n + 1) * sizeof *st);
-  if (!st) return lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory splitting %zu tokens", n);
+static lv_status segment_make(lv_sacrebleu_tokenizer tok, const char *line, segment *sg) {
+  LV_TRY(lv_sacrebleu_tokenize(tok, line, &sg->txt));
+  size_t len = strlen(sg->txt), n = len ? 1 : 0;
+  /* Counts and offsets are 32-bit in the table. */
+  if (len >= UINT32_MAX)
+    return lv_status_make(LV_ERR_RESOURCE, "sacrebleu: a segment of %zu bytes after tokenization is too long", len);
+  for (size_t i = 0; i < len; i++) n += sg->txt[i] == ' ';
+  sg->starts = malloc((n + 1) * sizeof *sg->starts);
+  if (!sg->starts) return lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory splitting %zu tokens", n);
   size_t k = 0;
-  if (len) st[k++] = 0;
+  if (len) sg->starts[k++] = 0;
   for (size_t i = 0; i < len; i++)
-    if (s[i] == ' ') st[k++] = i + 1;
-  st[k] = len + 1;
-  *starts = st;
-  *ntok = (int64_t)n;
+    if (sg->txt[i] == ' ') sg->starts[k++] = i + 1;
+  sg->starts[k] = len + 1;
+  sg->ntok = (int64_t)n;
   return NULL;
 }
 
-static uint64_t fnv_bytes(uint64_t h, const char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)p[i];
+/* FNV-1a of the n-gram of order n at token i. */
+static uint64_t ngram_hash(const segment *sg, int64_t i, int n, size_t *off, size_t *len) {
+  *off = sg->starts[i];
+  *len = sg->starts[i + n] - 1 - *off;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t k = 0; k < *len; k++) {
+    h ^= (unsigned char)sg->txt[*off + k];
     h *= 0x100000001b3ULL;
   }
   return h;
 }
 
-static ngram_entry *table_find(ngram_table *t, const char *p, size_t len, uint64_t hash, int order) {
-  for (size_t i = (size_t)hash & t->mask;; i = (i + 1) & t->mask) {
-    ngram_entry *e = &t->e[i];
-    if (!e->p) {
-      *e = (ngram_entry){.p = p, .len = len, .hash = hash, .order = order, .ref_id = -1};
-      return e;
-    }
-    if (e->hash == hash && e->len == len && !memcmp(e->p, p, len)) return e;
+/* The entry of the n-gram s[off..off+len) with hash h, or its empty slot. */
+static ngram_entry *slot_of(ngram_entry *t, size_t mask, const char *hyp, const char *s, size_t off, size_t len,
+                            uint64_t h) {
+  for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    ngram_entry *e = &t[i];
+    if (!e->len || (e->hash == h && e->len == len && !memcmp(hyp + e->off, s + off, len))) return e;
   }
 }
 
-/* Counts every n-gram of order 1..max_order of s into t: for reference ref_id >= 0 into
- * ref_max, for the hypothesis (ref_id -1) into hyp. */
-static void count_ngrams(ngram_table *t, const char *s, const size_t *starts, int64_t ntok, int max_order,
-                         int ref_id) {
-  for (int64_t i = 0; i < ntok; i++) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (int n = 1; n <= max_order && i + n <= ntok; n++) {
-      size_t b = starts[i + n - 1], e = starts[i + n] - 1; /* the n-th token's bytes */
-      if (n > 1) h = fnv_bytes(h, " ", 1);
-      h = fnv_bytes(h, s + b, e - b);
-      ngram_entry *x = table_find(t, s + starts[i], e - starts[i], h, n);
-      if (ref_id < 0) {
-        x->hyp++;
-      } else {
-        if (x->ref_id != ref_id) x->ref_id = ref_id, x->cur = 0;
-        if (++x->cur > x->ref_max) x->ref_max = x->cur;
-      }
-    }
-  }
-}
-
-static int64_t closest_ref_len(int64_t hyp_len, const int64_t *ref_lens, int nrefs) {
+static int64_t closest_ref_len(int64_t hyp_len, const segment *refs, int nrefs) {
   int64_t best_diff = -1, best = -1;
   for (int r = 0; r < nrefs; r++) {
-    int64_t d = hyp_len > ref_lens[r] ? hyp_len - ref_lens[r] : ref_lens[r] - hyp_len;
-    if (best_diff == -1 || d < best_diff) best_diff = d, best = ref_lens[r];
-    else if (d == best_diff && ref_lens[r] < best) best = ref_lens[r];
+    int64_t l = refs[r].ntok, d = hyp_len > l ? hyp_len - l : l - hyp_len;
+    if (best_diff == -1 || d < best_diff) best_diff = d, best = l;
+    else if (d == best_diff && l < best) best = l;
   }
   return best;
 }
@@ -342,57 +326,54 @@ lv_status lv_sacrebleu_add(lv_sacrebleu *s, const char *hyp, const char *const *
   if (!hyp) return lv_status_make(LV_ERR_INVALID, "sacrebleu: the hypothesis is NULL");
   for (int r = 0; r < nrefs; r++)
     if (!refs[r]) return lv_status_make(LV_ERR_INVALID, "sacrebleu: reference %d of %d is NULL", r + 1, nrefs);
-  const int ns = nrefs + 1; /* segment 0 is the hypothesis */
-  char **txt = calloc((size_t)ns, sizeof *txt);
-  size_t **starts = calloc((size_t)ns, sizeof *starts);
-  int64_t *ntok = calloc((size_t)ns, sizeof *ntok);
-  ngram_table t = {0};
-  lv_status st = NULL;
-  if (!txt || !starts || !ntok) st = lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory");
-  size_t slots = 0;
-  for (int i = 0; !st && i < ns; i++) {
-    st = lv_sacrebleu_tokenize(s->opts.tokenizer, i ? refs[i - 1] : hyp, &txt[i]);
-    if (!st) st = token_starts(txt[i], &starts[i], &ntok[i]);
-    if (!st) slots += (size_t)ntok[i] * (size_t)order;
+  segment *sg = calloc((size_t)nrefs + 1, sizeof *sg); /* sg[0] the hypothesis */
+  ngram_entry *t = NULL;
+  lv_status st = sg ? NULL : lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory");
+  for (int i = 0; !st && i <= nrefs; i++) st = segment_make(s->opts.tokenizer, i ? refs[i - 1] : hyp, &sg[i]);
+  size_t cap = 16;
+  if (!st) {
+    while (cap < 2 * (size_t)sg[0].ntok) cap *= 2;
+    t = malloc(cap * sizeof *t);
+    if (!t) st = lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory counting %lld n-grams", (long long)sg[0].ntok);
   }
   if (!st) {
-    size_t cap = 16;
-    while (cap < 2 * slots) cap *= 2;
-    t.e = calloc(cap, sizeof *t.e);
-    t.mask = cap - 1;
-    if (!t.e) st = lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory counting %zu n-grams", slots);
-  }
-  if (!st) {
-    int64_t ref_lens_small[8], *ref_lens = nrefs <= 8 ? ref_lens_small : malloc((size_t)nrefs * sizeof *ref_lens);
-    if (!ref_lens) {
-      st = lv_status_make(LV_ERR_RESOURCE, "sacrebleu: out of memory");
-    } else {
-      for (int r = 0; r < nrefs; r++) {
-        count_ngrams(&t, txt[r + 1], starts[r + 1], ntok[r + 1], order, r);
-        ref_lens[r] = ntok[r + 1];
+    const segment *h = &sg[0];
+    lv_sacrebleu_stats *x = &s->stats;
+    for (int n = 1; n <= order && n <= h->ntok; n++) {
+      memset(t, 0, cap * sizeof *t);
+      size_t off, len;
+      for (int64_t i = 0; i + n <= h->ntok; i++) {
+        uint64_t hash = ngram_hash(h, i, n, &off, &len);
+        ngram_entry *e = slot_of(t, cap - 1, h->txt, h->txt, off, len, hash);
+        if (!e->len) *e = (ngram_entry){.hash = hash, .off = (uint32_t)off, .len = (uint32_t)len, .ref_id = -1};
+        e->hyp++;
       }
-      count_ngrams(&t, txt[0], starts[0], ntok[0], order, -1);
-      lv_sacrebleu_stats *x = &s->stats;
-      x->sys_len += ntok[0];
-      x->ref_len += closest_ref_len(ntok[0], ref_lens, nrefs);
-      for (size_t i = 0; i <= t.mask; i++) {
-        const ngram_entry *e = &t.e[i];
-        if (!e->p || !e->hyp) continue;
-        x->total[e->order - 1] += e->hyp;
-        x->correct[e->order - 1] += e->hyp < e->ref_max ? e->hyp : e->ref_max;
+      for (int r = 1; r <= nrefs; r++) {
+        for (int64_t i = 0; i + n <= sg[r].ntok; i++) {
+          uint64_t hash = ngram_hash(&sg[r], i, n, &off, &len);
+          ngram_entry *e = slot_of(t, cap - 1, h->txt, sg[r].txt, off, len, hash);
+          if (!e->len) continue;
+          if (e->ref_id != r) e->ref_id = r, e->cur = 0;
+          if (++e->cur > e->ref_max) e->ref_max = e->cur;
+        }
       }
-      s->segments++;
-      if (ref_lens != ref_lens_small) free(ref_lens);
+      for (size_t i = 0; i < cap; i++) {
+        const ngram_entry *e = &t[i];
+        if (!e->len) continue;
+        x->total[n - 1] += e->hyp;
+        x->correct[n - 1] += e->hyp < e->ref_max ? e->hyp : e->ref_max;
+      }
     }
+    x->sys_len += h->ntok;
+    x->ref_len += closest_ref_len(h->ntok, sg + 1, nrefs);
+    s->segments++;
   }
-  free(t.e);
-  for (int i = 0; i < ns; i++) {
-    if (txt) free(txt[i]);
-    if (starts) free(starts[i]);
+  free(t);
+  for (int i = 0; sg && i <= nrefs; i++) {
+    free(sg[i].txt);
+    free(sg[i].starts);
   }
-  free(txt);
-  free(starts);
-  free(ntok);
+  free(sg);
   return st;
 }
 
