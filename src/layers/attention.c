@@ -276,8 +276,30 @@ lv_params *lv_multi_headed_attention_params(void) {
   return p;
 }
 
+/* x . w + ones . b (see lv_atten_affine), w [K, H] and b [H] any tensors. */
+static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b) {
+  if (!x || !w) return NULL;
+  int64_t k = w->shape.d[0], h = w->shape.d[1];
+  if (x->shape.d[x->shape.rank - 1] != k) {
+    char s1[96];
+    lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->scope, (long long)k,
+                  lv_shape_str(&x->shape, s1, sizeof s1));
+    return NULL;
+  }
+  lv_tensor *y = lv_op_matmul(g, x, w, false, false);
+  if (!y || !b) return y;
+  int64_t rows = lv_tensor_numel(y) / h;
+  lv_tensor *ones = lv_graph_fill(g, lv_shape2(rows, 1), 1.0f);
+  lv_tensor *bb = lv_op_matmul(g, ones, lv_op_reshape(g, b, lv_shape2(1, h)), false, false);
+  return lv_op_add(g, y, bb ? lv_op_reshape(g, bb, y->shape) : NULL);
+}
+
+lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
+  return affine_t(l, g, x, &w->value, b ? &b->value : NULL);
+}
+
 static lv_tensor *mha_affine(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
-  return lv_layer_affine(&m->a.base, g, x, w->value.shape.d[0], w, b);
+  return lv_atten_affine(&m->a.base, g, x, w, b);
 }
 
 bool lv_mha_project_source(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *vecs, lv_tensor *ctxs,
@@ -363,17 +385,36 @@ static lv_tensor *mha_post(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
   return mha_affine(m, g, ctx, m->ctx_post_proj, m->ctx_post_proj_b);
 }
 
-static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *q) {
-  return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
+/* The per-dim scale of the inner DotProductAttention (softplus(per_dim_scale) /
+ * softplus(0) / sqrt(d), [d]) tiled over the heads: [H]. */
+static lv_tensor *mha_head_scale(lv_multi_headed_attention *m, lv_graph *g) {
+  lv_dot_product_attention *dot = (lv_dot_product_attention *)m->inner;
+  int64_t N = m->num_heads, d = m->head_dim;
+  lv_tensor *one = lv_graph_fill(g, lv_shape2(N, 1), 1.0f);
+  lv_tensor *s = dot_scale_query(dot, g, one, d); /* [N, d] or [N, 1] */
+  if (s && s->shape.d[1] != d) s = lv_op_mul(g, s, lv_graph_fill(g, lv_shape2(1, d), 1.0f));
+  return s ? lv_op_reshape(g, s, lv_shape1(N * d)) : NULL;
 }
 
-/* qp: projected queries [T, B, H] -> ctx [T, B, N*dv] (before post proj). */
+/* q [..., Dq] -> projected queries [..., H]; for a dot-product inner also scaled per
+ * dim. The scale is folded into query_proj and its bias (q . (W * s) + b * s), so no
+ * pass over the activations (and no reduction in backward) is spent on it. */
+static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *q) {
+  if (!m->inner_is_dot)
+    return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
+  lv_tensor *sc = mha_head_scale(m, g);
+  if (!m->enable_query_proj) return lv_op_mul(g, q, sc);
+  lv_tensor *w = lv_op_mul(g, &m->query_proj->value, sc);
+  lv_tensor *b = m->query_proj_b ? lv_op_mul(g, &m->query_proj_b->value, sc) : NULL;
+  return affine_t(&m->a.base, g, q, w, b);
+}
+
+/* qp: projected, scaled queries [T, B, H] -> ctx [T, B, N*dv] (before post proj). */
 static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_packed *src,
                                  lv_tensor *qp, bool causal, lv_tensor **ctx, lv_tensor **probs) {
-  lv_dot_product_attention *dot = (lv_dot_product_attention *)m->inner;
   int64_t T = qp->shape.d[0], B = qp->shape.d[1], N = m->num_heads, d = m->head_dim, S = src->src_len;
   int64_t dv = src->ctxs->shape.d[2];
-  lv_tensor *q = dot_scale_query(dot, g, lv_op_reshape(g, qp, lv_shape4(T, B, N, d)), d);
+  lv_tensor *q = lv_op_reshape(g, qp, lv_shape4(T, B, N, d));
   static const int to_bnt[4] = {1, 2, 0, 3}, to_tbn[4] = {2, 0, 1, 3};
   q = lv_op_transpose(g, q, to_bnt);
   q = q ? lv_op_reshape(g, q, lv_shape3(B * N, T, d)) : NULL;

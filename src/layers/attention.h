@@ -101,6 +101,11 @@ bool lv_mha_pack_projected(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
 bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_packed *src, lv_tensor *query,
                    bool causal, lv_tensor **ctx, lv_tensor **probs);
 
+/* x [..., K] . w [K, H] + b [H] (b may be NULL), failing the graph naming layer l when
+ * x's last dim is not K. The bias goes in as an outer product ones [rows, 1] . b [1, H]
+ * added densely, so its gradient is a GEMM (ones^T . dy) rather than a row reduction. */
+lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b);
+
 /* Softmax over the last axis ignoring positions where pad (broadcast to logits) is
  * > 0.5; all-padded rows give zeros. pad NULL: plain softmax. */
 lv_tensor *lv_atten_masked_softmax(lv_graph *g, lv_tensor *logits, lv_tensor *pad);
