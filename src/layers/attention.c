@@ -276,7 +276,7 @@ lv_params *lv_multi_headed_attention_params(void) {
   return p;
 }
 
-/* x . w + ones . b (see lv_atten_affine), w [K, H] and b [H] any tensors. */
+/* x . w + b as one GEMM [x, 1] . [w; b] (see lv_atten_affine); w [K, H], b [H]. */
 static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b) {
   if (!x || !w) return NULL;
   int64_t k = w->shape.d[0], h = w->shape.d[1];
@@ -286,12 +286,14 @@ static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tens
                   lv_shape_str(&x->shape, s1, sizeof s1));
     return NULL;
   }
-  lv_tensor *y = lv_op_matmul(g, x, w, false, false);
-  if (!y || !b) return y;
-  int64_t rows = lv_tensor_numel(y) / h;
-  lv_tensor *ones = lv_graph_fill(g, lv_shape2(rows, 1), 1.0f);
-  lv_tensor *bb = lv_op_matmul(g, ones, lv_op_reshape(g, b, lv_shape2(1, h)), false, false);
-  return lv_op_add(g, y, bb ? lv_op_reshape(g, bb, y->shape) : NULL);
+  if (!b) return lv_op_matmul(g, x, w, false, false);
+  int64_t rows = lv_tensor_numel(x) / k;
+  lv_tensor *x1[2] = {lv_op_reshape(g, x, lv_shape2(rows, k)), lv_graph_fill(g, lv_shape2(rows, 1), 1.0f)};
+  lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
+  lv_tensor *y = lv_op_matmul(g, lv_op_concat(g, x1, 2, 1), lv_op_concat(g, wb, 2, 0), false, false);
+  lv_shape os = x->shape;
+  os.d[os.rank - 1] = h;
+  return y ? lv_op_reshape(g, y, os) : NULL;
 }
 
 lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
@@ -311,13 +313,34 @@ bool lv_mha_project_source(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
   return *keys && *values;
 }
 
+/* x [A, C, d] -> [C, A, d] as slices of the smaller side joined by a concat: both move
+ * runs of d contiguous floats (block copies), where a general transpose moves single
+ * elements; the heads of an attention are split and merged this way. */
+static lv_tensor *swap_blocks(lv_graph *g, lv_tensor *x) {
+  if (!x) return NULL;
+  int64_t A = x->shape.d[0], C = x->shape.d[1], d = x->shape.d[2];
+  if (A == 1 || C == 1) return lv_op_reshape(g, x, lv_shape3(C, A, d));
+  bool by_a = A <= C; /* slice along A (contiguous), concat along axis 1 */
+  int64_t n = by_a ? A : C;
+  lv_tensor **parts = malloc(sizeof *parts * (size_t)n);
+  if (!parts) {
+    lv_graph_fail(g, "out of memory splitting attention heads");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    lv_tensor *sl = lv_op_slice(g, x, by_a ? 0 : 1, i, 1);
+    parts[i] = sl ? lv_op_reshape(g, sl, by_a ? lv_shape3(C, 1, d) : lv_shape3(1, A, d)) : NULL;
+  }
+  lv_tensor *y = lv_op_concat(g, parts, (int)n, by_a ? 1 : 0);
+  free(parts);
+  return y;
+}
+
 /* [S, B, N*d] -> [B*N, S, d]. */
 static lv_tensor *split_heads(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x) {
   if (!x) return NULL;
   int64_t S = x->shape.d[0], B = x->shape.d[1], N = m->num_heads, d = x->shape.d[2] / N;
-  static const int perm[4] = {1, 2, 0, 3};
-  lv_tensor *t = lv_op_transpose(g, lv_op_reshape(g, x, lv_shape4(S, B, N, d)), perm);
-  return t ? lv_op_reshape(g, t, lv_shape3(B * N, S, d)) : NULL;
+  return swap_blocks(g, lv_op_reshape(g, x, lv_shape3(S, B * N, d)));
 }
 
 bool lv_mha_pack_projected(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *keys, lv_tensor *values,
@@ -414,10 +437,7 @@ static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, cons
                                  lv_tensor *qp, bool causal, lv_tensor **ctx, lv_tensor **probs) {
   int64_t T = qp->shape.d[0], B = qp->shape.d[1], N = m->num_heads, d = m->head_dim, S = src->src_len;
   int64_t dv = src->ctxs->shape.d[2];
-  lv_tensor *q = lv_op_reshape(g, qp, lv_shape4(T, B, N, d));
-  static const int to_bnt[4] = {1, 2, 0, 3}, to_tbn[4] = {2, 0, 1, 3};
-  q = lv_op_transpose(g, q, to_bnt);
-  q = q ? lv_op_reshape(g, q, lv_shape3(B * N, T, d)) : NULL;
+  lv_tensor *q = swap_blocks(g, lv_op_reshape(g, qp, lv_shape3(T, B * N, d))); /* [B*N, T, d] */
   lv_tensor *logits = lv_op_batch_matmul(g, q, src->vecs, false, true); /* [B*N, T, S] */
   logits = logits ? lv_op_reshape(g, logits, lv_shape4(B, N, T, S)) : NULL;
   lv_tensor *pad = src->pad;
@@ -439,7 +459,7 @@ static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, cons
   p = atten_dropout(m->inner, g, p);
   p = p ? lv_op_reshape(g, p, lv_shape3(B * N, T, S)) : NULL;
   lv_tensor *c = lv_op_batch_matmul(g, p, src->ctxs, false, false); /* [B*N, T, dv] */
-  c = c ? lv_op_transpose(g, lv_op_reshape(g, c, lv_shape4(B, N, T, dv)), to_tbn) : NULL;
+  c = swap_blocks(g, c); /* [T, B*N, dv] */
   *ctx = c ? lv_op_reshape(g, c, lv_shape3(T, B, N * dv)) : NULL;
   return *ctx && (!probs || *probs);
 }

@@ -102,8 +102,9 @@ bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_pac
                    bool causal, lv_tensor **ctx, lv_tensor **probs);
 
 /* x [..., K] . w [K, H] + b [H] (b may be NULL), failing the graph naming layer l when
- * x's last dim is not K. The bias goes in as an outer product ones [rows, 1] . b [1, H]
- * added densely, so its gradient is a GEMM (ones^T . dy) rather than a row reduction. */
+ * x's last dim is not K. With a bias it is one GEMM [x, 1] . [w; b]: the bias costs a
+ * copy of x (K wide) instead of an add over the output (H wide), and its gradient comes
+ * out of the weight GEMM rather than a row reduction. */
 lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b);
 
 /* Softmax over the last axis ignoring positions where pad (broadcast to logits) is
