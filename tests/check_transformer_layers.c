@@ -192,6 +192,18 @@ START_TEST(test_extend_step_matches_fprop) {
       }
     }
   }
+  /* Beam layout: 2 hypotheses per sequence (rows b and B + b, the same inputs here)
+   * against the once-packed source give the single-hypothesis outputs twice. */
+  lv_tr_cache cb = {0};
+  for (int t = 0; t < 2; t++) {
+    lv_tensor *xt = lv_op_reshape(g, lv_op_slice(g, x, 0, t, 1), lv_shape2(B, D)), *yt;
+    lv_tensor *two[2] = {xt, xt};
+    ck_assert(lv_transformer_layer_extend_step(tl, g, lv_op_concat(g, two, 2, 0), &cb, &packed, &yt));
+    ck_assert_int_eq(yt->shape.d[0], 2 * B);
+    for (int r = 0; r < 2 * B; r++)
+      for (int k = 0; k < D; k++)
+        ck_assert(fabs(lv_f32(yt)[r * D + k] - lv_f32(full)[(t * B + r % B) * D + k]) < 1e-5);
+  }
   /* The self-attention layer on its own: probs over the steps so far. */
   lv_tr_cache c2 = {0};
   lv_tensor *o, *pr;

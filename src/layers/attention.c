@@ -621,9 +621,13 @@ static bool atten_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *ou
   lv_atten_packed src;
   lv_tensor *ctx, *probs;
   if (!lv_attention_pack_source(a, g, vecs, lv_nmap_get(in, "source_contexts"), lv_nmap_get(in, "source_paddings"),
-                                &src) ||
-      !lv_attention_compute_context(a, g, &src, query, &ctx, &probs))
+                                &src))
     return false;
+  if (query->shape.rank == 3 && l->cls == &lv_multi_headed_attention_class) {
+    if (!lv_mha_attend((lv_multi_headed_attention *)a, g, &src, query, false, &ctx, &probs)) return false;
+  } else if (!lv_attention_compute_context(a, g, &src, query, &ctx, &probs)) {
+    return false;
+  }
   return lv_layer_set_out(l, g, out, "ctx", ctx) && lv_layer_set_out(l, g, out, "probs", probs);
 }
 

@@ -16,7 +16,9 @@
  * Generic fprop (all three classes): "source_vecs" [S, B, Ds], optional
  * "source_contexts" [S, B, C] (default: source_vecs), optional "source_paddings" [S, B]
  * (1.0 = padded), "query" [Bq, Dq] with Bq a multiple n of B (Lingvo's beam layout:
- * query row i attends source batch i % B) -> "ctx" [Bq, context], "probs" [Bq, S]. */
+ * query row i attends source batch i % B) -> "ctx" [Bq, context], "probs" [Bq, S];
+ * MultiHeadedAttention (dot-product heads) also takes "query" [T, B, Dq] -> "ctx"
+ * [T, B, context], "probs" [T, B, S]. */
 #ifndef LV_LAYERS_ATTENTION_H
 #define LV_LAYERS_ATTENTION_H
 

@@ -145,7 +145,17 @@ bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor
   *out = NULL;
   if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
   lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
-  if (!lv_mha_attend(l->atten, g, packed, xn, false, &ctx, probs)) return false;
+  int64_t Bq = query->shape.d[1], B = packed->batch;
+  if (query->shape.d[0] == 1 && Bq != B && B > 0 && Bq % B == 0) {
+    /* Beam search: query row i attends source batch i % B (Lingvo's layout); the
+     * n = Bq / B hypotheses of a step become n "time steps" of the source batch. */
+    lv_tensor *q = lv_op_reshape(g, xn, lv_shape3(Bq / B, B, l->source_dim)), *p = NULL;
+    if (!lv_mha_attend(l->atten, g, packed, q, false, &ctx, probs ? &p : NULL)) return false;
+    ctx = lv_op_reshape(g, ctx, lv_shape3(1, Bq, l->source_dim));
+    if (probs) *probs = lv_op_reshape(g, p, lv_shape3(1, Bq, packed->src_len));
+  } else if (!lv_mha_attend(l->atten, g, packed, xn, false, &ctx, probs)) {
+    return false;
+  }
   *out = tr_atten_residual(l, g, query, xn, ctx);
   return *out != NULL;
 }
