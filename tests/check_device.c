@@ -399,6 +399,24 @@ static lv_tensor *d_topk(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_concat(g, both, 2, 1);
 }
 
+static lv_tensor *d_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_smoothed_xent(g, in[0], in[1], in[2], 0.1f);
+}
+
+static lv_tensor *d_gather(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_gather(g, in[0], in[1]);
+}
+
+static lv_tensor *d_pxent(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *am;
+  lv_tensor *l = lv_op_projected_smoothed_xent(g, in[0], in[1], in[2], in[3], in[4], 0.1f, 3, &am);
+  lv_tensor *both[2] = {l, lv_op_cast(g, am, LV_F32)};
+  return lv_op_concat(g, both, 2, 0);
+}
+
 START_TEST(seq_ops_on_guarded_device) {
   /* lstm_step */
   {
@@ -442,6 +460,42 @@ START_TEST(seq_ops_on_guarded_device) {
     dev_in tk[1] = {{LV_F32, lv_shape2(3, 20), x, false}};
     same_on_device("top_k", 1, tk, d_topk, NULL, false);
     free(x);
+  }
+  /* smoothed_xent; a bad id is reported from the device's kernel */
+  {
+    float *x = dev_floats(4 * 9, 9, -2, 2), w[4] = {1, 0.5f, 2, 0};
+    int32_t ids[4] = {0, 8, 3, 3};
+    dev_in in[3] = {{LV_F32, lv_shape2(4, 9), x, true}, {LV_I32, lv_shape1(4), ids, false}, {LV_F32, lv_shape1(4), w, false}};
+    same_on_device("smoothed_xent", 3, in, d_sxent, NULL, true);
+    lv_graph *g = lv_graph_create_on(g_guard->device, 0);
+    ids[2] = 9;
+    lv_tensor hx = lv_tensor_view(LV_F32, lv_shape2(4, 9), x), hi = lv_tensor_view(LV_I32, lv_shape1(4), ids);
+    ck_assert_ptr_null(lv_op_smoothed_xent(g, lv_graph_from_host(g, &hx), lv_graph_from_host(g, &hi), NULL, 0.1f));
+    lv_status st = lv_graph_status(g);
+    ck_assert_str_eq(lv_status_msg(st), "smoothed_xent: class id 9 at position 2 is outside [0, 9) (logits [4,9])");
+    lv_status_free(st);
+    lv_graph_destroy(g);
+    free(x);
+  }
+  /* gather and its scatter-add gradient */
+  {
+    float *t = dev_floats(6 * 5, 10, -1, 1);
+    int32_t ids[8] = {1, 4, 1, 0, 5, 1, 4, 2};
+    dev_in in[2] = {{LV_F32, lv_shape2(6, 5), t, true}, {LV_I32, lv_shape2(2, 4), ids, false}};
+    same_on_device("gather", 2, in, d_gather, NULL, true);
+    free(t);
+  }
+  /* projected_smoothed_xent (chunk 3 of 8 classes) with its argmax */
+  {
+    float *x = dev_floats(5 * 4, 11, -1, 1), *w = dev_floats(4 * 8, 12, -1, 1), *b = dev_floats(8, 13, -1, 1);
+    float wt[5] = {1, 2, 0.5f, 1, 0};
+    int32_t ids[5] = {7, 0, 3, 3, 5};
+    dev_in in[5] = {{LV_F32, lv_shape2(5, 4), x, true}, {LV_F32, lv_shape2(4, 8), w, true}, {LV_F32, lv_shape1(8), b, true},
+                    {LV_I32, lv_shape1(5), ids, false}, {LV_F32, lv_shape1(5), wt, false}};
+    same_on_device("projected_smoothed_xent", 5, in, d_pxent, NULL, true);
+    free(x);
+    free(w);
+    free(b);
   }
 }
 END_TEST

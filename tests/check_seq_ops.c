@@ -517,6 +517,378 @@ START_TEST(top_k_values) {
 }
 END_TEST
 
+/* ---- smoothed_xent -------------------------------------------------------------- */
+
+/* weight * -sum_j t_j log softmax(x)_j with t = 1 - s at the id, s / (C - 1) elsewhere. */
+static double ref_sxent(int c, const float *x, int id, double s, double w) {
+  double m = -INFINITY, z = 0, l = 0;
+  for (int j = 0; j < c; j++) m = fmax(m, x[j]);
+  for (int j = 0; j < c; j++) z += exp(x[j] - m);
+  for (int j = 0; j < c; j++) l -= (j == id ? 1 - s : s / (c - 1)) * (x[j] - m - log(z));
+  return w * l;
+}
+
+typedef struct sx_cfg { float s; bool w; } sx_cfg;
+static lv_tensor *f_sxent(lv_graph *g, lv_tensor **in, const void *c) {
+  const sx_cfg *x = c;
+  return lv_op_smoothed_xent(g, in[0], in[1], x->w ? in[2] : NULL, x->s);
+}
+
+START_TEST(smoothed_xent_values_errors_and_gradients) {
+  lv_graph *g = lv_graph_create(0);
+  const int R = 6, C = 5;
+  float *xv = rand_floats(R * C, 160, -3, 3), wv[6] = {1, 0.5f, 0, 2, 1, 1};
+  int32_t idv[6] = {0, 4, 2, 1, 3, 3};
+  lv_tensor *x = tensor_of(g, lv_shape3(2, 3, C), xv), *ids = ids_of(g, lv_shape2(2, 3), idv);
+  lv_tensor *w = tensor_of(g, lv_shape2(2, 3), wv);
+  for (int t = 0; t < 3; t++) {
+    float s = t == 0 ? 0.0f : t == 1 ? 0.1f : 0.4f;
+    lv_tensor *y = lv_op_smoothed_xent(g, x, ids, t ? w : NULL, s);
+    ck_assert_ptr_nonnull(y);
+    lv_shape ws = lv_shape2(2, 3);
+    ck_assert(lv_shape_eq(&y->shape, &ws));
+    for (int r = 0; r < R; r++) {
+      double want = ref_sxent(C, xv + r * C, idv[r], s, t ? wv[r] : 1);
+      ck_assert_msg(fabs(lv_f32(y)[r] - want) < 1e-5, "s %g row %d: %g vs %g", s, r, lv_f32(y)[r], want);
+    }
+    if (t == 0) { /* smoothing 0 is the sparse cross-entropy */
+      lv_tensor *sp = lv_op_sparse_softmax_xent(g, x, ids);
+      for (int r = 0; r < R; r++) ck_assert(fabs(lv_f32(y)[r] - lv_f32(sp)[r]) < 1e-6);
+    }
+  }
+  idv[4] = 7;
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), w, 0.1f));
+  expect_graph_err(g, "smoothed_xent: class id 7 at position 4 is outside [0, 5) (logits [2,3,5])");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape1(6), idv), NULL, 0.1f));
+  expect_graph_err(g, "smoothed_xent: int32 ids [2,3] required for logits [2,3,5], got int32 [6]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), tensor_of(g, lv_shape1(3), wv), 0.1f));
+  expect_graph_err(g, "smoothed_xent: float32 weights [2,3] required for logits [2,3,5], got float32 [3]");
+  x = tensor_of(g, lv_shape3(2, 3, C), xv);
+  ck_assert_ptr_null(lv_op_smoothed_xent(g, x, ids_of(g, lv_shape2(2, 3), idv), NULL, 1.5f));
+  expect_graph_err(g, "smoothed_xent: label smoothing must be in [0, 1], got 1.5");
+  lv_graph_destroy(g);
+  free(xv);
+  idv[4] = 3;
+  for (int t = 0; t < 2; t++) {
+    sx_cfg c = {t ? 0.2f : 0.0f, t == 1};
+    spec in[3] = {fspec(lv_shape2(R, C), 170 + t), ispec(lv_shape1(R), idv), {LV_F32, lv_shape1(R), false, malloc(sizeof wv)}};
+    memcpy(in[2].data, wv, sizeof wv);
+    gradcheck("smoothed_xent", 3, in, f_sxent, &c, 1e-3, TOL);
+  }
+}
+END_TEST
+
+/* ---- embedding gradient ------------------------------------------------------------ */
+
+static lv_tensor *f_gather2(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_gather(g, in[0], in[1]);
+}
+
+/* A table whose gradient buffer exists (a variable's): backward adds into the rows of
+ * ids and leaves every other row as it was (no dense pass); repeated ids sum. */
+START_TEST(gather_gradient_touches_only_id_rows) {
+  lv_graph *g = lv_graph_create(0);
+  const int V = 7, D = 3;
+  float *tv = rand_floats(V * D, 180, -1, 1), prior[21];
+  lv_tensor *table = tensor_of(g, lv_shape2(V, D), tv);
+  for (int i = 0; i < V * D; i++) prior[i] = 100.0f + (float)i;
+  table->requires_grad = true;
+  table->grad = tensor_of(g, lv_shape2(V, D), prior);
+  int32_t idv[6] = {2, 5, 2, 0, 2, 5};
+  lv_tensor *y = lv_op_gather(g, table, ids_of(g, lv_shape2(2, 3), idv));
+  float gv[18];
+  for (int i = 0; i < 18; i++) gv[i] = (float)(i + 1);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape3(2, 3, D), gv)), LV_ALL_AXES, false)));
+  for (int r = 0; r < V; r++)
+    for (int j = 0; j < D; j++) {
+      float want = prior[r * D + j];
+      for (int i = 0; i < 6; i++)
+        if (idv[i] == r) want += gv[i * D + j];
+      ck_assert_msg(lv_f32(table->grad)[r * D + j] == want, "row %d col %d", r, j);
+    }
+  lv_graph_destroy(g);
+  free(tv);
+  int32_t rep[8] = {3, 3, 1, 0, 3, 1, 1, 3};
+  spec in[2] = {fspec(lv_shape2(5, 4), 181), ispec(lv_shape2(2, 4), rep)};
+  gradcheck("gather", 2, in, f_gather2, NULL, EPS, TOL);
+}
+END_TEST
+
+static void gather_run(int threads, float *out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  const int V = 50, D = 512, N = 600;
+  float *tv = rand_floats(V * D, 190, -1, 1), *gv = rand_floats(N * D, 191, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 37) % V; /* every row many times */
+  lv_tensor *table = tensor_of(g, lv_shape2(V, D), tv);
+  table->requires_grad = true;
+  lv_tensor *y = lv_op_gather(g, table, ids_of(g, lv_shape1(N), idv));
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, lv_shape2(N, D), gv)), LV_ALL_AXES, false)));
+  memcpy(out, lv_f32(table->grad), sizeof(float) * V * D);
+  free(tv);
+  free(gv);
+  free(idv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(gather_gradient_threads_same_bits) {
+  float *a = malloc(sizeof(float) * 50 * 512), *b = malloc(sizeof(float) * 50 * 512);
+  gather_run(1, a);
+  gather_run(2, b);
+  ck_assert(memcmp(a, b, sizeof(float) * 50 * 512) == 0);
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* ---- projected_smoothed_xent ----------------------------------------------------- */
+
+/* Loss and gradients of x, w, b through the chunked op, or through explicit logits
+ * (matmul + add + smoothed_xent). out: loss [N], gx [N*D], gw [D*C], gb [C], argmax. */
+typedef struct px_out {
+  float *loss, *gx, *gw, *gb;
+  int32_t *am;
+} px_out;
+
+static void px_run(int N, int D, int C, int64_t chunk, bool explicit_logits, const float *xv, const float *wv,
+                   const float *bv, const int32_t *idv, const float *wtv, float s, px_out *o, size_t *peak) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = tensor_of(g, lv_shape2(N, D), xv), *w = tensor_of(g, lv_shape2(D, C), wv);
+  lv_tensor *b = bv ? tensor_of(g, lv_shape1(C), bv) : NULL;
+  lv_tensor *ids = ids_of(g, lv_shape1(N), idv), *wt = wtv ? tensor_of(g, lv_shape1(N), wtv) : NULL;
+  x->requires_grad = w->requires_grad = true;
+  if (b) b->requires_grad = true;
+  lv_tensor *loss, *am = NULL;
+  if (explicit_logits) {
+    lv_tensor *logits = lv_op_matmul(g, x, w, false, false);
+    if (b) logits = lv_op_add(g, logits, b);
+    loss = lv_op_smoothed_xent(g, logits, ids, wt, s);
+    am = lv_op_argmax(g, logits);
+  } else {
+    loss = lv_op_projected_smoothed_xent(g, x, w, b, ids, wt, s, chunk, &am);
+  }
+  ck_assert_ptr_nonnull(loss);
+  lv_shape want = lv_shape1(N);
+  ck_assert(lv_shape_eq(&loss->shape, &want) && am && am->dtype == LV_I32);
+  o->loss = malloc(sizeof(float) * N);
+  memcpy(o->loss, lv_f32(loss), sizeof(float) * N);
+  o->am = malloc(sizeof(int32_t) * N);
+  memcpy(o->am, lv_i32(am), sizeof(int32_t) * N);
+  float *gv = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) gv[i] = 0.5f + 0.25f * (float)(i % 5);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, loss, tensor_of(g, lv_shape1(N), gv)), LV_ALL_AXES, false)));
+  free(gv);
+  o->gx = malloc(sizeof(float) * N * D);
+  memcpy(o->gx, lv_f32(x->grad), sizeof(float) * N * D);
+  o->gw = malloc(sizeof(float) * D * C);
+  memcpy(o->gw, lv_f32(w->grad), sizeof(float) * D * C);
+  o->gb = NULL;
+  if (b) {
+    o->gb = malloc(sizeof(float) * C);
+    memcpy(o->gb, lv_f32(b->grad), sizeof(float) * C);
+  }
+  if (peak) *peak = lv_graph_arena_peak(g);
+  lv_graph_destroy(g);
+}
+
+static void px_free(px_out *o) {
+  free(o->loss);
+  free(o->gx);
+  free(o->gw);
+  free(o->gb);
+  free(o->am);
+}
+
+static void close_arrays(const char *what, int64_t chunk, const float *a, const float *b, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(a[i] - b[i]) <= tol * fmax(1.0, fabs(b[i])), "chunk %lld %s[%lld]: %g vs %g", (long long)chunk,
+                  what, (long long)i, a[i], b[i]);
+}
+
+/* The chunked op against smoothed_xent on explicit logits, chunks that do and do not
+ * divide C, with and without bias and weights. */
+START_TEST(projected_xent_matches_explicit_logits) {
+  const int N = 9, D = 6, C = 10;
+  float *xv = rand_floats(N * D, 200, -1, 1), *wv = rand_floats(D * C, 201, -1.5f, 1.5f),
+        *bv = rand_floats(C, 202, -1, 1), *wtv = rand_floats(N, 203, 0, 2);
+  int32_t idv[9] = {0, 9, 3, 3, 7, 1, 5, 9, 2};
+  int64_t chunks[6] = {0, 3, 5, 1, 10, 64};
+  for (int variant = 0; variant < 2; variant++) {
+    const float *b = variant ? NULL : bv, *wt = variant ? NULL : wtv;
+    float s = variant ? 0.0f : 0.1f;
+    px_out ref;
+    px_run(N, D, C, 0, true, xv, wv, b, idv, wt, s, &ref, NULL);
+    for (int ci = 0; ci < 6; ci++) {
+      px_out o;
+      px_run(N, D, C, chunks[ci], false, xv, wv, b, idv, wt, s, &o, NULL);
+      close_arrays("loss", chunks[ci], o.loss, ref.loss, N, 1e-5);
+      close_arrays("gx", chunks[ci], o.gx, ref.gx, N * D, 1e-5);
+      close_arrays("gw", chunks[ci], o.gw, ref.gw, D * C, 1e-5);
+      if (b) close_arrays("gb", chunks[ci], o.gb, ref.gb, C, 1e-5);
+      ck_assert(!memcmp(o.am, ref.am, sizeof(int32_t) * N));
+      px_free(&o);
+    }
+    px_free(&ref);
+  }
+  free(xv);
+  free(wv);
+  free(bv);
+  free(wtv);
+}
+END_TEST
+
+typedef struct pxc { int64_t chunk; } pxc;
+static lv_tensor *f_pxent(lv_graph *g, lv_tensor **in, const void *c) {
+  const pxc *p = c;
+  return lv_op_projected_smoothed_xent(g, in[0], in[1], in[2], in[3], in[4], 0.2f, p->chunk, NULL);
+}
+
+START_TEST(projected_xent_gradients_and_errors) {
+  int32_t idv[4] = {2, 0, 6, 2};
+  float wt[4] = {1, 0.5f, 2, 1};
+  pxc c = {3};
+  spec in[5] = {fspec(lv_shape2(4, 3), 210), fspec(lv_shape2(3, 7), 211), fspec(lv_shape1(7), 212),
+                ispec(lv_shape1(4), idv), {LV_F32, lv_shape1(4), false, malloc(sizeof wt)}};
+  memcpy(in[4].data, wt, sizeof wt);
+  gradcheck("projected_smoothed_xent", 5, in, f_pxent, &c, 1e-3, TOL);
+  lv_graph *g = lv_graph_create(0);
+  idv[1] = 12;
+  lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3)), *w = lv_graph_zeros(g, LV_F32, lv_shape2(3, 10));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, w, NULL, ids_of(g, lv_shape1(4), idv), NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: class id 12 at position 1 is outside [0, 10) (w [3,10])");
+  x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, lv_graph_zeros(g, LV_F32, lv_shape2(4, 10)), NULL,
+                                                   ids_of(g, lv_shape1(4), idv), NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: float32 x [N,D] and w [D,C] with C >= 1 required: x float32 [4,3] vs w float32 [4,10]");
+  x = lv_graph_zeros(g, LV_F32, lv_shape2(4, 3));
+  ck_assert_ptr_null(lv_op_projected_smoothed_xent(g, x, lv_graph_zeros(g, LV_F32, lv_shape2(3, 10)),
+                                                   lv_graph_zeros(g, LV_F32, lv_shape1(9)), ids_of(g, lv_shape1(4), idv),
+                                                   NULL, 0.1f, 4, NULL));
+  expect_graph_err(g, "projected_smoothed_xent: float32 b [10] required for w [3,10], got float32 [9]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* A large vocabulary: the chunked op's whole step (forward and backward) stays far below
+ * one [N, C] logits tensor, while the explicit logits need several. */
+START_TEST(projected_xent_memory_is_per_chunk) {
+  const int N = 256, D = 8, C = 20000;
+  float *xv = rand_floats(N * D, 220, -1, 1), *wv = rand_floats(D * C, 221, -0.5f, 0.5f), *bv = rand_floats(C, 222, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 7919) % C;
+  px_out o, r;
+  size_t chunked, full;
+  px_run(N, D, C, 512, false, xv, wv, bv, idv, NULL, 0.1f, &o, &chunked);
+  px_run(N, D, C, 0, true, xv, wv, bv, idv, NULL, 0.1f, &r, &full);
+  size_t logits = sizeof(float) * (size_t)N * C;
+  ck_assert_msg(chunked < logits / 4, "chunked peak %zu bytes vs one [N, C] logits tensor %zu", chunked, logits);
+  ck_assert_msg(full > 2 * logits, "explicit logits peak %zu", full);
+  close_arrays("loss", 512, o.loss, r.loss, N, 1e-4);
+  close_arrays("gw", 512, o.gw, r.gw, D * C, 1e-4);
+  px_free(&o);
+  px_free(&r);
+  free(xv);
+  free(wv);
+  free(bv);
+  free(idv);
+}
+END_TEST
+
+START_TEST(projected_xent_threads_same_bits) {
+  const int N = 300, D = 64, C = 3000;
+  float *xv = rand_floats(N * D, 230, -1, 1), *wv = rand_floats(D * C, 231, -0.5f, 0.5f), *bv = rand_floats(C, 232, -1, 1);
+  int32_t *idv = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) idv[i] = (i * 31) % C;
+  px_out o[2];
+  for (int t = 0; t < 2; t++) {
+    lv_set_num_threads(t + 1);
+    px_run(N, D, C, 700, false, xv, wv, bv, idv, NULL, 0.1f, &o[t], NULL);
+  }
+  lv_set_num_threads(1);
+  ck_assert(!memcmp(o[0].loss, o[1].loss, sizeof(float) * N));
+  ck_assert(!memcmp(o[0].gx, o[1].gx, sizeof(float) * N * D));
+  ck_assert(!memcmp(o[0].gw, o[1].gw, sizeof(float) * D * C));
+  ck_assert(!memcmp(o[0].gb, o[1].gb, sizeof(float) * C));
+  ck_assert(!memcmp(o[0].am, o[1].am, sizeof(int32_t) * N));
+  px_free(&o[0]);
+  px_free(&o[1]);
+  free(xv);
+  free(wv);
+  free(bv);
+  free(idv);
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* Every other sequence op at sizes above its kernels' parallel thresholds, forward and
+ * backward, with 1 and 2 threads: the same bits. */
+static void many_ops_run(int threads, float **out, int64_t *n_out) {
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  const int T = 24, B = 32, S = 96, D = 64;
+  float *xv = rand_floats((int64_t)T * B * S, 240, -2, 2), *pv = rand_floats((int64_t)T * B, 241, 0, 1);
+  float *sv = rand_floats(S, 242, -0.5f, 0.5f);
+  for (int i = 0; i < T * B; i++) pv[i] = pv[i] > 0.8f ? 1.0f : 0.0f;
+  lv_tensor *x = tensor_of(g, lv_shape3(T, B, S), xv), *pad = tensor_of(g, lv_shape2(T, B), pv);
+  lv_tensor *scale = tensor_of(g, lv_shape1(S), sv);
+  x->requires_grad = scale->requires_grad = true;
+  /* [T, B, S] time-major: reverse, clip, max/min/select, layer norm (1 + scale). */
+  lv_tensor *h = lv_op_reverse_sequence(g, x, pad);
+  lv_tensor *cmp = lv_op_compare(g, h, scale, LV_CMP_GT);
+  h = lv_op_select(g, cmp, lv_op_maximum(g, h, scale), lv_op_minimum(g, lv_op_clip(g, h, -1.5f, 1.5f), scale));
+  h = lv_op_layer_norm_plus1(g, h, scale, NULL, 1e-6f);
+  /* Attention-like: masked softmax over S with [T, 1, S] paddings. */
+  float *mp = malloc(sizeof(float) * T * S);
+  for (int i = 0; i < T * S; i++) mp[i] = (i % 7 == 3) ? 1.0f : 0.0f;
+  lv_tensor *p = lv_op_masked_softmax(g, h, tensor_of(g, lv_shape3(T, 1, S), mp));
+  /* A loss over S classes per (t, b) with smoothing and weights. */
+  int32_t *idv = malloc(sizeof(int32_t) * T * B);
+  for (int i = 0; i < T * B; i++) idv[i] = (i * 13) % S;
+  lv_tensor *wts = lv_op_sub(g, lv_graph_fill(g, lv_shape2(T, B), 1.0f), pad);
+  lv_tensor *xe = lv_op_smoothed_xent(g, lv_op_add(g, h, p), ids_of(g, lv_shape2(T, B), idv), wts, 0.1f);
+  lv_tensor *loss = lv_op_reduce_sum(g, xe, LV_ALL_AXES, false);
+  lv_tensor *v, *ix;
+  ck_assert(lv_op_top_k(g, lv_op_reshape(g, p, lv_shape2(T * B, S)), D / 8, &v, &ix));
+  EXPECT_OK(lv_graph_backward(g, loss));
+  int64_t nx = (int64_t)T * B * S, nk = (int64_t)T * B * (D / 8);
+  *n_out = 2 * nx + S + 2 * nk + 1;
+  float *o = malloc(sizeof(float) * (size_t)*n_out);
+  memcpy(o, lv_f32(p), sizeof(float) * (size_t)nx);
+  memcpy(o + nx, lv_f32(x->grad), sizeof(float) * (size_t)nx);
+  memcpy(o + 2 * nx, lv_f32(scale->grad), sizeof(float) * S);
+  memcpy(o + 2 * nx + S, lv_f32(v), sizeof(float) * (size_t)nk);
+  memcpy(o + 2 * nx + S + nk, lv_i32(ix), sizeof(int32_t) * (size_t)nk);
+  o[*n_out - 1] = lv_f32(loss)[0];
+  *out = o;
+  free(xv);
+  free(pv);
+  free(sv);
+  free(mp);
+  free(idv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+START_TEST(sequence_ops_threads_same_bits) {
+  float *a, *b;
+  int64_t na, nb;
+  many_ops_run(1, &a, &na);
+  many_ops_run(2, &b, &nb);
+  ck_assert_int_eq(na, nb);
+  ck_assert(isfinite(a[na - 1]));
+  for (int64_t i = 0; i < na; i++)
+    ck_assert_msg(!memcmp(&a[i], &b[i], sizeof(float)), "1 vs 2 threads differ at %lld", (long long)i);
+  free(a);
+  free(b);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("seq_ops");
   TCase *lstm = tcase_create("lstm_step");
@@ -543,6 +915,20 @@ int main(void) {
   tcase_set_timeout(sq, 120);
   tcase_add_test(sq, reverse_sequence_values_and_gradients);
   tcase_add_test(sq, top_k_values);
+  tcase_add_test(sq, gather_gradient_touches_only_id_rows);
+  tcase_add_test(sq, gather_gradient_threads_same_bits);
   suite_add_tcase(s, sq);
+  TCase *xe = tcase_create("xent");
+  tcase_set_timeout(xe, 120);
+  tcase_add_test(xe, smoothed_xent_values_errors_and_gradients);
+  tcase_add_test(xe, projected_xent_matches_explicit_logits);
+  tcase_add_test(xe, projected_xent_gradients_and_errors);
+  tcase_add_test(xe, projected_xent_memory_is_per_chunk);
+  tcase_add_test(xe, projected_xent_threads_same_bits);
+  suite_add_tcase(s, xe);
+  TCase *th = tcase_create("threads");
+  tcase_set_timeout(th, 120);
+  tcase_add_test(th, sequence_ops_threads_same_bits);
+  suite_add_tcase(s, th);
   return lv_test_run(s);
 }

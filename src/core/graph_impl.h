@@ -27,6 +27,16 @@ typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
 typedef struct { float lo, hi; } lv_saved_clip;
+/* smoothed_xent: the softmax, the smoothing; weights (if any) are in[2]. */
+typedef struct { int64_t rows, c; float *probs; float smoothing; bool has_weights; } lv_saved_xent;
+/* projected_smoothed_xent: inputs x, w, [b], ids, [weights]; z is the forward's [n, chunk]
+ * scratch, reused by the backward; max and ls [n] the rows' log-sum-exp parts. */
+typedef struct {
+  int64_t n, d, c, chunk;
+  float smoothing;
+  float *z, *max, *ls;
+  bool has_bias, has_weights;
+} lv_saved_pxent;
 typedef struct { lv_conv_geom geom; int32_t *argmax; } lv_saved_window; /* conv, pools */
 typedef struct { float *mask; } lv_saved_dropout;
 typedef struct { int64_t m, n, k, batch; bool ta, tb; } lv_saved_matmul;
@@ -66,6 +76,8 @@ struct lv_node {
     lv_saved_layer_norm ln;
     lv_saved_lstm lstm;
     lv_saved_clip clip;
+    lv_saved_xent xent;
+    lv_saved_pxent pxent;
   } s;
 };
 

@@ -1,4 +1,7 @@
-/* Embedding lookup: rows of a [V, D] table; the gradient scatter-adds into the table. */
+/* Embedding lookup: rows of a [V, D] table; the gradient scatter-adds into the table,
+ * touching only the rows of ids. A variable's gradient buffer already exists (zeroed by
+ * its store before the step), so no dense [V, D] pass happens here; only a table with no
+ * gradient buffer yet (an arena leaf) gets a fresh zeroed one. */
 #include "core/graph_impl.h"
 #include "core/ops.h"
 

@@ -82,9 +82,11 @@ lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tens
 lv_tensor *lv_op_layer_norm_plus1(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps);
 
 /* ---- embedding ---- */
-/* table [V,D], ids int32 [...] -> [...,D]; out-of-range id is an error. The gradient is
- * sparse: backward touches only the rows of ids (scatter-add in id order, so the sum
- * does not depend on threads), not a dense [V,D] pass. */
+/* table [V,D], ids int32 [...] -> [...,D]; out-of-range id is an error. Backward
+ * scatter-adds into the rows of ids only (in id order, so the sum does not depend on
+ * threads): no dense [V,D] pass when the table's gradient buffer exists (a variable's,
+ * zeroed by its store); a table without one gets a fresh zeroed buffer. The buffer
+ * itself is dense [V,D]: the learner still updates every row. */
 lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids);
 
 /* ---- no gradient ---- */
@@ -119,14 +121,14 @@ typedef enum { LV_CMP_LT, LV_CMP_LE, LV_CMP_GT, LV_CMP_GE, LV_CMP_EQ, LV_CMP_NE,
 /* float32 1.0 where `a cmp b` holds, else 0.0; no gradient. */
 lv_tensor *lv_op_compare(lv_graph *g, lv_tensor *a, lv_tensor *b, lv_compare cmp);
 /* cond != 0 ? a : b (float32 cond, all three broadcast to one shape); gradients go to a
- * where cond is set and to b elsewhere; none to cond. */
+ * where cond is set and to b elsewhere (summed over broadcast dims); none to cond. */
 lv_tensor *lv_op_select(lv_graph *g, lv_tensor *cond, lv_tensor *a, lv_tensor *b);
 /* clip(x, lo, hi) (lo <= hi); the gradient flows where lo <= x <= hi, bounds included,
  * as tf.clip_by_value's does. */
 lv_tensor *lv_op_clip(lv_graph *g, lv_tensor *x, float lo, float hi);
 
 /* ---- masked softmax ---- */
-/* Softmax over the last axis of logits [..., S] ignoring positions where paddings
+/* Softmax over the last axis of logits [..., S] (rank >= 1) ignoring positions where paddings
  * (float32, 1.0 = padded, broadcastable to logits' shape, e.g. [B, 1, S] against
  * [B, T, S]) is > 0.5: they get probability 0 and no gradient. A row whose positions are
  * all padded gives all zeros (not NaN) and a zero gradient. */
@@ -135,28 +137,30 @@ lv_tensor *lv_op_masked_softmax(lv_graph *g, lv_tensor *logits, lv_tensor *paddi
 /* ---- sequences ---- */
 /* Time-major x [T, B, ...] with paddings [T, B] or [T, B, 1] (1.0 = padded; a
  * sequence's padding is at its end): the first len_b steps of each sequence b are
- * reversed (len_b = number of steps with padding 0), padded steps stay where they are
+ * reversed (len_b = rint(sum over time of 1 - padding), the number of steps with padding
+ * 0, as Lingvo's ReversePaddedSequence), padded steps stay where they are
  * (tf.reverse_sequence). Its own inverse; the gradient is the same reversal. */
 lv_tensor *lv_op_reverse_sequence(lv_graph *g, lv_tensor *x, lv_tensor *paddings);
-/* The k largest entries of the last axis of x [..., N] (k <= N): values float32
+/* The k largest entries of the last axis of x [..., N] (0 <= k <= N): values float32
  * [..., k] and indices int32 [..., k], in descending order; equal values keep the lower
- * index first. No gradient (beam search). False (graph error set) on bad input. */
+ * index first; NaN counts as larger than any number. No gradient (beam search). False
+ * (graph error set) on bad input. */
 bool lv_op_top_k(lv_graph *g, lv_tensor *x, int k, lv_tensor **values, lv_tensor **indices);
 
 /* ---- losses ---- */
 /* Per-row cross-entropy of logits [..., C] against class ids int32 [...], with Lingvo's
  * UniformLabelSmoother target (on = 1 - smoothing for the id, off = smoothing / (C - 1)
  * elsewhere; smoothing 0 is plain sparse cross-entropy) and per-row weights float32
- * [...] (NULL = 1): out [...] = weight * xent. An id outside [0, C) is an error naming it.
- * Gradient to logits only. */
+ * [...] (NULL = 1): out [...] = weight * xent. smoothing must be in [0, 1]. An id outside
+ * [0, C) is an error naming it. Gradient to logits only. */
 lv_tensor *lv_op_smoothed_xent(lv_graph *g, lv_tensor *logits, lv_tensor *ids, lv_tensor *weights,
                                float smoothing);
 /* The same loss for logits = x [N, D] . w [D, C] + b [C] (b may be NULL) without
  * keeping the [N, C] logits: forward and backward go over the classes in chunks of
- * `chunk` columns (0 = all at once), recomputing each chunk's logits in backward, so
- * peak memory is O(N * chunk) rather than O(N * C). Gradients to x, w and b. When
- * argmax is not NULL it receives int32 [N], the row's highest-scoring class (no
- * gradient). */
+ * `chunk` columns (<= 0 or > C: all at once), recomputing each chunk's logits in
+ * backward, so peak memory is O(N * chunk) rather than O(N * C). Gradients to x, w and
+ * b. When argmax is not NULL it receives int32 [N], the row's highest-scoring class
+ * (the first on ties; no gradient). */
 lv_tensor *lv_op_projected_smoothed_xent(lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b,
                                          lv_tensor *ids, lv_tensor *weights, float smoothing,
                                          int64_t chunk, lv_tensor **argmax);
@@ -167,7 +171,8 @@ lv_tensor *lv_op_projected_smoothed_xent(lv_graph *g, lv_tensor *x, lv_tensor *w
  *   c' = sigmoid(f_g + forget_gate_bias) * c + sigmoid(i_g) * tanh(i_i)
  *   c' = clip(c', -cell_value_cap, cell_value_cap)      (cap <= 0: no clipping)
  *   m' = sigmoid(o_g) * tanh(c')   (output_nonlinearity false: sigmoid(o_g) * c')
- * and where paddings [B, 1] (or [B]; NULL = none) is 1.0 the previous c, m are kept.
+ * and where paddings [B, 1] (or [B]; NULL = none) is 1.0 (> 0.5) the previous c, m are
+ * kept, as Lingvo's ApplyPadding selects them.
  * One pass over the 4H gates; *c_out and *m_out are [B, H]. Gradients to gates, c_prev
  * and m_prev (m_prev only through the padded rows). False (graph error set) on bad input. */
 bool lv_op_lstm_step(lv_graph *g, lv_tensor *gates, lv_tensor *c_prev, lv_tensor *m_prev,

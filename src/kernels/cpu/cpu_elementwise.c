@@ -75,9 +75,12 @@ typedef struct ew {
   float alpha, s, add, keep, inv;
   uint64_t key;
   bool acc;
+  const lv_bcast *bc;
 } ew;
 
 LV_CPU_PAR_LOOP(bin_dense, ew, i, J->out[i] = bin(J->op, J->x[i], J->b[i]);)
+LV_CPU_PAR_LOOP(bin_strided, ew, i,
+                J->out[i] = bin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
 LV_CPU_PAR_LOOP(bin_row_b, ew, r, {
   const int64_t inner = J->inner;
   for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = bin(J->op, J->x[r * inner + j], J->b[j]);
@@ -108,9 +111,8 @@ void lv_cpu_binary(lv_kctx *ctx, lv_binary_op op, const lv_bcast *bc, const floa
     int64_t rows = n / inner;
     lv_cpu_par(ctx, rows, n > PAR_MIN ? lv_cpu_grain(rows, (4096 + inner - 1) / inner) : rows, bin_row_a, &e);
   } else {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-    for (int64_t i = 0; i < n; i++)
-      out[i] = bin(op, a[bc_off(bc, bc->sa, i)], b[bc_off(bc, bc->sb, i)]);
+    e.bc = bc;
+    lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, bin_strided, &e);
   }
 }
 
@@ -131,19 +133,18 @@ void lv_cpu_reduce_to(lv_kctx *ctx, const lv_bcast *bc, const float *src, float 
   for (int64_t i = 0; i < n; i++) dst[bc_off(bc, bc->sa, i)] += alpha * src[i];
 }
 
+LV_CPU_PAR_SIMD_LOOP(scale_add_piece, ew, i, J->out[i] = J->x[i] * J->s + J->add;)
+LV_CPU_PAR_SIMD_LOOP(axpy_acc_piece, ew, i, J->out[i] += J->alpha * J->x[i];)
+LV_CPU_PAR_SIMD_LOOP(axpy_piece, ew, i, J->out[i] = J->alpha * J->x[i];)
+
 void lv_cpu_scale_add(lv_kctx *ctx, int64_t n, const float *x, float s, float add, float *y) {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] * s + add;
+  ew e = {.x = x, .s = s, .add = add, .out = y};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, scale_add_piece, &e);
 }
 
 void lv_cpu_axpy(lv_kctx *ctx, int64_t n, float alpha, const float *x, float *y, bool acc) {
-  if (acc) {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
-  } else {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-    for (int64_t i = 0; i < n; i++) y[i] = alpha * x[i];
-  }
+  ew e = {.x = x, .alpha = alpha, .out = y};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, acc ? axpy_acc_piece : axpy_piece, &e);
 }
 
 #define LEAKY_ALPHA 0.2f /* tf.nn.leaky_relu's default */
@@ -290,18 +291,21 @@ void lv_cpu_dropout_fwd(lv_kctx *ctx, int64_t n, const float *x, float keep, uin
   }
 }
 
+LV_CPU_PAR_LOOP(max_scalar_piece, ew, i, J->out[i] = J->x[i] > J->s ? J->x[i] : J->s;)
+LV_CPU_PAR_LOOP(max_scalar_bwd_piece, ew, i, {
+  float g = J->x[i] > J->s ? J->gy[i] : 0.0f;
+  J->gx[i] = J->acc ? J->gx[i] + g : g;
+})
+
 void lv_cpu_max_scalar_fwd(lv_kctx *ctx, int64_t n, const float *x, float s, float *y) {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] > s ? x[i] : s;
+  ew e = {.x = x, .s = s, .out = y};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, max_scalar_piece, &e);
 }
 
 void lv_cpu_max_scalar_bwd(lv_kctx *ctx, int64_t n, const float *x, float s, const float *gy,
                            float *gx, bool acc) {
-#pragma omp parallel for if (n > PAR_MIN) schedule(dynamic, 4096)
-  for (int64_t i = 0; i < n; i++) {
-    float g = x[i] > s ? gy[i] : 0.0f;
-    gx[i] = acc ? gx[i] + g : g;
-  }
+  ew e = {.x = x, .s = s, .gy = gy, .gx = gx, .acc = acc};
+  lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, max_scalar_bwd_piece, &e);
 }
 
 void lv_cpu_zero(lv_kctx *ctx, size_t bytes, void *y) { memset(y, 0, bytes); }

@@ -1,7 +1,7 @@
 /* The learner's update on the CPU: ordered norms, gradient adjustments and TF1's
  * optimizer rules (training_ops.cc), float32 arithmetic in TF's order. Each element's
  * arithmetic is independent of the thread count and sums use fixed blocks, so results
- * are the same for any number of OpenMP threads. */
+ * are the same for any number of threads. */
 #include <math.h>
 #include <string.h>
 
@@ -61,48 +61,51 @@ void lv_cpu_optim_fill(lv_kctx *ctx, int64_t n, float *x, float v) {
   lv_cpu_par(ctx, n, n >= PAR_MIN ? lv_cpu_grain(n, 4096) : n, fill_range, &j);
 }
 
+/* The elementwise rules below, split over the threads by lv_cpu_par (each element's
+ * arithmetic is its own). */
+typedef struct upd_job {
+  const float *x, *g;
+  float *y, *w, *acc;
+  float s, lr, mom;
+} upd_job;
+
+LV_CPU_PAR_SIMD_LOOP(scale_piece, upd_job, i, J->y[i] *= J->s;)
+LV_CPU_PAR_SIMD_LOOP(l1_piece, upd_job, i, J->y[i] += J->s * (float)((J->x[i] > 0) - (J->x[i] < 0));)
+LV_CPU_PAR_SIMD_LOOP(l2_piece, upd_job, i, J->y[i] += J->s * J->x[i];)
+LV_CPU_PAR_SIMD_LOOP(sgd_piece, upd_job, i, J->w[i] -= J->g[i] * J->lr;)
+LV_CPU_PAR_SIMD_LOOP(nesterov_piece, upd_job, i, {
+  float a = J->acc[i] * J->mom + J->g[i];
+  J->acc[i] = a;
+  J->w[i] -= J->g[i] * J->lr + a * J->mom * J->lr;
+})
+LV_CPU_PAR_SIMD_LOOP(momentum_piece, upd_job, i, {
+  float a = J->acc[i] * J->mom + J->g[i];
+  J->acc[i] = a;
+  J->w[i] -= a * J->lr;
+})
+
+static int64_t upd_grain(int64_t n) { return n >= PAR_MIN ? lv_cpu_grain(n, 4096) : n; }
+
 void lv_cpu_optim_scale(lv_kctx *ctx, int64_t n, float *x, float s) {
-  (void)ctx;
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
+  upd_job j = {.y = x, .s = s};
+  lv_cpu_par(ctx, n, upd_grain(n), scale_piece, &j);
 }
 
 void lv_cpu_optim_lp_add(lv_kctx *ctx, int64_t n, const float *x, float w, bool l1, float *g) {
-  (void)ctx;
-  if (l1) {
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) g[i] += w * (float)((x[i] > 0) - (x[i] < 0));
-    return;
-  }
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) g[i] += w * x[i];
+  upd_job j = {.x = x, .y = g, .s = w};
+  lv_cpu_par(ctx, n, upd_grain(n), l1 ? l1_piece : l2_piece, &j);
 }
 
 void lv_cpu_optim_sgd(lv_kctx *ctx, int64_t n, float lr, float *restrict w,
                       const float *restrict g) {
-  (void)ctx;
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) w[i] -= g[i] * lr;
+  upd_job j = {.w = w, .g = g, .lr = lr};
+  lv_cpu_par(ctx, n, upd_grain(n), sgd_piece, &j);
 }
 
 void lv_cpu_optim_momentum(lv_kctx *ctx, int64_t n, float lr, float mom, bool nesterov,
                            float *restrict w, const float *restrict g, float *restrict acc) {
-  (void)ctx;
-  if (nesterov) {
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float a = acc[i] * mom + g[i];
-      acc[i] = a;
-      w[i] -= g[i] * lr + a * mom * lr;
-    }
-  } else {
-#pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float a = acc[i] * mom + g[i];
-      acc[i] = a;
-      w[i] -= a * lr;
-    }
-  }
+  upd_job j = {.w = w, .g = g, .acc = acc, .lr = lr, .mom = mom};
+  lv_cpu_par(ctx, n, upd_grain(n), nesterov ? nesterov_piece : momentum_piece, &j);
 }
 
 /* The square-root optimizers run 4 lanes at a time with an explicit vector sqrt: with

@@ -104,51 +104,62 @@ void lv_cpu_max_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const int32_t *arg
   lv_cpu_par(ctx, g->n, 1, max_pool_bwd_images, &j);
 }
 
-void lv_cpu_avg_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, float *y) {
+/* Average pooling, one image per index: images are independent, so any split over the
+ * threads gives the same bits. */
+LV_CPU_PAR_LOOP(avg_pool_fwd_images, pool_job, n, {
+  const lv_conv_geom *g = J->g;
   const int C = g->c;
   const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
-#pragma omp parallel for schedule(dynamic)
-  for (int n = 0; n < g->n; n++)
-    for (int oh = 0; oh < g->oh; oh++) {
-      int h0, h1;
-      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
-      for (int ow = 0; ow < g->ow; ow++) {
-        int w0, w1;
-        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
-        float *yo = y + n * ys + ((int64_t)oh * g->ow + ow) * C;
-        for (int c = 0; c < C; c++) yo[c] = 0.0f;
-        for (int ih = h0; ih < h1; ih++)
-          for (int iw = w0; iw < w1; iw++) {
-            const float *xp = x + n * xs + ((int64_t)ih * g->w + iw) * C;
-            for (int c = 0; c < C; c++) yo[c] += xp[c];
-          }
-        int cnt = (h1 - h0) * (w1 - w0);
-        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
-        for (int c = 0; c < C; c++) yo[c] *= inv;
-      }
+  for (int oh = 0; oh < g->oh; oh++) {
+    int h0, h1;
+    window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+    for (int ow = 0; ow < g->ow; ow++) {
+      int w0, w1;
+      window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+      float *yo = J->y + n * ys + ((int64_t)oh * g->ow + ow) * C;
+      for (int c = 0; c < C; c++) yo[c] = 0.0f;
+      for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+          const float *xp = J->x + n * xs + ((int64_t)ih * g->w + iw) * C;
+          for (int c = 0; c < C; c++) yo[c] += xp[c];
+        }
+      int cnt = (h1 - h0) * (w1 - w0);
+      float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+      for (int c = 0; c < C; c++) yo[c] *= inv;
     }
+  }
+})
+
+void lv_cpu_avg_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, float *y) {
+  pool_job j = {.g = g, .x = x, .y = y};
+  lv_cpu_par(ctx, g->n, 1, avg_pool_fwd_images, &j);
 }
 
-void lv_cpu_avg_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *gy, float *gx, bool acc) {
+LV_CPU_PAR_LOOP(avg_pool_bwd_images, pool_job, n, {
+  const lv_conv_geom *g = J->g;
   const int C = g->c;
   const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
-  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
-#pragma omp parallel for schedule(dynamic)
-  for (int n = 0; n < g->n; n++)
-    for (int oh = 0; oh < g->oh; oh++) {
-      int h0, h1;
-      window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
-      for (int ow = 0; ow < g->ow; ow++) {
-        int w0, w1;
-        window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
-        const float *go = gy + n * ys + ((int64_t)oh * g->ow + ow) * C;
-        int cnt = (h1 - h0) * (w1 - w0);
-        float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
-        for (int ih = h0; ih < h1; ih++)
-          for (int iw = w0; iw < w1; iw++) {
-            float *xp = gx + n * xs + ((int64_t)ih * g->w + iw) * C;
-            for (int c = 0; c < C; c++) xp[c] += go[c] * inv;
-          }
-      }
+  for (int oh = 0; oh < g->oh; oh++) {
+    int h0, h1;
+    window(oh, g->sh, g->pt, g->kh, g->h, &h0, &h1);
+    for (int ow = 0; ow < g->ow; ow++) {
+      int w0, w1;
+      window(ow, g->sw, g->pl, g->kw, g->w, &w0, &w1);
+      const float *go = J->gy + n * ys + ((int64_t)oh * g->ow + ow) * C;
+      int cnt = (h1 - h0) * (w1 - w0);
+      float inv = cnt > 0 ? 1.0f / (float)cnt : 0.0f;
+      for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+          float *xp = J->gx + n * xs + ((int64_t)ih * g->w + iw) * C;
+          for (int c = 0; c < C; c++) xp[c] += go[c] * inv;
+        }
     }
+  }
+})
+
+void lv_cpu_avg_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *gy, float *gx, bool acc) {
+  const int64_t xs = (int64_t)g->h * g->w * g->c;
+  if (!acc) memset(gx, 0, sizeof(float) * (size_t)(xs * g->n));
+  pool_job j = {.g = g, .gy = gy, .gx = gx};
+  lv_cpu_par(ctx, g->n, 1, avg_pool_bwd_images, &j);
 }

@@ -5,19 +5,48 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
+typedef struct blk_job {
+  int64_t run, inner, src_n, src_off, dst_n, dst_off, rank;
+  const float *src;
+  float *dst;
+  bool acc;
+  const int64_t *ys, *ystr;
+  size_t elem;
+  const void *x;
+  void *y;
+  const int32_t *ids;
+  const float *table;
+} blk_job;
+
+LV_CPU_PAR_LOOP(copy_block_outer, blk_job, o, {
+  const int64_t run = J->run;
+  const float *s = J->src + (o * J->src_n + J->src_off) * J->inner;
+  float *d = J->dst + (o * J->dst_n + J->dst_off) * J->inner;
+  if (J->acc)
+    for (int64_t i = 0; i < run; i++) d[i] += s[i];
+  else
+    memcpy(d, s, sizeof(float) * (size_t)run);
+})
+
 void lv_cpu_copy_block(lv_kctx *ctx, int64_t outer, int64_t len, int64_t inner, const float *src, int64_t src_n,
                        int64_t src_off, float *dst, int64_t dst_n, int64_t dst_off, bool acc) {
   const int64_t run = len * inner;
-#pragma omp parallel for if (outer * run > 65536) schedule(dynamic)
-  for (int64_t o = 0; o < outer; o++) {
-    const float *s = src + (o * src_n + src_off) * inner;
-    float *d = dst + (o * dst_n + dst_off) * inner;
-    if (acc)
-      for (int64_t i = 0; i < run; i++) d[i] += s[i];
-    else
-      memcpy(d, s, sizeof(float) * (size_t)run);
-  }
+  blk_job j = {.run = run, .inner = inner, .src_n = src_n, .src_off = src_off, .dst_n = dst_n, .dst_off = dst_off,
+               .src = src, .dst = dst, .acc = acc};
+  lv_cpu_par(ctx, outer, outer * run > 65536 ? lv_cpu_grain(outer, 1) : outer, copy_block_outer, &j);
 }
+
+LV_CPU_PAR_LOOP(transpose_elems, blk_job, i, {
+  int64_t r = i, off = 0;
+  for (int d = (int)J->rank - 1; d >= 0; d--) {
+    off += (r % J->ys[d]) * J->ystr[d];
+    r /= J->ys[d];
+  }
+  if (J->acc)
+    ((float *)J->y)[i] += ((const float *)J->x)[off];
+  else
+    memcpy((char *)J->y + (size_t)i * J->elem, (const char *)J->x + (size_t)off * J->elem, J->elem);
+})
 
 /* y[perm-ordered index] = x[index]: y's dim i is x's dim perm[i]. */
 void lv_cpu_transpose(lv_kctx *ctx, int rank, const int64_t *shape, const int *perm, size_t elem, const void *x,
@@ -33,19 +62,12 @@ void lv_cpu_transpose(lv_kctx *ctx, int rank, const int64_t *shape, const int *p
     ystr[d] = xstride[perm[d]];
     n *= ys[d];
   }
-#pragma omp parallel for if (n > 65536) schedule(dynamic)
-  for (int64_t i = 0; i < n; i++) {
-    int64_t r = i, off = 0;
-    for (int d = rank - 1; d >= 0; d--) {
-      off += (r % ys[d]) * ystr[d];
-      r /= ys[d];
-    }
-    if (acc_f32)
-      ((float *)y)[i] += ((const float *)x)[off];
-    else
-      memcpy((char *)y + (size_t)i * elem, (const char *)x + (size_t)off * elem, elem);
-  }
+  blk_job j = {.rank = rank, .ys = ys, .ystr = ystr, .elem = elem, .x = x, .y = y, .acc = acc_f32};
+  lv_cpu_par(ctx, n, n > 65536 ? lv_cpu_grain(n, 4096) : n, transpose_elems, &j);
 }
+
+LV_CPU_PAR_LOOP(gather_rows, blk_job, i,
+                memcpy(J->dst + i * J->inner, J->table + (int64_t)J->ids[i] * J->inner, sizeof(float) * (size_t)J->inner);)
 
 void lv_cpu_gather_fwd(lv_kctx *ctx, int64_t v, int64_t d, const float *table, int64_t n,
                        const int32_t *ids, float *out, uint64_t tag) {
@@ -54,20 +76,35 @@ void lv_cpu_gather_fwd(lv_kctx *ctx, int64_t v, int64_t d, const float *table, i
       lv_cpu_record_error(ctx, (lv_kerror){tag, i, ids[i], v});
       return;
     }
-#pragma omp parallel for if (n * d > 65536) schedule(dynamic)
-  for (int64_t i = 0; i < n; i++)
-    memcpy(out + i * d, table + (int64_t)ids[i] * d, sizeof(float) * (size_t)d);
+  blk_job j = {.inner = d, .ids = ids, .table = table, .dst = out};
+  lv_cpu_par(ctx, n, n * d > 65536 ? lv_cpu_grain(n, 16) : n, gather_rows, &j);
 }
 
-/* Serial over ids: repeated ids add into the same row. */
+/* Only the rows of ids are touched. Every element adds its ids' rows in id order, so
+ * repeated ids sum the same way whichever thread runs: large gradients are split by
+ * columns, never by ids. */
+typedef struct scatter_job {
+  int64_t d, n;
+  const int32_t *ids;
+  const float *gy;
+  float *gtable;
+} scatter_job;
+
+static void scatter_cols(void *arg, int64_t lo, int64_t hi, int slot) {
+  const scatter_job *J = arg;
+  (void)slot;
+  for (int64_t i = 0; i < J->n; i++) {
+    float *row = J->gtable + (int64_t)J->ids[i] * J->d;
+    const float *g = J->gy + i * J->d;
+    for (int64_t j = lo; j < hi; j++) row[j] += g[j];
+  }
+}
+
 void lv_cpu_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n, const int32_t *ids, const float *gy,
                        float *gtable) {
   (void)v;
-  for (int64_t i = 0; i < n; i++) {
-    float *row = gtable + (int64_t)ids[i] * d;
-    const float *g = gy + i * d;
-    for (int64_t j = 0; j < d; j++) row[j] += g[j];
-  }
+  scatter_job j = {d, n, ids, gy, gtable};
+  lv_cpu_par(ctx, d, n * d > 65536 ? lv_cpu_grain(d, 64) : d, scatter_cols, &j);
 }
 
 static double load(lv_dtype t, const void *x, int64_t i) {

@@ -23,36 +23,52 @@ static float softmax_row(int64_t c, const float *x, float *p, float *max) {
   return (float)log(s);
 }
 
+/* Rows are independent: any split over the threads gives the same bits. */
+static int64_t row_grain(int64_t rows) { return rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows; }
+
+typedef struct sm_job {
+  int64_t c;
+  const float *x, *y, *gy, *t, *probs, *gloss;
+  float *out, *gx, *loss;
+  bool log_, acc;
+} sm_job;
+
+LV_CPU_PAR_LOOP(softmax_rows, sm_job, r, {
+  const int64_t c = J->c;
+  float m, ls = softmax_row(c, J->x + r * c, J->out + r * c, &m);
+  if (J->log_)
+    for (int64_t j = 0; j < c; j++) J->out[r * c + j] = (J->x[r * c + j] - m) - ls;
+})
+
 void lv_cpu_softmax_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, float *y, bool log_) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    float m, ls = softmax_row(c, x + r * c, y + r * c, &m);
-    if (log_)
-      for (int64_t j = 0; j < c; j++) y[r * c + j] = (x[r * c + j] - m) - ls;
-  }
+  sm_job j = {.c = c, .x = x, .out = y, .log_ = log_};
+  lv_cpu_par(ctx, rows, row_grain(rows), softmax_rows, &j);
 }
+
+LV_CPU_PAR_LOOP(softmax_bwd_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *yr = J->y + r * c, *gr = J->gy + r * c;
+  float *xr = J->gx + r * c;
+  double s = 0;
+  if (J->log_) {
+    for (int64_t j = 0; j < c; j++) s += gr[j];
+    for (int64_t j = 0; j < c; j++) {
+      float g = gr[j] - expf(yr[j]) * (float)s;
+      xr[j] = J->acc ? xr[j] + g : g;
+    }
+  } else {
+    for (int64_t j = 0; j < c; j++) s += (double)gr[j] * yr[j];
+    for (int64_t j = 0; j < c; j++) {
+      float g = yr[j] * (gr[j] - (float)s);
+      xr[j] = J->acc ? xr[j] + g : g;
+    }
+  }
+})
 
 void lv_cpu_softmax_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *y, const float *gy, float *gx,
                         bool log_, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    const float *yr = y + r * c, *gr = gy + r * c;
-    float *xr = gx + r * c;
-    double s = 0;
-    if (log_) {
-      for (int64_t j = 0; j < c; j++) s += gr[j];
-      for (int64_t j = 0; j < c; j++) {
-        float g = gr[j] - expf(yr[j]) * (float)s;
-        xr[j] = acc ? xr[j] + g : g;
-      }
-    } else {
-      for (int64_t j = 0; j < c; j++) s += (double)gr[j] * yr[j];
-      for (int64_t j = 0; j < c; j++) {
-        float g = yr[j] * (gr[j] - (float)s);
-        xr[j] = acc ? xr[j] + g : g;
-      }
-    }
-  }
+  sm_job j = {.c = c, .y = y, .gy = gy, .gx = gx, .log_ = log_, .acc = acc};
+  lv_cpu_par(ctx, rows, row_grain(rows), softmax_bwd_rows, &j);
 }
 
 typedef struct xent_job {
@@ -95,29 +111,37 @@ void lv_cpu_sparse_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *
   lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, sparse_xent_bwd_rows, &j);
 }
 
+LV_CPU_PAR_LOOP(xent_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *x = J->x, *t = J->t;
+  float m, ls = softmax_row(c, x + r * c, J->out + r * c, &m);
+  double l = 0;
+  for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
+  J->loss[r] = (float)l;
+})
+
 void lv_cpu_xent_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, const float *t, float *loss,
                      float *probs) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    float m, ls = softmax_row(c, x + r * c, probs + r * c, &m);
-    double l = 0;
-    for (int64_t j = 0; j < c; j++) l -= (double)t[r * c + j] * ((x[r * c + j] - m) - ls);
-    loss[r] = (float)l;
-  }
+  sm_job j = {.c = c, .x = x, .t = t, .loss = loss, .out = probs};
+  lv_cpu_par(ctx, rows, row_grain(rows), xent_rows, &j);
 }
+
+LV_CPU_PAR_LOOP(xent_bwd_rows, sm_job, r, {
+  const int64_t c = J->c;
+  const float *t = J->t, *probs = J->probs;
+  double ts = 0;
+  for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
+  float gl = J->gloss[r];
+  for (int64_t j = 0; j < c; j++) {
+    float g = (probs[r * c + j] * (float)ts - t[r * c + j]) * gl;
+    J->gx[r * c + j] = J->acc ? J->gx[r * c + j] + g : g;
+  }
+})
 
 void lv_cpu_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *probs, const float *t,
                      const float *gloss, float *gx, bool acc) {
-#pragma omp parallel for if (rows > PAR_ROWS) schedule(dynamic)
-  for (int64_t r = 0; r < rows; r++) {
-    double ts = 0;
-    for (int64_t j = 0; j < c; j++) ts += t[r * c + j];
-    float gl = gloss[r];
-    for (int64_t j = 0; j < c; j++) {
-      float g = (probs[r * c + j] * (float)ts - t[r * c + j]) * gl;
-      gx[r * c + j] = acc ? gx[r * c + j] + g : g;
-    }
-  }
+  sm_job j = {.c = c, .probs = probs, .t = t, .gloss = gloss, .gx = gx, .acc = acc};
+  lv_cpu_par(ctx, rows, row_grain(rows), xent_bwd_rows, &j);
 }
 
 /* ---- masked softmax ---- */
@@ -170,4 +194,163 @@ void lv_cpu_masked_softmax_fwd(lv_kctx *ctx, const lv_bcast *bc, const float *x,
   int64_t c = bc->rank ? bc->shape[bc->rank - 1] : 1, rows = c ? n / c : 0;
   msm_job j = {bc, c, bc->rank ? bc->sa[bc->rank - 1] : 0, x, pad, y};
   lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, masked_rows, &j);
+}
+
+/* ---- label-smoothed cross-entropy ---- */
+
+typedef struct sxent_job {
+  int64_t c;
+  const float *x, *probs, *weights, *gloss;
+  const int32_t *ids;
+  float on, off;
+  float *loss, *probs_out, *gx;
+  bool acc;
+} sxent_job;
+
+static void smoothing_targets(int64_t c, float smoothing, float *on, float *off) {
+  *on = 1.0f - smoothing;
+  *off = c > 1 ? smoothing / (float)(c - 1) : 0.0f;
+}
+
+LV_CPU_PAR_LOOP(smoothed_rows, sxent_job, r, {
+  const int64_t c = J->c;
+  const float *xr = J->x + r * c;
+  float m, ls = softmax_row(c, xr, J->probs_out + r * c, &m);
+  /* -sum_j t_j log p_j = -(on * lp_id + off * (sum_j lp_j - lp_id)) */
+  double all = 0;
+  for (int64_t j = 0; j < c; j++) all += (double)((xr[j] - m) - ls);
+  double lp_id = (double)((xr[J->ids[r]] - m) - ls);
+  double l = -((double)J->on * lp_id + (double)J->off * (all - lp_id));
+  J->loss[r] = (float)(J->weights ? l * (double)J->weights[r] : l);
+})
+
+LV_CPU_PAR_LOOP(smoothed_bwd_rows, sxent_job, r, {
+  const int64_t c = J->c;
+  float gl = J->gloss[r] * (J->weights ? J->weights[r] : 1.0f);
+  for (int64_t j = 0; j < c; j++) {
+    float g = (J->probs[r * c + j] - (j == J->ids[r] ? J->on : J->off)) * gl;
+    J->gx[r * c + j] = J->acc ? J->gx[r * c + j] + g : g;
+  }
+})
+
+void lv_cpu_smoothed_xent_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, const int32_t *ids,
+                              const float *weights, float smoothing, float *loss, float *probs, uint64_t tag) {
+  for (int64_t r = 0; r < rows; r++)
+    if (ids[r] < 0 || ids[r] >= c) {
+      lv_cpu_record_error(ctx, (lv_kerror){tag, r, ids[r], c});
+      return;
+    }
+  sxent_job j = {.c = c, .x = x, .ids = ids, .weights = weights, .loss = loss, .probs_out = probs};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, smoothed_rows, &j);
+}
+
+void lv_cpu_smoothed_xent_bwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *probs, const int32_t *ids,
+                              const float *weights, float smoothing, const float *gloss, float *gx, bool acc) {
+  sxent_job j = {.c = c, .probs = probs, .ids = ids, .weights = weights, .gloss = gloss, .gx = gx, .acc = acc};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows > PAR_ROWS ? lv_cpu_grain(rows, 16) : rows, smoothed_bwd_rows, &j);
+}
+
+/* ---- chunked (projected) smoothed cross-entropy ---- */
+
+void lv_cpu_check_ids(lv_kctx *ctx, int64_t n, const int32_t *ids, int64_t bound, uint64_t tag) {
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= bound) {
+      lv_cpu_record_error(ctx, (lv_kerror){tag, i, ids[i], bound});
+      return;
+    }
+}
+
+typedef struct chunk_job {
+  int64_t cs, c0, c;
+  const float *z_in, *bias, *weights, *gloss, *zid_in, *ls_in, *max_in;
+  const int32_t *ids;
+  bool first;
+  float on, off;
+  float *max, *zid, *loss, *ls, *z;
+  double *sumexp, *sumz;
+  const double *sumexp_in, *sumz_in;
+  int32_t *argmax;
+} chunk_job;
+
+LV_CPU_PAR_LOOP(chunk_stats_rows, chunk_job, r, {
+  const int64_t cs = J->cs;
+  const float *zr = J->z_in + r * cs;
+  float cm = -INFINITY;
+  int64_t ci = 0;
+  double sz = 0;
+  for (int64_t j = 0; j < cs; j++) {
+    float v = zr[j] + (J->bias ? J->bias[j] : 0.0f);
+    if (v > cm) {
+      cm = v;
+      ci = j;
+    }
+    sz += v;
+  }
+  float m = J->first || cm > J->max[r] ? cm : J->max[r];
+  double s = 0;
+  for (int64_t j = 0; j < cs; j++) s += expf((zr[j] + (J->bias ? J->bias[j] : 0.0f)) - m);
+  if (J->first) {
+    J->sumexp[r] = s;
+    J->sumz[r] = sz;
+    if (J->argmax) J->argmax[r] = (int32_t)ci;
+  } else {
+    if (m != J->max[r]) {
+      J->sumexp[r] = J->sumexp[r] * exp((double)J->max[r] - (double)m) + s;
+      if (J->argmax) J->argmax[r] = (int32_t)(J->c0 + ci);
+    } else {
+      J->sumexp[r] += s;
+    }
+    J->sumz[r] += sz;
+  }
+  J->max[r] = m;
+  int64_t id = J->ids[r] - J->c0;
+  if (id >= 0 && id < cs) J->zid[r] = zr[id] + (J->bias ? J->bias[id] : 0.0f);
+})
+
+void lv_cpu_xent_chunk_stats(lv_kctx *ctx, int64_t rows, int64_t cs, int64_t c0, const float *z, const float *bias,
+                             const int32_t *ids, bool first, float *max, double *sumexp, double *sumz, float *zid,
+                             int32_t *argmax) {
+  chunk_job j = {.cs = cs, .c0 = c0, .z_in = z, .bias = bias, .ids = ids, .first = first, .max = max,
+                 .sumexp = sumexp, .sumz = sumz, .zid = zid, .argmax = argmax};
+  lv_cpu_par(ctx, rows, rows * cs > 65536 ? lv_cpu_grain(rows, 8) : rows, chunk_stats_rows, &j);
+}
+
+LV_CPU_PAR_LOOP(chunk_loss_rows, chunk_job, r, {
+  double lse = (double)J->max_in[r] + log(J->sumexp_in[r]);
+  double tsum = (double)J->on + (double)J->off * (double)(J->c - 1);
+  double l = tsum * lse - (double)J->on * J->zid_in[r] - (double)J->off * (J->sumz_in[r] - J->zid_in[r]);
+  J->loss[r] = (float)(J->weights ? l * (double)J->weights[r] : l);
+  J->ls[r] = (float)log(J->sumexp_in[r]);
+})
+
+void lv_cpu_xent_chunk_loss(lv_kctx *ctx, int64_t rows, int64_t c, const float *weights, float smoothing,
+                            const float *max, const double *sumexp, const double *sumz, const float *zid, float *loss,
+                            float *ls) {
+  chunk_job j = {.c = c, .weights = weights, .max_in = max, .sumexp_in = sumexp, .sumz_in = sumz,
+                 .zid_in = zid, .loss = loss, .ls = ls};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows > 4096 ? lv_cpu_grain(rows, 1024) : rows, chunk_loss_rows, &j);
+}
+
+LV_CPU_PAR_LOOP(chunk_grad_rows, chunk_job, r, {
+  const int64_t cs = J->cs;
+  float *zr = J->z + r * cs;
+  const float m = J->max_in[r], l = J->ls_in[r];
+  const float gl = J->gloss[r] * (J->weights ? J->weights[r] : 1.0f);
+  const int64_t id = J->ids[r] - J->c0;
+  for (int64_t j = 0; j < cs; j++) {
+    float p = expf(((zr[j] + (J->bias ? J->bias[j] : 0.0f)) - m) - l);
+    zr[j] = (p - (j == id ? J->on : J->off)) * gl;
+  }
+})
+
+void lv_cpu_xent_chunk_grad(lv_kctx *ctx, int64_t rows, int64_t cs, int64_t c0, int64_t c, float *z, const float *bias,
+                            const int32_t *ids, const float *weights, float smoothing, const float *max, const float *ls,
+                            const float *gloss) {
+  chunk_job j = {.cs = cs, .c0 = c0, .c = c, .z = z, .bias = bias, .ids = ids, .weights = weights,
+                 .max_in = max, .ls_in = ls, .gloss = gloss};
+  smoothing_targets(c, smoothing, &j.on, &j.off);
+  lv_cpu_par(ctx, rows, rows * cs > 65536 ? lv_cpu_grain(rows, 8) : rows, chunk_grad_rows, &j);
 }

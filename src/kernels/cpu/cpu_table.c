@@ -72,8 +72,10 @@ const lv_backend *lv_cpu_backend(void) { return &g_cpu_backend; }
 void lv_set_num_threads(int n) {
   if (n <= 0) n = omp_get_num_procs();
   g_cpu_ctx.num_threads = n;
-  /* The kernels' plain `omp parallel` loops follow OpenMP's default; GEMM and conv read
-   * the context. OpenBLAS stays single-threaded (see cpu_gemm.c). */
+  /* Every kernel splits its work with lv_cpu_par (cpu_par.c), which reads the context; no
+   * kernel opens an OpenMP team any more (idle OpenMP workers spin for the cores the
+   * pool's workers need). OpenMP's default still sets the thread count of a NULL
+   * context. OpenBLAS stays single-threaded (see cpu_gemm.c). */
   omp_set_num_threads(n);
   lv_cpu_blas_init();
 }
