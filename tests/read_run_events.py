@@ -51,6 +51,9 @@ def main():
     text = train.get('trainer_params.txt', [])
     check(len(text) == 1 and text[0][1].metadata.plugin_data.plugin_name == 'text', 'trainer_params.txt text summary')
     check(b'task.cls : ' in text[0][1].tensor.string_val[0], 'params text content')
+    # Markdown: every line ends with two spaces, so TensorBoard keeps one key per line.
+    check(all(l.endswith(b'  ') for l in text[0][1].tensor.string_val[0].split(b'\n')[:-1]),
+          'trainer_params.txt lines end with two spaces (markdown line breaks)')
 
     ev = load(gen_dir, os.path.join(logdir, 'eval_test'))
     score_files = sorted(glob.glob(os.path.join(logdir, 'eval_test', 'score-*.txt')))

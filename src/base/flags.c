@@ -1,6 +1,10 @@
 #include "base/flags.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "base/log.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +64,7 @@ static const char *type_word(lv_flag_type t) {
 }
 
 void lv_flags_print_help(FILE *out, const char *usage, const lv_flag *flags, int n) {
-  fprintf(out, "%s\nFlags:\n", usage);
+  if (usage) fprintf(out, "%s\nFlags:\n", usage);
   for (int i = 0; i < n; i++) {
     const lv_flag *f = &flags[i];
     char def[256];
@@ -128,42 +132,146 @@ static lv_status set_value(lv_flag *f, const char *v) {
   return NULL;
 }
 
+/* absl's own flags, understood by every executable (listed by --helpfull). */
+static int64_t g_v;
+static const char *g_vmodule = "", *g_flagfile = "";
+static bool g_logtostderr, g_alsologtostderr, g_helpshort, g_helpfull;
+static lv_flag g_absl[] = {
+    LV_FLAG_I64("v", &g_v, "Verbose logging: lines logged at verbosity n <= v are printed (absl's --v; 0 = none)."),
+    LV_FLAG_STR("vmodule", &g_vmodule, "Per-module verbosity overriding --v: comma-separated <glob>=<level>, the module being a source file's name without extension, e.g. trainer=2,follower=1."),
+    LV_FLAG_BOOL("logtostderr", &g_logtostderr, "Log to stderr. lingvoc always does and writes no log files, so this and --alsologtostderr change nothing."),
+    LV_FLAG_BOOL("alsologtostderr", &g_alsologtostderr, "Also log to stderr (lingvoc always does; see --logtostderr)."),
+    LV_FLAG_STR("flagfile", &g_flagfile, "Read flags from this file: one --flag=value per line; blank lines and lines starting with # or // are skipped; a flagfile may name another."),
+    LV_FLAG_BOOL("helpshort", &g_helpshort, "Print this program's flags and exit (same as --help)."),
+    LV_FLAG_BOOL("helpfull", &g_helpfull, "Print every flag, absl's logging and flagfile flags included, and exit."),
+};
+#define N_ABSL ((int)(sizeof g_absl / sizeof g_absl[0]))
+
+/* Strings read from flagfiles live as long as the process (string flags point at them). */
+static char **g_kept;
+static size_t g_nkept;
+static char *keep(char *str) {
+  char **k = realloc(g_kept, (g_nkept + 1) * sizeof *k);
+  LV_ASSERT(k);
+  g_kept = k;
+  g_kept[g_nkept++] = str;
+  return str;
+}
+
+typedef struct {
+  lv_flag *flags;
+  int n;
+  const char *usage;
+  int help; /* 0 none, 1 short, 2 full */
+} parse_ctx;
+
+static lv_status parse_list(parse_ctx *pc, int argc, char **argv, int first, const char *file, const int *lines,
+                            int depth);
+
+static lv_status read_flagfile(parse_ctx *pc, const char *path, int depth) {
+  if (depth > 8) return lv_status_make(LV_ERR_INVALID, "--flagfile=%s: flagfiles nest more than 8 deep", path);
+  FILE *f = fopen(path, "r");
+  if (!f) return lv_status_make(LV_ERR_NOT_FOUND, "--flagfile=%s: cannot open: %s", path, strerror(errno));
+  char **args = NULL;
+  int *lines = NULL, na = 0, lineno = 0;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+      line[--len] = 0;
+    char *t = line;
+    while (*t == ' ' || *t == '\t') t++;
+    if (!*t || *t == '#' || !strncmp(t, "//", 2)) continue;
+    char **a = realloc(args, (size_t)(na + 1) * sizeof *a);
+    int *l = realloc(lines, (size_t)(na + 1) * sizeof *l);
+    LV_ASSERT(a && l);
+    args = a, lines = l;
+    args[na] = keep(strdup(t));
+    LV_ASSERT(args[na]);
+    lines[na++] = lineno;
+  }
+  free(line);
+  fclose(f);
+  lv_status s = parse_list(pc, na, args, 0, path, lines, depth + 1);
+  free(args);
+  free(lines);
+  return s;
+}
+
+static lv_status parse_one(parse_ctx *pc, int argc, char **argv, int *i, int depth) {
+  const char *a = argv[*i];
+  if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--helpshort")) {
+    if (!pc->help) pc->help = 1;
+    return NULL;
+  }
+  if (!strcmp(a, "--helpfull")) {
+    pc->help = 2;
+    return NULL;
+  }
+  if (strncmp(a, "--", 2) != 0 && !(a[0] == '-' && a[1] && a[1] != '-'))
+    return lv_status_make(LV_ERR_INVALID, "unexpected argument \"%s\": every option is a --flag=value; run with --help", a);
+  const char *body = a + (a[1] == '-' ? 2 : 1);
+  char name[256];
+  const char *eq = strchr(body, '=');
+  size_t nl = eq ? (size_t)(eq - body) : strlen(body);
+  if (nl == 0 || nl >= sizeof name) return lv_status_make(LV_ERR_INVALID, "malformed flag \"%s\"", a);
+  memcpy(name, body, nl);
+  name[nl] = 0;
+  lv_flag *f = (lv_flag *)lv_flags_find(pc->flags, pc->n, name);
+  if (!f) f = (lv_flag *)lv_flags_find(g_absl, N_ABSL, name);
+  if (!f && !eq && !strncmp(name, "no", 2)) {
+    lv_flag *g = (lv_flag *)lv_flags_find(pc->flags, pc->n, name + 2);
+    if (!g) g = (lv_flag *)lv_flags_find(g_absl, N_ABSL, name + 2);
+    if (g && g->type == LV_FLAG_BOOL) {
+      *(bool *)g->ptr = false;
+      g->set = true;
+      return NULL;
+    }
+  }
+  if (!f) return unknown_flag(pc->flags, pc->n, name);
+  const char *v;
+  if (eq) v = eq + 1;
+  else if (f->type == LV_FLAG_BOOL) v = "true";
+  else if (*i + 1 < argc) v = argv[++*i];
+  else return lv_status_make(LV_ERR_INVALID, "flag --%s needs a value", name);
+  LV_TRY(set_value(f, v));
+  if (f->ptr == &g_flagfile) return read_flagfile(pc, g_flagfile, depth);
+  if (f->ptr == &g_vmodule) {
+    const char *err = lv_log_set_vmodule(g_vmodule);
+    if (err) return lv_status_make(LV_ERR_INVALID, "--vmodule=%s: %s", g_vmodule, err);
+  }
+  if (f->ptr == &g_v) lv_log_set_verbosity((int)g_v);
+  if (f->ptr == &g_helpfull && g_helpfull) pc->help = 2;
+  if (f->ptr == &g_helpshort && g_helpshort && !pc->help) pc->help = 1;
+  return NULL;
+}
+
+static lv_status parse_list(parse_ctx *pc, int argc, char **argv, int first, const char *file, const int *lines,
+                            int depth) {
+  for (int i = first; i < argc; i++) {
+    int at = i;
+    lv_status s = parse_one(pc, argc, argv, &i, depth);
+    if (s) return file ? lv_status_wrap(s, "%s:%d", file, lines[at]) : s;
+  }
+  return NULL;
+}
+
 lv_status lv_flags_parse(lv_flag *flags, int n, int argc, char **argv, const char *usage,
                          bool *help_shown) {
   *help_shown = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--helpfull")) {
-      lv_flags_print_help(stdout, usage, flags, n);
-      *help_shown = true;
-      return NULL;
+  parse_ctx pc = {flags, n, usage, 0};
+  LV_TRY(parse_list(&pc, argc, argv, 1, NULL, NULL, 0));
+  if (pc.help) {
+    lv_flags_print_help(stdout, usage, flags, n);
+    if (pc.help == 2) {
+      fprintf(stdout, "\nabsl flags (every lingvoc program):\n");
+      lv_flags_print_help(stdout, NULL, g_absl, N_ABSL);
+    } else {
+      fprintf(stdout, "\nRun with --helpfull for absl's logging and flagfile flags too (--v, --vmodule, --flagfile, ...).\n");
     }
-    if (strncmp(a, "--", 2) != 0 && !(a[0] == '-' && a[1] && a[1] != '-'))
-      return lv_status_make(LV_ERR_INVALID,
-                            "unexpected argument \"%s\": every option is a --flag=value; run with --help", a);
-    const char *body = a + (a[1] == '-' ? 2 : 1);
-    char name[256];
-    const char *eq = strchr(body, '=');
-    size_t nl = eq ? (size_t)(eq - body) : strlen(body);
-    if (nl == 0 || nl >= sizeof name) return lv_status_make(LV_ERR_INVALID, "malformed flag \"%s\"", a);
-    memcpy(name, body, nl);
-    name[nl] = 0;
-    lv_flag *f = (lv_flag *)lv_flags_find(flags, n, name);
-    if (!f && !eq && !strncmp(name, "no", 2)) {
-      lv_flag *g = (lv_flag *)lv_flags_find(flags, n, name + 2);
-      if (g && g->type == LV_FLAG_BOOL) {
-        *(bool *)g->ptr = false;
-        g->set = true;
-        continue;
-      }
-    }
-    if (!f) return unknown_flag(flags, n, name);
-    const char *v;
-    if (eq) v = eq + 1;
-    else if (f->type == LV_FLAG_BOOL) v = "true";
-    else if (i + 1 < argc) v = argv[++i];
-    else return lv_status_make(LV_ERR_INVALID, "flag --%s needs a value", name);
-    LV_TRY(set_value(f, v));
+    *help_shown = true;
   }
   return NULL;
 }

@@ -1,7 +1,11 @@
 /* Command-line flags in absl style, shared by every executable: --name=value or
  * --name value; booleans also --name / --noname. Unknown flags and stray positional
- * arguments are errors (with the closest known flag names); --help prints usage and
- * every flag with its default. Defaults are whatever the variables hold before parsing. */
+ * arguments are errors (with the closest known flag names); --help / --helpshort print
+ * usage and the program's flags with their defaults, --helpfull adds absl's own flags,
+ * which every program understands: --v=N and --vmodule=glob=N (verbose logging,
+ * base/log.h), --logtostderr / --alsologtostderr (accepted: lingvoc always logs to stderr)
+ * and --flagfile=FILE (one flag per line, # and // comments, nestable; errors name the
+ * file and line). Defaults are whatever the variables hold before parsing. */
 #ifndef LV_BASE_FLAGS_H
 #define LV_BASE_FLAGS_H
 
@@ -30,6 +34,7 @@ typedef struct lv_flag {
  * LV_ERR_INVALID with a message naming the flag and what was expected. */
 lv_status lv_flags_parse(lv_flag *flags, int n, int argc, char **argv, const char *usage,
                          bool *help_shown);
+/* usage may be NULL (the flag list only). */
 void lv_flags_print_help(FILE *out, const char *usage, const lv_flag *flags, int n);
 const lv_flag *lv_flags_find(const lv_flag *flags, int n, const char *name);
 

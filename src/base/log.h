@@ -7,10 +7,20 @@ typedef enum { LV_LOG_DEBUG, LV_LOG_INFO, LV_LOG_WARN, LV_LOG_ERROR, LV_LOG_COUN
 
 void lv_log_set_level(lv_log_level min_level);
 void lv_log(lv_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* absl's verbose logging: lv_vlog(n, ...) prints (as an info line) when n <= the
+ * verbosity of the calling source file: --vmodule's level for the first pattern that
+ * matches the file's base name without extension (globs with * and ?), else --v. */
+void lv_log_set_verbosity(int v);
+/* "pattern=N,pattern=N"; an error message (static) for a malformed spec, else NULL. */
+const char *lv_log_set_vmodule(const char *spec);
+int lv_log_verbosity(const char *file);
+void lv_vlog_at(const char *file, int n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define lv_vlog(n, ...) lv_vlog_at(__FILE__, (n), __VA_ARGS__)
 #define lv_info(...) lv_log(LV_LOG_INFO, __VA_ARGS__)
 #define lv_warn(...) lv_log(LV_LOG_WARN, __VA_ARGS__)
 #define lv_error(...) lv_log(LV_LOG_ERROR, __VA_ARGS__)
-#define lv_debug(...) lv_log(LV_LOG_DEBUG, __VA_ARGS__)
+#define lv_debug(...) lv_vlog(1, __VA_ARGS__)
 
 /* Seconds since an arbitrary fixed point (CLOCK_MONOTONIC) and wall-clock seconds. */
 double lv_now_monotonic(void);

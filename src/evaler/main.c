@@ -22,7 +22,8 @@ static lv_status run(int argc, char **argv) {
   double max_poll = 300, timeout = 0;
   lv_flag flags[LV_CLI_MAX_FLAGS];
   int n = lv_cli_add_flags(&c, flags, 0);
-  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "Dataset to evaluate: Test, Dev or Train.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync or async (the evaler works the same in both; Lingvo's inspect modes are bin/trainer's).");
+  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "Dataset to evaluate: Test, Dev or Train (--job=evaler_<dataset> sets it too).");
   flags[n++] = (lv_flag)LV_FLAG_BOOL("once", &once, "Evaluate one checkpoint and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("checkpoint", &checkpoint, "With --once: the checkpoint prefix to evaluate (default: latest).");
   flags[n++] = (lv_flag)LV_FLAG_F64("max_poll_secs", &max_poll, "Longest wait between polls for a new checkpoint.");
@@ -32,6 +33,7 @@ static lv_status run(int argc, char **argv) {
   if (help) return NULL;
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
+  LV_TRY(lv_cli_evaler_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset, &once, &checkpoint));
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(&c, flags, n, dataset, &p));
   lv_evaler_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,

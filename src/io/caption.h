@@ -1,6 +1,8 @@
 /* Captioned thumbnails for image summaries (what Lingvo's classifier draws with
- * matplotlib: the image with "label vs. prediction" under it). The image is scaled up 2x
- * and a caption band is drawn with a built-in 3x5 pixel font (digits, letters, '.', ' '). */
+ * matplotlib: the image with its label and prediction under it). The image is scaled up
+ * 2x and a caption band is drawn with a built-in 3x5 pixel font (digits, capital letters,
+ * . - : / ( ) = ! and space); '\n' starts another caption line, and the image widens to
+ * fit the longest line. */
 #ifndef LV_IO_CAPTION_H
 #define LV_IO_CAPTION_H
 

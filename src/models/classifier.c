@@ -36,6 +36,9 @@ static lv_params *model_v1_params(void) {
                         "Max pooling window shapes. Must be a list of sequences of 2. Elements are in order "
                         "of height, width.");
   lv_params_define_bool(p, "batch_norm", false, "Apply BN or not after the conv.");
+  lv_params_define_list(p, "class_names", lv_pvalue_list(),
+                        "Names of the classes, by id, for the captions of the evaler's image summaries "
+                        "(lingvoc addition; empty: class ids).");
   lv_params_define_float(p, "dropout_prob", 0.0, "Probability of the dropout applied after pooling.");
   LV_ASSERT(!lv_params_set_float(p, "train.learning_rate", 1e-4));
   lv_params *sched = NULL;
@@ -216,29 +219,54 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
   return ok;
 }
 
-/* Lingvo's ModelV1._AddSummary: 10 test images captioned "label vs. prediction". */
+/* The caption name of class id k: class_names[k] if given, else the id. */
+static void class_name(const lv_params *p, int32_t k, char *out, size_t n) {
+  const lv_pvalue *names = lv_params_list(p, "class_names");
+  const lv_pvalue *v = names && k >= 0 && k < lv_pvalue_len(names) ? lv_pvalue_at(names, k) : NULL;
+  const char *str = v ? lv_pvalue_as_string(v) : NULL;
+  if (str) snprintf(out, n, "%s", str);
+  else snprintf(out, n, "%d", k);
+}
+
+/* Lingvo's ModelV1._AddSummary: 10 test images with their label and prediction; the
+ * misclassified ones of the batch come first (they are the ones worth looking at), then
+ * correct ones fill up to 10. Captions "label: Coat" / "pred: Pullover (wrong)", with
+ * class names from the task's class_names. */
 static lv_status classifier_eval_summaries(lv_task *t, const lv_batch *b, const lv_metrics *m, int64_t step,
                                            lv_events_writer *ev) {
-  (void)t;
   lv_tensor *raw = lv_batch_get(b, "raw"), *label = lv_batch_get(b, "label");
   lv_tensor *pred = lv_nmap_get(&m->per_example, "predictions");
   if (!raw || !label || !pred || raw->shape.rank != 4) return NULL;
   int h = (int)raw->shape.d[1], w = (int)raw->shape.d[2], c = (int)raw->shape.d[3];
-  int64_t n = raw->shape.d[0] < 10 ? raw->shape.d[0] : 10;
+  int64_t total = raw->shape.d[0], n = total < 10 ? total : 10;
   /* Predictions live on the step's device; the batch is host memory. */
   int32_t *host_pred = malloc(lv_tensor_nbytes(pred) + 1);
-  if (!host_pred) return lv_status_make(LV_ERR_RESOURCE, "out of memory reading predictions");
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(total + 1));
+  if (!host_pred || !order) {
+    free(host_pred);
+    free(order);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory reading predictions");
+  }
   lv_status s = lv_tensor_to_host(pred, host_pred);
-  for (int64_t i = 0; !s && i < n; i++) {
-    char tag[64], caption[64];
-    snprintf(tag, sizeof tag, "examples/image/%lld", (long long)i);
-    snprintf(caption, sizeof caption, "%d vs. %d", lv_i32(label)[i], host_pred[i]);
+  int64_t k = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t i = 0; i < total && k < n; i++)
+      if ((lv_i32(label)[i] != host_pred[i]) == (pass == 0)) order[k++] = i;
+  for (int64_t j = 0; !s && j < n; j++) {
+    int64_t i = order[j];
+    char tag[64], caption[160], ln[64], pn[64];
+    snprintf(tag, sizeof tag, "examples/image/%lld", (long long)j);
+    class_name(t->p, lv_i32(label)[i], ln, sizeof ln);
+    class_name(t->p, host_pred[i], pn, sizeof pn);
+    snprintf(caption, sizeof caption, "label: %s\npred: %s%s", ln, pn,
+             lv_i32(label)[i] == host_pred[i] ? "" : " (wrong)");
     int oh, ow, oc;
     uint8_t *img = lv_caption_render(lv_u8(raw) + i * h * w * c, h, w, c, caption, &oh, &ow, &oc);
     if (!img) s = lv_status_make(LV_ERR_RESOURCE, "out of memory rendering image summary %s", tag);
     else lv_events_image(ev, tag, step, oh, ow, oc, img);
     free(img);
   }
+  free(order);
   free(host_pred);
   return s;
 }

@@ -248,6 +248,45 @@ lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *
   return NULL;
 }
 
+/* key = value (a flag's); warns when the override (which changed key from `before`) had
+ * set something else. */
+static lv_status own_string(lv_params *p, const char *key, const char *before, const char *value, const char *flag,
+                            const char *src) {
+  const char *cur = lv_params_str(p, key);
+  if (cur && *cur && strcmp(cur, value) && strcmp(cur, before))
+    lv_warn("%s sets %s to '%s', but %s owns it: using '%s'", src, key, cur, flag, value);
+  return lv_params_set_string(p, key, value);
+}
+
+/* The dataset's input params win over a params file's input.* (takes before). */
+static lv_status own_input(lv_params *p, lv_params *before, const char *dataset, const char *src) {
+  char *a = lv_params_to_text(before), *b = lv_params_to_text(lv_params_sub(p, "input"));
+  if (strcmp(a, b)) {
+    /* Name the first few lines that differ. */
+    char diff[1024] = "";
+    int nd = 0;
+    for (char *save = NULL, *line = strtok_r(b, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+      char needle[600];
+      snprintf(needle, sizeof needle, "\n%s\n", line);
+      char *hay = NULL;
+      if (asprintf(&hay, "\n%s\n", a) < 0) break;
+      bool same = strstr(hay, needle) != NULL;
+      free(hay);
+      if (same) continue;
+      if (nd++ < 4) {
+        strncat(diff, "\n  input.", sizeof diff - strlen(diff) - 1);
+        strncat(diff, line, sizeof diff - strlen(diff) - 1);
+      }
+    }
+    lv_warn("%s sets input params that differ from dataset %s's; --dataset owns input.*, so %s's are used "
+            "(use --model_params_override for deliberate input changes):%s%s", src, dataset, dataset, diff,
+            nd > 4 ? "\n  ..." : "");
+  }
+  free(a);
+  free(b);
+  return lv_params_set_params(p, "input", before);
+}
+
 lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   *out = NULL;
   lv_params *p = NULL;
@@ -266,12 +305,27 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   char model_str[4500];
   snprintf(model_str, sizeof model_str, "%s@%s", o->model, path);
   if (!s) s = lv_params_set_string(p, "model", model_str);
-  if (!s && o->logdir) s = lv_params_set_string(p, "cluster.logdir", o->logdir);
-  if (!s && o->mode && *o->mode) s = lv_params_set_string(p, "cluster.mode", o->mode);
-  if (!s && o->job && *o->job) s = lv_params_set_string(p, "cluster.job", o->job);
-  if (!s && o->num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", o->num_threads);
   int64_t task_max_steps = lv_params_int(p, "task.train.max_steps");
+  /* Lingvo applies the overrides first and the flags after them: a flag owns the params
+   * it names (an inspect_params dump of another run must not move this run to that
+   * run's logdir or swap in another dataset's input). */
+  lv_params *input_before = s ? NULL : lv_params_copy(lv_params_sub(p, "input"));
+  static const char *const kOwned[] = {"model", "cluster.logdir", "cluster.mode", "cluster.job"};
+  char *before[4] = {0};
+  for (int i = 0; i < 4 && !s; i++) before[i] = strdup(lv_params_str(p, kOwned[i]));
   if (!s) s = lv_params_apply_overrides(p, o->params_override, o->params_file_override);
+  bool from_file = o->params_file_override && *o->params_file_override;
+  const char *src = from_file ? "--model_params_file_override" : "--model_params_override";
+  if (!s) s = own_string(p, "model", before[0], model_str, "--model", src);
+  if (!s && o->logdir && *o->logdir) s = own_string(p, "cluster.logdir", before[1], o->logdir, "--logdir", src);
+  if (!s && o->mode && *o->mode) s = own_string(p, "cluster.mode", before[2], o->mode, "--mode", src);
+  if (!s && o->job && *o->job) s = own_string(p, "cluster.job", before[3], o->job, "--job", src);
+  for (int i = 0; i < 4; i++) free(before[i]);
+  if (!s && o->job && (!strncmp(o->job, "evaler", 6) || !strncmp(o->job, "decoder", 7)))
+    s = lv_params_set_bool(p, "cluster.do_eval", true);
+  if (!s && from_file) s = own_input(p, input_before, o->dataset ? o->dataset : "Train", src);
+  else lv_params_free(input_before);
+  if (!s && o->num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", o->num_threads);
   if (!s && o->saver_max_to_keep >= 0) s = lv_params_set_int(p, "train.save_max_to_keep", o->saver_max_to_keep);
   if (!s && o->saver_keep_checkpoint_every_n_hours >= 0)
     s = lv_params_set_float(p, "train.save_keep_checkpoint_every_n_hours", o->saver_keep_checkpoint_every_n_hours);

@@ -294,6 +294,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
       double g2 = l->sums[SUM_GRAD_SQ * n + i];
       double v2 = l->sums[SUM_VALUE_SQ * n + i];
       l->gnorm[i] = sqrt(g2);
+      if (!isfinite(g2) && !s.nonfinite_var) s.nonfinite_var = l->v[i].name;
       l->vnorm[i] = sqrt(v2);
       gsq += g2;
       vsq += v2;

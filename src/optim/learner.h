@@ -89,6 +89,8 @@ typedef struct lv_learner_stats {
   bool has_l2, has_l1;
   double l2_loss, l1_loss;
   bool skipped; /* no update was applied this step */
+  const char *nonfinite_var; /* the first variable whose gradient is NaN or Inf (or NULL);
+                              * valid while the learner lives */
 } lv_learner_stats;
 
 /* Fills names/values with the step's eval metrics under Lingvo's names ("learning_rate",

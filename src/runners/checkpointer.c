@@ -371,3 +371,36 @@ lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, in
   lv_bundle_reader_close(r);
   return s;
 }
+
+lv_status lv_checkpoint_params_text(const char *prefix, char **text) {
+  *text = NULL;
+  lv_bundle_reader *r = NULL;
+  LV_TRY(lv_bundle_reader_open(prefix, &r));
+  const lv_bundle_entry *e = lv_bundle_reader_find(r, LV_CKPT_PARAMS_TENSOR);
+  lv_status s = NULL;
+  if (e && e->dtype == LV_STRING && lv_shape_numel(&e->shape) == 1) {
+    char **strs = NULL;
+    size_t *lens = NULL;
+    s = lv_bundle_reader_read_strings(r, e, &strs, &lens);
+    if (!s) {
+      *text = strs[0];
+      strs[0] = NULL;
+      lv_bundle_strings_free(strs, lens, 1);
+    }
+  }
+  lv_bundle_reader_close(r);
+  return s;
+}
+
+bool lv_params_text_int(const char *text, const char *key, int64_t *out) {
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    if (strncmp(p, key, kl) || strncmp(p + kl, " : ", 3)) continue;
+    char *end;
+    long long v = strtoll(p + kl + 3, &end, 10);
+    if (end == p + kl + 3 || (*end && *end != '\n')) return false;
+    *out = v;
+    return true;
+  }
+  return false;
+}

@@ -55,5 +55,10 @@ int64_t lv_checkpoint_step(const char *prefix);
 lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, int n);
 
 #define LV_CKPT_PARAMS_TENSOR "_lingvoc/params_txt"
+/* The trainer's params text stored in a checkpoint (*text = NULL and OK when the
+ * checkpoint has none, e.g. one written by keras2ckpt); caller frees. */
+lv_status lv_checkpoint_params_text(const char *prefix, char **text);
+/* The integer value of a "key : value" line of a params text; false if absent. */
+bool lv_params_text_int(const char *text, const char *key, int64_t *out);
 
 #endif

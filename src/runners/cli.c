@@ -1,9 +1,12 @@
 #include "runners/cli.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/names.h"
+#include <strings.h>
 
 void lv_cli_init(lv_cli *c) {
   memset(c, 0, sizeof *c);
@@ -13,17 +16,17 @@ void lv_cli_init(lv_cli *c) {
   c->saver_max_to_keep = -1;
   c->saver_keep_checkpoint_every_n_hours = -1;
   c->worker_replicas = 1;
+  c->enable_asserts = c->enable_check_numerics = true;
 }
 
 int lv_cli_add_flags(lv_cli *c, lv_flag *f, int n) {
   lv_flag add[] = {
       LV_FLAG_STR("model", &c->model, "Name of the model class to train, e.g. image.mnist.LeNet5 (group LeNet5 of experiments/image/mnist.cfg)."),
       LV_FLAG_STR("logdir", &c->logdir, "Root log directory: train/ (checkpoints, trainer summaries), control/, eval_<dataset>/."),
-      LV_FLAG_STR("job", &c->job, "Comma-separated job list (Lingvo's names; this executable runs its own job)."),
-      LV_FLAG_STR("mode", &c->mode, "sync (default with --run_locally), async, inspect_params, inspect_model, inspect_evaler, inspect_input (trainer)."),
+      LV_FLAG_STR("job", &c->job, "Lingvo's job names. bin/trainer: controller, trainer_client (sync), trainer (async), comma-separated; bin/evaler: evaler_<dataset> or evaler_once_<dataset>@<checkpoint>. Other jobs are errors naming the program that runs them."),
       LV_FLAG_STR("run_locally", &c->run_locally, "'' or cpu: run on this machine's CPU; gpu: needs a CUDA build."),
       LV_FLAG_STR("model_params_override", &c->model_params_override, "Params.FromText lines applied to the model params, separated by ';' or newlines, e.g. 'train.max_steps: 500; task.train.learning_rate: 3e-4'."),
-      LV_FLAG_STR("model_params_file_override", &c->model_params_file_override, "A file of FromText lines applied to the model params (only if the file exists)."),
+      LV_FLAG_STR("model_params_file_override", &c->model_params_file_override, "A file of Params.FromText lines (e.g. another run's --mode=inspect_params output) applied to the model params; a missing file is an error. Flags own what they name and win over the file: --logdir (cluster.logdir), --job, --mode, --model and the --dataset's input.* (a conflict is reported)."),
       LV_FLAG_I64("saver_max_to_keep", &c->saver_max_to_keep, "If >= 0, sets train.save_max_to_keep."),
       LV_FLAG_F64("saver_keep_checkpoint_every_n_hours", &c->saver_keep_checkpoint_every_n_hours, "If >= 0, sets train.save_keep_checkpoint_every_n_hours."),
       LV_FLAG_STR("experiments_dir", &c->experiments_dir, "Where experiment files live (default: $LINGVOC_EXPERIMENTS, <bin>/../experiments, ./experiments)."),
@@ -33,13 +36,118 @@ int lv_cli_add_flags(lv_cli *c, lv_flag *f, int n) {
       LV_FLAG_I64("worker_replicas", &c->worker_replicas, "Number of worker replicas (single machine: 1)."),
       LV_FLAG_STR("model_task_name", &c->model_task_name, "Multitask models: the task to run (lingvoc has single-task models only)."),
       LV_FLAG_STR("cluster_spec", &c->cluster_spec, "Multi-machine cluster spec (not supported by this build)."),
-      LV_FLAG_BOOL("v", &c->verbose, "Verbose (debug) logging."),
+      LV_FLAG_BOOL("enable_asserts", &c->enable_asserts, "Lingvo's runtime assertions. lingvoc's shape, id and range checks are always on (they cost nothing measurable), so only true is accepted."),
+      LV_FLAG_BOOL("enable_check_numerics", &c->enable_check_numerics, "As Lingvo's CheckNumerics (on the loss and every gradient): the trainer stops with an error at the first step whose loss or a gradient is NaN or Inf, naming the variable; its variables stay as they were before the step. false: the step is skipped and counted (has_nan_or_inf), as Lingvo's learner does without CheckNumerics."),
   };
   for (size_t i = 0; i < LV_ARRAY_LEN(add); i++) {
     LV_ASSERT(n < LV_CLI_MAX_FLAGS);
     f[n++] = add[i];
   }
   return n;
+}
+
+/* Splits c->job at commas into toks (at most max); returns the count. */
+static int job_tokens(const char *job, char toks[][LV_CLI_JOB_MAX], int max) {
+  int n = 0;
+  for (const char *p = job; *p && n < max;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    snprintf(toks[n], LV_CLI_JOB_MAX, "%.*s", (int)(len < LV_CLI_JOB_MAX - 1 ? len : LV_CLI_JOB_MAX - 1), p);
+    if (len) n++;
+    p += len + (e != NULL);
+  }
+  return n;
+}
+
+lv_status lv_cli_trainer_job(lv_cli *c) {
+  char toks[8][LV_CLI_JOB_MAX];
+  int n = job_tokens(c->job, toks, 8);
+  bool async = !strcmp(c->mode, "async"), has_trainer = false, has_client = false;
+  if (*c->mode && strcmp(c->mode, "sync") && !async)
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s: bin/trainer takes sync, async, inspect_params, inspect_model, "
+                          "inspect_evaler or inspect_input", c->mode);
+  for (int i = 0; i < n; i++) {
+    const char *t = toks[i];
+    if (!strcmp(t, "controller")) continue;
+    if (!strcmp(t, "trainer")) { has_trainer = true; continue; }
+    if (!strcmp(t, "trainer_client")) { has_client = true; continue; }
+    if (!strncmp(t, "evaler_", 7))
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer does not run evaler jobs; run bin/evaler --logdir=DIR "
+                            "--job=%s beside it (one process per job: several jobs in one process are not supported)",
+                            c->job, t);
+    if (!strncmp(t, "decoder_", 8))
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer does not run decoder jobs, and this build has no "
+                            "decoder job yet", c->job);
+    return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer runs Lingvo's controller, trainer_client (sync) and "
+                          "trainer (async) jobs; '%s' is not one of them", c->job, t);
+  }
+  if (has_trainer && has_client)
+    return lv_status_make(LV_ERR_INVALID, "--job=%s: trainer (async) and trainer_client (sync) exclude each other", c->job);
+  if (has_trainer && *c->mode && !async)
+    return lv_status_make(LV_ERR_INVALID, "--job=trainer is Lingvo's asynchronous trainer but --mode=%s; use "
+                          "--job=trainer_client or --mode=async", c->mode);
+  if (has_client && async)
+    return lv_status_make(LV_ERR_INVALID, "--job=trainer_client is Lingvo's synchronous trainer but --mode=async; use "
+                          "--job=trainer or --mode=sync");
+  async |= has_trainer;
+  c->mode = async ? "async" : "sync";
+  c->job = async ? "trainer" : "trainer_client";
+  if (async)
+    lv_info("--mode=async with one worker replica: each step applies its own gradients at once, the same updates "
+            "as sync training");
+  return NULL;
+}
+
+lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset, bool *once, const char **checkpoint) {
+  if (!strncmp(c->mode, "inspect", 7))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s is a trainer mode: run bin/trainer --mode=%s", c->mode, c->mode);
+  if (*c->mode && strcmp(c->mode, "sync") && strcmp(c->mode, "async"))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s: bin/evaler takes sync or async (both evaluate the same way)",
+                          c->mode);
+  char toks[8][LV_CLI_JOB_MAX];
+  int n = job_tokens(c->job, toks, 8);
+  if (n > 1)
+    return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/evaler runs one evaler job; start one process per job "
+                          "(several jobs in one process are not supported)", c->job);
+  if (n == 1) {
+    const char *t = toks[0], *ds = NULL;
+    if (!strncmp(t, "evaler_once_", 12)) {
+      char *ckpt = c->job_checkpoint;
+      const char *at = strchr(t + 12, '@');
+      if (!at || at == t + 12 || !at[1])
+        return lv_status_make(LV_ERR_INVALID, "--job=%s: expected evaler_once_<dataset>@<checkpoint prefix>", t);
+      snprintf(ckpt, sizeof c->job_checkpoint, "%s", at + 1);
+      if (at - (t + 12) >= (ptrdiff_t)sizeof c->job_dataset)
+        return lv_status_make(LV_ERR_INVALID, "--job=%s: dataset name too long", t);
+      snprintf(c->job_dataset, sizeof c->job_dataset, "%.*s", (int)(at - (t + 12)), t + 12);
+      ds = c->job_dataset;
+      if (*checkpoint && **checkpoint && strcmp(*checkpoint, ckpt))
+        return lv_status_make(LV_ERR_INVALID, "--job=%s names checkpoint %s but --checkpoint=%s", t, ckpt, *checkpoint);
+      *checkpoint = ckpt;
+      *once = true;
+    } else if (!strncmp(t, "evaler_", 7) && t[7]) {
+      if (strlen(t + 7) >= sizeof c->job_dataset)
+        return lv_status_make(LV_ERR_INVALID, "--job=%s: dataset name too long", t);
+      snprintf(c->job_dataset, sizeof c->job_dataset, "%.63s", t + 7);
+      ds = c->job_dataset;
+    } else if (!strncmp(t, "decoder_", 8)) {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/evaler does not run decoder jobs, and this build has no "
+                            "decoder job yet", t);
+    } else if (!strcmp(t, "controller") || !strcmp(t, "trainer") || !strcmp(t, "trainer_client")) {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: that is a trainer job; run bin/trainer", t);
+    } else {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/evaler runs evaler_<dataset> and "
+                            "evaler_once_<dataset>@<checkpoint> jobs", t);
+    }
+    if (dataset_given && strcasecmp(ds, *dataset))
+      return lv_status_make(LV_ERR_INVALID, "--job=%s evaluates dataset %s but --dataset=%s", t, ds, *dataset);
+    if (!dataset_given) *dataset = ds;
+  }
+  char lower[64];
+  lv_str_lower(*dataset, lower, sizeof lower);
+  snprintf(c->job_buf, sizeof c->job_buf, "evaler_%s", lower);
+  c->job = c->job_buf;
+  return NULL;
 }
 
 const char *lv_cli_prog(const char *argv0) {
@@ -50,7 +158,9 @@ const char *lv_cli_prog(const char *argv0) {
 lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, const char *dataset, lv_model_options *o) {
   (void)flags;
   (void)nflags;
-  if (c->verbose) lv_log_set_level(LV_LOG_DEBUG);
+  if (!c->enable_asserts)
+    return lv_status_make(LV_ERR_INVALID, "--enable_asserts=false is not supported: lingvoc's shape, id and range "
+                          "checks are always on (they cost nothing measurable)");
   if (!*c->model) return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5); see --help");
   if (!strcmp(c->run_locally, "tpu"))
     return lv_status_make(LV_ERR_INVALID, "--run_locally=tpu: lingvoc does not run on TPUs (Lingvo's TPU jobs and "

@@ -11,8 +11,11 @@ typedef struct lv_cli {
   const char *experiments_dir, *model_task_name, *cluster_spec;
   int64_t saver_max_to_keep, task, num_threads, worker_gpus, worker_replicas;
   double saver_keep_checkpoint_every_n_hours;
-  bool verbose;
+  bool enable_asserts, enable_check_numerics;
+  char job_dataset[64], job_checkpoint[4096], job_buf[96]; /* storage for what --job names */
 } lv_cli;
+
+#define LV_CLI_JOB_MAX 4200
 
 #define LV_CLI_MAX_FLAGS 64
 
@@ -24,5 +27,13 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
 /* Builds the frozen params, applying --num_threads. */
 lv_status lv_cli_build_params(lv_cli *c, const lv_flag *flags, int nflags, const char *dataset, lv_params **out);
 const char *lv_cli_prog(const char *argv0);
+/* bin/trainer's --job / --mode (Lingvo's controller + trainer_client for sync, trainer for
+ * async; one worker replica): an error naming the program that runs any other job; sets
+ * c->job and c->mode to what the params record. Inspect modes are handled before. */
+lv_status lv_cli_trainer_job(lv_cli *c);
+/* bin/evaler's --job (evaler_<ds>, evaler_once_<ds>@<ckpt>) and --mode: fills *dataset
+ * (unless dataset_given, where they must agree), *once and *checkpoint; sets c->job to
+ * "evaler_<ds>". */
+lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset, bool *once, const char **checkpoint);
 
 #endif

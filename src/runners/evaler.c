@@ -105,6 +105,51 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   return s;
 }
 
+/* train.max_steps from the trainer's params stored in checkpoint prefix, else current;
+ * says so when it differs from this job's own params. */
+static int64_t trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
+  char *text = NULL;
+  lv_status s = lv_checkpoint_params_text(prefix, &text);
+  int64_t v = current;
+  if (s) {
+    lv_warn("cannot read the trainer's params from %s: %s", prefix, lv_status_msg(s));
+    lv_status_free(s);
+  } else if (text && lv_params_text_int(text, "train.max_steps", &v) && v != current && v != own) {
+    lv_info("train.max_steps is %lld in the trainer's params (%s); this job's params say %lld: stopping after "
+            "step %lld", (long long)v, prefix, (long long)own, (long long)v);
+  }
+  free(text);
+  return v;
+}
+
+/* Nothing was left to evaluate: say what was scored before and the last scores. */
+static void report_finished(const eval_state *e, int64_t max_steps) {
+  char path[8300];
+  snprintf(path, sizeof path, "%s/processed_ckpts.txt", e->dir);
+  char *data = NULL;
+  size_t len = 0;
+  lv_status s = lv_file_read_all(path, &data, &len);
+  if (s) {
+    lv_status_free(s);
+    return;
+  }
+  int n = 0;
+  char last[4200] = "";
+  for (char *save = NULL, *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    n++;
+    snprintf(last, sizeof last, "%s", line);
+  }
+  free(data);
+  if (!n) return;
+  lv_info("%s: nothing left to evaluate: the checkpoint at train.max_steps %lld is already scored (%d checkpoint%s "
+          "in %s; the last is %s)", e->job, (long long)max_steps, n, n > 1 ? "s" : "", path, last);
+  snprintf(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(last));
+  if (lv_file_read_all(path, &data, &len)) return;
+  for (char *save = NULL, *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+    lv_info("  %s", line);
+  free(data);
+}
+
 lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   eval_state e = {0};
   char ds[32];
@@ -119,11 +164,21 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   lv_status s = lv_file_write_atomic(path, text, strlen(text));
   free(text);
   if (s) return s;
-  const int64_t max_steps = lv_params_int(cfg, "train.max_steps");
+  const int64_t own_max_steps = lv_params_int(cfg, "train.max_steps");
   const lv_params *ep = lv_params_sub(cfg, "task.eval");
   const char *load_from = lv_params_str(ep, "load_checkpoint_from");
   char train_dir[4200];
   snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
+  /* The trainer may have run with another train.max_steps (an override this job was not
+   * given): its params are in every checkpoint, so the newest one says when to stop. */
+  int64_t max_steps = own_max_steps;
+  {
+    char latest[8192];
+    int64_t ls;
+    bool found = false;
+    LV_TRY(lv_checkpoint_latest(train_dir, latest, sizeof latest, &ls, &found));
+    if (found) max_steps = trainer_max_steps(latest, max_steps, own_max_steps);
+  }
   lv_follower_options fo = {.train_dir = train_dir,
                             .job_dir = e.dir,
                             .job = e.job,
@@ -136,20 +191,27 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
                             .timeout_secs = opt->timeout_secs};
   lv_follower *f = NULL;
   LV_TRY(lv_follower_create(&fo, &f));
+  /* The model (and its input) now, so a bad config fails before any wait. */
   s = lv_instance_create(cfg, true, lv_input_no_shard(), &e.m);
-  if (!s) {
-    e.items = lv_instance_saveables(e.m, &e.nitems);
-    s = lv_events_writer_open(e.dir, 5.0, &e.ev);
-  }
+  if (!s) e.items = lv_instance_saveables(e.m, &e.nitems);
   char prefix[8192];
   int64_t step;
   bool done = false;
+  int evaluated = 0;
   while (!s) {
     s = lv_follower_next(f, prefix, sizeof prefix, &step, &done);
     if (s || done) break;
+    /* The events file only once there is something to write into it. */
+    if (!e.ev && (s = lv_events_writer_open(e.dir, 5.0, &e.ev))) break;
     s = eval_checkpoint(&e, prefix);
+    if (!s && !fo.once) {
+      max_steps = trainer_max_steps(prefix, max_steps, own_max_steps);
+      lv_follower_set_max_steps(f, max_steps);
+    }
     s = s ? lv_follower_failed(f, s) : lv_follower_mark_processed(f);
+    if (!s) evaluated++;
   }
+  if (!s && !evaluated && !fo.once) report_finished(&e, max_steps);
   if (e.ev) {
     lv_status s2 = lv_events_writer_close(e.ev);
     if (!s) s = s2;

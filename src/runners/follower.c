@@ -214,3 +214,5 @@ lv_status lv_follower_failed(lv_follower *f, lv_status s) {
   lv_status_free(s);
   return NULL;
 }
+
+void lv_follower_set_max_steps(lv_follower *f, int64_t max_steps) { f->opt.max_steps = max_steps; }

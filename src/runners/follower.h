@@ -68,5 +68,8 @@ lv_status lv_follower_mark_processed(lv_follower *f);
  * retention has deleted it meanwhile (no PREFIX.index), s is dropped with a warning and
  * NULL returned: the next call moves on. Otherwise s is returned. */
 lv_status lv_follower_failed(lv_follower *f, lv_status s);
+/* The trainer's train.max_steps as learned from a checkpoint (the evaler reads it from
+ * each checkpoint it processes): applies to the checks that follow. */
+void lv_follower_set_max_steps(lv_follower *f, int64_t max_steps);
 
 #endif

@@ -190,6 +190,21 @@ static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
   return NULL;
 }
 
+/* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
+ * two spaces so the params keep one key per line. */
+static char *markdown_lines(const char *text) {
+  size_t n = strlen(text), lines = 0;
+  for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+  char *out = malloc(n + 2 * lines + 1), *o = out;
+  LV_ASSERT(out);
+  for (size_t i = 0; i < n; i++) {
+    if (text[i] == '\n') *o++ = ' ', *o++ = ' ';
+    *o++ = text[i];
+  }
+  *o = 0;
+  return out;
+}
+
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   train_state t = {0};
   lv_batch b;
@@ -221,7 +236,6 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     free(analysis);
   }
   if (!s) s = lv_checkpointer_create(t.m->train_dir, train_p, lv_params_bool(train_p, "async_checkpointing"), &t.ck);
-  if (!s) s = lv_events_writer_open(t.m->train_dir, 5.0, &t.ev);
   t.params_text = lv_params_to_text(cfg);
   if (s) goto done;
   if (opt->install_signal_handlers) {
@@ -233,11 +247,15 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
   const int64_t batch = lv_input_batch_size(t.m->input);
   int64_t step = lv_instance_step(t.m);
-  lv_events_text(t.ev, "trainer_params.txt", step, t.params_text);
   if (step >= max_steps) {
     lv_info("global_step %lld >= train.max_steps %lld: nothing to train", (long long)step, (long long)max_steps);
     goto done;
   }
+  /* The events file only once there is something to write (a no-op start leaves none). */
+  if ((s = lv_events_writer_open(t.m->train_dir, 5.0, &t.ev))) goto done;
+  char *md = markdown_lines(t.params_text);
+  lv_events_text(t.ev, "trainer_params.txt", step, md);
+  free(md);
   lv_info("training %s from step %lld to %lld, batch %lld, %d threads",
           lv_params_str(cfg, "model"), (long long)step, (long long)max_steps, (long long)batch, lv_get_num_threads());
   if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
@@ -250,9 +268,19 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     if (s) goto done;
     lv_varstore_zero_grads(t.m->vs);
     s = lv_instance_fprop(t.m, &b, true, step, &mt);
+    for (int i = 0; !s && opt->check_numerics && i < mt.n; i++)
+      if (!strcmp(mt.name[i], "loss") && !isfinite(lv_metrics_value(&mt, i)))
+        s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the loss is %g (--enable_check_numerics stops here, as Lingvo's "
+                           "CheckNumerics does; with --noenable_check_numerics such steps are skipped and counted)",
+                           (long long)step, lv_metrics_value(&mt, i));
     if (!s) s = lv_graph_backward(t.m->graph, mt.loss);
     lv_learner_stats st;
     if (!s) s = lv_learner_step(t.learner, step, &st);
+    if (!s && opt->check_numerics && st.has_nan_or_inf)
+      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the gradient of %s is not finite (--enable_check_numerics stops "
+                         "here, as Lingvo's CheckNumerics does; with --noenable_check_numerics such steps are skipped "
+                         "and counted); variables unchanged", (long long)step,
+                         st.nonfinite_var ? st.nonfinite_var : "a variable (the norm overflows float32)");
     if (s) goto done;
     /* Deferred variable updates (batch norm's moving statistics) follow the step. */
     if (!st.skipped && (s = lv_graph_apply_updates(t.m->graph))) goto done;
@@ -263,6 +291,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
               (long long)skipped);
     }
     step++;
+    if (lv_log_verbosity(__FILE__) >= 1) {
+      for (int i = 0; i < mt.n; i++)
+        if (!strcmp(mt.name[i], "loss"))
+          lv_vlog(1, "step %lld: loss %.6g, grad norm %.6g%s", (long long)step, lv_metrics_value(&mt, i),
+                  st.grad_norm_all, st.skipped ? " (skipped)" : "");
+    }
     if ((s = lv_tensor_from_host(&t.m->global_step->value, &step))) goto done;
     for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], lv_metrics_value(&mt, i), mt.weight[i]);
     {

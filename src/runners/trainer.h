@@ -11,6 +11,7 @@
 typedef struct lv_trainer_options {
   int64_t log_interval_steps; /* progress line every N steps (0: every 100 or 10 s) */
   bool install_signal_handlers;
+  bool check_numerics; /* a non-finite loss stops the run with an error (else the step is skipped) */
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);

@@ -91,6 +91,7 @@ static lv_status run(int argc, char **argv) {
   int64_t log_interval = 100;
   lv_flag flags[LV_CLI_MAX_FLAGS];
   int n = lv_cli_add_flags(&c, flags, 0);
+  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync (default), async (one worker replica: the same updates), inspect_params, inspect_model, inspect_evaler, inspect_input.");
   flags[n++] = (lv_flag)LV_FLAG_I64("log_interval_steps", &log_interval, "Log a progress line every this many steps.");
   const char *dataset = "Train";
   int64_t inspect_batches = 3;
@@ -104,15 +105,13 @@ static lv_status run(int argc, char **argv) {
   if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
-  if (*c.mode && strcmp(c.mode, "sync") && strcmp(c.mode, "async"))
-    return lv_status_make(LV_ERR_INVALID,
-                          "--mode=%s: expected sync, async, inspect_params, inspect_model, inspect_evaler or inspect_input",
-                          c.mode);
+  LV_TRY(lv_cli_trainer_job(&c));
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
   LV_TRY(lv_file_check_writable_dir(c.logdir));
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(&c, flags, n, "Train", &p));
-  lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true};
+  lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true,
+                          .check_numerics = c.enable_check_numerics};
   lv_status s = lv_trainer_run(p, &o);
   lv_params_free(p);
   return s;

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Lingvo/absl habits: --job and --mode mean what they say (or are rejected naming the
+# program that runs them), flags own the params they name (over a params file), absl's
+# --flagfile / --v / --vmodule / --helpshort / --helpfull, --enable_check_numerics, the
+# evaler learning train.max_steps from the trainer's checkpoint and reporting a finished
+# log directory, and no empty events files from no-op starts.
+. "$(dirname "$0")/lib.sh"
+ensure_fashion_mnist || { fail "keras2ckpt"; finish; exit 1; }
+M=image.mnist.LeNet5Fashion
+OV="input.ckpt: \"$FM\"; input.num_samples: 256; input.batch_size: 32"
+TR="$LV_BIN/trainer"
+EV="$LV_BIN/evaler"
+
+# --job / --mode
+expect_exit 2 "trainer --job=evaler_test" "$TR" --model=$M --logdir="$T/x" --job=evaler_test
+err_has "bin/trainer does not run evaler jobs; run bin/evaler"
+expect_exit 2 "trainer --job=decoder_test" "$TR" --model=$M --logdir="$T/x" --job=decoder_test
+err_has "does not run decoder jobs"
+expect_exit 2 "trainer --job=ps" "$TR" --model=$M --logdir="$T/x" --job=ps
+err_has "'ps' is not one of them"
+expect_exit 2 "trainer --job=trainer --mode=sync" "$TR" --model=$M --logdir="$T/x" --job=trainer --mode=sync
+err_has "asynchronous trainer"
+expect_exit 2 "trainer --mode=bogus" "$TR" --model=$M --logdir="$T/x" --mode=bogus
+err_has "bin/trainer takes sync, async"
+expect_exit 2 "evaler --mode=inspect_params" "$EV" --model=$M --logdir="$T/x" --mode=inspect_params
+err_has "is a trainer mode: run bin/trainer --mode=inspect_params"
+expect_exit 2 "evaler --job=evaler_dev --dataset=Test" "$EV" --model=$M --logdir="$T/x" --job=evaler_dev --dataset=Test
+err_has "evaluates dataset dev but --dataset=Test"
+expect_exit 2 "evaler --job=trainer_client" "$EV" --model=$M --logdir="$T/x" --job=trainer_client
+err_has "that is a trainer job; run bin/trainer"
+expect_exit 2 "evaler --job=evaler_once_test (no checkpoint)" "$EV" --model=$M --logdir="$T/x" --job=evaler_once_test
+err_has "expected evaler_once_<dataset>@<checkpoint prefix>"
+"$EV" --help >"$T/out"
+check "evaler --help lists no trainer-only modes" sh -c "! grep -q inspect_params '$T/out' || grep -q \"inspect modes are bin/trainer's\" '$T/out'"
+check "evaler --help has no inspect_input" sh -c "! grep -q inspect_input '$T/out'"
+
+# absl flags
+"$TR" --help >"$T/out"
+check "--help omits absl's flags" sh -c "! grep -q -- '^  --vmodule (' '$T/out' && grep -q -- '--helpfull' '$T/out'"
+"$TR" --helpfull >"$T/out"
+check "--helpfull lists --vmodule and --flagfile" sh -c "grep -q -- '--vmodule' '$T/out' && grep -q -- '--flagfile' '$T/out'"
+"$TR" --helpshort >"$T/out"
+check "--helpshort prints the program's flags" grep -q -- "--log_interval_steps" "$T/out"
+printf '# a comment\n\n--model=%s\n// another\n  --bogus_flag=1\n' $M >"$T/bad.flags"
+expect_exit 2 "bad line in a flagfile" "$TR" --flagfile="$T/bad.flags"
+err_has "$T/bad.flags:5: unknown flag --bogus_flag"
+expect_exit 2 "missing flagfile" "$TR" --flagfile="$T/nope.flags"
+err_has "--flagfile=$T/nope.flags: cannot open"
+expect_exit 2 "bad --vmodule" "$TR" --vmodule=trainer
+err_has "expected pattern=N"
+expect_exit 2 "--enable_asserts=false" "$TR" --model=$M --logdir="$T/x" --enable_asserts=false
+err_has "--enable_asserts=false is not supported"
+printf -- '--model=%s\n--logdir=%s\n--model_params_override=%s; train.max_steps: 3\n' $M "$T/run" "$OV" >"$T/run.flags"
+expect_exit 0 "trainer from a flagfile, --v=1" "$TR" --flagfile="$T/run.flags" --v=1
+check "--v=1 logs every step" sh -c "[ \$(grep -c 'step [0-9]*: loss' '$T/err') -eq 3 ]"
+grep -o 'step [0-9]*: loss.*' "$T/err" >"$T/sync.steps"
+expect_exit 0 "--vmodule=train*=1 (another run dir)" "$TR" --flagfile="$T/run.flags" --logdir="$T/run2" --vmodule='train*=1'
+check "--vmodule turns on the trainer's lines" sh -c "[ \$(grep -c 'step [0-9]*: loss' '$T/err') -eq 3 ]"
+expect_exit 0 "--vmodule=evaler=1 leaves the trainer quiet" "$TR" --flagfile="$T/run.flags" --logdir="$T/run3" --vmodule='evaler=1'
+check "no per-step lines" sh -c "! grep -q 'step [0-9]*: loss' '$T/err'"
+check "the control params record the sync trainer job" grep -q "cluster.job : 'trainer_client'" "$T/run/control/params.txt"
+
+# A no-op start (already at max_steps) writes no events file.
+n0=$(ls "$T/run/train" | grep -c tfevents)
+expect_exit 0 "trainer at max_steps" "$TR" --flagfile="$T/run.flags"
+err_has "nothing to train"
+check "no new events file from a no-op start" [ "$(ls "$T/run/train" | grep -c tfevents)" -eq "$n0" ]
+
+# --mode=async runs (one replica: the same updates) and records the async job.
+expect_exit 0 "trainer --mode=async" "$TR" --flagfile="$T/run.flags" --logdir="$T/async" --mode=async --v=1
+grep -o 'step [0-9]*: loss.*' "$T/err" >"$T/async.steps"
+check "async params" sh -c "grep -q \"cluster.job : 'trainer'\" '$T/async/control/params.txt' && grep -q \"cluster.mode : 'async'\" '$T/async/control/params.txt'"
+check "async and sync steps are identical (loss, grad norm)" cmp "$T/async.steps" "$T/sync.steps"
+
+# The evaler learns train.max_steps (3) from the trainer's checkpoint, stops, and
+# records its own job.
+expect_exit 0 "evaler without the max_steps override stops" timeout 120 "$EV" --model=$M --logdir="$T/run" --job=evaler_test --model_params_override="$OV"
+err_has "train.max_steps is 3 in the trainer's params"
+check "eval params record the evaler job" sh -c "grep -q \"cluster.job : 'evaler_test'\" '$T/run/eval_test/params.txt' && grep -q 'cluster.do_eval : True' '$T/run/eval_test/params.txt'"
+n1=$(ls "$T/run/eval_test" | grep -c tfevents)
+expect_exit 0 "evaler on a finished log directory" timeout 60 "$EV" --model=$M --logdir="$T/run" --model_params_override="$OV"
+err_has "nothing left to evaluate"
+err_has "accuracy:"
+check "no new events file on a finished log directory" [ "$(ls "$T/run/eval_test" | grep -c tfevents)" -eq "$n1" ]
+
+# Flags own what they name: another run's inspect_params dump does not move this run to
+# that run's logdir, nor swap the dataset's input.
+expect_exit 0 "inspect_params" "$TR" --model=$M --logdir="$T/other" --mode=inspect_params --model_params_override="$OV"
+expect_exit 0 "evaler with another run's train params file" timeout 120 "$EV" --model=$M --logdir="$T/run" --once \
+  --model_params_file_override="$T/other/train-params.txt"
+err_has "sets cluster.logdir to '$T/other', but --logdir owns it"
+err_has "--dataset owns input.*"
+check "the scores went to this run's logdir" [ ! -e "$T/other/eval_test" ]
+check "the Test input was used" grep -q "input.cls : 'MnistTestInput'\|data : 'x_test'" "$T/run/eval_test/params.txt"
+
+# --enable_check_numerics (default): a NaN/Inf gradient stops the trainer naming the
+# variable; without it the step is skipped and counted.
+NAN="$OV; train.max_steps: 4; task.train.learning_rate: 1e30; task.train.clip_gradient_norm_to_value: 0"
+expect_exit 1 "a non-finite gradient stops the trainer" "$TR" --model=$M --logdir="$T/nan" --model_params_override="$NAN"
+err_has "step 1: the gradient of lenet5/"
+err_has "is not finite (--enable_check_numerics stops here"
+expect_exit 0 "--noenable_check_numerics skips NaN steps" "$TR" --model=$M --logdir="$T/nan2" --model_params_override="$NAN" --noenable_check_numerics
+err_has "step skipped"
+finish
