@@ -25,4 +25,4 @@ d.backward({"ctx": out, "probs": probs})
 inputs = {"source_vecs": src, "query": q}
 if d.has("grad:in:source_contexts"):  # unused (no gradient) when the values are the keys
     inputs["source_contexts"] = ctx
-atten_ref.check_all(d, inputs)
+atten_ref.check_all(d, inputs, dot_keys=inner == "dot")
