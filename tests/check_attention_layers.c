@@ -307,6 +307,20 @@ START_TEST(test_mha_sequence_matches_steps) {
   ck_assert_int_eq(ctx->shape.rank, 3);
   ck_assert_int_eq(ctx->shape.d[2], 5);
   ck_assert_int_eq(probs->shape.d[2], S);
+  /* The same through the nmap interface. */
+  lv_nmap in, out;
+  lv_nmap_init(&in);
+  lv_nmap_init(&out);
+  EXPECT_OK(lv_nmap_set(&in, "source_vecs", src));
+  EXPECT_OK(lv_nmap_set(&in, "source_contexts", cx));
+  EXPECT_OK(lv_nmap_set(&in, "source_paddings", att_pads(g, S, B, kLens)));
+  EXPECT_OK(lv_nmap_set(&in, "query", q));
+  ck_assert(lv_layer_fprop(l, g, &in, &out));
+  lv_tensor *nc = lv_nmap_get(&out, "ctx");
+  ck_assert_int_eq(nc->shape.rank, 3);
+  for (int i = 0; i < T * B * 5; i++) ck_assert(lv_f32(nc)[i] == lv_f32(ctx)[i]);
+  lv_nmap_free(&in);
+  lv_nmap_free(&out);
   for (int t = 0; t < T; t++) {
     lv_tensor *qt = lv_op_reshape(g, lv_op_slice(g, q, 0, t, 1), lv_shape2(B, DQ)), *c1, *p1;
     ck_assert(lv_attention_compute_context(&m->a, g, &pk, qt, &c1, &p1));

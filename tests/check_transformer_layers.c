@@ -192,6 +192,18 @@ START_TEST(test_extend_step_matches_fprop) {
       }
     }
   }
+  /* Beam layout: 2 hypotheses per sequence (rows b and B + b, the same inputs here)
+   * against the once-packed source give the single-hypothesis outputs twice. */
+  lv_tr_cache cb = {0};
+  for (int t = 0; t < 2; t++) {
+    lv_tensor *xt = lv_op_reshape(g, lv_op_slice(g, x, 0, t, 1), lv_shape2(B, D)), *yt;
+    lv_tensor *two[2] = {xt, xt};
+    ck_assert(lv_transformer_layer_extend_step(tl, g, lv_op_concat(g, two, 2, 0), &cb, &packed, &yt));
+    ck_assert_int_eq(yt->shape.d[0], 2 * B);
+    for (int r = 0; r < 2 * B; r++)
+      for (int k = 0; k < D; k++)
+        ck_assert(fabs(lv_f32(yt)[r * D + k] - lv_f32(full)[(t * B + r % B) * D + k]) < 1e-5);
+  }
   /* The self-attention layer on its own: probs over the steps so far. */
   lv_tr_cache c2 = {0};
   lv_tensor *o, *pr;
@@ -317,6 +329,45 @@ START_TEST(test_nmap_interface_and_errors) {
 }
 END_TEST
 
+/* Dropouts (attention probs, residuals, relu) act in training only: eval output equals
+ * that of the same weights without dropout, training output differs. */
+START_TEST(test_dropout_training_only) {
+  const char *cfg[2] = {"name : 'tr'; source_dim : 8; is_decoder : True; tr_atten_tpl.num_attention_heads : 2;"
+                        "tr_fflayer_tpl.hidden_dim : 16",
+                        "name : 'tr'; source_dim : 8; is_decoder : True; tr_atten_tpl.num_attention_heads : 2;"
+                        "tr_fflayer_tpl.hidden_dim : 16; tr_atten_tpl.atten_dropout_prob : 0.3;"
+                        "tr_atten_tpl.residual_dropout_prob : 0.2; tr_fflayer_tpl.relu_dropout_prob : 0.4;"
+                        "tr_fflayer_tpl.residual_dropout_prob : 0.1"};
+  lv_varstore *vs[2];
+  lv_params *p[2];
+  lv_layer *l[2];
+  for (int i = 0; i < 2; i++) {
+    vs[i] = lv_varstore_create();
+    l[i] = att_layer("TransformerLayer", cfg[i], vs[i], &p[i]);
+    EXPECT_OK(lv_varstore_finalize(vs[i], 1));
+    att_randomize_vars(vs[i], 0.4f, 5);
+  }
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *x = att_rand(g, lv_shape3(T, B, D), 1.0f, 1), *aux = att_rand(g, lv_shape3(S, B, D), 1.0f, 2);
+  lv_graph_set_training(g, false);
+  lv_tensor *e0 = run_layer(l[0], g, x, aux), *e1 = run_layer(l[1], g, x, aux);
+  lv_graph_set_training(g, true);
+  lv_tensor *t1 = run_layer(l[1], g, x, aux);
+  double diff = 0;
+  for (int i = 0; i < T * B * D; i++) {
+    ck_assert(lv_f32(e0)[i] == lv_f32(e1)[i]);
+    diff += fabs(lv_f32(t1)[i] - lv_f32(e1)[i]);
+  }
+  ck_assert(diff > 1e-2);
+  lv_graph_destroy(g);
+  for (int i = 0; i < 2; i++) {
+    lv_layer_free(l[i]);
+    lv_params_free(p[i]);
+    lv_varstore_destroy(vs[i]);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("transformer_layers");
   TCase *tc = tcase_create("transformer");
@@ -327,6 +378,7 @@ int main(void) {
   tcase_add_test(tc, test_extend_step_matches_fprop);
   tcase_add_test(tc, test_transformer_finite_differences);
   tcase_add_test(tc, test_nmap_interface_and_errors);
+  tcase_add_test(tc, test_dropout_training_only);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

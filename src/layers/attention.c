@@ -276,8 +276,32 @@ lv_params *lv_multi_headed_attention_params(void) {
   return p;
 }
 
+/* x . w + b as one GEMM [x, 1] . [w; b] (see lv_atten_affine); w [K, H], b [H]. */
+static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b) {
+  if (!x || !w) return NULL;
+  int64_t k = w->shape.d[0], h = w->shape.d[1];
+  if (x->shape.d[x->shape.rank - 1] != k) {
+    char s1[96];
+    lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->scope, (long long)k,
+                  lv_shape_str(&x->shape, s1, sizeof s1));
+    return NULL;
+  }
+  if (!b) return lv_op_matmul(g, x, w, false, false);
+  int64_t rows = lv_tensor_numel(x) / k;
+  lv_tensor *x1[2] = {lv_op_reshape(g, x, lv_shape2(rows, k)), lv_graph_fill(g, lv_shape2(rows, 1), 1.0f)};
+  lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
+  lv_tensor *y = lv_op_matmul(g, lv_op_concat(g, x1, 2, 1), lv_op_concat(g, wb, 2, 0), false, false);
+  lv_shape os = x->shape;
+  os.d[os.rank - 1] = h;
+  return y ? lv_op_reshape(g, y, os) : NULL;
+}
+
+lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
+  return affine_t(l, g, x, &w->value, b ? &b->value : NULL);
+}
+
 static lv_tensor *mha_affine(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
-  return lv_layer_affine(&m->a.base, g, x, w->value.shape.d[0], w, b);
+  return lv_atten_affine(&m->a.base, g, x, w, b);
 }
 
 bool lv_mha_project_source(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *vecs, lv_tensor *ctxs,
@@ -289,13 +313,34 @@ bool lv_mha_project_source(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
   return *keys && *values;
 }
 
+/* x [A, C, d] -> [C, A, d] as slices of the smaller side joined by a concat: both move
+ * runs of d contiguous floats (block copies), where a general transpose moves single
+ * elements; the heads of an attention are split and merged this way. */
+static lv_tensor *swap_blocks(lv_graph *g, lv_tensor *x) {
+  if (!x) return NULL;
+  int64_t A = x->shape.d[0], C = x->shape.d[1], d = x->shape.d[2];
+  if (A == 1 || C == 1) return lv_op_reshape(g, x, lv_shape3(C, A, d));
+  bool by_a = A <= C; /* slice along A (contiguous), concat along axis 1 */
+  int64_t n = by_a ? A : C;
+  lv_tensor **parts = malloc(sizeof *parts * (size_t)n);
+  if (!parts) {
+    lv_graph_fail(g, "out of memory splitting attention heads");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    lv_tensor *sl = lv_op_slice(g, x, by_a ? 0 : 1, i, 1);
+    parts[i] = sl ? lv_op_reshape(g, sl, by_a ? lv_shape3(C, 1, d) : lv_shape3(1, A, d)) : NULL;
+  }
+  lv_tensor *y = lv_op_concat(g, parts, (int)n, by_a ? 1 : 0);
+  free(parts);
+  return y;
+}
+
 /* [S, B, N*d] -> [B*N, S, d]. */
 static lv_tensor *split_heads(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x) {
   if (!x) return NULL;
   int64_t S = x->shape.d[0], B = x->shape.d[1], N = m->num_heads, d = x->shape.d[2] / N;
-  static const int perm[4] = {1, 2, 0, 3};
-  lv_tensor *t = lv_op_transpose(g, lv_op_reshape(g, x, lv_shape4(S, B, N, d)), perm);
-  return t ? lv_op_reshape(g, t, lv_shape3(B * N, S, d)) : NULL;
+  return swap_blocks(g, lv_op_reshape(g, x, lv_shape3(S, B * N, d)));
 }
 
 bool lv_mha_pack_projected(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *keys, lv_tensor *values,
@@ -363,20 +408,36 @@ static lv_tensor *mha_post(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
   return mha_affine(m, g, ctx, m->ctx_post_proj, m->ctx_post_proj_b);
 }
 
-static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *q) {
-  return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
+/* The per-dim scale of the inner DotProductAttention (softplus(per_dim_scale) /
+ * softplus(0) / sqrt(d), [d]) tiled over the heads: [H]. */
+static lv_tensor *mha_head_scale(lv_multi_headed_attention *m, lv_graph *g) {
+  lv_dot_product_attention *dot = (lv_dot_product_attention *)m->inner;
+  int64_t N = m->num_heads, d = m->head_dim;
+  lv_tensor *one = lv_graph_fill(g, lv_shape2(N, 1), 1.0f);
+  lv_tensor *s = dot_scale_query(dot, g, one, d); /* [N, d] or [N, 1] */
+  if (s && s->shape.d[1] != d) s = lv_op_mul(g, s, lv_graph_fill(g, lv_shape2(1, d), 1.0f));
+  return s ? lv_op_reshape(g, s, lv_shape1(N * d)) : NULL;
 }
 
-/* qp: projected queries [T, B, H] -> ctx [T, B, N*dv] (before post proj). */
+/* q [..., Dq] -> projected queries [..., H]; for a dot-product inner also scaled per
+ * dim. The scale is folded into query_proj and its bias (q . (W * s) + b * s), so no
+ * pass over the activations (and no reduction in backward) is spent on it. */
+static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *q) {
+  if (!m->inner_is_dot)
+    return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
+  lv_tensor *sc = mha_head_scale(m, g);
+  if (!m->enable_query_proj) return lv_op_mul(g, q, sc);
+  lv_tensor *w = lv_op_mul(g, &m->query_proj->value, sc);
+  lv_tensor *b = m->query_proj_b ? lv_op_mul(g, &m->query_proj_b->value, sc) : NULL;
+  return affine_t(&m->a.base, g, q, w, b);
+}
+
+/* qp: projected, scaled queries [T, B, H] -> ctx [T, B, N*dv] (before post proj). */
 static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_packed *src,
                                  lv_tensor *qp, bool causal, lv_tensor **ctx, lv_tensor **probs) {
-  lv_dot_product_attention *dot = (lv_dot_product_attention *)m->inner;
   int64_t T = qp->shape.d[0], B = qp->shape.d[1], N = m->num_heads, d = m->head_dim, S = src->src_len;
   int64_t dv = src->ctxs->shape.d[2];
-  lv_tensor *q = dot_scale_query(dot, g, lv_op_reshape(g, qp, lv_shape4(T, B, N, d)), d);
-  static const int to_bnt[4] = {1, 2, 0, 3}, to_tbn[4] = {2, 0, 1, 3};
-  q = lv_op_transpose(g, q, to_bnt);
-  q = q ? lv_op_reshape(g, q, lv_shape3(B * N, T, d)) : NULL;
+  lv_tensor *q = swap_blocks(g, lv_op_reshape(g, qp, lv_shape3(T, B * N, d))); /* [B*N, T, d] */
   lv_tensor *logits = lv_op_batch_matmul(g, q, src->vecs, false, true); /* [B*N, T, S] */
   logits = logits ? lv_op_reshape(g, logits, lv_shape4(B, N, T, S)) : NULL;
   lv_tensor *pad = src->pad;
@@ -398,7 +459,7 @@ static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, cons
   p = atten_dropout(m->inner, g, p);
   p = p ? lv_op_reshape(g, p, lv_shape3(B * N, T, S)) : NULL;
   lv_tensor *c = lv_op_batch_matmul(g, p, src->ctxs, false, false); /* [B*N, T, dv] */
-  c = c ? lv_op_transpose(g, lv_op_reshape(g, c, lv_shape4(B, N, T, dv)), to_tbn) : NULL;
+  c = swap_blocks(g, c); /* [T, B*N, dv] */
   *ctx = c ? lv_op_reshape(g, c, lv_shape3(T, B, N * dv)) : NULL;
   return *ctx && (!probs || *probs);
 }
@@ -560,9 +621,13 @@ static bool atten_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *ou
   lv_atten_packed src;
   lv_tensor *ctx, *probs;
   if (!lv_attention_pack_source(a, g, vecs, lv_nmap_get(in, "source_contexts"), lv_nmap_get(in, "source_paddings"),
-                                &src) ||
-      !lv_attention_compute_context(a, g, &src, query, &ctx, &probs))
+                                &src))
     return false;
+  if (query->shape.rank == 3 && l->cls == &lv_multi_headed_attention_class) {
+    if (!lv_mha_attend((lv_multi_headed_attention *)a, g, &src, query, false, &ctx, &probs)) return false;
+  } else if (!lv_attention_compute_context(a, g, &src, query, &ctx, &probs)) {
+    return false;
+  }
   return lv_layer_set_out(l, g, out, "ctx", ctx) && lv_layer_set_out(l, g, out, "probs", probs);
 }
 

@@ -16,7 +16,9 @@
  * Generic fprop (all three classes): "source_vecs" [S, B, Ds], optional
  * "source_contexts" [S, B, C] (default: source_vecs), optional "source_paddings" [S, B]
  * (1.0 = padded), "query" [Bq, Dq] with Bq a multiple n of B (Lingvo's beam layout:
- * query row i attends source batch i % B) -> "ctx" [Bq, context], "probs" [Bq, S]. */
+ * query row i attends source batch i % B) -> "ctx" [Bq, context], "probs" [Bq, S];
+ * MultiHeadedAttention (dot-product heads) also takes "query" [T, B, Dq] -> "ctx"
+ * [T, B, context], "probs" [T, B, S]. */
 #ifndef LV_LAYERS_ATTENTION_H
 #define LV_LAYERS_ATTENTION_H
 
@@ -100,6 +102,12 @@ bool lv_mha_pack_projected(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
  * source positions <= t only (needs T == S). */
 bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_packed *src, lv_tensor *query,
                    bool causal, lv_tensor **ctx, lv_tensor **probs);
+
+/* x [..., K] . w [K, H] + b [H] (b may be NULL), failing the graph naming layer l when
+ * x's last dim is not K. With a bias it is one GEMM [x, 1] . [w; b]: the bias costs a
+ * copy of x (K wide) instead of an add over the output (H wide), and its gradient comes
+ * out of the weight GEMM rather than a row reduction. */
+lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b);
 
 /* Softmax over the last axis ignoring positions where pad (broadcast to logits) is
  * > 0.5; all-padded rows give zeros. pad NULL: plain softmax. */

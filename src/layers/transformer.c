@@ -145,7 +145,17 @@ bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor
   *out = NULL;
   if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
   lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
-  if (!lv_mha_attend(l->atten, g, packed, xn, false, &ctx, probs)) return false;
+  int64_t Bq = query->shape.d[1], B = packed->batch;
+  if (query->shape.d[0] == 1 && Bq != B && B > 0 && Bq % B == 0) {
+    /* Beam search: query row i attends source batch i % B (Lingvo's layout); the
+     * n = Bq / B hypotheses of a step become n "time steps" of the source batch. */
+    lv_tensor *q = lv_op_reshape(g, xn, lv_shape3(Bq / B, B, l->source_dim)), *p = NULL;
+    if (!lv_mha_attend(l->atten, g, packed, q, false, &ctx, probs ? &p : NULL)) return false;
+    ctx = lv_op_reshape(g, ctx, lv_shape3(1, Bq, l->source_dim));
+    if (probs) *probs = lv_op_reshape(g, p, lv_shape3(1, Bq, packed->src_len));
+  } else if (!lv_mha_attend(l->atten, g, packed, xn, false, &ctx, probs)) {
+    return false;
+  }
   *out = tr_atten_residual(l, g, query, xn, ctx);
   return *out != NULL;
 }
@@ -287,30 +297,41 @@ static void tr_ff_destroy(lv_layer *base) {
   for (int i = 0; i < 2; i++) lv_params_free(l->fc_p[i]);
 }
 
+/* h [..., F] * keep [rows, 1] (Lingvo's ApplyPadding on a projection's output). The
+ * mask is spread to h's shape by an outer product (a GEMM) so the multiply is a dense
+ * elementwise op rather than a per-element broadcast over the last dim. */
+static lv_tensor *apply_keep(lv_graph *g, lv_tensor *h, lv_tensor *keep, int64_t rows) {
+  if (!h) return NULL;
+  int64_t f = h->shape.d[h->shape.rank - 1];
+  lv_tensor *ones = lv_graph_fill(g, lv_shape2(1, f), 1.0f);
+  lv_tensor *k = lv_op_matmul(g, keep, ones, false, false); /* [rows, f] */
+  return k && k->shape.d[0] == rows ? lv_op_mul(g, h, lv_op_reshape(g, k, h->shape)) : NULL;
+}
+
 lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
   if (!x) return NULL;
   if (x->shape.rank < 2 || x->shape.d[x->shape.rank - 1] != l->input_dim) {
     check_dims(&l->base, g, "act", x, x->shape.rank < 2 ? 2 : x->shape.rank, l->input_dim);
     return NULL;
   }
-  lv_tensor *keep = NULL;
+  lv_tensor *keep = NULL; /* [N, 1] with N the rows of x */
+  int64_t rows = lv_tensor_numel(x) / l->input_dim;
   if (paddings) {
-    lv_shape ks = x->shape;
-    ks.d[ks.rank - 1] = 1;
-    if (lv_shape_numel(&paddings->shape) != lv_shape_numel(&ks)) {
+    if (lv_tensor_numel(paddings) != rows) {
       char s1[96], s2[96];
       lv_graph_fail(g, "%s: paddings %s do not match the input %s", l->base.scope,
                     lv_shape_str(&paddings->shape, s1, sizeof s1), lv_shape_str(&x->shape, s2, sizeof s2));
       return NULL;
     }
-    keep = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, ks), -1.0f), 1.0f);
+    keep = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, lv_shape2(rows, 1)), -1.0f), 1.0f);
   }
   lv_tensor *xn = l->pre_layer_norm ? lv_layer_norm_layer_fprop(l->ln, g, x) : x;
-  lv_tensor *h = lv_projection_layer_fprop(&l->fc[0], g, xn);
-  if (keep) h = lv_op_mul(g, h, keep);
+  lv_tensor *h = lv_atten_affine(&l->fc[0].base, g, xn, l->fc[0].w, l->fc[0].b);
+  h = h && l->fc[0].act != LV_ACT_NONE ? lv_op_activation(g, h, l->fc[0].act) : h;
+  if (keep) h = apply_keep(g, h, keep, rows);
   h = dropout(&l->base, &l->dropout_calls, g, h, l->relu_dropout_prob);
-  h = lv_projection_layer_fprop(&l->fc[1], g, h);
-  if (keep) h = lv_op_mul(g, h, keep);
+  h = lv_atten_affine(&l->fc[1].base, g, h, l->fc[1].w, l->fc[1].b);
+  if (keep) h = apply_keep(g, h, keep, rows);
   h = dropout(&l->base, &l->dropout_calls, g, h, l->residual_dropout_prob);
   if (l->add_skip_connection) h = lv_op_add(g, x, l->residual_weight == 1.0f ? h : lv_op_scale(g, h, l->residual_weight));
   if (!l->pre_layer_norm) h = lv_layer_norm_layer_fprop(l->ln, g, h);

@@ -18,7 +18,14 @@
  * Incremental decoding (ExtendStep, for beam search): the self-attention keeps a cache of
  * the projected keys [t, B, H] and values [t, B, C] of the steps so far; a step appends
  * its own and attends over them, so running t = 0..T-1 reproduces the causal fprop.
- * The encoder source of the aux attention is packed (projected) once per sequence. */
+ * The encoder source of the aux attention is packed (projected) once per sequence; a
+ * step's queries may be n * B rows (beam search, row i attends source batch i % B).
+ *
+ * Generic fprop keys: TransformerAttentionLayer "act" [T, B, D] and "paddings" [T, B]
+ * (self-attention) or "source_vecs" [S, B, D] + "source_paddings" [S, B] (attention to
+ * a source) -> "act", "probs"; TransformerFeedForwardLayer "act", optional "paddings" ->
+ * "act"; TransformerLayer "act", "paddings", and with has_aux_atten "aux_vecs",
+ * "aux_paddings" -> "act", "probs". */
 #ifndef LV_LAYERS_TRANSFORMER_H
 #define LV_LAYERS_TRANSFORMER_H
 
@@ -75,7 +82,8 @@ lv_params *lv_transformer_layer_params(void);
 bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
                              lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs);
 /* Encoder attention in two parts: the source packed once, then queries [T, B, D]
- * (T = 1 per decoding step) attend to it. */
+ * (T = 1 per decoding step; then also [1, n * B, D] for n hypotheses per sequence)
+ * attend to it. */
 bool lv_tr_atten_layer_pack_source(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *source_vecs,
                                    lv_tensor *source_paddings, lv_atten_packed *packed);
 bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query,
@@ -96,8 +104,9 @@ bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor 
 /* Packs the encoder output for the aux attention (once per sequence). */
 bool lv_transformer_layer_pack_aux(lv_transformer_layer *l, lv_graph *g, lv_tensor *aux_vecs,
                                    lv_tensor *aux_paddings, lv_atten_packed *packed);
-/* One decoding step (needs mask_self_atten): x [B, D] at step t = the cache's length;
- * aux packed by lv_transformer_layer_pack_aux (NULL without aux attention) -> *out [B, D]. */
+/* One decoding step (needs mask_self_atten): x [Bq, D] at step t = the cache's length;
+ * aux packed by lv_transformer_layer_pack_aux (NULL without aux attention) for source
+ * batch B with Bq = n * B (beam search) -> *out [Bq, D]. */
 bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
                                       const lv_atten_packed *aux, lv_tensor **out);
 
