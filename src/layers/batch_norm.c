@@ -28,6 +28,14 @@ lv_status lv_batch_norm_layer_create(lv_batch_norm_layer *l, const lv_params *p,
   return NULL;
 }
 
+/* (x - mean) * rsqrt(var + eps) * (1 + gamma) + beta over flat [rows, dim]. */
+static lv_tensor *normalize(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *flat, lv_tensor *mean, lv_tensor *var) {
+  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
+  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
+  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
+  return y;
+}
+
 lv_tensor *lv_batch_norm_layer_fprop(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x) {
   if (!x) return NULL;
   if (x->shape.d[x->shape.rank - 1] != l->dim) {
@@ -49,9 +57,7 @@ lv_tensor *lv_batch_norm_layer_fprop(lv_batch_norm_layer *l, lv_graph *g, lv_ten
     mean = &l->moving_mean->value;
     var = &l->moving_variance->value;
   }
-  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
-  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
-  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
+  lv_tensor *y = normalize(l, g, flat, mean, var);
   return y ? lv_op_reshape(g, y, x->shape) : NULL;
 }
 
@@ -86,9 +92,7 @@ lv_tensor *lv_batch_norm_layer_fprop_padded(lv_batch_norm_layer *l, lv_graph *g,
     mean = &l->moving_mean->value;
     var = &l->moving_variance->value;
   }
-  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
-  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
-  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
+  lv_tensor *y = normalize(l, g, flat, mean, var);
   if (l->set_padded_output_to_zero) y = lv_op_mul(g, y, mask);
   return y ? lv_op_reshape(g, y, x->shape) : NULL;
 }
