@@ -60,6 +60,10 @@ expect_exit 0 "--vmodule=evaler=1 leaves the trainer quiet" "$TR" --flagfile="$T
 check "no per-step lines" sh -c "! grep -q 'step [0-9]*: loss' '$T/err'"
 check "the control params record the sync trainer job" grep -q "cluster.job : 'trainer_client'" "$T/run/control/params.txt"
 
+# task.train.max_steps is not what the runners read: a warning names train.max_steps.
+expect_exit 0 "task.train.max_steps override" "$TR" --flagfile="$T/run.flags" --logdir="$T/tms" --model_params_override="$OV; train.max_steps: 1; task.train.max_steps: 2"
+err_has "the runners use train.max_steps"
+
 # A no-op start (already at max_steps) writes no events file.
 n0=$(ls "$T/run/train" | grep -c tfevents)
 expect_exit 0 "trainer at max_steps" "$TR" --flagfile="$T/run.flags"
