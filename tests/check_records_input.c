@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
+#include "batch_util.h"
 #include "check_util.h"
 #include "input/batcher.h"
 #include "input/input.h"
 #include "input/record_yielder.h"
+#include "input/stream_input.h"
 #include "io/example.h"
 #include "io/tfrecord.h"
 
@@ -327,6 +330,23 @@ END_TEST
 
 /* Text records "<key>" or "<key>:<len>": feature 0 (int32) holds 1..len, feature 1
  * (float) holds len halves; bucket key = key. "bad" is a processor error. */
+/* cancel: the reader stops and every later next is LV_ERR_CANCELLED (what a batcher
+ * thread's owner uses to stop it wherever it waits). */
+START_TEST(test_yielder_cancel) {
+  lv_record_yielder_opts o = opts_for("iota:1000000");
+  lv_record_yielder *y = NULL;
+  EXPECT_OK(lv_record_yielder_create(&o, &y));
+  lv_record rec;
+  bool eof;
+  EXPECT_OK(lv_record_yielder_next(y, &rec, &eof));
+  ck_assert(!eof);
+  lv_record_yielder_cancel(y);
+  EXPECT_ERR(lv_record_yielder_next(y, &rec, &eof), LV_ERR_CANCELLED, "cancelled");
+  EXPECT_ERR(lv_record_yielder_next(y, &rec, &eof), LV_ERR_CANCELLED, "cancelled");
+  lv_record_yielder_destroy(y);
+}
+END_TEST
+
 static lv_status text_proc(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
   (void)ctx;
   char buf[64];
@@ -456,7 +476,7 @@ END_TEST
 
 /* An MT example as in Lingvo's wmt14_ende_wpm_32k_test.tfrecord: ids, 0/1 paddings, labels,
  * weights; source of length s (+ sp padded positions), target of length t. */
-static void write_mt_file(const char *name, int n, int base) {
+static void write_mt_file_ex(const char *name, int n, int base, int bad_at) {
   char path[512];
   path_of(path, sizeof path, name);
   lv_tfrecord_writer *w = NULL;
@@ -467,6 +487,7 @@ static void write_mt_file(const char *name, int n, int base) {
     float spad[16], tpad[16], tw[16];
     for (int j = 0; j < s + sp; j++) {
       sid[j] = j < s ? 1000 * (base + i) + j : 0;
+      if (i == bad_at) sid[j] = (int64_t)1 << 40; /* does not fit int32 */
       spad[j] = j < s ? 0.f : 1.f;
     }
     for (int j = 0; j < t; j++) {
@@ -491,6 +512,7 @@ static void write_mt_file(const char *name, int n, int base) {
   }
   EXPECT_OK(lv_tfrecord_writer_close(w));
 }
+static void write_mt_file(const char *name, int n, int base) { write_mt_file_ex(name, n, base, -1); }
 
 static lv_params *nmt_params(const char *pattern) {
   lv_input_register_all();
@@ -736,6 +758,245 @@ START_TEST(test_nmt_errors) {
 }
 END_TEST
 
+/* ---- the batcher thread (prefetch_batches) ---- */
+
+enum { PF_MAX = 64 };
+
+/* Digests of what `in` gives for steps[0..split) (training), then one eval pass, then
+ * steps[split..n) (training again, while the eval pass's thread may still be around).
+ * A training error ends the digests with the error's message in err (when non-NULL). */
+typedef struct pf_run {
+  uint64_t train[PF_MAX], eval[PF_MAX];
+  int n_train, n_eval;
+  char err[512];
+  int err_at; /* index into steps of the failing call, -1 if none */
+} pf_run;
+
+static void pf_collect(lv_input *in, const int64_t *steps, int n, int split, pf_run *r) {
+  memset(r, 0, sizeof *r);
+  r->err_at = -1;
+  lv_batch b;
+  lv_batch_init(&b);
+  for (int i = 0; i < n; i++) {
+    if (i == split) {
+      EXPECT_OK(lv_input_reset(in));
+      bool done = false;
+      while (!done) {
+        EXPECT_OK(lv_input_next_eval(in, &b, &done));
+        if (!done) {
+          ck_assert_int_lt(r->n_eval, PF_MAX);
+          r->eval[r->n_eval++] = lv_test_batch_digest(&b);
+        }
+      }
+    }
+    lv_status s = lv_input_train_batch(in, steps[i], &b);
+    if (s) {
+      snprintf(r->err, sizeof r->err, "%s", lv_status_msg(s));
+      r->err_at = i;
+      lv_status_free(s);
+      break;
+    }
+    r->train[r->n_train++] = lv_test_batch_digest(&b);
+  }
+  lv_batch_free(&b);
+}
+
+static void pf_run_with(lv_params *p, int prefetch, const int64_t *steps, int n, int split, pf_run *r) {
+  EXPECT_OK(lv_params_set_int(p, "prefetch_batches", prefetch));
+  lv_input *in = NULL;
+  EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+  pf_collect(in, steps, n, split, r);
+  lv_input_destroy(in);
+}
+
+static void pf_expect_same(const pf_run *a, const pf_run *b) {
+  ck_assert_int_eq(a->n_train, b->n_train);
+  ck_assert_int_eq(a->n_eval, b->n_eval);
+  ck_assert_int_eq(a->err_at, b->err_at);
+  ck_assert_str_eq(a->err, b->err);
+  for (int i = 0; i < a->n_train; i++) ck_assert_msg(a->train[i] == b->train[i], "training batch %d differs", i);
+  for (int i = 0; i < a->n_eval; i++) ck_assert_msg(a->eval[i] == b->eval[i], "eval batch %d differs", i);
+}
+
+/* The same batches for every prefetch_batches: a step sequence with jumps forward and
+ * back (each a resume that re-seeds), a repeated step, and an eval pass in between. */
+START_TEST(test_nmt_prefetch_same_batches) {
+  write_mt_file("mt-00000-of-00002", 40, 0);
+  write_mt_file("mt-00001-of-00002", 40, 50);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/mt@2", g_dir);
+  lv_params *p = nmt_params(pat);
+  static const int64_t steps[] = {0, 1, 2, 3, 4, 5, 9, 10, 11, 12, 3, 4, 4, 5, 30, 31, 32, 33, 34, 35, 36, 37};
+  const int n = (int)(sizeof steps / sizeof steps[0]);
+  pf_run r0, r;
+  pf_run_with(p, 0, steps, n, 8, &r0);
+  ck_assert_int_eq(r0.n_train, n);
+  ck_assert_int_gt(r0.n_eval, 10);
+  for (int k = 1; k <= 3; k += 2) {
+    pf_run_with(p, k, steps, n, 8, &r);
+    pf_expect_same(&r0, &r);
+  }
+  /* and the eval pass alone, with the default (prefetch 2) */
+  pf_run_with(p, 2, steps, 0, 0, &r);
+  ck_assert_int_eq(r.n_eval, 0);
+  lv_input *in = NULL;
+  EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+  pf_collect(in, steps, 1, 0, &r);
+  for (int i = 0; i < r0.n_eval; i++) ck_assert(r.eval[i] == r0.eval[i]);
+  ck_assert_int_eq(r.n_eval, r0.n_eval);
+  lv_input_destroy(in);
+  EXPECT_OK(lv_params_set_int(p, "prefetch_batches", -1));
+  EXPECT_ERR(lv_input_create(p, lv_input_no_shard(), &in), LV_ERR_INVALID, "input.prefetch_batches");
+  lv_params_free(p);
+}
+END_TEST
+
+/* An error of the batcher thread (a bad id, a corrupt frame) comes back from the same
+ * call, with the same message, as without the thread; the good batches before it too. */
+START_TEST(test_nmt_prefetch_errors) {
+  static const int64_t steps[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const int n = (int)(sizeof steps / sizeof steps[0]);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/bad.tfrecord", g_dir);
+  for (int kind = 0; kind < 2; kind++) {
+    if (kind == 0) {
+      write_mt_file_ex("bad.tfrecord", 30, 0, 17); /* record 17: an id beyond int32 */
+    } else {
+      write_mt_file("bad.tfrecord", 30, 0);
+      char path[512];
+      path_of(path, sizeof path, "bad.tfrecord");
+      FILE *f = fopen(path, "ab");
+      ck_assert_ptr_nonnull(f);
+      fwrite("\x10\0\0\0\0\0\0\0garbage-garbage-garbage", 1, 31, f); /* a frame with bad CRCs */
+      fclose(f);
+    }
+    lv_params *p = nmt_params(pat);
+    EXPECT_OK(lv_params_set_int(p, "file_buffer_size", 1)); /* file order: the error comes early */
+    EXPECT_OK(lv_params_set_int(p, "repeat_count", 1));
+    pf_run r0, r;
+    pf_run_with(p, 0, steps, n, n, &r0);
+    ck_assert_msg(r0.err_at >= 0, "no error");
+    ck_assert_msg(strstr(r0.err, "bad.tfrecord") && strstr(r0.err, kind == 0 ? "does not fit int32" : "offset"),
+                  "%s", r0.err);
+    pf_run_with(p, 2, steps, n, n, &r);
+    pf_expect_same(&r0, &r);
+    /* eval: the same batches, then the error, which stays until reset */
+    for (int k = 0; k <= 2; k += 2) {
+      EXPECT_OK(lv_params_set_int(p, "prefetch_batches", k));
+      lv_input *in = NULL;
+      EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+      lv_batch b;
+      lv_batch_init(&b);
+      for (int pass = 0; pass < 2; pass++) {
+        bool done = false;
+        lv_status s = NULL;
+        int good = 0;
+        while (!s && !done) {
+          s = lv_input_next_eval(in, &b, &done);
+          if (!s && !done) {
+            ck_assert_int_lt(good, r0.n_train);
+            ck_assert(lv_test_batch_digest(&b) == r0.train[good]); /* buffer 1: training reads in file order too */
+            good++;
+          }
+        }
+        ck_assert_int_eq(good, r0.err_at);
+        ck_assert_str_eq(lv_status_msg(s), r0.err);
+        lv_status_free(s);
+        EXPECT_ERR(lv_input_next_eval(in, &b, &done), LV_ERR_CORRUPT, "bad.tfrecord");
+        EXPECT_OK(lv_input_reset(in));
+      }
+      /* training after the eval passes, and again after its error: each run starts at
+       * step 0 (the first call, then the call after an error, re-seeds) */
+      for (int run = 0; run < 2; run++) {
+        lv_status s = NULL;
+        int i = 0;
+        for (; i < n && !s; i++) s = lv_input_train_batch(in, steps[i], &b);
+        ck_assert_int_eq(i - 1, r0.err_at);
+        ck_assert_str_eq(lv_status_msg(s), r0.err);
+        lv_status_free(s);
+      }
+      lv_input_destroy(in);
+      lv_batch_free(&b);
+    }
+    lv_params_free(p);
+  }
+}
+END_TEST
+
+/* Waits (up to 10 s) until the training queue holds `want` batches: the batcher thread
+ * is then blocked on the full queue. */
+static void pf_wait_ready(lv_input *in, int want) {
+  for (int i = 0; i < 10000 && lv_stream_input_train_ready(in) < want; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ck_assert_int_eq(lv_stream_input_train_ready(in), want);
+}
+
+/* Destroy, a restart and reset stop the batcher thread wherever it is: blocked on a
+ * full queue, reading, holding an error; no leak, no hang (run under ASan by make asan). */
+START_TEST(test_nmt_prefetch_shutdown) {
+  write_mt_file("mt-00000-of-00001", 60, 0);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/mt@1", g_dir);
+  lv_params *p = nmt_params(pat);
+  lv_batch b;
+  lv_batch_init(&b);
+  lv_input *in = NULL;
+  /* never asked for anything */
+  EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+  ck_assert_int_eq(lv_stream_input_train_ready(in), 0);
+  lv_input_destroy(in);
+  for (int k = 1; k <= 3; k++) {
+    EXPECT_OK(lv_params_set_int(p, "prefetch_batches", k));
+    EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+    EXPECT_OK(lv_input_train_batch(in, 0, &b));
+    pf_wait_ready(in, k);
+    uint64_t d1 = 0;
+    EXPECT_OK(lv_input_train_batch(in, 1, &b));
+    d1 = lv_test_batch_digest(&b);
+    pf_wait_ready(in, k);
+    /* a jump while the queue is full and a batch is held: the stream restarts */
+    EXPECT_OK(lv_input_train_batch(in, 7, &b));
+    pf_wait_ready(in, k);
+    EXPECT_OK(lv_input_train_batch(in, 0, &b));
+    EXPECT_OK(lv_input_train_batch(in, 1, &b));
+    ck_assert(lv_test_batch_digest(&b) == d1);
+    pf_wait_ready(in, k);
+    lv_input_destroy(in); /* blocked on the full queue */
+  }
+  /* an eval pass that drops every record (keys above the last bound): the thread reads
+   * without ever queueing a batch; reset and destroy cancel it mid-read */
+  write_mt_file("many.tfrecord", 3000, 0);
+  snprintf(pat, sizeof pat, "%s/many.tfrecord", g_dir);
+  lv_params_free(p);
+  p = nmt_params(pat);
+  int64_t bound[1] = {0}, limit[1] = {4};
+  EXPECT_OK(lv_params_set_list(p, "bucket_upper_bound", lv_pvalue_ints(1, bound)));
+  EXPECT_OK(lv_params_set_list(p, "bucket_batch_limit", lv_pvalue_ints(1, limit)));
+  EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+  EXPECT_OK(lv_input_reset(in));
+  EXPECT_OK(lv_input_reset(in));
+  bool done = false;
+  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  ck_assert(done);
+  ck_assert_int_eq(b.size, 0);
+  EXPECT_OK(lv_input_next_eval(in, &b, &done)); /* the end stays the end */
+  ck_assert(done);
+  EXPECT_OK(lv_input_reset(in));
+  lv_input_destroy(in);
+  /* the thread has queued an error nobody took */
+  write_mt_file_ex("early.tfrecord", 30, 0, 0);
+  snprintf(pat, sizeof pat, "%s/early.tfrecord", g_dir);
+  lv_params_free(p);
+  p = nmt_params(pat);
+  EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+  EXPECT_OK(lv_input_reset(in));
+  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  lv_input_destroy(in);
+  lv_batch_free(&b);
+  lv_params_free(p);
+}
+END_TEST
+
 int main(void) {
   Suite *su = suite_create("records_input");
   TCase *tc = tcase_create("core");
@@ -747,12 +1008,16 @@ int main(void) {
   tcase_add_test(tc, test_shuffle_determinism);
   tcase_add_test(tc, test_sharding_covers_once);
   tcase_add_test(tc, test_corrupt_record);
+  tcase_add_test(tc, test_yielder_cancel);
   tcase_add_test(tc, test_bucketing);
   tcase_add_test(tc, test_bucketing_flush_and_pad_to);
   tcase_add_test(tc, test_nmt_batch_contents);
   tcase_add_test(tc, test_nmt_resume_and_shards);
   tcase_add_test(tc, test_nmt_pad_to_max);
   tcase_add_test(tc, test_nmt_errors);
+  tcase_add_test(tc, test_nmt_prefetch_same_batches);
+  tcase_add_test(tc, test_nmt_prefetch_errors);
+  tcase_add_test(tc, test_nmt_prefetch_shutdown);
   suite_add_tcase(su, tc);
   return lv_test_run(su);
 }

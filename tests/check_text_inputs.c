@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_util.h"
 #include "check_util.h"
 #include "input/input.h"
 #include "input/tokenizer.h"
@@ -550,6 +551,75 @@ START_TEST(test_lm_errors) {
 }
 END_TEST
 
+/* ---- the batcher thread (prefetch_batches) ---- */
+
+enum { PF_MAX = 128 };
+
+/* Digests of steps[0..split) (training), one eval pass, steps[split..n) of a fresh input
+ * of class cls on pattern with the given prefetch_batches (the tokenizer and its
+ * batching run on the batcher thread when prefetch > 0). */
+static int pf_digests(const char *cls, const char *pattern, int prefetch, const int64_t *steps, int n, int split,
+                      uint64_t *out) {
+  lv_params *p = params_for(cls, pattern);
+  if (!strcmp(cls, "PunctuatorInput")) {
+    EXPECT_OK(lv_params_set_class(p, "tokenizer", "AsciiTokenizer"));
+    EXPECT_OK(lv_params_set_bool(p, "tokenizer.pad_to_max_length", false));
+    EXPECT_OK(lv_params_set_int(p, "source_max_length", 40));
+    set_buckets(p, 2, (const int64_t[]){26, 38}, (const int64_t[]){4, 3});
+  } else {
+    set_buckets(p, 2, (const int64_t[]){4, 10}, (const int64_t[]){3, 4});
+  }
+  EXPECT_OK(lv_params_set_int(p, "target_max_length", 40));
+  EXPECT_OK(lv_params_set_int(p, "file_buffer_size", 8));
+  EXPECT_OK(lv_params_set_int(p, "file_parallelism", 2));
+  EXPECT_OK(lv_params_set_int(p, "prefetch_batches", prefetch));
+  lv_input *in = create(p, lv_input_no_shard());
+  lv_batch b;
+  lv_batch_init(&b);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (i == split) {
+      EXPECT_OK(lv_input_reset(in));
+      bool done = false;
+      while (!done) {
+        EXPECT_OK(lv_input_next_eval(in, &b, &done));
+        ck_assert_int_lt(k, PF_MAX);
+        out[k++] = done ? 0 : lv_test_batch_digest(&b);
+      }
+    }
+    EXPECT_OK(lv_input_train_batch(in, steps[i], &b));
+    ck_assert_int_lt(k, PF_MAX);
+    out[k++] = lv_test_batch_digest(&b);
+  }
+  lv_input_destroy(in);
+  lv_batch_free(&b);
+  lv_params_free(p);
+  return k;
+}
+
+/* PunctuatorInput and LmInput give the same batches for every prefetch_batches, over a
+ * step sequence with jumps (each re-seeds) and an eval pass in between. */
+START_TEST(test_text_prefetch_same_batches) {
+  write_numbered("t-00000-of-00002", 0, 40);
+  write_numbered("t-00001-of-00002", 40, 40);
+  char pat[600];
+  snprintf(pat, sizeof pat, "text:%s/t@2", g_dir);
+  static const int64_t steps[] = {0, 1, 2, 3, 4, 9, 10, 11, 2, 3, 3, 4, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49};
+  const int n = (int)(sizeof steps / sizeof steps[0]);
+  static const char *const classes[2] = {"PunctuatorInput", "LmInput"};
+  for (int c = 0; c < 2; c++) {
+    uint64_t want[PF_MAX], got[PF_MAX];
+    int nw = pf_digests(classes[c], pat, 0, steps, n, 9, want);
+    ck_assert_int_gt(nw, n + 10);
+    for (int k = 1; k <= 4; k += 3) {
+      int ng = pf_digests(classes[c], pat, k, steps, n, 9, got);
+      ck_assert_int_eq(ng, nw);
+      for (int i = 0; i < nw; i++) ck_assert_msg(got[i] == want[i], "%s prefetch %d: batch %d differs", classes[c], k, i);
+    }
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *su = suite_create("text_inputs");
   TCase *tc = tcase_create("core");
@@ -563,6 +633,7 @@ int main(void) {
   tcase_add_test(tc, test_lm_contents);
   tcase_add_test(tc, test_lm_shards_and_resume);
   tcase_add_test(tc, test_lm_errors);
+  tcase_add_test(tc, test_text_prefetch_same_batches);
   suite_add_tcase(su, tc);
   return lv_test_run(su);
 }

@@ -29,6 +29,57 @@ static void sample_free(lv_sample *s) {
   free(s);
 }
 
+/* ---- batch stores ---- */
+
+void lv_batch_store_init(lv_batch_store *st) {
+  memset(st, 0, sizeof *st);
+  lv_batch_init(&st->batch);
+}
+
+void lv_batch_store_free(lv_batch_store *st) {
+  for (int i = 0; i < LV_BATCH_STORE_MAX; i++) free(st->buf[i]);
+  lv_batch_free(&st->batch);
+  memset(st, 0, sizeof *st);
+}
+
+void lv_batch_store_clear(lv_batch_store *st) {
+  lv_nmap_clear(&st->batch.map);
+  st->batch.size = 0;
+  st->n = 0;
+}
+
+lv_status lv_batch_store_add(lv_batch_store *st, const char *key, lv_dtype dtype, lv_shape shape, lv_tensor **out) {
+  *out = NULL;
+  if (st->n == LV_BATCH_STORE_MAX)
+    return lv_status_make(LV_ERR_INVALID, "batch: more than %d tensors (adding %s)", LV_BATCH_STORE_MAX, key);
+  int i = st->n;
+  size_t need = (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype);
+  if (need + 4 > st->cap[i]) { /* + 4: never a zero-byte buffer */
+    free(st->buf[i]);
+    st->cap[i] = need + 4 > 2 * st->cap[i] ? need + 4 : 2 * st->cap[i];
+    st->buf[i] = malloc(st->cap[i]);
+    LV_ASSERT(st->buf[i]);
+  }
+  st->t[i] = lv_tensor_view(dtype, shape, st->buf[i]);
+  LV_TRY(lv_nmap_set(&st->batch.map, key, &st->t[i]));
+  st->n++;
+  *out = &st->t[i];
+  return NULL;
+}
+
+lv_status lv_batch_store_view(const lv_batch_store *st, lv_batch *out) {
+  lv_nmap_clear(&out->map);
+  out->size = 0;
+  for (int i = 0; i < lv_nmap_count(&st->batch.map); i++) {
+    const lv_nmap_entry *e = lv_nmap_at(&st->batch.map, i);
+    LV_TRY(lv_nmap_set(&out->map, e->key, e->t));
+  }
+  out->size = st->batch.size;
+  return NULL;
+}
+
+/* ---- the batcher ---- */
+
 typedef struct group {
   int bucket, n;
   lv_sample **s;
@@ -44,12 +95,7 @@ struct lv_batcher {
   int64_t since_flush;
   bool ended;
   lv_batcher_stats st;
-  /* the last batch */
-  void *buf[LV_BATCHER_MAX_FEATURES];
-  size_t buf_cap[LV_BATCHER_MAX_FEATURES];
-  int32_t *keys;
-  size_t keys_cap;
-  lv_tensor t[LV_BATCHER_MAX_FEATURES], t_keys;
+  lv_batch_store last; /* lv_batcher_next's batch */
 };
 
 static void pending_push(lv_batcher *b, int bucket) {
@@ -105,6 +151,7 @@ lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_rec
   LV_ASSERT(b);
   b->o = *opts;
   b->y = y;
+  lv_batch_store_init(&b->last);
   for (int i = 0; i < opts->n_buckets; i++) {
     b->bucket[i] = calloc((size_t)opts->bucket_batch_limit[i], sizeof(lv_sample *));
     LV_ASSERT(b->bucket[i]);
@@ -113,20 +160,10 @@ lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_rec
   return NULL;
 }
 
-static void *grow(void **p, size_t *cap, size_t need) {
-  if (need > *cap) {
-    free(*p);
-    *p = malloc(need);
-    LV_ASSERT(*p);
-    *cap = need;
-  }
-  return *p;
-}
-
-/* Stacks group g into the batch tensors, padding each feature. */
-static lv_status merge(lv_batcher *b, group *g, lv_batch *out) {
+/* Stacks group g into out's tensors, padding each feature. */
+static lv_status merge(lv_batcher *b, group *g, lv_batch_store *out) {
   const int64_t B = g->n;
-  lv_nmap_clear(&out->map);
+  lv_batch_store_clear(out);
   for (int f = 0; f < b->o.n_features; f++) {
     const lv_batcher_feature *ft = &b->o.features[f];
     int64_t T = 0;
@@ -139,29 +176,25 @@ static lv_status merge(lv_batcher *b, group *g, lv_batch *out) {
                               ft->name, (long long)T, (long long)ft->pad_to);
       T = ft->pad_to;
     }
-    size_t n = (size_t)(B * T);
-    void *buf = grow(&b->buf[f], &b->buf_cap[f], n * 4 + 4);
+    lv_tensor *t;
+    LV_TRY(lv_batch_store_add(out, ft->name, ft->dtype, lv_shape2(B, T), &t));
     for (int64_t i = 0; i < B; i++) {
       const lv_sample *s = g->s[i];
       if (ft->dtype == LV_F32) {
-        float *row = (float *)buf + i * T;
+        float *row = (float *)t->data + i * T;
         memcpy(row, s->data[f], (size_t)s->len[f] * 4);
-        for (int64_t t = s->len[f]; t < T; t++) row[t] = (float)ft->pad;
+        for (int64_t j = s->len[f]; j < T; j++) row[j] = (float)ft->pad;
       } else {
-        int32_t *row = (int32_t *)buf + i * T;
+        int32_t *row = (int32_t *)t->data + i * T;
         memcpy(row, s->data[f], (size_t)s->len[f] * 4);
-        for (int64_t t = s->len[f]; t < T; t++) row[t] = (int32_t)ft->pad;
+        for (int64_t j = s->len[f]; j < T; j++) row[j] = (int32_t)ft->pad;
       }
     }
-    lv_shape sh = {.rank = 2, .d = {B, T}};
-    b->t[f] = lv_tensor_view(ft->dtype, sh, buf);
-    LV_TRY(lv_nmap_set(&out->map, ft->name, &b->t[f]));
   }
-  int32_t *keys = grow((void **)&b->keys, &b->keys_cap, (size_t)B * 4 + 4);
-  for (int64_t i = 0; i < B; i++) keys[i] = (int32_t)g->s[i]->key;
-  b->t_keys = lv_tensor_view(LV_I32, lv_shape1(B), keys);
-  LV_TRY(lv_nmap_set(&out->map, "bucket_keys", &b->t_keys));
-  out->size = B;
+  lv_tensor *keys;
+  LV_TRY(lv_batch_store_add(out, "bucket_keys", LV_I32, lv_shape1(B), &keys));
+  for (int64_t i = 0; i < B; i++) ((int32_t *)keys->data)[i] = (int32_t)g->s[i]->key;
+  out->batch.size = B;
   b->st.batches++;
   return NULL;
 }
@@ -219,10 +252,9 @@ static lv_status add_one(lv_batcher *b) {
   return NULL;
 }
 
-lv_status lv_batcher_next(lv_batcher *b, lv_batch *out, bool *done) {
+lv_status lv_batcher_next_into(lv_batcher *b, lv_batch_store *out, bool *done) {
   *done = false;
-  lv_nmap_clear(&out->map);
-  out->size = 0;
+  lv_batch_store_clear(out);
   while (b->pending_n == 0) {
     if (b->ended) {
       *done = true;
@@ -236,6 +268,13 @@ lv_status lv_batcher_next(lv_batcher *b, lv_batch *out, bool *done) {
   for (int i = 0; i < g.n; i++) sample_free(g.s[i]);
   free(g.s);
   return s;
+}
+
+lv_status lv_batcher_next(lv_batcher *b, lv_batch *out, bool *done) {
+  lv_nmap_clear(&out->map);
+  out->size = 0;
+  LV_TRY(lv_batcher_next_into(b, &b->last, done));
+  return lv_batch_store_view(&b->last, out);
 }
 
 lv_batcher_stats lv_batcher_get_stats(const lv_batcher *b) { return b->st; }
@@ -254,7 +293,6 @@ void lv_batcher_destroy(lv_batcher *b) {
     free(g->s);
   }
   free(b->pending);
-  for (int f = 0; f < b->o.n_features; f++) free(b->buf[f]);
-  free(b->keys);
+  lv_batch_store_free(&b->last);
   free(b);
 }

@@ -17,10 +17,14 @@
  * shorter rows filled with the feature's pad constant; plus `bucket_keys` [B] int32.
  * Feature dtypes: LV_I32 or LV_F32.
  *
- * Everything runs on the caller's thread except the reading (the yielder's thread).
- * The batch's tensors belong to the batcher and stay valid until its next call. Corrupt
- * records: a processor error other than CANCELLED is LV_ERR_CORRUPT naming the record's
- * file and offset, or with skip_bad_records a dropped and counted record. */
+ * Everything runs on the caller's thread except the reading (the yielder's thread); the
+ * streaming inputs call the batcher from their prefetch thread (stream_input.h), so a
+ * processor must be reentrant: it may run on two batchers of one input (a training
+ * stream and an evaluation pass) at once. lv_batcher_next's tensors belong to the
+ * batcher and stay valid until its next call; lv_batcher_next_into writes into a batch
+ * store the caller owns. Corrupt records: a processor error other than CANCELLED is
+ * LV_ERR_CORRUPT naming the record's file and offset, or with skip_bad_records a
+ * dropped and counted record. */
 #ifndef LV_INPUT_BATCHER_H
 #define LV_INPUT_BATCHER_H
 
@@ -29,6 +33,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "core/tensor.h"
 #include "input/batch.h"
 #include "input/record_yielder.h"
 
@@ -71,6 +76,28 @@ typedef struct lv_batcher_stats {
   int64_t batches;
 } lv_batcher_stats;
 
+/* A batch that owns its tensors' memory: `batch` maps each key to one of t[], whose
+ * buffers the store keeps (and reuses, growing them) from one batch to the next. Used to
+ * hand finished batches from a producing thread to a consumer. */
+#define LV_BATCH_STORE_MAX 16
+typedef struct lv_batch_store {
+  lv_batch batch;
+  int n;
+  lv_tensor t[LV_BATCH_STORE_MAX];
+  void *buf[LV_BATCH_STORE_MAX];
+  size_t cap[LV_BATCH_STORE_MAX]; /* bytes */
+} lv_batch_store;
+
+void lv_batch_store_init(lv_batch_store *st);
+void lv_batch_store_free(lv_batch_store *st);
+/* Empties the batch (size 0, no keys), keeping the buffers. */
+void lv_batch_store_clear(lv_batch_store *st);
+/* Adds `key`: a tensor of dtype and shape over a buffer of the store, contents
+ * undefined, into *out. Errors: more than LV_BATCH_STORE_MAX keys, a bad key. */
+lv_status lv_batch_store_add(lv_batch_store *st, const char *key, lv_dtype dtype, lv_shape shape, lv_tensor **out);
+/* Points out's map at st's tensors (borrowed: valid while st keeps this batch). */
+lv_status lv_batch_store_view(const lv_batch_store *st, lv_batch *out);
+
 typedef struct lv_batcher lv_batcher;
 
 /* Validates opts (bounds ascending, limits > 0, feature dtypes) with errors naming
@@ -79,6 +106,8 @@ lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_rec
 /* The next batch into out (cleared first); *done (and out->size 0) at the end of the
  * data. */
 lv_status lv_batcher_next(lv_batcher *b, lv_batch *out, bool *done);
+/* The same, into a store (cleared first; empty at the end of the data). */
+lv_status lv_batcher_next_into(lv_batcher *b, lv_batch_store *out, bool *done);
 lv_batcher_stats lv_batcher_get_stats(const lv_batcher *b);
 lv_record_yielder *lv_batcher_yielder(lv_batcher *b);
 void lv_batcher_destroy(lv_batcher *b);

@@ -35,15 +35,6 @@ typedef struct lm_input {
   lv_stream_input st;
   lv_tokenizer *tok;
   int64_t tmax;
-  int32_t *bytes; /* the processor's buffer: one int32 per byte of the line */
-  size_t bytes_cap;
-  lv_batch raw;   /* the batcher's batch: text (bytes, padded with -1), word_count [B,1] */
-  char *strs;     /* the batch's lines */
-  size_t strs_cap;
-  lv_tok_batch tb;
-  float *weights;
-  size_t weights_cap;
-  lv_tensor t_ids, t_labels, t_paddings, t_weights, t_word_count;
 } lm_input;
 
 static lv_params *lm_params(void) {
@@ -77,42 +68,37 @@ static int32_t count_words(const uint8_t *s, size_t n) {
   return words;
 }
 
-static void *grow(void *p, size_t *cap, size_t need) {
-  if (need <= *cap) return p;
-  free(p);
-  p = malloc(need);
-  LV_ASSERT(p);
-  *cap = need;
-  return p;
-}
-
+/* The processor and the finish step are reentrant (the batcher threads of a training
+ * stream and an eval pass may run them at once): every buffer is their own. */
 static lv_status lm_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
-  lm_input *in = ctx;
+  (void)ctx;
   if (rec->len > INT32_MAX / 4) return lv_status_make(LV_ERR_INVALID, "a record of %zu bytes is too long", rec->len);
-  in->bytes = grow(in->bytes, &in->bytes_cap, (rec->len + 1) * sizeof(int32_t));
-  for (size_t i = 0; i < rec->len; i++) in->bytes[i] = rec->data[i];
+  int32_t *bytes = malloc((rec->len + 1) * sizeof(int32_t));
+  LV_ASSERT(bytes);
+  for (size_t i = 0; i < rec->len; i++) bytes[i] = rec->data[i];
   int32_t wc = count_words(rec->data, rec->len);
-  lv_sample_set(out, 0, in->bytes, (int64_t)rec->len);
+  lv_sample_set(out, 0, bytes, (int64_t)rec->len);
   lv_sample_set(out, 1, &wc, 1);
+  free(bytes);
   *key = wc;
   return NULL;
 }
 
-/* The batcher's batch of lines in in->raw -> Lingvo's LM batch in out. */
-static lv_status lm_finish(lm_input *in, lv_batch *out) {
-  lv_nmap_clear(&out->map);
-  out->size = 0;
-  const lv_tensor *text = lv_batch_get(&in->raw, "text"), *wc = lv_batch_get(&in->raw, "word_count");
-  lv_tensor *keys = lv_batch_get(&in->raw, "bucket_keys");
+/* The batcher's batch of lines (raw: text [B,W] bytes padded with -1, word_count [B,1],
+ * bucket_keys [B]) -> Lingvo's LM batch in out. */
+static lv_status lm_finish(void *ctx, const lv_batch *raw, lv_batch_store *out) {
+  const lm_input *in = ctx;
+  const lv_tensor *text = lv_batch_get(raw, "text"), *wc = lv_batch_get(raw, "word_count");
+  const lv_tensor *keys = lv_batch_get(raw, "bucket_keys");
   LV_ASSERT(text && wc && keys);
-  const int64_t B = in->raw.size, W = text->shape.d[1];
-  in->strs = grow(in->strs, &in->strs_cap, (size_t)(B * W) + 1);
-  const char **strs = malloc(sizeof(char *) * (size_t)B);
-  size_t *lens = malloc(sizeof(size_t) * (size_t)B);
-  LV_ASSERT(strs && lens);
+  const int64_t B = raw->size, W = text->shape.d[1];
+  char *chars = malloc((size_t)(B * W) + 1);
+  const char **strs = malloc(sizeof(char *) * (size_t)(B + 1));
+  size_t *lens = malloc(sizeof(size_t) * (size_t)(B + 1));
+  LV_ASSERT(chars && strs && lens);
   const int32_t *bytes = lv_i32(text);
   for (int64_t b = 0; b < B; b++) {
-    char *row = in->strs + b * W;
+    char *row = chars + b * W;
     int64_t n = 0;
     while (n < W && bytes[b * W + n] >= 0) {
       row[n] = (char)bytes[b * W + n];
@@ -121,52 +107,37 @@ static lv_status lm_finish(lm_input *in, lv_batch *out) {
     strs[b] = row;
     lens[b] = (size_t)n;
   }
-  lv_tok_batch_free(&in->tb);
-  lv_status s = lv_tokenizer_strings_to_ids(in->tok, strs, lens, (int)B, (int)in->tmax, -1, &in->tb);
+  lv_tok_batch tb = {0};
+  lv_status s = lv_tokenizer_strings_to_ids(in->tok, strs, lens, (int)B, (int)in->tmax, -1, &tb);
+  free(chars);
   free(strs);
   free(lens);
   if (s) return lv_status_wrap(s, "input.tokenizer");
-  const int64_t L = in->tb.len;
-  in->weights = grow(in->weights, &in->weights_cap, sizeof(float) * (size_t)(B * L + 1));
-  for (int64_t i = 0; i < B * L; i++) in->weights[i] = 1.0f - in->tb.paddings[i];
-  in->t_ids = lv_tensor_view(LV_I32, lv_shape2(B, L), in->tb.ids);
-  in->t_labels = lv_tensor_view(LV_I32, lv_shape2(B, L), in->tb.labels);
-  in->t_paddings = lv_tensor_view(LV_F32, lv_shape2(B, L), in->tb.paddings);
-  in->t_weights = lv_tensor_view(LV_F32, lv_shape2(B, L), in->weights);
-  in->t_word_count = lv_tensor_view(LV_I32, lv_shape1(B), wc->data);
-  LV_TRY(lv_nmap_set(&out->map, "ids", &in->t_ids));
-  LV_TRY(lv_nmap_set(&out->map, "labels", &in->t_labels));
-  LV_TRY(lv_nmap_set(&out->map, "paddings", &in->t_paddings));
-  LV_TRY(lv_nmap_set(&out->map, "weights", &in->t_weights));
-  LV_TRY(lv_nmap_set(&out->map, "word_count", &in->t_word_count));
-  LV_TRY(lv_nmap_set(&out->map, "bucket_keys", keys));
-  out->size = B;
-  return NULL;
-}
-
-static lv_status lm_train_batch(lv_input *base, int64_t step, lv_batch *out) {
-  lm_input *in = (lm_input *)base;
-  LV_TRY(lv_stream_input_train_batch(base, step, &in->raw));
-  return lm_finish(in, out);
-}
-
-static lv_status lm_next_eval(lv_input *base, lv_batch *out, bool *done) {
-  lm_input *in = (lm_input *)base;
-  lv_nmap_clear(&out->map);
-  out->size = 0;
-  LV_TRY(lv_stream_input_next_eval(base, &in->raw, done));
-  return *done ? NULL : lm_finish(in, out);
+  const int64_t L = tb.len;
+  lv_tensor *ids, *labels, *paddings, *weights, *word_count, *bucket_keys;
+  s = lv_batch_store_add(out, "ids", LV_I32, lv_shape2(B, L), &ids);
+  if (!s) s = lv_batch_store_add(out, "labels", LV_I32, lv_shape2(B, L), &labels);
+  if (!s) s = lv_batch_store_add(out, "paddings", LV_F32, lv_shape2(B, L), &paddings);
+  if (!s) s = lv_batch_store_add(out, "weights", LV_F32, lv_shape2(B, L), &weights);
+  if (!s) s = lv_batch_store_add(out, "word_count", LV_I32, lv_shape1(B), &word_count);
+  if (!s) s = lv_batch_store_add(out, "bucket_keys", LV_I32, lv_shape1(B), &bucket_keys);
+  if (!s) {
+    memcpy(ids->data, tb.ids, sizeof(int32_t) * (size_t)(B * L));
+    memcpy(labels->data, tb.labels, sizeof(int32_t) * (size_t)(B * L));
+    memcpy(paddings->data, tb.paddings, sizeof(float) * (size_t)(B * L));
+    for (int64_t i = 0; i < B * L; i++) lv_f32(weights)[i] = 1.0f - tb.paddings[i];
+    memcpy(word_count->data, wc->data, sizeof(int32_t) * (size_t)B);
+    memcpy(bucket_keys->data, keys->data, sizeof(int32_t) * (size_t)B);
+    out->batch.size = B;
+  }
+  lv_tok_batch_free(&tb);
+  return s;
 }
 
 static void lm_destroy(lv_input *base) {
   lm_input *in = (lm_input *)base;
   lv_stream_input_fini(&in->st);
   lv_tokenizer_destroy(in->tok);
-  lv_batch_free(&in->raw);
-  lv_tok_batch_free(&in->tb);
-  free(in->bytes);
-  free(in->strs);
-  free(in->weights);
   free(in);
 }
 
@@ -174,7 +145,6 @@ static lv_status lm_create(const lv_params *p, lv_input_shard shard, lv_input **
   *out = NULL;
   lm_input *in = calloc(1, sizeof *in);
   LV_ASSERT(in);
-  lv_batch_init(&in->raw);
   char *pattern = NULL;
   lv_status s = lv_text_pattern("LmInput", lv_params_str(p, "file_pattern"), false, &pattern);
   if (!s) s = lv_stream_input_init(&in->st, "LmInput", p, shard, pattern);
@@ -191,6 +161,7 @@ static lv_status lm_create(const lv_params *p, lv_input_shard shard, lv_input **
   o->features[1] = (lv_batcher_feature){"word_count", LV_I32, 0, 0};
   o->process = lm_process;
   o->ctx = in;
+  in->st.finish = lm_finish;
   *out = &in->st.base;
   return NULL;
 }
@@ -198,9 +169,9 @@ static lv_status lm_create(const lv_params *p, lv_input_shard shard, lv_input **
 const lv_input_class lv_lm_input = {.cls = "LmInput",
                                     .params = lm_params,
                                     .create = lm_create,
-                                    .train_batch = lm_train_batch,
+                                    .train_batch = lv_stream_input_train_batch,
                                     .reset = lv_stream_input_reset,
-                                    .next_eval = lm_next_eval,
+                                    .next_eval = lv_stream_input_next_eval,
                                     .num_samples = lv_stream_input_num_samples,
                                     .batch_size = lv_stream_input_batch_size,
                                     .destroy = lm_destroy};

@@ -45,9 +45,6 @@ typedef struct punct_input {
   lv_stream_input st;
   lv_tokenizer *tok;
   int64_t smax, tmax;
-  lv_tok_str norm; /* Normalize's buffer */
-  float *weights;
-  size_t weights_cap;
 } punct_input;
 
 static lv_params *punct_params(void) {
@@ -92,34 +89,35 @@ static float unpadded(const float *pad, int n) {
   return sum;
 }
 
+/* Reentrant (the batcher threads of a training stream and an eval pass may run it at
+ * once): every buffer is its own. */
 static lv_status punct_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
-  punct_input *in = ctx;
+  const punct_input *in = ctx;
   const char *line = (const char *)rec->data;
   size_t len = rec->len;
   lv_tok_batch tgt = {0}, src = {0};
+  lv_tok_str norm = {0};
   lv_status s = lv_tokenizer_strings_to_ids(in->tok, &line, &len, 1, (int)in->tmax, -1, &tgt);
-  if (!s) s = normalize(line, len, &in->norm);
-  const char *norm = in->norm.s ? in->norm.s : "";
-  size_t norm_n = in->norm.n;
-  if (!s) s = lv_tokenizer_strings_to_ids(in->tok, &norm, &norm_n, 1, (int)in->smax, -1, &src);
+  if (!s) s = normalize(line, len, &norm);
+  const char *ns = norm.s ? norm.s : "";
+  size_t norm_n = norm.n;
+  if (!s) s = lv_tokenizer_strings_to_ids(in->tok, &ns, &norm_n, 1, (int)in->smax, -1, &src);
+  free(norm.s);
   if (s) {
     lv_tok_batch_free(&tgt);
     lv_tok_batch_free(&src);
     return lv_status_wrap(s, "input.tokenizer");
   }
-  if ((size_t)tgt.len > in->weights_cap) {
-    free(in->weights);
-    in->weights = malloc(sizeof(float) * (size_t)tgt.len);
-    LV_ASSERT(in->weights);
-    in->weights_cap = (size_t)tgt.len;
-  }
-  for (int i = 0; i < tgt.len; i++) in->weights[i] = 1.0f - tgt.paddings[i];
+  float *weights = malloc(sizeof(float) * (size_t)(tgt.len + 1));
+  LV_ASSERT(weights);
+  for (int i = 0; i < tgt.len; i++) weights[i] = 1.0f - tgt.paddings[i];
   lv_sample_set(out, 0, src.labels, src.len);
   lv_sample_set(out, 1, src.paddings, src.len);
   lv_sample_set(out, 2, tgt.ids, tgt.len);
   lv_sample_set(out, 3, tgt.labels, tgt.len);
   lv_sample_set(out, 4, tgt.paddings, tgt.len);
-  lv_sample_set(out, 5, in->weights, tgt.len);
+  lv_sample_set(out, 5, weights, tgt.len);
+  free(weights);
   float ks = unpadded(src.paddings, src.len), kt = unpadded(tgt.paddings, tgt.len);
   *key = (int64_t)nearbyintf(ks > kt ? ks : kt);
   lv_tok_batch_free(&tgt);
@@ -131,8 +129,6 @@ static void punct_destroy(lv_input *base) {
   punct_input *in = (punct_input *)base;
   lv_stream_input_fini(&in->st);
   lv_tokenizer_destroy(in->tok);
-  free(in->norm.s);
-  free(in->weights);
   free(in);
 }
 

@@ -475,9 +475,11 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
   memset(rec, 0, sizeof *rec);
   *eof = false;
   pthread_mutex_lock(&y->mu);
-  while (y->q_n == 0 && !y->finished) pthread_cond_wait(&y->not_empty, &y->mu);
+  while (y->q_n == 0 && !y->finished && !y->stop) pthread_cond_wait(&y->not_empty, &y->mu);
   lv_status s = NULL;
-  if (y->q_n > 0) {
+  if (y->stop) {
+    s = lv_status_make(LV_ERR_CANCELLED, "record yielder: cancelled");
+  } else if (y->q_n > 0) {
     y->cur = y->q[y->q_head];
     y->q_head = (y->q_head + 1) % QUEUE_CAP;
     y->q_n--;
@@ -497,6 +499,14 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
   return NULL;
 }
 
+void lv_record_yielder_cancel(lv_record_yielder *y) {
+  pthread_mutex_lock(&y->mu);
+  y->stop = true;
+  pthread_cond_broadcast(&y->not_full);
+  pthread_cond_broadcast(&y->not_empty);
+  pthread_mutex_unlock(&y->mu);
+}
+
 int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   pthread_mutex_lock(&y->mu);
   int64_t k = y->skipped;
@@ -507,10 +517,7 @@ int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
 void lv_record_yielder_destroy(lv_record_yielder *y) {
   if (!y) return;
   if (y->started) {
-    pthread_mutex_lock(&y->mu);
-    y->stop = true;
-    pthread_cond_broadcast(&y->not_full);
-    pthread_mutex_unlock(&y->mu);
+    lv_record_yielder_cancel(y);
     pthread_join(y->thread, NULL);
   }
   for (int i = 0; i < y->q_n; i++) free(y->q[(y->q_head + i) % QUEUE_CAP].data);

@@ -104,6 +104,10 @@ lv_status lv_record_yielder_create(const lv_record_yielder_opts *opts, lv_record
 /* The next record; *eof at the end of the last epoch. Errors of the reader (corrupt or
  * unreadable file) come back in order; after one, every further call returns an error. */
 lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof);
+/* Stops the reader and makes lv_record_yielder_next return LV_ERR_CANCELLED from now on,
+ * waking a call blocked in it. The one call that may come from another thread than the
+ * consumer's (a prefetch thread's owner shutting it down); destroy still follows. */
+void lv_record_yielder_cancel(lv_record_yielder *y);
 /* Corrupt regions skipped so far (skip_corrupt). */
 int64_t lv_record_yielder_skipped(lv_record_yielder *y);
 /* Stops and joins the reader thread, frees everything. NULL is fine. */

@@ -1,6 +1,7 @@
 /* Streaming inputs on the record yielder and the batcher (see stream_input.h). */
 #include "input/stream_input.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,10 @@ void lv_stream_input_define_params(lv_params *p, int n_buckets, const int64_t *b
   lv_params_define_list(p, "bucket_batch_limit", n_buckets ? lv_pvalue_ints(n_buckets, limits) : NULL,
                         "Desired per-split batch size per bucket; same length as bucket_upper_bound.");
   lv_params_define_int(p, "bucket_adjust_every_n", 0, "Not supported; must be 0.");
+  lv_params_define_int(p, "prefetch_batches", 2,
+                       "lingvoc: finished batches (tokenized, bucketed, padded) that a background batcher thread "
+                       "keeps ready, so that the trainer does not wait on input; 0: no thread, each batch is built "
+                       "on the caller's thread when asked. The batches are the same either way.");
 }
 
 static lv_status read_buckets(const lv_params *p, lv_batcher_opts *o) {
@@ -55,6 +60,11 @@ lv_status lv_stream_input_init(lv_stream_input *in, const char *cls, const lv_pa
   lv_batcher_opts *o = &in->bopts;
   LV_TRY(read_buckets(p, o));
   o->flush_every_n = lv_params_int(p, "flush_every_n");
+  int64_t prefetch = lv_params_int(p, "prefetch_batches");
+  if (prefetch < 0 || prefetch > 1024)
+    return lv_status_make(LV_ERR_INVALID, "input.prefetch_batches must be in [0, 1024], got %lld",
+                          (long long)prefetch);
+  in->prefetch = (int)prefetch;
   o->skip_bad_records = lv_params_has(p, "skip_corrupt_records") && lv_params_bool(p, "skip_corrupt_records");
   in->batch_size = 0;
   for (int i = 0; i < o->n_buckets; i++)
@@ -92,15 +102,201 @@ lv_status lv_stream_input_init(lv_stream_input *in, const char *cls, const lv_pa
   return NULL;
 }
 
+/* ---- batch streams ---- */
+
+/* A finished batch in the queue, or (st NULL) the end of the data (err NULL) or an
+ * error. */
+typedef struct qitem {
+  lv_batch_store *st;
+  lv_status err;
+} qitem;
+
+struct lv_batch_stream {
+  lv_batcher *b;
+  lv_stream_finish finish;
+  void *ctx;
+  lv_batch_store raw; /* the batcher's batch, with a finish step (producer's) */
+  int cap;            /* prefetch_batches; 0: batches are built on the caller's thread */
+  int n_stores;       /* cap + 1: up to cap queued or being built, one held by the caller */
+  lv_batch_store *stores;
+  /* shared with the thread, under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t not_empty, not_full;
+  qitem *q; /* [cap] ring */
+  int q_head, q_n;
+  lv_batch_store **pool; /* free stores */
+  int pool_n;
+  bool stop;
+  bool started;
+  pthread_t thread;
+  /* the caller's */
+  lv_batch_store *held; /* the batch the caller was last given */
+  bool over;            /* the end or an error came out: final is all that follows */
+  lv_status final;
+};
+
+static lv_status status_copy(lv_status s) {
+  return s ? lv_status_make(lv_status_code(s), "%s", lv_status_msg(s)) : NULL;
+}
+
+/* The next batch of the stream into st (empty at the end). */
+static lv_status produce(lv_batch_stream *bs, lv_batch_store *st, bool *done) {
+  if (!bs->finish) return lv_batcher_next_into(bs->b, st, done);
+  LV_TRY(lv_batcher_next_into(bs->b, &bs->raw, done));
+  lv_batch_store_clear(st);
+  if (*done) return NULL;
+  return bs->finish(bs->ctx, &bs->raw.batch, st);
+}
+
+/* The batcher thread: builds batches in stream order while the queue has room; pushes
+ * the end or the first error as its last item. */
+static void *batcher_main(void *arg) {
+  lv_batch_stream *bs = arg;
+  pthread_mutex_lock(&bs->mu);
+  for (;;) {
+    while (bs->q_n == bs->cap && !bs->stop) pthread_cond_wait(&bs->not_full, &bs->mu);
+    if (bs->stop) break;
+    LV_ASSERT(bs->pool_n > 0);
+    lv_batch_store *st = bs->pool[--bs->pool_n];
+    pthread_mutex_unlock(&bs->mu);
+    bool done = false;
+    lv_status s = produce(bs, st, &done);
+    pthread_mutex_lock(&bs->mu);
+    if (bs->stop) { /* s may be the yielder's cancellation */
+      lv_status_free(s);
+      bs->pool[bs->pool_n++] = st;
+      break;
+    }
+    bool last = s || done;
+    if (last) {
+      bs->pool[bs->pool_n++] = st;
+      st = NULL;
+    }
+    bs->q[(bs->q_head + bs->q_n) % bs->cap] = (qitem){st, s};
+    bs->q_n++;
+    pthread_cond_signal(&bs->not_empty);
+    if (last) break;
+  }
+  pthread_mutex_unlock(&bs->mu);
+  return NULL;
+}
+
+static void stream_destroy(lv_batch_stream *bs) {
+  if (!bs) return;
+  if (bs->started) {
+    pthread_mutex_lock(&bs->mu);
+    bs->stop = true;
+    pthread_cond_broadcast(&bs->not_full);
+    pthread_mutex_unlock(&bs->mu);
+    /* wakes the thread if it waits on the reader, and fails its next read */
+    lv_record_yielder_cancel(lv_batcher_yielder(bs->b));
+    pthread_join(bs->thread, NULL);
+  }
+  for (int i = 0; i < bs->q_n; i++) lv_status_free(bs->q[(bs->q_head + i) % bs->cap].err);
+  lv_status_free(bs->final);
+  lv_batcher_destroy(bs->b);
+  for (int i = 0; i < bs->n_stores; i++) lv_batch_store_free(&bs->stores[i]);
+  lv_batch_store_free(&bs->raw);
+  free(bs->stores);
+  free(bs->pool);
+  free(bs->q);
+  pthread_mutex_destroy(&bs->mu);
+  pthread_cond_destroy(&bs->not_empty);
+  pthread_cond_destroy(&bs->not_full);
+  free(bs);
+}
+
+/* Takes ownership of b (also on error); starts the thread when prefetching. */
+static lv_status stream_create(const lv_stream_input *in, lv_batcher *b, lv_batch_stream **out) {
+  *out = NULL;
+  lv_batch_stream *bs = calloc(1, sizeof *bs);
+  LV_ASSERT(bs);
+  bs->b = b;
+  bs->finish = in->finish;
+  bs->ctx = in->bopts.ctx;
+  bs->cap = in->prefetch;
+  bs->n_stores = bs->cap + 1;
+  bs->stores = calloc((size_t)bs->n_stores, sizeof *bs->stores);
+  bs->pool = calloc((size_t)bs->n_stores, sizeof *bs->pool);
+  bs->q = calloc((size_t)(bs->cap > 0 ? bs->cap : 1), sizeof *bs->q);
+  LV_ASSERT(bs->stores && bs->pool && bs->q);
+  lv_batch_store_init(&bs->raw);
+  for (int i = 0; i < bs->n_stores; i++) {
+    lv_batch_store_init(&bs->stores[i]);
+    bs->pool[bs->pool_n++] = &bs->stores[i];
+  }
+  pthread_mutex_init(&bs->mu, NULL);
+  pthread_cond_init(&bs->not_empty, NULL);
+  pthread_cond_init(&bs->not_full, NULL);
+  if (bs->cap > 0) {
+    int rc = pthread_create(&bs->thread, NULL, batcher_main, bs);
+    if (rc) {
+      stream_destroy(bs);
+      return lv_status_make(LV_ERR_RESOURCE, "input: cannot start the batcher thread: %s", strerror(rc));
+    }
+    bs->started = true;
+  }
+  *out = bs;
+  return NULL;
+}
+
+/* The stream's next batch (views into a store it keeps until the next call). */
+static lv_status stream_next(lv_batch_stream *bs, lv_batch *out, bool *done) {
+  *done = false;
+  lv_nmap_clear(&out->map);
+  out->size = 0;
+  if (bs->over) {
+    *done = !bs->final;
+    return status_copy(bs->final);
+  }
+  qitem it;
+  if (bs->cap == 0) {
+    it.st = &bs->stores[0];
+    bool end = false;
+    it.err = produce(bs, it.st, &end);
+    if (it.err || end) it.st = NULL;
+  } else {
+    pthread_mutex_lock(&bs->mu);
+    if (bs->held) bs->pool[bs->pool_n++] = bs->held;
+    bs->held = NULL;
+    /* the thread always ends with an item: only destroy (this thread) stops it early */
+    while (bs->q_n == 0) pthread_cond_wait(&bs->not_empty, &bs->mu);
+    it = bs->q[bs->q_head];
+    bs->q_head = (bs->q_head + 1) % bs->cap;
+    bs->q_n--;
+    pthread_cond_signal(&bs->not_full);
+    pthread_mutex_unlock(&bs->mu);
+  }
+  if (!it.st) {
+    bs->over = true;
+    bs->final = it.err;
+    *done = !it.err;
+    return status_copy(it.err);
+  }
+  if (bs->cap > 0) bs->held = it.st;
+  return lv_batch_store_view(it.st, out);
+}
+
+static int stream_ready(lv_batch_stream *bs) {
+  if (!bs || bs->cap == 0) return 0;
+  pthread_mutex_lock(&bs->mu);
+  int n = 0;
+  for (int i = 0; i < bs->q_n; i++) n += bs->q[(bs->q_head + i) % bs->cap].st != NULL;
+  pthread_mutex_unlock(&bs->mu);
+  return n;
+}
+
+/* ---- the input ---- */
+
 void lv_stream_input_fini(lv_stream_input *in) {
-  lv_batcher_destroy(in->train);
-  lv_batcher_destroy(in->eval);
+  stream_destroy(in->train);
+  stream_destroy(in->eval);
   in->train = in->eval = NULL;
   free(in->pattern);
   in->pattern = NULL;
 }
 
-static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batcher **out) {
+static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batch_stream **out) {
   lv_record_yielder_opts y = in->yopts;
   y.stream = stream;
   if (eval) {
@@ -111,19 +307,21 @@ static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batch
   }
   lv_record_yielder *ry = NULL;
   LV_TRY(lv_status_wrap(lv_record_yielder_create(&y, &ry), "input.file_pattern"));
-  return lv_batcher_create(&in->bopts, "input", ry, out);
+  lv_batcher *b = NULL;
+  LV_TRY(lv_batcher_create(&in->bopts, "input", ry, &b));
+  return stream_create(in, b, out);
 }
 
 lv_status lv_stream_input_train_batch(lv_input *base, int64_t step, lv_batch *out) {
   lv_stream_input *in = (lv_stream_input *)base;
   if (!in->train || step != in->next_step) {
-    lv_batcher_destroy(in->train);
+    stream_destroy(in->train);
     in->train = NULL;
     LV_TRY(start(in, false, (uint64_t)step, &in->train));
   }
   in->next_step = step + 1;
   bool done = false;
-  lv_status s = lv_batcher_next(in->train, out, &done);
+  lv_status s = stream_next(in->train, out, &done);
   if (!s && done)
     s = lv_status_make(LV_ERR_INVALID,
                        "input.repeat_count: the training data (%s) ran out after %lld pass%s at step %lld; "
@@ -136,7 +334,7 @@ lv_status lv_stream_input_train_batch(lv_input *base, int64_t step, lv_batch *ou
 
 lv_status lv_stream_input_reset(lv_input *base) {
   lv_stream_input *in = (lv_stream_input *)base;
-  lv_batcher_destroy(in->eval);
+  stream_destroy(in->eval);
   in->eval = NULL;
   return start(in, true, 0, &in->eval);
 }
@@ -145,10 +343,13 @@ lv_status lv_stream_input_next_eval(lv_input *base, lv_batch *out, bool *done) {
   lv_stream_input *in = (lv_stream_input *)base;
   *done = false;
   if (!in->eval) LV_TRY(lv_stream_input_reset(base));
-  lv_status s = lv_batcher_next(in->eval, out, done);
-  if (!s && *done) {
-    lv_batcher_stats st = lv_batcher_get_stats(in->eval);
-    int64_t skipped = lv_record_yielder_skipped(lv_batcher_yielder(in->eval));
+  bool was_over = in->eval->over;
+  lv_status s = stream_next(in->eval, out, done);
+  if (!s && *done && !was_over) {
+    /* the thread no longer touches the batcher once it has queued the end */
+    lv_batcher *b = in->eval->b;
+    lv_batcher_stats st = lv_batcher_get_stats(b);
+    int64_t skipped = lv_record_yielder_skipped(lv_batcher_yielder(b));
     if (st.dropped_too_long || st.dropped_filtered || st.dropped_bad || skipped)
       lv_info("input %s: eval pass over %s: %lld records, %lld batched, %lld above the last bucket bound, "
               "%lld filtered, %lld bad records and %lld corrupt regions skipped",
@@ -157,6 +358,8 @@ lv_status lv_stream_input_next_eval(lv_input *base, lv_batch *out, bool *done) {
   }
   return s;
 }
+
+int lv_stream_input_train_ready(lv_input *base) { return stream_ready(((lv_stream_input *)base)->train); }
 
 int64_t lv_stream_input_num_samples(const lv_input *in) {
   (void)in;

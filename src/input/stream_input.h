@@ -8,7 +8,22 @@
  * reproducible), file_buffer_size, file_buffer_size_in_seconds (must be 0),
  * file_parallelism, flush_every_n, num_batcher_threads (unused: one batcher thread),
  * repeat_count, bucket_upper_bound, bucket_batch_limit, bucket_adjust_every_n (must be
- * 0). lv_stream_input_init also reads skip_corrupt_records when the class defines it.
+ * 0), and lingvoc's prefetch_batches. lv_stream_input_init also reads
+ * skip_corrupt_records when the class defines it.
+ *
+ * Threads: the record yielder reads on its own thread. With prefetch_batches = N > 0
+ * (default 2) a batcher thread per stream (the training stream, an evaluation pass)
+ * runs everything else -- the class's processor (parsing, tokenizing), bucketing,
+ * padding and the class's finish step -- and keeps up to N finished batches in a
+ * bounded queue (Lingvo's batcher keeps batches ready the same way); train_batch and
+ * next_eval only pop one, so a consumer slower than the pipeline never waits. The
+ * thread builds batches in exactly the order the caller's thread would (prefetch 0:
+ * no thread, each batch built when asked), so the batches are the same for every
+ * prefetch_batches. An error of the thread (a corrupt record, a bad id) comes back from
+ * the call that would have built that batch, after the good batches before it, with
+ * the same message (file and offset); the stream then stops, returning the error again
+ * until it restarts (training: the next call re-seeds; eval: reset). Destroy, a restart
+ * and reset stop the thread wherever it is waiting (full queue, the reader) and join it.
  *
  * Training (lv_stream_input_train_batch): an endless shuffled stream (repeat_count
  * passes) bucketed into batches of bucket_batch_limit[i]. Resume: the stream is
@@ -30,14 +45,24 @@
 #include "input/input.h"
 #include "input/tokenizer.h"
 
+/* A class's last step from the batcher's batch (raw) to its own (out, cleared by the
+ * caller), e.g. LmInput's batch tokenization. Runs on the batcher thread, possibly on two
+ * streams of one input at once: reentrant, like the processor. ctx is bopts.ctx. */
+typedef lv_status (*lv_stream_finish)(void *ctx, const lv_batch *raw, lv_batch_store *out);
+
+/* One stream of batches (a batcher and, with prefetch, its thread and queue). */
+typedef struct lv_batch_stream lv_batch_stream;
+
 typedef struct lv_stream_input {
   lv_input base;
   const char *cls;          /* for messages */
   lv_batcher_opts bopts;    /* buckets from the params; the class sets features, process, ctx */
+  lv_stream_finish finish;  /* NULL: the batcher's batch is the input's batch */
   lv_record_yielder_opts yopts;
   char *pattern;
   int64_t batch_size;       /* the largest bucket_batch_limit */
-  lv_batcher *train, *eval;
+  int prefetch;             /* prefetch_batches */
+  lv_batch_stream *train, *eval;
   int64_t next_step;
 } lv_stream_input;
 
@@ -60,6 +85,9 @@ lv_status lv_stream_input_reset(lv_input *in);
 lv_status lv_stream_input_next_eval(lv_input *in, lv_batch *out, bool *done);
 int64_t lv_stream_input_num_samples(const lv_input *in);
 int64_t lv_stream_input_batch_size(const lv_input *in);
+/* Finished training batches waiting in the queue now (0 before the first train_batch
+ * and without prefetch): for tests and benchmarks, which poll it. */
+int lv_stream_input_train_ready(lv_input *in);
 
 /* ---- text inputs (PunctuatorInput, LmInput) ---- */
 
