@@ -442,6 +442,16 @@ START_TEST(batch_norm_eval_all_padded_and_errors) {
   st = lv_graph_status(g);
   ck_assert_msg(strstr(lv_status_msg(st), "batch_norm: gamma must be float32 of 2 values"), "%s", lv_status_msg(st));
   lv_status_free(st);
+  /* No rows at all: an empty output, and the backward runs. */
+  lv_graph_reset(g);
+  lv_tensor *e = lv_graph_zeros(g, LV_F32, lv_shape3(0, 4, 2));
+  ga = tensor_of(g, lv_shape1(2), gv);
+  e->requires_grad = ga->requires_grad = true;
+  lv_tensor *ey = lv_op_batch_norm(g, e, NULL, ga, NULL, 1e-3f, false, true, NULL, NULL, 0.9);
+  ck_assert_ptr_nonnull(ey);
+  ck_assert_int_eq(lv_tensor_numel(ey), 0);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, ey, LV_ALL_AXES, false)));
+  ck_assert_float_eq(lv_f32(ga->grad)[0], 0.0f);
   lv_graph_destroy(g);
 }
 END_TEST

@@ -107,8 +107,9 @@ static int64_t bn_blocks(int64_t rows, int64_t c) {
 
 size_t lv_cpu_batch_norm_scratch(lv_kctx *ctx, int64_t rows, int64_t c) {
   (void)ctx;
-  if (rows <= 0 || c <= 0) return sizeof(double);
-  return sizeof(double) * (size_t)(bn_blocks(rows, c) * (2 * c + 1)) + sizeof(float) * (size_t)(4 * c);
+  if (c <= 0) return sizeof(double);
+  const int64_t nb = rows > 0 ? bn_blocks(rows, c) : 0;
+  return sizeof(double) * (size_t)(nb * (2 * c + 1)) + sizeof(float) * (size_t)(4 * c);
 }
 
 typedef struct bn_job {
