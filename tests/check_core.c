@@ -278,6 +278,184 @@ START_TEST(fwd_moving_average_and_fill) {
 }
 END_TEST
 
+/* ---- batch norm ------------------------------------------------------------------ */
+
+/* Inputs x, paddings, gamma, beta, moving mean, moving variance; the flags pick which the
+ * op gets. */
+typedef struct bnctx { bool pad, zero, gamma, beta, training; } bnctx;
+static lv_tensor *f_batch_norm(lv_graph *g, lv_tensor **in, const void *c) {
+  const bnctx *b = c;
+  return lv_op_batch_norm(g, in[0], b->pad ? in[1] : NULL, b->gamma ? in[2] : NULL, b->beta ? in[3] : NULL, 1e-3f,
+                          b->zero, b->training, b->training ? NULL : in[4], b->training ? NULL : in[5], 0.9);
+}
+
+START_TEST(grad_batch_norm) {
+  static const float pad[10] = {0, 0, 1, 0, 0, 0, 0, 1, 1, 0};
+  static const bnctx cases[] = {{false, false, true, true, true}, {true, true, true, true, true},
+                                {true, false, true, false, true}, {true, true, false, true, true},
+                                {false, false, true, true, false}, {true, true, true, true, false}};
+  for (size_t k = 0; k < LV_ARRAY_LEN(cases); k++) {
+    spec in[6] = {fspec(lv_shape3(2, 5, 3), 400 + k), fspec(lv_shape2(2, 5), 410), fspec(lv_shape1(3), 420),
+                  fspec(lv_shape1(3), 430),           fspec(lv_shape1(3), 440),   fspec(lv_shape1(3), 450)};
+    memcpy(in[1].data, pad, sizeof pad);
+    for (int i = 0; i < 3; i++) ((float *)in[5].data)[i] = 0.5f + 0.3f * (float)i; /* a variance */
+    in[1].grad = in[4].grad = in[5].grad = false;
+    in[2].grad = cases[k].gamma;
+    in[3].grad = cases[k].beta;
+    gradcheck("batch_norm", 6, in, f_batch_norm, &cases[k], 1e-3, 2e-2);
+  }
+}
+END_TEST
+
+/* rows x c with offset 5 (the moments must not lose the variance to the mean), every 7th
+ * row padded and holding garbage. */
+enum { BN_ROWS = 4000, BN_C = 24 };
+typedef struct bn_run {
+  float y[BN_ROWS * BN_C], gx[BN_ROWS * BN_C], gg[BN_C], gb[BN_C], mm[BN_C], mv[BN_C];
+} bn_run;
+
+static void bn_data(float *x, float *pad, float *gamma, float *beta, float *wy) {
+  float *r = rand_floats(BN_ROWS * BN_C, 460, -1, 1);
+  for (int i = 0; i < BN_ROWS; i++) {
+    pad[i] = i % 7 == 3;
+    for (int j = 0; j < BN_C; j++)
+      x[i * BN_C + j] = pad[i] ? 1e6f * (float)(j + 1) : 5.0f + (1.0f + 0.1f * (float)j) * r[i * BN_C + j];
+  }
+  for (int j = 0; j < BN_C; j++) gamma[j] = 0.05f * (float)(j - 12), beta[j] = 0.01f * (float)j;
+  for (int i = 0; i < BN_ROWS * BN_C; i++) wy[i] = 0.5f + 0.25f * (float)((i * 7919) % 13);
+  free(r);
+}
+
+/* One training step of the op: output, gradients to x, gamma, beta, and the moving
+ * statistics (starting at 0 and 1) after the queued updates are applied. */
+static void bn_step(int threads, bn_run *o) {
+  static float x[BN_ROWS * BN_C], pad[BN_ROWS], gamma[BN_C], beta[BN_C], wy[BN_ROWS * BN_C];
+  bn_data(x, pad, gamma, beta, wy);
+  lv_set_num_threads(threads);
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *tx = tensor_of(g, lv_shape2(BN_ROWS, BN_C), x), *tp = tensor_of(g, lv_shape2(BN_ROWS, 1), pad);
+  lv_tensor *tg = tensor_of(g, lv_shape1(BN_C), gamma), *tb = tensor_of(g, lv_shape1(BN_C), beta);
+  lv_tensor *mm = lv_graph_fill(g, lv_shape1(BN_C), 0.0f), *mv = lv_graph_fill(g, lv_shape1(BN_C), 1.0f);
+  tx->requires_grad = tg->requires_grad = tb->requires_grad = true;
+  lv_tensor *y = lv_op_batch_norm(g, tx, tp, tg, tb, 1e-3f, true, true, mm, mv, 0.9);
+  ck_assert_ptr_nonnull(y);
+  ck_assert_int_eq(lv_graph_num_updates(g), 2);
+  lv_tensor *loss = lv_op_reduce_sum(g, lv_op_mul(g, y, tensor_of(g, y->shape, wy)), LV_ALL_AXES, false);
+  EXPECT_OK(lv_graph_backward(g, loss));
+  EXPECT_OK(lv_graph_apply_updates(g));
+  memcpy(o->y, lv_f32(y), sizeof o->y);
+  memcpy(o->gx, lv_f32(tx->grad), sizeof o->gx);
+  memcpy(o->gg, lv_f32(tg->grad), sizeof o->gg);
+  memcpy(o->gb, lv_f32(tb->grad), sizeof o->gb);
+  memcpy(o->mm, lv_f32(mm), sizeof o->mm);
+  memcpy(o->mv, lv_f32(mv), sizeof o->mv);
+  lv_graph_destroy(g);
+  lv_set_num_threads(1);
+}
+
+#define BN_CLOSE(a, b, tol, what, i) \
+  ck_assert_msg(fabs((a) - (b)) <= (tol) * (1 + fabs(b)), "%s[%d]: %.9g vs %.9g", what, (int)(i), (double)(a), (double)(b))
+
+/* Several row blocks: values against a double computation, and the same bits with 1 and
+ * 2 threads. */
+START_TEST(batch_norm_matches_reference_and_threads) {
+  bn_run *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  bn_step(1, a);
+  bn_step(2, b);
+  ck_assert_msg(memcmp(a, b, sizeof *a) == 0, "batch_norm: 1 and 2 threads differ");
+  static float x[BN_ROWS * BN_C], pad[BN_ROWS], gamma[BN_C], beta[BN_C], wy[BN_ROWS * BN_C];
+  bn_data(x, pad, gamma, beta, wy);
+  for (int j = 0; j < BN_C; j++) {
+    double n = 0, m = 0, v = 0, sg = 0, sgx = 0, sabs = 0;
+    for (int i = 0; i < BN_ROWS; i++)
+      if (!pad[i]) n++, m += x[i * BN_C + j];
+    m /= n;
+    for (int i = 0; i < BN_ROWS; i++)
+      if (!pad[i]) v += (x[i * BN_C + j] - m) * (x[i * BN_C + j] - m);
+    v /= n;
+    const double rs = 1 / sqrt(v + 1e-3), k = rs * (1 + gamma[j]);
+    BN_CLOSE(a->mm[j], 0.1 * m, 1e-6, "moving_mean", j);
+    BN_CLOSE(a->mv[j], 0.9 + 0.1 * v, 1e-6, "moving_variance", j);
+    for (int i = 0; i < BN_ROWS; i++) {
+      const double xh = (x[i * BN_C + j] - m) * rs, g = pad[i] ? 0 : wy[i * BN_C + j];
+      BN_CLOSE(a->y[i * BN_C + j], pad[i] ? 0 : xh * (1 + gamma[j]) + beta[j], 1e-5, "y", i * BN_C + j);
+      sg += g;
+      sgx += g * xh;
+      sabs += fabs(g);
+    }
+    BN_CLOSE(a->gb[j], sg, 1e-5, "gbeta", j);
+    /* The mean is float32 (as TF's): its rounding (2^-24 |m|) shifts every xhat alike, by
+     * up to 3e-7 here, which sum(g * xhat) collects from every row. */
+    ck_assert_msg(fabs(a->gg[j] - sgx) <= 1e-6 * sabs, "ggamma[%d]: %.9g vs %.9g", j, a->gg[j], sgx);
+    for (int i = 0; i < BN_ROWS; i++) {
+      const double xh = (x[i * BN_C + j] - m) * rs;
+      const double want = pad[i] ? 0 : k * (wy[i * BN_C + j] - (sg + xh * sgx) / n);
+      BN_CLOSE(a->gx[i * BN_C + j], want, 1e-4, "gx", i * BN_C + j);
+    }
+  }
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* Eval uses the moving statistics; every row padded gives zero moments (n = max(0, 1));
+ * bad inputs are errors naming the op. */
+START_TEST(batch_norm_eval_all_padded_and_errors) {
+  lv_graph *g = lv_graph_create(0);
+  const float xv[6] = {1, 2, 3, 4, 5, 6}, gv[2] = {0.5f, -0.5f}, bv[2] = {0.1f, 0.2f}, mmv[2] = {1, 2},
+              mvv[2] = {4, 0.25f}, all[3] = {1, 1, 1};
+  lv_tensor *x = tensor_of(g, lv_shape2(3, 2), xv), *ga = tensor_of(g, lv_shape1(2), gv), *be = tensor_of(g, lv_shape1(2), bv);
+  lv_tensor *mm = tensor_of(g, lv_shape1(2), mmv), *mv = tensor_of(g, lv_shape1(2), mvv);
+  lv_tensor *y = lv_op_batch_norm(g, x, NULL, ga, be, 1e-3f, false, false, mm, mv, 0.9);
+  ck_assert_ptr_nonnull(y);
+  ck_assert_int_eq(lv_graph_num_updates(g), 0);
+  for (int i = 0; i < 6; i++) {
+    const int j = i % 2;
+    BN_CLOSE(lv_f32(y)[i], (xv[i] - mmv[j]) / sqrt(mvv[j] + 1e-3) * (1 + gv[j]) + bv[j], 1e-6, "eval y", i);
+  }
+  lv_tensor *pz = lv_op_batch_norm(g, x, tensor_of(g, lv_shape1(3), all), ga, be, 1e-3f, false, true, mm, mv, 0.9);
+  ck_assert_ptr_nonnull(pz);
+  ck_assert(lv_graph_apply_updates(g) == NULL);
+  for (int i = 0; i < 6; i++) {
+    const int j = i % 2;
+    BN_CLOSE(lv_f32(pz)[i], xv[i] / sqrt(1e-3) * (1 + gv[j]) + bv[j], 1e-5, "all-padded y", i);
+  }
+  for (int j = 0; j < 2; j++) {
+    BN_CLOSE(lv_f32(mm)[j], 0.9 * mmv[j], 1e-6, "all-padded moving_mean", j);
+    BN_CLOSE(lv_f32(mv)[j], 0.9 * mvv[j], 1e-6, "all-padded moving_variance", j);
+  }
+  ck_assert_ptr_null(lv_op_batch_norm(g, x, tensor_of(g, lv_shape1(2), all), ga, be, 1e-3f, true, true, NULL, NULL, 0.9));
+  lv_status st = lv_graph_status(g);
+  ck_assert_msg(strstr(lv_status_msg(st), "batch_norm: paddings must be float32 with one value per row of x [3,2] (3)"),
+                "%s", lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_reset(g);
+  x = tensor_of(g, lv_shape2(3, 2), xv);
+  ck_assert_ptr_null(lv_op_batch_norm(g, x, NULL, NULL, NULL, 1e-3f, false, false, NULL, NULL, 0.9));
+  st = lv_graph_status(g);
+  ck_assert_msg(strstr(lv_status_msg(st), "batch_norm: the moving mean and variance are required"), "%s",
+                lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_reset(g);
+  x = tensor_of(g, lv_shape2(3, 2), xv);
+  ck_assert_ptr_null(lv_op_batch_norm(g, x, NULL, tensor_of(g, lv_shape1(3), all), NULL, 1e-3f, false, true, NULL, NULL, 0.9));
+  st = lv_graph_status(g);
+  ck_assert_msg(strstr(lv_status_msg(st), "batch_norm: gamma must be float32 of 2 values"), "%s", lv_status_msg(st));
+  lv_status_free(st);
+  /* No rows at all: an empty output, and the backward runs. */
+  lv_graph_reset(g);
+  lv_tensor *e = lv_graph_zeros(g, LV_F32, lv_shape3(0, 4, 2));
+  ga = tensor_of(g, lv_shape1(2), gv);
+  e->requires_grad = ga->requires_grad = true;
+  lv_tensor *ey = lv_op_batch_norm(g, e, NULL, ga, NULL, 1e-3f, false, true, NULL, NULL, 0.9);
+  ck_assert_ptr_nonnull(ey);
+  ck_assert_int_eq(lv_tensor_numel(ey), 0);
+  EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, ey, LV_ALL_AXES, false)));
+  ck_assert_float_eq(lv_f32(ga->grad)[0], 0.0f);
+  lv_graph_destroy(g);
+}
+END_TEST
+
 /* The LeNet5 pipeline end to end at a small batch: conv, relu, pool, dropout, fc, xent. */
 static lv_tensor *f_lenet(lv_graph *g, lv_tensor **in, const void *c) {
   (void)c;
@@ -947,6 +1125,7 @@ int main(void) {
   tcase_add_test(gc, grad_dropout_layer_norm_gather);
   tcase_add_test(gc, fwd_moving_average_and_fill);
   tcase_add_test(gc, grad_lenet_small);
+  tcase_add_test(gc, grad_batch_norm);
   suite_add_tcase(s, gc);
   TCase *fw = tcase_create("forward");
   tcase_add_test(fw, fwd_conv_pool_shapes);
@@ -960,6 +1139,8 @@ int main(void) {
   tcase_add_test(fw, max_pool_matches_reference_with_ties);
   tcase_add_test(fw, matmul_threaded_matches_reference);
   tcase_add_test(fw, training_step_deterministic_across_threads);
+  tcase_add_test(fw, batch_norm_matches_reference_and_threads);
+  tcase_add_test(fw, batch_norm_eval_all_padded_and_errors);
   suite_add_tcase(s, fw);
   TCase *gr = tcase_create("graph");
   tcase_add_test(gr, graph_sticky_errors);

@@ -381,6 +381,12 @@ static lv_tensor *d_ln1(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_layer_norm_plus1(g, in[0], in[1], in[2], 1e-6f);
 }
 
+/* Inputs x, paddings, gamma, beta, moving mean, moving variance; *c: training. */
+static lv_tensor *d_bn(lv_graph *g, lv_tensor **in, const void *c) {
+  const bool training = *(const bool *)c;
+  return lv_op_batch_norm(g, in[0], in[1], in[2], in[3], 1e-3f, true, training, in[4], in[5], 0.9);
+}
+
 static lv_tensor *d_bmm(lv_graph *g, lv_tensor **in, const void *c) {
   (void)c;
   return lv_op_batch_matmul(g, in[0], in[1], false, true);
@@ -442,6 +448,21 @@ START_TEST(seq_ops_on_guarded_device) {
     same_on_device("layer_norm_plus1", 3, ln, d_ln1, NULL, true);
     free(a);
     free(b);
+  }
+  /* batch_norm with paddings, training (batch moments, several row blocks) and eval */
+  {
+    float *x = dev_floats(1500 * 16, 14, -1, 3), *gb = dev_floats(2 * 16, 15, -0.5f, 0.5f), pad[1500];
+    float mm[16], mv[16];
+    for (int i = 0; i < 1500; i++) pad[i] = i % 5 == 2;
+    for (int j = 0; j < 16; j++) mm[j] = 0.1f * (float)j, mv[j] = 0.5f + 0.1f * (float)j;
+    dev_in in[6] = {{LV_F32, lv_shape2(1500, 16), x, true}, {LV_F32, lv_shape1(1500), pad, false},
+                    {LV_F32, lv_shape1(16), gb, true},      {LV_F32, lv_shape1(16), gb + 16, true},
+                    {LV_F32, lv_shape1(16), mm, false},     {LV_F32, lv_shape1(16), mv, false}};
+    const bool training = true, eval = false;
+    same_on_device("batch_norm (training)", 6, in, d_bn, &training, true);
+    same_on_device("batch_norm (moving statistics)", 6, in, d_bn, &eval, true);
+    free(x);
+    free(gb);
   }
   /* batch_matmul [B, N, T, H] x [B, N, S, H]^T */
   {

@@ -46,6 +46,15 @@ typedef struct { int axis; int64_t start; } lv_saved_axis;        /* concat, sli
 /* softmax, log_softmax, the cross-entropies: probs (the softmax), target (softmax_xent). */
 typedef struct { int64_t rows, c; float *probs; lv_tensor *target; } lv_saved_softmax;
 typedef struct { int64_t rows, d; float *stats; bool has_scale, has_bias, plus1; } lv_saved_layer_norm;
+/* batch_norm: inputs x, [paddings], [gamma], [beta]; mean and rstd [c] (the batch's, or
+ * the moving mean with batch_stats false), count (n), the kernels' scratch. */
+typedef struct {
+  int64_t rows, c;
+  float *mean, *rstd;
+  double *count;
+  void *scratch;
+  bool has_pad, has_gamma, has_beta, batch_stats, zero_padded;
+} lv_saved_batch_norm;
 /* lstm_step: the node's out is c_out; m_out is the second output (its own node, whose
  * backward makes sure this one runs). Backward recomputes the gates from its inputs. */
 typedef struct {
@@ -74,6 +83,7 @@ struct lv_node {
     lv_saved_axis axis;
     lv_saved_softmax sm;
     lv_saved_layer_norm ln;
+    lv_saved_batch_norm bn;
     lv_saved_lstm lstm;
     lv_saved_clip clip;
     lv_saved_xent xent;

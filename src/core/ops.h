@@ -80,6 +80,21 @@ lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tens
 /* Lingvo's LayerNorm form: (x-mean)/sqrt(var+eps)*(1+scale)+bias over the last dim
  * (scale initialized to 0); the gradient to scale is the same as the plain form's. */
 lv_tensor *lv_op_layer_norm_plus1(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps);
+/* Lingvo's BatchNormLayer over every axis but the last of x [..., C], in one kernel each
+ * way: y = (x - mean) * rsqrt(var + eps) * (1 + gamma) + beta, gamma and beta [C] (either
+ * may be NULL: 0). paddings (float32, 1.0 = padded, one value per row of x: [...] or
+ * [..., 1]; NULL: none) leave their rows out of the batch moments, which are taken over
+ * the rows with weight 1 - padding: mean = sum(w x) / n, var = sum(w (x - mean)^2) / n, n =
+ * max(sum(w), 1); zero_padded (set_padded_output_to_zero) multiplies the output by 1 -
+ * padding, padded rows exactly 0. training: the batch moments, with the gradient through
+ * them (TF's), and when moving_mean/moving_var are given ([C] float32 variables, else
+ * NULL) their updates queued as lv_op_moving_average_update does (decay); else the moving
+ * statistics, which are then required, as constants. No gradient to paddings or the
+ * moving statistics. The moments are computed in double and do not depend on the
+ * threads. */
+lv_tensor *lv_op_batch_norm(lv_graph *g, lv_tensor *x, lv_tensor *paddings, lv_tensor *gamma, lv_tensor *beta,
+                            float eps, bool zero_padded, bool training, lv_tensor *moving_mean,
+                            lv_tensor *moving_var, double decay);
 
 /* ---- embedding ---- */
 /* table [V,D], ids int32 [...] -> [...,D]; out-of-range id is an error. Backward

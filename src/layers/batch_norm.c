@@ -1,7 +1,5 @@
 #include "layers/batch_norm.h"
 
-#include <math.h>
-
 lv_params *lv_batch_norm_layer_params(void) {
   lv_params *p = lv_layer_base_params("BatchNormLayer");
   lv_params_define_int(p, "dim", 0, "Depth of the input/output.");
@@ -28,42 +26,28 @@ lv_status lv_batch_norm_layer_create(lv_batch_norm_layer *l, const lv_params *p,
   return NULL;
 }
 
-/* (x - mean) * rsqrt(var + eps) * (1 + gamma) + beta over flat [rows, dim]. */
-static lv_tensor *normalize(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *flat, lv_tensor *mean, lv_tensor *var) {
-  lv_tensor *inv = lv_op_activation(g, lv_op_add_scalar(g, var, (float)l->epsilon), LV_ACT_RSQRT);
-  lv_tensor *scale = lv_op_mul(g, inv, lv_op_add_scalar(g, &l->gamma->value, 1.0f));
-  lv_tensor *y = lv_op_add(g, lv_op_mul(g, lv_op_sub(g, flat, mean), scale), &l->beta->value);
-  return y;
+static bool check_dim(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x) {
+  if (x->shape.d[x->shape.rank - 1] == l->dim) return true;
+  lv_graph_fail(g, "%s: input depth %lld does not match dim %lld", l->base.scope,
+                (long long)x->shape.d[x->shape.rank - 1], (long long)l->dim);
+  return false;
+}
+
+/* Training: the batch moments (over the rows whose padding is 0, as Lingvo's
+ * ComputeMoments with m = 1 - padding and n = max(sum(m), 1)), the gradient flowing
+ * through them as in TensorFlow, and the moving statistics' updates queued; eval: the
+ * moving statistics. One fused op (lv_op_batch_norm) either way. */
+static lv_tensor *fprop(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
+  return lv_op_batch_norm(g, x, paddings, &l->gamma->value, &l->beta->value, (float)l->epsilon,
+                          paddings && l->set_padded_output_to_zero, lv_graph_is_training(g), &l->moving_mean->value,
+                          &l->moving_variance->value, l->decay);
 }
 
 lv_tensor *lv_batch_norm_layer_fprop(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x) {
-  if (!x) return NULL;
-  if (x->shape.d[x->shape.rank - 1] != l->dim) {
-    lv_graph_fail(g, "%s: input depth %lld does not match dim %lld", l->base.scope,
-                  (long long)x->shape.d[x->shape.rank - 1], (long long)l->dim);
-    return NULL;
-  }
-  lv_tensor *flat = lv_op_reshape(g, x, lv_shape2(-1, l->dim));
-  lv_tensor *mean, *var;
-  if (lv_graph_is_training(g)) {
-    mean = lv_op_reduce_mean(g, flat, 0, true);
-    lv_tensor *centered = lv_op_sub(g, flat, mean);
-    var = lv_op_reduce_mean(g, lv_op_activation(g, centered, LV_ACT_SQUARE), 0, true);
-    if (mean && var) {
-      lv_op_moving_average_update(g, &l->moving_mean->value, mean, l->decay);
-      lv_op_moving_average_update(g, &l->moving_variance->value, var, l->decay);
-    }
-  } else {
-    mean = &l->moving_mean->value;
-    var = &l->moving_variance->value;
-  }
-  lv_tensor *y = normalize(l, g, flat, mean, var);
-  return y ? lv_op_reshape(g, y, x->shape) : NULL;
+  if (!x || !check_dim(l, g, x)) return NULL;
+  return fprop(l, g, x, NULL);
 }
 
-/* Lingvo's ComputeMoments over the rows whose padding is 0: mean = sum(x * m) / n and
- * var = sum((x - mean)^2 * m) / n with m = 1 - padding and n = max(sum(m), 1); the
- * gradient flows through both moments, as in TensorFlow. */
 lv_tensor *lv_batch_norm_layer_fprop_padded(lv_batch_norm_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
   if (!paddings) return lv_batch_norm_layer_fprop(l, g, x);
   if (!x) return NULL;
@@ -75,26 +59,7 @@ lv_tensor *lv_batch_norm_layer_fprop_padded(lv_batch_norm_layer *l, lv_graph *g,
                   lv_dtype_names[paddings->dtype], lv_shape_str(&paddings->shape, s2, sizeof s2));
     return NULL;
   }
-  lv_tensor *flat = lv_op_reshape(g, x, lv_shape2(-1, l->dim));
-  lv_tensor *mask = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, lv_shape2(-1, 1)), -1.0f), 1.0f);
-  lv_tensor *mean, *var;
-  if (lv_graph_is_training(g)) {
-    lv_tensor *count = lv_op_maximum_scalar(g, lv_op_reduce_sum(g, mask, LV_ALL_AXES, false), 1.0f);
-    mean = lv_op_div(g, lv_op_reduce_sum(g, lv_op_mul(g, flat, mask), 0, true), count);
-    lv_tensor *centered = lv_op_sub(g, flat, mean);
-    lv_tensor *sq = lv_op_mul(g, lv_op_activation(g, centered, LV_ACT_SQUARE), mask);
-    var = lv_op_div(g, lv_op_reduce_sum(g, sq, 0, true), count);
-    if (mean && var) {
-      lv_op_moving_average_update(g, &l->moving_mean->value, mean, l->decay);
-      lv_op_moving_average_update(g, &l->moving_variance->value, var, l->decay);
-    }
-  } else {
-    mean = &l->moving_mean->value;
-    var = &l->moving_variance->value;
-  }
-  lv_tensor *y = normalize(l, g, flat, mean, var);
-  if (l->set_padded_output_to_zero) y = lv_op_mul(g, y, mask);
-  return y ? lv_op_reshape(g, y, x->shape) : NULL;
+  return fprop(l, g, x, paddings);
 }
 
 static lv_status batch_norm_create(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {

@@ -3,7 +3,8 @@
  * moving statistics. Variables beta, gamma (applied as 1 + gamma, both zero-initialized,
  * as Lingvo does), moving_mean, moving_variance (not trainable). With paddings the
  * batch moments are taken over the non-padded rows only and padded outputs are zeroed
- * (set_padded_output_to_zero), as Lingvo's padding-aware BatchNormLayer does. */
+ * (set_padded_output_to_zero), as Lingvo's padding-aware BatchNormLayer does. Both paths
+ * run one fused op each way (lv_op_batch_norm). */
 #ifndef LV_LAYERS_BATCH_NORM_H
 #define LV_LAYERS_BATCH_NORM_H
 
