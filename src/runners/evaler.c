@@ -55,7 +55,10 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
     return NULL;
   }
   int64_t want = lv_params_int(ep, "samples_per_summary"), total = lv_input_num_samples(m->input);
-  if (want <= 0 || want > total) want = total;
+  /* total is -1 when the input cannot tell (record streams): then the pass ends with the
+   * input (done), or at samples_per_summary when that is set. */
+  if (total < 0) want = want > 0 ? want : INT64_MAX;
+  else if (want <= 0 || want > total) want = total;
   lv_metric_set *ms = lv_metric_set_new();
   LV_ASSERT(ms);
   int64_t seen = 0;

@@ -1,0 +1,471 @@
+/* mt.model.TransformerModel: see mt.h. Params follow Lingvo's TransformerModel.Params()
+ * (encoder = TransformerEncoder, decoder = TransformerDecoder) with the keys the lingvoc
+ * layers implement; unsupported Lingvo options (shared_emb, task_emb, packed_input,
+ * is_transparent, ln_output, emb projections) are left out rather than ignored. */
+#include "models/mt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ops.h"
+#include "layers/embedding.h"
+#include "layers/full_softmax.h"
+
+#define MT_MAX_LAYERS 64
+#define MT_MAX_CHILD_PARAMS (2 * MT_MAX_LAYERS + 8)
+
+typedef struct mt_side {
+  lv_embedding_layer *emb;
+  lv_positional_embedding_layer *pos;
+  int num_layers;
+  lv_transformer_layer *layers[MT_MAX_LAYERS];
+  double input_dropout_prob;
+  int64_t model_dim;
+} mt_side;
+
+typedef struct mt_model {
+  lv_task base;
+  mt_side enc, dec;
+  lv_softmax_layer *softmax;
+  float smoothing; /* UniformLabelSmoother uncertainty; 0 without label_smoothing */
+  bool per_word_avg_loss;
+  uint64_t seed;
+  uint64_t dropout_calls; /* input dropout streams */
+  lv_params *child_params[MT_MAX_CHILD_PARAMS];
+  int nchild_params;
+} mt_model;
+
+static lv_params *encoder_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerEncoder");
+  LV_ASSERT(!lv_params_set_string(p, "name", "encoder"));
+  lv_params *emb = NULL, *pos = NULL, *tr = NULL;
+  LV_ASSERT(!lv_registry_instantiate("EmbeddingLayer", &emb));
+  LV_ASSERT(!lv_params_set_int(emb, "vocab_size", 32000));
+  LV_ASSERT(!lv_params_set_int(emb, "embedding_dim", 1024));
+  LV_ASSERT(!lv_params_set_int(emb, "max_num_shards", 16));
+  LV_ASSERT(!lv_params_set_string(emb, "params_init.method", "gaussian"));
+  LV_ASSERT(!lv_params_set_float(emb, "params_init.scale", 1.0 / sqrt(1024.0)));
+  LV_ASSERT(!lv_params_set_bool(emb, "scale_sqrt_depth", true));
+  lv_params_define_params(p, "token_emb", emb, "Embedding layer params.");
+  LV_ASSERT(!lv_registry_instantiate("PositionalEmbeddingLayer", &pos));
+  LV_ASSERT(!lv_params_set_int(pos, "embedding_dim", 1024));
+  lv_params_define_params(p, "position_emb", pos, "Positional Embedding layer params.");
+  lv_params_define_int(p, "model_dim", 1024, "Characteristic depth (dimension).");
+  lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
+  lv_params *stack = lv_params_new_cls("TransformerStack");
+  lv_params_define_int(stack, "num_transformer_layers", 6, "Number of transformer layers.");
+  LV_ASSERT(!lv_registry_instantiate("TransformerLayer", &tr));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_atten_tpl.num_attention_heads", 8));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_fflayer_tpl.hidden_dim", 8192));
+  lv_params_define_params(stack, "transformer_tpl", tr,
+                          "TransformerLayer params (source_dim is set to model_dim; layers trans_0 ...).");
+  lv_params_define_params(p, "transformer_stack", stack, "TransformerStack layer params.");
+  return p;
+}
+
+static lv_params *decoder_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerDecoder");
+  LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
+  lv_params *emb = NULL, *pos = NULL, *tr = NULL, *sm = NULL;
+  LV_ASSERT(!lv_registry_instantiate("EmbeddingLayer", &emb));
+  LV_ASSERT(!lv_params_set_int(emb, "vocab_size", 32000));
+  LV_ASSERT(!lv_params_set_int(emb, "embedding_dim", 1024));
+  LV_ASSERT(!lv_params_set_int(emb, "max_num_shards", 16));
+  LV_ASSERT(!lv_params_set_string(emb, "params_init.method", "gaussian"));
+  LV_ASSERT(!lv_params_set_float(emb, "params_init.scale", 1.0 / sqrt(1024.0)));
+  LV_ASSERT(!lv_params_set_bool(emb, "scale_sqrt_depth", true));
+  lv_params_define_params(p, "token_emb", emb, "Token embedding layer params.");
+  LV_ASSERT(!lv_registry_instantiate("PositionalEmbeddingLayer", &pos));
+  LV_ASSERT(!lv_params_set_int(pos, "embedding_dim", 1024));
+  lv_params_define_params(p, "position_emb", pos, "Position embedding layer params.");
+  lv_params_define_int(p, "source_dim", 1024, "Dimension of encoder outputs.");
+  lv_params_define_int(p, "model_dim", 1024,
+                       "Model dimension that applies to embedding layers and all Transformer layers.");
+  lv_params_define_int(p, "num_trans_layers", 6, "Number of Transformer layers.");
+  LV_ASSERT(!lv_registry_instantiate("TransformerLayer", &tr));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_atten_tpl.num_attention_heads", 8));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_fflayer_tpl.hidden_dim", 2048));
+  lv_params_define_params(p, "trans_tpl", tr,
+                          "Transformer layer params (source_dim = model_dim, with encoder attention and a causal "
+                          "self-attention; layers trans_layer_0 ...).");
+  lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
+  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
+  LV_ASSERT(!lv_registry_instantiate("SimpleFullSoftmax", &sm));
+  LV_ASSERT(!lv_params_set_int(sm, "num_classes", 32000));
+  LV_ASSERT(!lv_params_set_int(sm, "num_shards", 8));
+  lv_params_define_params(p, "softmax", sm, "Softmax params.");
+  lv_params_define_bool(p, "per_word_avg_loss", false,
+                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
+  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
+  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
+  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
+  return p;
+}
+
+static lv_params *transformer_model_params(void) {
+  lv_params *p = lv_task_base_params("mt.model.TransformerModel");
+  lv_params_define_params(p, "encoder", encoder_params(), "Encoder params.");
+  lv_params_define_params(p, "decoder", decoder_params(), "Decoder params.");
+  return p;
+}
+
+static void mt_destroy(lv_task *t) {
+  mt_model *m = (mt_model *)t;
+  mt_side *sides[2] = {&m->enc, &m->dec};
+  for (int s = 0; s < 2; s++) {
+    lv_layer_free((lv_layer *)sides[s]->emb);
+    lv_layer_free((lv_layer *)sides[s]->pos);
+    for (int i = 0; i < sides[s]->num_layers; i++) lv_layer_free((lv_layer *)sides[s]->layers[i]);
+  }
+  lv_layer_free((lv_layer *)m->softmax);
+  for (int i = 0; i < m->nchild_params; i++) lv_params_free(m->child_params[i]);
+  free(m);
+}
+
+/* A frozen copy of src named name (owned by m), for a child layer. */
+static lv_params *child_params(mt_model *m, const lv_params *src, const char *name) {
+  LV_ASSERT(m->nchild_params < MT_MAX_CHILD_PARAMS);
+  lv_params *p = lv_params_copy(src);
+  m->child_params[m->nchild_params++] = p;
+  if (name) LV_ASSERT(!lv_params_set_string(p, "name", name));
+  return p;
+}
+
+static lv_status make_layer(lv_params *p, const char *scope, lv_varstore *vs, lv_layer **out) {
+  lv_params_freeze(p);
+  return lv_layer_create(p, scope, vs, out);
+}
+
+/* Embeddings and layers of one side; key "encoder" or "decoder". */
+static lv_status build_side(mt_model *m, const lv_params *p, const char *key, const char *task_name, lv_varstore *vs,
+                            mt_side *side) {
+  bool dec = strcmp(key, "decoder") == 0;
+  const lv_params *sp = lv_params_sub(p, key);
+  char scope[256];
+  snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(sp, "name"));
+  side->model_dim = lv_params_int(sp, "model_dim");
+  side->input_dropout_prob = lv_params_float(sp, "input_dropout_prob");
+  if (side->input_dropout_prob < 0 || side->input_dropout_prob >= 1)
+    return lv_status_make(LV_ERR_INVALID, "task.%s.input_dropout_prob must be in [0, 1), got %g", key,
+                          side->input_dropout_prob);
+  int64_t d = side->model_dim;
+  if (lv_params_int(sp, "token_emb.embedding_dim") != d || lv_params_int(sp, "position_emb.embedding_dim") != d)
+    return lv_status_make(LV_ERR_INVALID,
+                          "task.%s: token_emb.embedding_dim (%lld) and position_emb.embedding_dim (%lld) must equal "
+                          "model_dim (%lld) (lingvoc has no emb_proj)",
+                          key, (long long)lv_params_int(sp, "token_emb.embedding_dim"),
+                          (long long)lv_params_int(sp, "position_emb.embedding_dim"), (long long)d);
+  lv_layer *l = NULL;
+  LV_TRY(lv_status_wrap(make_layer(child_params(m, lv_params_sub(sp, "token_emb"), "token_emb"), scope, vs, &l),
+                        "task.%s.token_emb", key));
+  side->emb = (lv_embedding_layer *)l;
+  LV_TRY(lv_status_wrap(make_layer(child_params(m, lv_params_sub(sp, "position_emb"), "position_emb"), scope, vs, &l),
+                        "task.%s.position_emb", key));
+  side->pos = (lv_positional_embedding_layer *)l;
+  int64_t n = dec ? lv_params_int(sp, "num_trans_layers") : lv_params_int(sp, "transformer_stack.num_transformer_layers");
+  if (n < 1 || n > MT_MAX_LAYERS)
+    return lv_status_make(LV_ERR_INVALID, "task.%s.%s must be in [1, %d], got %lld", key,
+                          dec ? "num_trans_layers" : "transformer_stack.num_transformer_layers", MT_MAX_LAYERS,
+                          (long long)n);
+  const lv_params *tpl = lv_params_sub(sp, dec ? "trans_tpl" : "transformer_stack.transformer_tpl");
+  if (!tpl) return lv_status_make(LV_ERR_INVALID, "task.%s: the transformer layer template is None", key);
+  for (int i = 0; i < n; i++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, dec ? "trans_layer_%d" : "trans_%d", i);
+    lv_params *lp = child_params(m, tpl, nm);
+    LV_TRY(lv_params_set_int(lp, "source_dim", d));
+    if (dec) {
+      LV_TRY(lv_params_set_bool(lp, "has_aux_atten", true));
+      LV_TRY(lv_params_set_bool(lp, "mask_self_atten", true));
+    }
+    LV_TRY(lv_status_wrap(make_layer(lp, scope, vs, &l), "task.%s.%s", key, nm));
+    side->layers[i] = (lv_transformer_layer *)l;
+    side->num_layers = i + 1;
+  }
+  return NULL;
+}
+
+static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
+  const char *name = lv_params_str(p, "name");
+  if (!*name) return lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"transformer\")");
+  LV_TRY(build_side(m, p, "encoder", name, vs, &m->enc));
+  LV_TRY(build_side(m, p, "decoder", name, vs, &m->dec));
+  const lv_params *dp = lv_params_sub(p, "decoder");
+  int64_t v = lv_params_int(dp, "token_emb.vocab_size");
+  if (lv_params_int(dp, "softmax.num_classes") != v)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.softmax.num_classes (%lld) must equal "
+                          "task.decoder.token_emb.vocab_size (%lld)",
+                          (long long)lv_params_int(dp, "softmax.num_classes"), (long long)v);
+  if (lv_params_int(dp, "source_dim") != m->enc.model_dim)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.source_dim (%lld) must equal task.encoder.model_dim (%lld)",
+                          (long long)lv_params_int(dp, "source_dim"), (long long)m->enc.model_dim);
+  if (m->enc.model_dim != m->dec.model_dim)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.model_dim (%lld) must equal task.encoder.model_dim (%lld): "
+                          "the encoder attention projects to model_dim",
+                          (long long)m->dec.model_dim, (long long)m->enc.model_dim);
+  lv_params *sp = child_params(m, lv_params_sub(dp, "softmax"), "softmax");
+  if (lv_params_int(sp, "input_dim") == 0) LV_TRY(lv_params_set_int(sp, "input_dim", m->dec.model_dim));
+  if (lv_params_int(sp, "input_dim") != m->dec.model_dim)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.softmax.input_dim (%lld) must be model_dim (%lld) or 0",
+                          (long long)lv_params_int(sp, "input_dim"), (long long)m->dec.model_dim);
+  char scope[256];
+  snprintf(scope, sizeof scope, "%s/%s", name, lv_params_str(dp, "name"));
+  lv_layer *l = NULL;
+  LV_TRY(lv_status_wrap(make_layer(sp, scope, vs, &l), "task.decoder.softmax"));
+  m->softmax = (lv_softmax_layer *)l;
+  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
+  if (ls) {
+    if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
+      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
+                            "supported, found %s", lv_params_str(ls, "cls"));
+    if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
+      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
+                            "supported by mt.model.TransformerModel (leave it None)");
+    double u = lv_params_float(ls, "uncertainty");
+    if (!(u >= 0 && u < 1))
+      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
+    m->smoothing = (float)u;
+  }
+  m->per_word_avg_loss = lv_params_bool(dp, "per_word_avg_loss");
+  m->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : 0x7a5f0e11ull;
+  return NULL;
+}
+
+static lv_status mt_create(const lv_params *p, const lv_params *input_p, lv_varstore *vs, lv_task **out) {
+  (void)input_p;
+  mt_model *m = calloc(1, sizeof *m);
+  LV_ASSERT(m);
+  m->base.cls = &lv_mt_transformer_model;
+  m->base.p = p;
+  lv_status s = build(m, p, vs);
+  if (s) {
+    mt_destroy(&m->base);
+    return s;
+  }
+  *out = &m->base;
+  return NULL;
+}
+
+int64_t lv_mt_transformer_vocab_size(const lv_task *t) { return ((const mt_model *)t)->softmax->num_classes; }
+
+static const int kSwap01[3] = {1, 0, 2};
+
+/* ids [B, T] -> time-major input embeddings [T, B, D]: token embeddings (x sqrt(d) as
+ * configured) + positions, then input dropout when training. */
+static lv_tensor *embed(mt_model *m, mt_side *side, lv_graph *g, lv_tensor *ids, uint64_t stream) {
+  if (!ids || ids->shape.rank != 2) {
+    lv_graph_fail(g, "%s: ids must be [batch, time]", side->emb->base.scope);
+    return NULL;
+  }
+  int64_t T = ids->shape.d[1];
+  lv_tensor *x = lv_embedding_layer_lookup(side->emb, g, ids);
+  lv_tensor *pos = lv_positional_embedding_fprop(side->pos, g, T);
+  if (!x || !pos) return NULL;
+  x = lv_op_transpose(g, lv_op_add(g, x, pos), kSwap01);
+  if (side->input_dropout_prob > 0 && lv_graph_is_training(g))
+    x = lv_op_dropout(g, x, (float)(1.0 - side->input_dropout_prob), m->seed, stream);
+  return x;
+}
+
+static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
+  static const int perm[2] = {1, 0};
+  return x ? lv_op_transpose(g, x, perm) : NULL;
+}
+
+bool lv_mt_transformer_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings,
+                              lv_tensor **vecs, lv_tensor **paddings) {
+  mt_model *m = (mt_model *)t;
+  lv_tensor *x = embed(m, &m->enc, g, src_ids, m->dropout_calls++);
+  lv_tensor *pads = transpose2(g, src_paddings);
+  if (!x || !pads) return false;
+  for (int i = 0; i < m->enc.num_layers; i++)
+    if (!lv_transformer_layer_fprop(m->enc.layers[i], g, x, pads, NULL, NULL, &x, NULL)) return false;
+  *vecs = x;
+  *paddings = pads;
+  return true;
+}
+
+/* Teacher-forced decoder output [T, B, D] (the softmax input). */
+static lv_tensor *decoder_fprop(mt_model *m, lv_graph *g, lv_tensor *vecs, lv_tensor *paddings, lv_tensor *tgt_ids,
+                                lv_tensor *tgt_paddings) {
+  lv_tensor *x = embed(m, &m->dec, g, tgt_ids, m->dropout_calls++);
+  lv_tensor *pads = transpose2(g, tgt_paddings);
+  if (!x || !pads) return NULL;
+  for (int i = 0; i < m->dec.num_layers; i++)
+    if (!lv_transformer_layer_fprop(m->dec.layers[i], g, x, pads, vecs, paddings, &x, NULL)) return NULL;
+  return x;
+}
+
+bool lv_mt_transformer_log_probs(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_tensor *paddings,
+                                 lv_tensor *tgt_ids, lv_tensor *tgt_paddings, lv_tensor **log_probs) {
+  mt_model *m = (mt_model *)t;
+  lv_tensor *x = decoder_fprop(m, g, vecs, paddings, tgt_ids, tgt_paddings);
+  if (!x) return false;
+  *log_probs = lv_op_log_softmax(g, lv_softmax_layer_logits(m->softmax, g, x));
+  return *log_probs != NULL;
+}
+
+static bool graph_ok(lv_graph *g) {
+  lv_status s = lv_graph_status(g);
+  bool ok = s == NULL;
+  lv_status_free(s);
+  return ok;
+}
+
+/* Fraction of argmax == label over weighted positions, on the host (eval only). */
+static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
+                                    double *num) {
+  int64_t n = lv_tensor_numel(weights);
+  int32_t *am = malloc(sizeof(int32_t) * (size_t)(n + 1)), *lb = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  float *w = malloc(sizeof(float) * (size_t)(n + 1));
+  LV_ASSERT(am && lb && w);
+  lv_status s = lv_tensor_to_host(xo->per_example_argmax, am);
+  if (!s) s = lv_tensor_to_host(labels, lb);
+  if (!s) s = lv_tensor_to_host(weights, w);
+  double c = 0, tot = 0;
+  for (int64_t i = 0; !s && i < n; i++) {
+    tot += w[i];
+    if (am[i] == lb[i]) c += w[i];
+  }
+  free(am);
+  free(lb);
+  free(w);
+  *acc = c / (tot > 0 ? tot : 1.0);
+  *num = tot;
+  return s;
+}
+
+static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
+  (void)step;
+  mt_model *m = (mt_model *)t;
+  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
+  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
+  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
+  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
+    lv_graph_fail(g, "mt.model.TransformerModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
+                     "tgt.labels, tgt.weights (an NmtInput dataset)");
+    return false;
+  }
+  lv_tensor *vecs, *pads;
+  if (!lv_mt_transformer_encode(t, g, src_ids, src_pads, &vecs, &pads)) return false;
+  lv_tensor *x = decoder_fprop(m, g, vecs, pads, tgt_ids, tgt_pads);
+  if (!x) return false;
+  lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [T, B] */
+  lv_xent_output xo;
+  if (!labels || !weights || !lv_softmax_layer_fprop(m->softmax, g, x, weights, labels, NULL, m->smoothing, &xo))
+    return false;
+  double total_weight = 0;
+  if (lv_tensor_item(xo.total_weight, &total_weight)) {
+    lv_graph_fail(g, "mt.model.TransformerModel: cannot read the total target weight");
+    return false;
+  }
+  int64_t batch = src_ids->shape.d[0];
+  if (m->per_word_avg_loss) {
+    lv_metrics_add(mt, "loss", xo.avg_xent, total_weight);
+  } else {
+    lv_tensor *per_seq_total = lv_op_reduce_sum(g, lv_op_mul(g, xo.per_example_xent, weights), LV_ALL_AXES, false);
+    lv_metrics_add(mt, "loss", lv_op_scale(g, per_seq_total, 1.0f / (float)batch), (double)batch);
+  }
+  lv_metrics_add(mt, "log_pplx", xo.avg_xent, total_weight);
+  if (is_eval) {
+    double acc = 0, num = 0;
+    lv_status s = next_step_accuracy(&xo, labels, weights, &acc, &num);
+    if (s) {
+      lv_graph_fail(g, "%s", lv_status_msg(s));
+      lv_status_free(s);
+      return false;
+    }
+    lv_metrics_add_const(mt, "fraction_of_correct_next_step_preds", acc, num);
+  }
+  return graph_ok(g);
+}
+
+/* ---- incremental decoding ---- */
+
+lv_status lv_mt_decode_state_init(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_tensor *paddings,
+                                  lv_mt_decode_state *st) {
+  mt_model *m = (mt_model *)t;
+  memset(st, 0, sizeof *st);
+  st->task = t;
+  st->g = g;
+  st->num_layers = m->dec.num_layers;
+  st->batch = vecs->shape.d[1];
+  st->packed = calloc((size_t)st->num_layers, sizeof *st->packed);
+  st->cache = calloc((size_t)st->num_layers, sizeof *st->cache);
+  LV_ASSERT(st->packed && st->cache);
+  for (int i = 0; i < st->num_layers; i++)
+    if (!lv_transformer_layer_pack_aux(m->dec.layers[i], g, vecs, paddings, &st->packed[i]))
+      return lv_status_wrap(lv_graph_status(g), "mt decoder: packing the encoder output");
+  return NULL;
+}
+
+void lv_mt_decode_state_free(lv_mt_decode_state *st) {
+  free(st->packed);
+  free(st->cache);
+  memset(st, 0, sizeof *st);
+}
+
+/* cache [t, N, H] -> rows gathered by parent: [t, n, H]. */
+static lv_tensor *reorder(lv_graph *g, lv_tensor *c, lv_tensor *parent) {
+  int64_t t = c->shape.d[0], N = c->shape.d[1], h = c->shape.d[2];
+  lv_tensor *bm = lv_op_reshape(g, lv_op_transpose(g, c, kSwap01), lv_shape2(N, t * h));
+  lv_tensor *sel = lv_op_gather(g, bm, parent);
+  if (!sel) return NULL;
+  return lv_op_transpose(g, lv_op_reshape(g, sel, lv_shape3(parent->shape.d[0], t, h)), kSwap01);
+}
+
+lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_ids, const int32_t *parent,
+                            float *log_probs) {
+  mt_model *m = (mt_model *)st->task;
+  lv_graph *g = st->g;
+  if (n <= 0 || n % st->batch)
+    return lv_status_make(LV_ERR_INVALID, "mt decoder step: %d rows is not a multiple of the batch %lld", n,
+                          (long long)st->batch);
+  if (st->step > 0 && !parent && n != st->rows)
+    return lv_status_make(LV_ERR_INVALID, "mt decoder step: %d rows without parents after a step of %lld rows", n,
+                          (long long)st->rows);
+  int64_t V = m->softmax->num_classes;
+  for (int i = 0; i < n; i++)
+    if (step_ids[i] < 0 || step_ids[i] >= V)
+      return lv_status_make(LV_ERR_INVALID, "mt decoder step: step_ids[%d] = %d is outside [0, %lld)", i,
+                            step_ids[i], (long long)V);
+  if (st->step > 0 && parent) {
+    for (int i = 0; i < n; i++)
+      if (parent[i] < 0 || parent[i] >= st->rows)
+        return lv_status_make(LV_ERR_INVALID, "mt decoder step: parent[%d] = %d is outside [0, %lld)", i, parent[i],
+                              (long long)st->rows);
+    lv_tensor hp = lv_tensor_view(LV_I32, lv_shape1(n), (void *)parent);
+    lv_tensor *pt = lv_graph_from_host(g, &hp);
+    for (int i = 0; pt && i < st->num_layers; i++) {
+      st->cache[i].key = reorder(g, st->cache[i].key, pt);
+      st->cache[i].value = reorder(g, st->cache[i].value, pt);
+    }
+  }
+  lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(n), (void *)step_ids);
+  lv_tensor *ids = lv_graph_from_host(g, &hi);
+  lv_tensor *x = ids ? lv_embedding_layer_lookup(m->dec.emb, g, ids) : NULL; /* [n, D] */
+  lv_tensor *pos = lv_positional_embedding_fprop(m->dec.pos, g, st->step + 1);
+  if (x && pos) x = lv_op_add(g, x, lv_op_slice(g, pos, 0, st->step, 1));
+  for (int i = 0; x && i < st->num_layers; i++)
+    if (!lv_transformer_layer_extend_step(m->dec.layers[i], g, x, &st->cache[i], &st->packed[i], &x)) x = NULL;
+  lv_tensor *lp = x ? lv_op_log_softmax(g, lv_softmax_layer_logits(m->softmax, g, x)) : NULL;
+  if (!lp) {
+    lv_status s = lv_graph_status(g);
+    return s ? lv_status_wrap(s, "mt decoder step %d", st->step)
+             : lv_status_make(LV_ERR_INTERNAL, "mt decoder step %d failed", st->step);
+  }
+  LV_TRY(lv_tensor_to_host(lp, log_probs));
+  st->rows = n;
+  st->step++;
+  return NULL;
+}
+
+const lv_task_class lv_mt_transformer_model = {
+    .cls = "mt.model.TransformerModel",
+    .params = transformer_model_params,
+    .create = mt_create,
+    .fprop = mt_fprop,
+    .destroy = mt_destroy,
+};

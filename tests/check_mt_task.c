@@ -1,0 +1,322 @@
+/* mt.model.TransformerModel: Lingvo's variable names, overfitting a handful of pairs
+ * through the task API, stepwise (ExtendStep) decoder log-probs equal to the
+ * teacher-forced ones (also with beam-style parent reordering), and a batch padded
+ * longer giving the same loss. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "core/ops.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "models/mt.h"
+#include "optim/optimizer.h"
+
+enum { V = 20, D = 16 };
+
+/* A tiny model: vocab 20, dim 16, 2 heads, hidden 32, 1 + 1 layers. */
+static lv_params *tiny_params(double smoothing, bool per_word) {
+  lv_tasks_register_all();
+  const lv_task_class *tc = lv_task_class_find("mt.model.TransformerModel");
+  ck_assert_ptr_nonnull(tc);
+  lv_params *p = tc->params();
+  EXPECT_OK(lv_params_set_string(p, "name", "tiny"));
+  const char *sides[2] = {"encoder", "decoder"};
+  char k[128];
+  for (int s = 0; s < 2; s++) {
+#define SETI(key, v)                                \
+  do {                                              \
+    snprintf(k, sizeof k, "%s.%s", sides[s], key);  \
+    EXPECT_OK(lv_params_set_int(p, k, v));          \
+  } while (0)
+    SETI("model_dim", D);
+    SETI("token_emb.vocab_size", V);
+    SETI("token_emb.embedding_dim", D);
+    SETI("position_emb.embedding_dim", D);
+    snprintf(k, sizeof k, "%s.token_emb.params_init.scale", sides[s]);
+    EXPECT_OK(lv_params_set_float(p, k, 0.25));
+  }
+  int s = 1;
+  SETI("source_dim", D);
+  SETI("num_trans_layers", 1);
+  SETI("trans_tpl.tr_atten_tpl.num_attention_heads", 2);
+  SETI("trans_tpl.tr_fflayer_tpl.hidden_dim", 32);
+  SETI("softmax.num_classes", V);
+  SETI("softmax.num_shards", 2);
+#undef SETI
+  EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.num_transformer_layers", 1));
+  EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.transformer_tpl.tr_atten_tpl.num_attention_heads", 2));
+  EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.transformer_tpl.tr_fflayer_tpl.hidden_dim", 32));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.per_word_avg_loss", per_word));
+  if (smoothing > 0) {
+    EXPECT_OK(lv_params_set_class(p, "decoder.label_smoothing", "UniformLabelSmoother"));
+    EXPECT_OK(lv_params_set_float(p, "decoder.label_smoothing.uncertainty", smoothing));
+  }
+  lv_params_freeze(p);
+  return p;
+}
+
+static lv_task *make_task(const lv_params *p, lv_varstore *vs) {
+  lv_task *t = NULL;
+  EXPECT_OK(lv_mt_transformer_model.create(p, NULL, vs, &t));
+  EXPECT_OK(lv_varstore_finalize(vs, 7));
+  return t;
+}
+
+/* Fixed pairs: source = 3..8 tokens, target = a function of the source. */
+enum { NB = 4, MAXS = 8, MAXT = 9 };
+static const int kSrcLen[NB] = {5, 3, 7, 4}, kTgtLen[NB] = {4, 6, 5, 3};
+
+typedef struct host_batch {
+  int32_t sids[NB * 16], tids[NB * 16], tlab[NB * 16];
+  float spad[NB * 16], tpad[NB * 16], tw[NB * 16];
+  lv_tensor t[6];
+  lv_batch b;
+} host_batch;
+
+/* The pairs padded to S x T (S >= MAXS, T >= MAXT); padded steps hold junk ids. */
+static void make_batch(host_batch *h, int S, int T) {
+  for (int b = 0; b < NB; b++) {
+    for (int s = 0; s < S; s++) {
+      bool real = s < kSrcLen[b];
+      h->sids[b * S + s] = real ? (s == kSrcLen[b] - 1 ? 2 : 3 + (b * 5 + s * 3) % (V - 3)) : (s * 7) % V;
+      h->spad[b * S + s] = real ? 0.0f : 1.0f;
+    }
+    int lab[16];
+    for (int t = 0; t < kTgtLen[b]; t++) lab[t] = t == kTgtLen[b] - 1 ? 2 : 3 + (b * 11 + t * 5 + 1) % (V - 3);
+    for (int t = 0; t < T; t++) {
+      bool real = t < kTgtLen[b];
+      h->tids[b * T + t] = real ? (t == 0 ? 1 : lab[t - 1]) : (t * 5) % V;
+      h->tlab[b * T + t] = real ? lab[t] : (t * 3) % V;
+      h->tpad[b * T + t] = real ? 0.0f : 1.0f;
+      h->tw[b * T + t] = real ? 1.0f : 0.0f;
+    }
+  }
+  static const char *names[6] = {"src.ids", "src.paddings", "tgt.ids", "tgt.paddings", "tgt.labels", "tgt.weights"};
+  h->t[0] = lv_tensor_view(LV_I32, lv_shape2(NB, S), h->sids);
+  h->t[1] = lv_tensor_view(LV_F32, lv_shape2(NB, S), h->spad);
+  h->t[2] = lv_tensor_view(LV_I32, lv_shape2(NB, T), h->tids);
+  h->t[3] = lv_tensor_view(LV_F32, lv_shape2(NB, T), h->tpad);
+  h->t[4] = lv_tensor_view(LV_I32, lv_shape2(NB, T), h->tlab);
+  h->t[5] = lv_tensor_view(LV_F32, lv_shape2(NB, T), h->tw);
+  lv_batch_init(&h->b);
+  for (int i = 0; i < 6; i++) EXPECT_OK(lv_nmap_set(&h->b.map, names[i], &h->t[i]));
+  h->b.size = NB;
+}
+
+static double metric(const lv_metrics *m, const char *name, double *weight) {
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->name[i], name)) {
+      if (weight) *weight = m->weight[i];
+      return lv_metrics_value(m, i);
+    }
+  ck_abort_msg("no metric %s", name);
+  return 0;
+}
+
+static double eval_loss(lv_task *t, host_batch *h, double *weight, double *acc) {
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_batch gb;
+  lv_batch_init(&gb);
+  EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
+  lv_metrics m = {0};
+  ck_assert_msg(t->cls->fprop(t, g, &gb, true, 0, &m), "%s", lv_status_msg(lv_graph_status(g)));
+  double loss = metric(&m, "loss", weight);
+  ck_assert(fabs(metric(&m, "log_pplx", NULL) - loss) < 1e-6 || !lv_params_bool(t->p, "decoder.per_word_avg_loss"));
+  if (acc) *acc = metric(&m, "fraction_of_correct_next_step_preds", NULL);
+  lv_metrics_free(&m);
+  lv_batch_free(&gb);
+  lv_graph_destroy(g);
+  return loss;
+}
+
+START_TEST(test_variable_names) {
+  lv_params *p = tiny_params(0.1, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  static const struct { const char *name; int64_t d0, d1; } want[] = {
+      {"tiny/encoder/token_emb/var_0", V, D},
+      {"tiny/encoder/trans_0/multihead_self_atten/atten_ln/scale", D, 0},
+      {"tiny/encoder/trans_0/multihead_self_atten/multihead_atten/query_proj", D, D},
+      {"tiny/encoder/trans_0/tr_fflayer/fflayer/fflayer_0/w", D, 32},
+      {"tiny/decoder/token_emb/var_0", V, D},
+      {"tiny/decoder/trans_layer_0/multihead_self_atten/multihead_atten/source_proj", D, D},
+      {"tiny/decoder/trans_layer_0/multihead_atten/multihead_atten/ctx_post_proj", D, D},
+      {"tiny/decoder/trans_layer_0/tr_fflayer/fflayer/fflayer_1/w", 32, D},
+      {"tiny/decoder/softmax/weight_0", D, V / 2},
+      {"tiny/decoder/softmax/weight_1", D, V / 2},
+      {"tiny/decoder/softmax/bias_1", V / 2, 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char n[256];
+    snprintf(n, sizeof n, "%s/var", want[i].name);
+    lv_var *v = lv_varstore_find(vs, n);
+    ck_assert_msg(v, "missing %s", n);
+    ck_assert_int_eq(v->value.shape.d[0], want[i].d0);
+    if (want[i].d1) ck_assert_int_eq(v->value.shape.d[1], want[i].d1);
+  }
+  /* Encoder layer 15 + decoder layer 24 + 2 embeddings + 4 softmax shards. */
+  ck_assert_int_eq(lv_varstore_count(vs), 15 + 24 + 2 + 4);
+  ck_assert_int_eq(lv_mt_transformer_vocab_size(t), V);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+START_TEST(test_bad_params) {
+  lv_tasks_register_all();
+  lv_params *p = lv_mt_transformer_model.params();
+  EXPECT_OK(lv_params_set_string(p, "name", "x"));
+  EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_classes", 100));
+  lv_params_freeze(p);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = NULL;
+  EXPECT_ERR(lv_mt_transformer_model.create(p, NULL, vs, &t), LV_ERR_INVALID, "softmax.num_classes",
+             "token_emb.vocab_size");
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+/* Teacher-forced log-probs vs. stepping the decoder; and with two hyps per sentence
+ * whose rows are swapped each step through parent. */
+START_TEST(test_extend_step_matches_teacher_forcing) {
+  lv_params *p = tiny_params(0.1, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  host_batch h;
+  make_batch(&h, MAXS, MAXT);
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *sids = lv_graph_from_host(g, &h.t[0]), *spad = lv_graph_from_host(g, &h.t[1]);
+  lv_tensor *tids = lv_graph_from_host(g, &h.t[2]), *tpad = lv_graph_from_host(g, &h.t[3]);
+  lv_tensor *vecs, *pads, *lp;
+  ck_assert(lv_mt_transformer_encode(t, g, sids, spad, &vecs, &pads));
+  ck_assert(lv_mt_transformer_log_probs(t, g, vecs, pads, tids, tpad, &lp));
+  ck_assert_int_eq(lp->shape.d[0], MAXT);
+  ck_assert_int_eq(lp->shape.d[2], V);
+  for (int beam = 1; beam <= 2; beam++) {
+    lv_mt_decode_state st;
+    EXPECT_OK(lv_mt_decode_state_init(t, g, vecs, pads, &st));
+    int n = beam * NB;
+    int32_t ids[2 * NB], parent[2 * NB];
+    float out[2 * NB * V];
+    double maxd = 0;
+    for (int s = 0; s < MAXT; s++) {
+      /* With 2 hyps, row r of step s continues row (r + NB) % (2 NB) of step s-1: the
+       * copies swap halves every step, so a wrong reorder would mix the sentences. */
+      for (int r = 0; r < n; r++) {
+        int b = r % NB;
+        ids[r] = h.tids[b * MAXT + s];
+        parent[r] = beam == 1 ? r : (r + NB) % n;
+      }
+      EXPECT_OK(lv_mt_decode_step(&st, n, ids, s ? parent : NULL, out));
+      for (int r = 0; r < n; r++) {
+        int b = r % NB;
+        if (s >= kTgtLen[b]) continue;
+        for (int v = 0; v < V; v++) {
+          double d = fabs(out[r * V + v] - lv_f32(lp)[(s * NB + b) * V + v]);
+          if (d > maxd) maxd = d;
+        }
+      }
+    }
+    ck_assert_msg(maxd < 1e-5, "beam %d: stepwise vs teacher-forced log-probs differ by %g", beam, maxd);
+    /* Bad step arguments are errors, not crashes. */
+    int32_t bad = V;
+    EXPECT_ERR(lv_mt_decode_step(&st, 1, &bad, NULL, out), LV_ERR_INVALID, "multiple of the batch");
+    lv_mt_decode_state_free(&st);
+  }
+  lv_graph_destroy(g);
+  lv_batch_free(&h.b);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+START_TEST(test_padding_invariance) {
+  for (int per_word = 0; per_word < 2; per_word++) {
+    lv_params *p = tiny_params(0.1, per_word);
+    lv_varstore *vs = lv_varstore_create();
+    lv_task *t = make_task(p, vs);
+    host_batch a, b;
+    make_batch(&a, MAXS, MAXT);
+    make_batch(&b, MAXS + 5, MAXT + 6);
+    double wa, wb, acc_a, acc_b;
+    double la = eval_loss(t, &a, &wa, &acc_a), lb = eval_loss(t, &b, &wb, &acc_b);
+    ck_assert_msg(fabs(la - lb) < 1e-5, "loss %g vs %g when padded longer", la, lb);
+    ck_assert(wa == wb && acc_a == acc_b);
+    int tokens = 0;
+    for (int i = 0; i < NB; i++) tokens += kTgtLen[i];
+    ck_assert(wa == (per_word ? tokens : NB));
+    lv_batch_free(&a.b);
+    lv_batch_free(&b.b);
+    t->cls->destroy(t);
+    lv_varstore_destroy(vs);
+    lv_params_free(p);
+  }
+}
+END_TEST
+
+/* Adam on the task's loss: the 4 pairs are learnt (no smoothing: the loss goes to 0). */
+START_TEST(test_overfits_pairs) {
+  lv_params *p = tiny_params(0.0, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  host_batch h;
+  make_batch(&h, MAXS, MAXT);
+  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
+  c.beta2 = 0.98;
+  c.epsilon = 1e-9;
+  lv_optimizer *o = NULL;
+  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
+  int64_t nvals = 0;
+  float *vals = lv_varstore_values(vs, &nvals);
+  EXPECT_OK(lv_optimizer_add_var(o, "all", nvals, NULL));
+  double acc0 = 0, first = eval_loss(t, &h, NULL, &acc0), last = first;
+  lv_graph *g = lv_graph_create(0);
+  for (int step = 0; step < 300; step++) {
+    lv_graph_reset(g);
+    lv_graph_set_training(g, true);
+    lv_varstore_zero_grads(vs);
+    lv_batch gb;
+    lv_batch_init(&gb);
+    EXPECT_OK(lv_batch_to_graph(g, &h.b, &gb));
+    lv_metrics m = {0};
+    ck_assert(t->cls->fprop(t, g, &gb, false, step, &m));
+    EXPECT_OK(lv_graph_backward(g, m.loss));
+    int64_t n;
+    float *grads = lv_varstore_grads(vs, &n);
+    const float *gp = grads;
+    EXPECT_OK(lv_optimizer_apply(o, 3e-3f, 1, &vals, &gp));
+    lv_metrics_free(&m);
+    lv_batch_free(&gb);
+  }
+  lv_graph_destroy(g);
+  double acc = 0;
+  last = eval_loss(t, &h, NULL, &acc);
+  ck_assert_msg(first > 2.0 && last < 0.05, "loss %g -> %g", first, last);
+  ck_assert_msg(acc == 1.0, "next-step accuracy %g after training", acc);
+  lv_optimizer_free(o);
+  lv_batch_free(&h.b);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("mt_task");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_variable_names);
+  tcase_add_test(tc, test_bad_params);
+  tcase_add_test(tc, test_extend_step_matches_teacher_forcing);
+  tcase_add_test(tc, test_padding_invariance);
+  tcase_add_test(tc, test_overfits_pairs);
+  suite_add_tcase(s, tc);
+  return lv_test_run(s);
+}
