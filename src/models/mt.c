@@ -37,10 +37,11 @@ typedef struct mt_model {
   int nchild_params;
 } mt_model;
 
-static lv_params *encoder_params(void) {
-  lv_params *p = lv_layer_base_params("TransformerEncoder");
-  LV_ASSERT(!lv_params_set_string(p, "name", "encoder"));
-  lv_params *emb = NULL, *pos = NULL, *tr = NULL;
+/* token_emb (EmbeddingLayer: vocab 32000, dim 1024, 16 shards, Gaussian 1/sqrt(1024),
+ * scaled by sqrt(dim)) and position_emb (dim 1024), as Lingvo's encoder and decoder
+ * define them. */
+static void define_embeddings(lv_params *p, const char *emb_doc, const char *pos_doc) {
+  lv_params *emb = NULL, *pos = NULL;
   LV_ASSERT(!lv_registry_instantiate("EmbeddingLayer", &emb));
   LV_ASSERT(!lv_params_set_int(emb, "vocab_size", 32000));
   LV_ASSERT(!lv_params_set_int(emb, "embedding_dim", 1024));
@@ -48,10 +49,17 @@ static lv_params *encoder_params(void) {
   LV_ASSERT(!lv_params_set_string(emb, "params_init.method", "gaussian"));
   LV_ASSERT(!lv_params_set_float(emb, "params_init.scale", 1.0 / sqrt(1024.0)));
   LV_ASSERT(!lv_params_set_bool(emb, "scale_sqrt_depth", true));
-  lv_params_define_params(p, "token_emb", emb, "Embedding layer params.");
+  lv_params_define_params(p, "token_emb", emb, emb_doc);
   LV_ASSERT(!lv_registry_instantiate("PositionalEmbeddingLayer", &pos));
   LV_ASSERT(!lv_params_set_int(pos, "embedding_dim", 1024));
-  lv_params_define_params(p, "position_emb", pos, "Positional Embedding layer params.");
+  lv_params_define_params(p, "position_emb", pos, pos_doc);
+}
+
+static lv_params *encoder_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerEncoder");
+  LV_ASSERT(!lv_params_set_string(p, "name", "encoder"));
+  lv_params *tr = NULL;
+  define_embeddings(p, "Embedding layer params.", "Positional Embedding layer params.");
   lv_params_define_int(p, "model_dim", 1024, "Characteristic depth (dimension).");
   lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
   lv_params *stack = lv_params_new_cls("TransformerStack");
@@ -68,18 +76,8 @@ static lv_params *encoder_params(void) {
 static lv_params *decoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerDecoder");
   LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
-  lv_params *emb = NULL, *pos = NULL, *tr = NULL, *sm = NULL;
-  LV_ASSERT(!lv_registry_instantiate("EmbeddingLayer", &emb));
-  LV_ASSERT(!lv_params_set_int(emb, "vocab_size", 32000));
-  LV_ASSERT(!lv_params_set_int(emb, "embedding_dim", 1024));
-  LV_ASSERT(!lv_params_set_int(emb, "max_num_shards", 16));
-  LV_ASSERT(!lv_params_set_string(emb, "params_init.method", "gaussian"));
-  LV_ASSERT(!lv_params_set_float(emb, "params_init.scale", 1.0 / sqrt(1024.0)));
-  LV_ASSERT(!lv_params_set_bool(emb, "scale_sqrt_depth", true));
-  lv_params_define_params(p, "token_emb", emb, "Token embedding layer params.");
-  LV_ASSERT(!lv_registry_instantiate("PositionalEmbeddingLayer", &pos));
-  LV_ASSERT(!lv_params_set_int(pos, "embedding_dim", 1024));
-  lv_params_define_params(p, "position_emb", pos, "Position embedding layer params.");
+  lv_params *tr = NULL, *sm = NULL;
+  define_embeddings(p, "Token embedding layer params.", "Position embedding layer params.");
   lv_params_define_int(p, "source_dim", 1024, "Dimension of encoder outputs.");
   lv_params_define_int(p, "model_dim", 1024,
                        "Model dimension that applies to embedding layers and all Transformer layers.");
