@@ -99,6 +99,33 @@ static lv_params *decoder_params(void) {
   lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
   lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
   lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
+  /* Lingvo's MTBaseDecoder.beam_search (BeamSearchHelper.Params()); only the decoder job
+   * reads it (models/beam_search.h), with TransformerDecoder's settings; target_seq_len, target_sos_id and target_eos_id
+   * above are the decoder's, as Lingvo's decoder copies them into the helper. */
+  lv_params *bs = lv_params_new_cls("BeamSearchHelper");
+  lv_params_define_int(bs, "num_hyps_per_beam", 8, "Num of hyps to keep per beam during decoding.");
+  lv_params_define_float(bs, "target_seq_length_ratio", 1.0, "Ratio of the average target sequence length over the "
+                         "average source sequence length.");
+  /* 0.5 as Lingvo's TransformerDecoder.Params() sets it (BeamSearchHelper's own is 0.0). */
+  lv_params_define_float(bs, "length_normalization", 0.5, "Beam search length normalization ratio.");
+  lv_params_define_float(bs, "coverage_penalty", 0.0, "Beam search coverage penalty.");
+  lv_params_define_float(bs, "valid_eos_max_logit_delta", 5.0, "During beam search, allow </s> to terminate a hyp "
+                         "only if its logit is no more than this value away from the logit of the best candidate.");
+  lv_params_define_float(bs, "local_eos_threshold", -100.0, "During beam search, allow </s> to terminate a hyp if "
+                         "the local score for </s> is greater than local_eos_threshold.");
+  lv_params_define_float(bs, "beam_size", 3.0, "The maximum difference between best hyp and the worst in a beam. "
+                         "This allows to prune our search when none of the active hyp is close enough to the "
+                         "current best.");
+  lv_params_define_bool(bs, "force_eos_in_last_step", false, "For all active hyps that are still on the beam after "
+                        "target_seq_len steps, return partial hyps with EOS set as the last token.");
+  lv_params_define_bool(bs, "force_eos_in_top_k", false, "Whether to always consider the eos token to be among the "
+                        "top k tokens for every step.");
+  lv_params_define_bool(bs, "ensure_full_beam", false, "If True, we will not terminate the search until both of "
+                        "these conditions are satisfied: we have found at least num_hyps_per_beam terminated hyps "
+                        "AND no active hyps have a score within beam_size of the best terminated hyp.");
+  lv_params_define_bool(bs, "terminate_beams_independently", false, "Whether each beam in the same batch can "
+                        "independently terminate.");
+  lv_params_define_params(p, "beam_search", bs, "BeamSearchHelper params.");
   return p;
 }
 

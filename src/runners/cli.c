@@ -76,8 +76,8 @@ lv_status lv_cli_trainer_job(lv_cli *c) {
                             "--job=%s beside it (one process per job: several jobs in one process are not supported)",
                             c->job, t);
     if (!strncmp(t, "decoder_", 8))
-      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer does not run decoder jobs, and this build has no "
-                            "decoder job yet", c->job);
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer does not run decoder jobs; run bin/decoder",
+                            c->job);
     return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/trainer runs Lingvo's controller, trainer_client (sync) and "
                           "trainer (async) jobs; '%s' is not one of them", c->job, t);
   }
@@ -131,8 +131,7 @@ lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset,
       snprintf(c->job_dataset, sizeof c->job_dataset, "%.63s", t + 7);
       ds = c->job_dataset;
     } else if (!strncmp(t, "decoder_", 8)) {
-      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/evaler does not run decoder jobs, and this build has no "
-                            "decoder job yet", t);
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: that is a decoder job; run bin/decoder", t);
     } else if (!strcmp(t, "controller") || !strcmp(t, "trainer") || !strcmp(t, "trainer_client")) {
       return lv_status_make(LV_ERR_INVALID, "--job=%s: that is a trainer job; run bin/trainer", t);
     } else {
@@ -146,6 +145,42 @@ lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset,
   char lower[64];
   lv_str_lower(*dataset, lower, sizeof lower);
   snprintf(c->job_buf, sizeof c->job_buf, "evaler_%s", lower);
+  c->job = c->job_buf;
+  return NULL;
+}
+
+lv_status lv_cli_decoder_job(lv_cli *c, bool dataset_given, const char **dataset) {
+  if (!strncmp(c->mode, "inspect", 7))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s is a trainer mode: run bin/trainer --mode=%s", c->mode, c->mode);
+  if (*c->mode && strcmp(c->mode, "sync") && strcmp(c->mode, "async"))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s: bin/decoder takes sync or async (both decode the same way)",
+                          c->mode);
+  char toks[8][LV_CLI_JOB_MAX];
+  int n = job_tokens(c->job, toks, 8);
+  if (n > 1)
+    return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/decoder runs one decoder job; start one process per job "
+                          "(several jobs in one process are not supported)", c->job);
+  if (n == 1) {
+    const char *t = toks[0];
+    if (!strncmp(t, "decoder_", 8) && t[8]) {
+      if (strlen(t + 8) >= sizeof c->job_dataset)
+        return lv_status_make(LV_ERR_INVALID, "--job=%s: dataset name too long", t);
+      snprintf(c->job_dataset, sizeof c->job_dataset, "%.63s", t + 8);
+    } else if (!strncmp(t, "evaler_", 7)) {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: that is an evaler job; run bin/evaler", t);
+    } else if (!strcmp(t, "controller") || !strcmp(t, "trainer") || !strcmp(t, "trainer_client")) {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: that is a trainer job; run bin/trainer", t);
+    } else {
+      return lv_status_make(LV_ERR_INVALID, "--job=%s: bin/decoder runs decoder_<dataset> jobs", t);
+    }
+    if (dataset_given && strcasecmp(c->job_dataset, *dataset))
+      return lv_status_make(LV_ERR_INVALID, "--job=%s decodes dataset %s but --dataset=%s", t, c->job_dataset,
+                            *dataset);
+    if (!dataset_given) *dataset = c->job_dataset;
+  }
+  char lower[64];
+  lv_str_lower(*dataset, lower, sizeof lower);
+  snprintf(c->job_buf, sizeof c->job_buf, "decoder_%s", lower);
   c->job = c->job_buf;
   return NULL;
 }

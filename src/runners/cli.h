@@ -35,5 +35,8 @@ lv_status lv_cli_trainer_job(lv_cli *c);
  * (unless dataset_given, where they must agree), *once and *checkpoint; sets c->job to
  * "evaler_<ds>". */
 lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset, bool *once, const char **checkpoint);
+/* bin/decoder's --job (decoder_<ds>) and --mode: fills *dataset (unless dataset_given,
+ * where they must agree); sets c->job to "decoder_<ds>". */
+lv_status lv_cli_decoder_job(lv_cli *c, bool dataset_given, const char **dataset);
 
 #endif

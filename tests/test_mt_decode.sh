@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# bin/decoder on mt.model.TransformerModel (a few seconds): mt.bible_en_es.TinyTest
+# (dropout and label smoothing off) overfits a generated 20-pair corpus in 300 steps;
+# bin/decoder --once then reproduces the training targets (corpus BLEU 1 / sacrebleu 100
+# on the Train data) and writes decoder_out / score / params files; --decode_text from
+# stdin translates lines, gives empty lines for an empty line and invalid UTF-8, and
+# truncates a 10,000-word line; another model's checkpoint is exit 2 naming variables;
+# coverage_penalty > 0 and a missing tokenizer are clear errors. Skips with one line when
+# sentencepiece is not installed.
+. "$(dirname "$0")/lib.sh"
+for c in spm_train spm_export_vocab; do
+  if ! command -v "$c" >/dev/null 2>&1; then
+    echo "test_mt_decode: skipped ($c not installed: apt-get install sentencepiece)"
+    exit 0
+  fi
+done
+awk -v seed=7 -v lines=20 -v out="$T" 'BEGIN {
+  ns = split("ka to ri en an do mi su ne lo pa ve ra", s, " ")
+  split("ño la sé re el los ma ga di bre tar qué çi", t, " ")
+  x = seed
+  for (l = 0; l < lines; l++) {
+    x = (x * 16807) % 2147483647; nw = 3 + x % 4; src = ""; tgt = ""
+    for (w = 0; w < nw; w++) {
+      x = (x * 16807) % 2147483647; k = 1 + x % 2; ws = ""; wt = ""
+      for (j = 0; j < k; j++) { x = (x * 16807) % 2147483647; i = 1 + x % ns; ws = ws s[i]; wt = t[i] wt }
+      src = src (w ? " " : "") ws; tgt = wt (w ? " " : "") tgt
+    }
+    print src "." > (out "/train.en"); print tgt "." > (out "/train.es")
+  }
+}'
+expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
+  sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.en,$T/train.es" --vocab_size=128 --out="$T/wpm.voc"
+expect_exit 0 "wpm_encode_file" "$LV_BIN/wpm_encode_file" --source_filepaths="$T/train.en" \
+  --target_filepaths="$T/train.es" --wpm_filepath="$T/wpm.voc" --output_filepath="$T/train.tfrecord" --num_shards=1
+M=mt.bible_en_es.TinyTest
+DATA="input.file_pattern: $T/train.tfrecord@1"
+OV="$DATA; train.max_steps: 300; task.encoder.input_dropout_prob: 0; task.decoder.input_dropout_prob: 0"
+OV="$OV; task.decoder.label_smoothing.uncertainty: 0"
+expect_exit 0 "trainer: 300 steps of $M on 20 pairs" "$LV_BIN/trainer" --model=$M --logdir="$T/run" \
+  --model_params_override="$OV"
+TOK="input.tokenizer.cls: WpmTokenizer; input.tokenizer.vocab_filepath: $T/wpm.voc; input.tokenizer.vocab_size: 128"
+DEC="task.decoder.target_seq_len: 40; task.decoder.beam_search.num_hyps_per_beam: 4; $TOK"
+expect_exit 2 "decoder without input.tokenizer (the Train dataset has none)" "$LV_BIN/decoder" --model=$M \
+  --logdir="$T/run" --once --dataset=Train --model_params_override="$DATA"
+err_has "input.tokenizer is None"
+expect_exit 2 "decoder with coverage_penalty 0.2" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
+  --model_params_override="$DATA; $DEC; task.decoder.beam_search.coverage_penalty: 0.2"
+err_has "task.decoder.beam_search.coverage_penalty"
+expect_exit 2 "decoder --job=evaler_train" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --job=evaler_train \
+  --model_params_override="$DATA; $DEC"
+err_has "run bin/evaler"
+expect_exit 0 "decoder --once --job=decoder_train" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
+  --job=decoder_train --model_params_override="$DATA; $DEC"
+D=$T/run/decoder_train
+S=$D/score-00000300.txt
+check "score file written" test -f "$S"
+for tag in corpus_bleu sacrebleu num_samples_in_batch examples/sec; do
+  check "score has $tag" grep -q "^$tag: " "$S"
+done
+check "corpus_bleu >= 0.9 ($(grep corpus_bleu "$S"))" awk '/^corpus_bleu: / { exit !($2 >= 0.9) }' "$S"
+check "sacrebleu >= 90 ($(grep sacrebleu "$S"))" awk '/^sacrebleu: / { exit !($2 >= 90) }' "$S"
+check "decoder_out_000000300 written" test -f "$D/decoder_out_000000300"
+exact=$(awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' \
+  "$D/decoder_out_000000300")
+check "decoder_out: top hyp == reference for >= 18 of 20 ($exact)" test "$exact" -ge 18
+check "decoder_out has the sources" grep -qF "src: $(head -1 "$T/train.en")" "$D/decoder_out_000000300"
+check "params.txt has cluster.job decoder_train" grep -q "^cluster.job : 'decoder_train'" "$D/params.txt"
+check "processed_ckpts.txt lists the checkpoint" grep -q "ckpt-00000300" "$D/processed_ckpts.txt"
+check "progress line with examples/sec" grep -q "examples/sec" "$T/err"
+# Polling (no --once) on Dev: decodes the checkpoint at the trainer's max_steps, then stops.
+expect_exit 0 "decoder polling --dataset=Dev" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --dataset=Dev \
+  --timeout_secs=5 --model_params_override="$DATA; $DEC"
+check "decoder_dev/score-00000300.txt written" test -f "$T/run/decoder_dev/score-00000300.txt"
+expect_exit 0 "decoder polling again: nothing new" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --dataset=Dev \
+  --timeout_secs=5 --model_params_override="$DATA; $DEC"
+check "processed_ckpts.txt lists it once" test "$(grep -c ckpt-00000300 "$T/run/decoder_dev/processed_ckpts.txt")" -eq 1
+# --decode_text from stdin: 3 training sources, an empty line, invalid UTF-8, 10,000 words.
+{
+  head -3 "$T/train.en"
+  echo
+  printf 'veto \xff\xfe ripa.\n'
+  yes 'veto ripa' | head -5000 | tr '\n' ' '; echo
+  tail -1 "$T/train.en"
+} >"$T/in.txt"
+"$LV_BIN/decoder" --model=$M --logdir="$T/run" --decode_text=- --model_params_override="$DEC" \
+  <"$T/in.txt" >"$T/out.txt" 2>"$T/err"
+check "decode_text exits 0 ($?)" test $? -eq 0
+check "decode_text: one output line per input line" test "$(wc -l <"$T/out.txt")" -eq 7
+{ head -3 "$T/train.es"; tail -1 "$T/train.es"; } >"$T/want.txt"
+{ head -3 "$T/out.txt"; tail -1 "$T/out.txt"; } >"$T/got.txt"
+check "decode_text translates the training sources" cmp -s "$T/want.txt" "$T/got.txt"
+check "empty line -> empty line" test -z "$(sed -n 4p "$T/out.txt")"
+check "invalid UTF-8 -> empty line" test -z "$(sed -n 5p "$T/out.txt")"
+err_has "line 5: invalid UTF-8"
+err_has "line 6: "
+err_has "truncated"
+# Another model's checkpoint (two decoder layers instead of one).
+expect_exit 2 "another model's checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
+  --model_params_override="$DATA; $DEC; task.decoder.num_trans_layers: 2"
+err_has "does not match the model"
+err_has "transformer/decoder/trans_layer_1/"
+expect_exit 2 "decode_text with another model's checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --decode_text="$T/in.txt" --model_params_override="$DEC; task.decoder.num_trans_layers: 2"
+err_has "transformer/decoder/trans_layer_1/"
+finish
