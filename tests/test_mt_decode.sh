@@ -67,6 +67,15 @@ check "decoder_out has the sources" grep -qF "src: $(head -1 "$T/train.en")" "$D
 check "params.txt has cluster.job decoder_train" grep -q "^cluster.job : 'decoder_train'" "$D/params.txt"
 check "processed_ckpts.txt lists the checkpoint" grep -q "ckpt-00000300" "$D/processed_ckpts.txt"
 check "progress line with examples/sec" grep -q "examples/sec" "$T/err"
+# target_seq_len 2000 makes the memory budget decode one sentence per search: the same top
+# hyps (the lower ones may differ: a batch's search runs until all its beams are done).
+top() { sed -n 's/^hyp 0: score [^:]*: //p' "$1"; }
+top "$D/decoder_out_000000300" >"$T/top_batched"
+expect_exit 0 "decoder --once, one sentence per search" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
+  --job=decoder_train --model_params_override="$DATA; $DEC; task.decoder.target_seq_len: 2000"
+top "$D/decoder_out_000000300" >"$T/top_single"
+check "top hyps the same as batched" cmp -s "$T/top_batched" "$T/top_single"
+check "20 top hyps" test "$(wc -l <"$T/top_single")" -eq 20
 # Polling (no --once) on Dev: decodes the checkpoint at the trainer's max_steps, then stops.
 expect_exit 0 "decoder polling --dataset=Dev" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --dataset=Dev \
   --timeout_secs=5 --model_params_override="$DATA; $DEC"

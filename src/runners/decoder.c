@@ -23,6 +23,7 @@ typedef struct dec_state {
   lv_tokenizer *tok;
   lv_beam_search_params bp;
   int vocab;
+  int64_t row_bytes; /* estimated graph memory of one hyp's full-length search */
   lv_events_writer *ev;
   char dir[4400], job[64];
   lv_saveable *items;
@@ -109,6 +110,60 @@ static int row_len(const lv_tensor *pads, int r) {
   return n;
 }
 
+/* Sentences the graph memory budget allows in one search (at least 1). The decoder's
+ * steps keep every step's key/value cache copies in the graph until the search ends, so
+ * a search over n hyps costs about n * row_bytes (target_seq_len^2 * model_dim * layers);
+ * batches are decoded in chunks that stay under kSearchBudgetBytes. */
+static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
+
+static int64_t chunk_sentences(const dec_state *d) {
+  int64_t per = d->row_bytes * d->bp.num_hyps_per_beam;
+  int64_t k = per > 0 ? kSearchBudgetBytes / per : 1;
+  return k < 1 ? 1 : k;
+}
+
+/* Decodes sentences [c0, c0 + k) of a batch; writes their blocks (numbered from seen + i)
+ * and scores their top hyps. */
+static lv_status decode_rows(dec_state *d, const lv_tensor *sids, const lv_tensor *spads,
+                             const lv_tensor *tlab, const lv_tensor *tpads, int64_t c0, int64_t k, int64_t seen,
+                             FILE *of, lv_bleu_scorer *bleu, lv_sacrebleu *sb) {
+  const int H = d->bp.num_hyps_per_beam;
+  int64_t S = sids->shape.d[1];
+  lv_tensor ci = lv_tensor_view(LV_I32, lv_shape2(k, S), lv_i32(sids) + c0 * S);
+  lv_tensor cp = lv_tensor_view(LV_F32, lv_shape2(k, S), lv_f32(spads) + c0 * S);
+  lv_beam_search_result res = {0};
+  lv_status s = decode_ids(d, &ci, &cp, &res);
+  for (int j = 0; !s && j < k; j++) {
+    int i = (int)(c0 + j);
+    char *src = NULL, *ref = NULL;
+    s = row_text(d->tok, lv_i32(sids) + i * sids->shape.d[1], (int)sids->shape.d[1], row_len(spads, i), &src);
+    if (!s) s = row_text(d->tok, lv_i32(tlab) + i * tlab->shape.d[1], (int)tlab->shape.d[1], row_len(tpads, i), &ref);
+    if (!s) fprintf(of, "example %lld\nsrc: %s\nref: %s\n", (long long)(seen + i), src, ref);
+    for (int h = 0; !s && h < H; h++) {
+      int r = j * H + h;
+      if (res.lens[r] == 0) continue;
+      char *hyp = NULL;
+      s = row_text(d->tok, res.ids + (int64_t)r * res.max_len, res.max_len, res.lens[r], &hyp);
+      if (s) break;
+      fprintf(of, "hyp %d: score %.6f: %s\n", h, res.scores[r], hyp);
+      if (h == 0) {
+        s = lv_bleu_add_sentence(bleu, ref, hyp);
+        if (!s) s = lv_sacrebleu_add_sentence(sb, ref, hyp);
+      }
+      free(hyp);
+    }
+    if (!s && res.lens[j * H] == 0) {
+      s = lv_bleu_add_sentence(bleu, ref, "");
+      if (!s) s = lv_sacrebleu_add_sentence(sb, ref, "");
+    }
+    fputc('\n', of);
+    free(src);
+    free(ref);
+  }
+  lv_beam_search_result_free(&res);
+  return s;
+}
+
 static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_instance *m = d->m;
   double t0 = lv_now_monotonic();
@@ -127,7 +182,6 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_batch_init(&b);
   lv_status s = NULL;
   int64_t seen = 0, nbatches = 0;
-  const int H = d->bp.num_hyps_per_beam;
   double last_log = t0;
   for (bool done = false; !s;) {
     s = lv_input_next_eval(m->input, &b, &done);
@@ -139,37 +193,14 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
                          "tgt.paddings (an NmtInput dataset is needed)", d->job);
       break;
     }
-    lv_beam_search_result res = {0};
-    s = decode_ids(d, sids, spads, &res);
     int B = (int)sids->shape.d[0];
     int64_t n = b.size < B ? b.size : B;
-    for (int i = 0; !s && i < n; i++) {
-      char *src = NULL, *ref = NULL;
-      s = row_text(d->tok, lv_i32(sids) + i * sids->shape.d[1], (int)sids->shape.d[1], row_len(spads, i), &src);
-      if (!s) s = row_text(d->tok, lv_i32(tlab) + i * tlab->shape.d[1], (int)tlab->shape.d[1], row_len(tpads, i), &ref);
-      if (!s) fprintf(of, "example %lld\nsrc: %s\nref: %s\n", (long long)(seen + i), src, ref);
-      for (int h = 0; !s && h < H; h++) {
-        int k = i * H + h;
-        if (res.lens[k] == 0) continue;
-        char *hyp = NULL;
-        s = row_text(d->tok, res.ids + (int64_t)k * res.max_len, res.max_len, res.lens[k], &hyp);
-        if (s) break;
-        fprintf(of, "hyp %d: score %.6f: %s\n", h, res.scores[k], hyp);
-        if (h == 0) {
-          s = lv_bleu_add_sentence(&bleu, ref, hyp);
-          if (!s) s = lv_sacrebleu_add_sentence(&sb, ref, hyp);
-        }
-        free(hyp);
-      }
-      if (!s && res.lens[i * H] == 0) {
-        s = lv_bleu_add_sentence(&bleu, ref, "");
-        if (!s) s = lv_sacrebleu_add_sentence(&sb, ref, "");
-      }
-      fputc('\n', of);
-      free(src);
-      free(ref);
+    for (int64_t c0 = 0; !s && c0 < n;) {
+      int64_t k = chunk_sentences(d);
+      if (k > n - c0) k = n - c0;
+      s = decode_rows(d, sids, spads, tlab, tpads, c0, k, seen, of, &bleu, &sb);
+      c0 += k;
     }
-    lv_beam_search_result_free(&res);
     seen += n;
     nbatches++;
     double now = lv_now_monotonic();
@@ -240,6 +271,12 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
     return lv_status_make(LV_ERR_INVALID, "bin/decoder decodes mt.model.TransformerModel tasks, not %s",
                           d->m->task->cls->cls);
   d->vocab = (int)lv_mt_transformer_vocab_size(d->m->task);
+  {
+    int64_t T = d->bp.target_seq_len, D = lv_params_int(cfg, "task.decoder.model_dim");
+    int64_t L = lv_params_int(cfg, "task.decoder.num_trans_layers");
+    /* keys and values, float32, of steps 1..T, twice for the step's other activations */
+    d->row_bytes = T * (T + 1) / 2 * D * L * 2 * 4 * 2;
+  }
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
