@@ -237,22 +237,6 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   return s;
 }
 
-/* train.max_steps from the trainer's params stored in checkpoint prefix, else current
- * (as the evaler: a trainer-only override is honoured). */
-static int64_t trainer_max_steps(const char *prefix, int64_t current) {
-  char *text = NULL;
-  lv_status s = lv_checkpoint_params_text(prefix, &text);
-  int64_t v = current;
-  if (s) {
-    lv_warn("cannot read the trainer's params from %s: %s", prefix, lv_status_msg(s));
-    lv_status_free(s);
-  } else if (!text || !lv_params_text_int(text, "train.max_steps", &v)) {
-    v = current;
-  }
-  free(text);
-  return v;
-}
-
 /* The tokenizer of the input params ip (input.tokenizer), required. */
 static lv_status make_tokenizer(const lv_params *cfg, lv_tokenizer **tok) {
   const lv_params *ip = lv_params_sub(cfg, "input");
@@ -400,29 +384,15 @@ static lv_status decode_text(const lv_params *cfg, const lv_decoder_options *opt
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
   if (opt->decode_text) return decode_text(cfg, opt);
   dec_state d = {0};
-  char ds[32];
-  lv_str_lower(opt->dataset, ds, sizeof ds);
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
-  snprintf(d.dir, sizeof d.dir, "%s/decoder_%s", logdir, ds);
-  snprintf(d.job, sizeof d.job, "decoder_%s", ds);
-  LV_TRY(lv_file_check_writable_dir(d.dir));
-  char path[8192];
-  snprintf(path, sizeof path, "%s/params.txt", d.dir);
-  char *text = lv_params_to_text(cfg);
-  lv_status s = lv_file_write_atomic(path, text, strlen(text));
-  free(text);
-  if (s) return s;
+  LV_TRY(lv_job_dir_prepare(cfg, "decoder", opt->dataset, d.dir, sizeof d.dir, d.job, sizeof d.job));
+  lv_status s = NULL;
   char train_dir[4200];
   snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
   const lv_params *ep = lv_params_sub(cfg, "task.eval");
-  int64_t max_steps = lv_params_int(cfg, "train.max_steps");
-  {
-    char latest[8192];
-    int64_t ls;
-    bool found = false;
-    LV_TRY(lv_checkpoint_latest(train_dir, latest, sizeof latest, &ls, &found));
-    if (found) max_steps = trainer_max_steps(latest, max_steps);
-  }
+  const int64_t own_max_steps = lv_params_int(cfg, "train.max_steps");
+  int64_t max_steps;
+  LV_TRY(lv_trainer_max_steps_latest(train_dir, own_max_steps, &max_steps));
   lv_follower_options fo = {.train_dir = train_dir,
                             .job_dir = d.dir,
                             .job = d.job,
@@ -448,7 +418,7 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
     if (s || done) break;
     if (!d.ev && (s = lv_events_writer_open(d.dir, 5.0, &d.ev))) break;
     s = decode_checkpoint(&d, prefix);
-    if (!s && !fo.once) lv_follower_set_max_steps(f, max_steps = trainer_max_steps(prefix, max_steps));
+    if (!s && !fo.once) lv_follower_set_max_steps(f, max_steps = lv_trainer_max_steps(prefix, max_steps, own_max_steps));
     s = s ? lv_follower_failed(f, s) : lv_follower_mark_processed(f);
   }
   if (d.ev) {

@@ -108,23 +108,6 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   return s;
 }
 
-/* train.max_steps from the trainer's params stored in checkpoint prefix, else current;
- * says so when it differs from this job's own params. */
-static int64_t trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
-  char *text = NULL;
-  lv_status s = lv_checkpoint_params_text(prefix, &text);
-  int64_t v = current;
-  if (s) {
-    lv_warn("cannot read the trainer's params from %s: %s", prefix, lv_status_msg(s));
-    lv_status_free(s);
-  } else if (text && lv_params_text_int(text, "train.max_steps", &v) && v != current && v != own) {
-    lv_info("train.max_steps is %lld in the trainer's params (%s); this job's params say %lld: stopping after "
-            "step %lld", (long long)v, prefix, (long long)own, (long long)v);
-  }
-  free(text);
-  return v;
-}
-
 /* Nothing was left to evaluate: say what was scored before and the last scores. */
 static void report_finished(const eval_state *e, int64_t max_steps) {
   char path[8300];
@@ -155,18 +138,9 @@ static void report_finished(const eval_state *e, int64_t max_steps) {
 
 lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   eval_state e = {0};
-  char ds[32];
-  lv_str_lower(opt->dataset, ds, sizeof ds);
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
-  snprintf(e.dir, sizeof e.dir, "%s/eval_%s", logdir, ds);
-  snprintf(e.job, sizeof e.job, "eval_%s", ds);
-  LV_TRY(lv_file_check_writable_dir(e.dir));
-  char path[8192];
-  snprintf(path, sizeof path, "%s/params.txt", e.dir);
-  char *text = lv_params_to_text(cfg);
-  lv_status s = lv_file_write_atomic(path, text, strlen(text));
-  free(text);
-  if (s) return s;
+  LV_TRY(lv_job_dir_prepare(cfg, "eval", opt->dataset, e.dir, sizeof e.dir, e.job, sizeof e.job));
+  lv_status s = NULL;
   const int64_t own_max_steps = lv_params_int(cfg, "train.max_steps");
   const lv_params *ep = lv_params_sub(cfg, "task.eval");
   const char *load_from = lv_params_str(ep, "load_checkpoint_from");
@@ -174,14 +148,8 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
   /* The trainer may have run with another train.max_steps (an override this job was not
    * given): its params are in every checkpoint, so the newest one says when to stop. */
-  int64_t max_steps = own_max_steps;
-  {
-    char latest[8192];
-    int64_t ls;
-    bool found = false;
-    LV_TRY(lv_checkpoint_latest(train_dir, latest, sizeof latest, &ls, &found));
-    if (found) max_steps = trainer_max_steps(latest, max_steps, own_max_steps);
-  }
+  int64_t max_steps;
+  LV_TRY(lv_trainer_max_steps_latest(train_dir, own_max_steps, &max_steps));
   lv_follower_options fo = {.train_dir = train_dir,
                             .job_dir = e.dir,
                             .job = e.job,
@@ -208,7 +176,7 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
     if (!e.ev && (s = lv_events_writer_open(e.dir, 5.0, &e.ev))) break;
     s = eval_checkpoint(&e, prefix);
     if (!s && !fo.once) {
-      max_steps = trainer_max_steps(prefix, max_steps, own_max_steps);
+      max_steps = lv_trainer_max_steps(prefix, max_steps, own_max_steps);
       lv_follower_set_max_steps(f, max_steps);
     }
     s = s ? lv_follower_failed(f, s) : lv_follower_mark_processed(f);

@@ -1,4 +1,7 @@
 #include "runners/follower.h"
+#include <stdio.h>
+#include "params/params.h"
+#include "base/names.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -216,3 +219,47 @@ lv_status lv_follower_failed(lv_follower *f, lv_status s) {
 }
 
 void lv_follower_set_max_steps(lv_follower *f, int64_t max_steps) { f->opt.max_steps = max_steps; }
+
+lv_status lv_job_dir_prepare(const lv_params *cfg, const char *kind, const char *dataset, char *dir, size_t dn,
+                             char *job, size_t jn) {
+  char ds[32];
+  lv_str_lower(dataset, ds, sizeof ds);
+  snprintf(dir, dn, "%s/%s_%s", lv_params_str(cfg, "cluster.logdir"), kind, ds);
+  snprintf(job, jn, "%s_%s", kind, ds);
+  LV_TRY(lv_file_check_writable_dir(dir));
+  char *path = NULL;
+  if (asprintf(&path, "%s/params.txt", dir) < 0) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  char *text = lv_params_to_text(cfg);
+  lv_status s = lv_file_write_atomic(path, text, strlen(text));
+  free(text);
+  free(path);
+  return s;
+}
+
+int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
+  char *text = NULL;
+  lv_status s = lv_checkpoint_params_text(prefix, &text);
+  int64_t v = current;
+  if (s) {
+    lv_warn("cannot read the trainer's params from %s: %s", prefix, lv_status_msg(s));
+    lv_status_free(s);
+  } else if (text && lv_params_text_int(text, "train.max_steps", &v)) {
+    if (v != current && v != own)
+      lv_info("train.max_steps is %lld in the trainer's params (%s); this job's params say %lld: stopping after "
+              "step %lld", (long long)v, prefix, (long long)own, (long long)v);
+  } else {
+    v = current;
+  }
+  free(text);
+  return v;
+}
+
+lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out) {
+  *out = own;
+  char latest[8192];
+  int64_t ls;
+  bool found = false;
+  LV_TRY(lv_checkpoint_latest(train_dir, latest, sizeof latest, &ls, &found));
+  if (found) *out = lv_trainer_max_steps(latest, own, own);
+  return NULL;
+}

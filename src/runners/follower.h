@@ -72,4 +72,16 @@ lv_status lv_follower_failed(lv_follower *f, lv_status s);
  * each checkpoint it processes): applies to the checks that follow. */
 void lv_follower_set_max_steps(lv_follower *f, int64_t max_steps);
 
+/* What the jobs that follow a trainer (evaler, decoder) share. */
+typedef struct lv_params lv_params;
+/* dir = <cluster.logdir>/<kind>_<dataset lower-case>, job = "<kind>_<dataset>"; checks
+ * the directory is writable (creating it) and writes the job's params.txt there. */
+lv_status lv_job_dir_prepare(const lv_params *cfg, const char *kind, const char *dataset, char *dir, size_t dn,
+                             char *job, size_t jn);
+/* train.max_steps from the trainer's params stored in checkpoint prefix, else current;
+ * logs when it differs from this job's own value (own). */
+int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own);
+/* The same from the newest checkpoint listed in train_dir (own when there is none). */
+lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out);
+
 #endif
