@@ -237,6 +237,46 @@ START_TEST(test_extend_step_matches_teacher_forcing) {
 }
 END_TEST
 
+/* A search's graph memory is that of one step (the caches live in buffers outside the
+ * graph, which is rewound before every step): it grows linearly with the steps run,
+ * not quadratically as it did when every step's reordered caches stayed in the graph. */
+static size_t decode_peak(lv_task *t, host_batch *h, int steps) {
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *sids = lv_graph_from_host(g, &h->t[0]), *spad = lv_graph_from_host(g, &h->t[1]), *vecs, *pads;
+  ck_assert(lv_mt_transformer_encode(t, g, sids, spad, &vecs, &pads));
+  lv_mt_decode_state st;
+  EXPECT_OK(lv_mt_decode_state_init(t, g, vecs, pads, &st));
+  enum { H = 3 };
+  int32_t ids[H * NB], parent[H * NB];
+  float *out = malloc(sizeof(float) * H * NB * V);
+  for (int s = 0; s < steps; s++) {
+    for (int r = 0; r < H * NB; r++) ids[r] = 3 + (r + s) % (V - 3), parent[r] = (r + NB) % (H * NB);
+    EXPECT_OK(lv_mt_decode_step(&st, H * NB, ids, s ? parent : NULL, out));
+  }
+  lv_mt_decode_state_free(&st);
+  size_t peak = lv_graph_arena_peak(g);
+  lv_graph_destroy(g);
+  free(out);
+  return peak;
+}
+
+START_TEST(test_decode_memory_linear) {
+  lv_params *p = tiny_params(0.1, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  host_batch h;
+  make_batch(&h, MAXS, MAXT);
+  size_t p60 = decode_peak(t, &h, 60), p240 = decode_peak(t, &h, 240);
+  /* Linear: about 4x for 4x the steps (plus the encoder's fixed part); quadratic: 16x. */
+  ck_assert_msg(p240 < 5 * p60, "graph peak %zu bytes for 240 steps vs %zu for 60", p240, p60);
+  lv_batch_free(&h.b);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 START_TEST(test_padding_invariance) {
   for (int per_word = 0; per_word < 2; per_word++) {
     lv_params *p = tiny_params(0.1, per_word);
@@ -316,6 +356,7 @@ int main(void) {
   tcase_add_test(tc, test_bad_params);
   tcase_add_test(tc, test_extend_step_matches_teacher_forcing);
   tcase_add_test(tc, test_padding_invariance);
+  tcase_add_test(tc, test_decode_memory_linear);
   tcase_add_test(tc, test_overfits_pairs);
   suite_add_tcase(s, tc);
   return lv_test_run(s);

@@ -109,6 +109,23 @@ void lv_arena_reset(lv_arena *a) {
   a->used = 0;
 }
 
+lv_arena_mark lv_arena_get_mark(const lv_arena *a) {
+  lv_arena_mark m = {a->head, a->head ? a->head->used : 0, a->used};
+  return m;
+}
+
+void lv_arena_rewind(lv_arena *a, const lv_arena_mark *m) {
+  while (a->head && a->head != m->head) {
+    block *b = a->head;
+    a->head = b->next;
+    a->total -= b->size;
+    a->mem.free(a->mem.user, b->data);
+    free(b);
+  }
+  if (a->head) a->head->used = m->head_used;
+  a->used = m->used;
+}
+
 size_t lv_arena_used(const lv_arena *a) { return a->used; }
 size_t lv_arena_peak(const lv_arena *a) { return a->peak; }
 size_t lv_arena_cap(const lv_arena *a) { return a->cap; }

@@ -26,6 +26,15 @@ void lv_arena_destroy(lv_arena *a);
 void *lv_arena_alloc(lv_arena *a, size_t bytes);
 void *lv_arena_calloc(lv_arena *a, size_t bytes);
 void lv_arena_reset(lv_arena *a);
+/* A position in the arena: lv_arena_rewind frees everything allocated after it (blocks
+ * added since are released), keeping what came before. Marks are valid until a reset
+ * or a rewind to an earlier mark. */
+typedef struct lv_arena_mark {
+  void *head;
+  size_t head_used, used;
+} lv_arena_mark;
+lv_arena_mark lv_arena_get_mark(const lv_arena *a);
+void lv_arena_rewind(lv_arena *a, const lv_arena_mark *m);
 size_t lv_arena_used(const lv_arena *a);
 size_t lv_arena_peak(const lv_arena *a);
 size_t lv_arena_cap(const lv_arena *a);

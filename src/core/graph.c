@@ -274,6 +274,48 @@ lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host) {
   return t;
 }
 
+bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const lv_tensor *src) {
+  if (!g || g->failed) return false;
+  char a[32], b[32];
+  if (!dst || !src || dst->dtype != src->dtype || !lv_device_eq(dst->device, g->device) ||
+      !lv_device_eq(src->device, g->device)) {
+    lv_graph_fail(g, "copy_into: needs two tensors of one dtype on the graph's device (dst %s, src %s)",
+                  dst ? lv_device_str(dst->device, a, sizeof a) : "NULL",
+                  src ? lv_device_str(src->device, b, sizeof b) : "NULL");
+    return false;
+  }
+  int64_t n = lv_tensor_numel(src), cap = lv_tensor_numel(dst);
+  if (dst_offset < 0 || dst_offset > cap || n > cap - dst_offset) {
+    lv_graph_fail(g, "copy_into: %lld elements at offset %lld do not fit in %lld", (long long)n,
+                  (long long)dst_offset, (long long)cap);
+    return false;
+  }
+  size_t es = lv_dtype_size(src->dtype);
+  if (n > 0)
+    g->be->copy(g->be->ctx, (char *)dst->data + (size_t)dst_offset * es, src->data, (size_t)n * es,
+                LV_COPY_DEVICE_TO_DEVICE);
+  return true;
+}
+
+lv_graph_mark lv_graph_get_mark(const lv_graph *g) {
+  lv_graph_mark m = {lv_arena_get_mark(g->arena), lv_arena_get_mark(g->meta), g->n_nodes, g->n_checks,
+                     g->n_heap_leaves, g->n_updates};
+  return m;
+}
+
+void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m) {
+  LV_ASSERT(!g->training && g->n_nodes == m->n_nodes);
+  /* Errors of the kernels queued since the mark name checks that are about to go. */
+  g->be->sync(g->be->ctx);
+  take_errors(g);
+  for (int i = m->n_heap_leaves; i < g->n_heap_leaves; i++) g->heap_leaves[i]->grad = NULL;
+  g->n_heap_leaves = m->n_heap_leaves;
+  g->n_checks = m->n_checks;
+  g->n_updates = m->n_updates;
+  lv_arena_rewind(g->arena, &m->arena);
+  lv_arena_rewind(g->meta, &m->meta);
+}
+
 uint64_t lv_graph_id_check(lv_graph *g, lv_op op, const char *what, const char *detail) {
   if (g->n_checks == g->cap_checks) {
     int cap = g->cap_checks ? 2 * g->cap_checks : 16;

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 
+#include "base/arena.h"
 #include "base/status.h"
 #include "core/tensor.h"
 
@@ -59,5 +60,21 @@ lv_tensor *lv_graph_fill(lv_graph *g, lv_shape shape, float v);
  * tensor on the graph's device holding a copy (a view of the host data when the graph
  * runs on the host, cpu:0). Valid until reset; NULL after an error. */
 lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host);
+
+/* Copies src's elements into dst's elements [dst_offset, dst_offset + numel(src)) as a
+ * queued device copy; dst is a tensor of the graph's device that outlives the step (an
+ * incremental decoder's cache). No gradient flows. False with the graph's error set. */
+bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const lv_tensor *src);
+
+/* Incremental decoding in eval mode: take a mark after the per-search work (encoder
+ * output), rewind to it before each step, and a search's arena use stays that of one
+ * step. Rewinding waits for queued kernels, keeps their errors (sticky) and frees every
+ * tensor made after the mark; it needs eval mode (no tape). */
+typedef struct lv_graph_mark {
+  lv_arena_mark arena, meta;
+  int n_nodes, n_checks, n_heap_leaves, n_updates;
+} lv_graph_mark;
+lv_graph_mark lv_graph_get_mark(const lv_graph *g);
+void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m);
 
 #endif

@@ -179,6 +179,27 @@ bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query
   return *out != NULL;
 }
 
+static lv_tensor buf_view(const lv_tensor *buf, int64_t t) {
+  lv_tensor v = *buf;
+  v.shape.d[0] = t;
+  v.grad = NULL;
+  v.requires_grad = false;
+  v.owns_data = false;
+  v.node = -1;
+  return v;
+}
+
+void lv_tr_cache_view(lv_tr_cache *c, int64_t t) {
+  if (t <= 0) {
+    c->key = c->value = NULL;
+    return;
+  }
+  c->key_view = buf_view(c->key_buf, t);
+  c->value_view = buf_view(c->value_buf, t);
+  c->key = &c->key_view;
+  c->value = &c->value_view;
+}
+
 bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tr_cache *cache,
                                    lv_tensor **out, lv_tensor **probs) {
   *out = NULL;
@@ -192,17 +213,34 @@ bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor 
   lv_tensor *x3 = lv_op_reshape(g, query, lv_shape3(1, B, l->source_dim));
   lv_tensor *xn = tr_atten_norm(l, g, x3), *k, *v;
   if (!lv_mha_project_source(l->atten, g, xn, xn, &k, &v)) return false;
-  if (cache->key) {
-    if (cache->key->shape.d[1] != B) {
-      lv_graph_fail(g, "%s: the cache holds batch %lld, the query has %lld", l->base.scope,
-                    (long long)cache->key->shape.d[1], (long long)B);
+  if (cache->key && cache->key->shape.d[1] != B) {
+    lv_graph_fail(g, "%s: the cache holds batch %lld, the query has %lld", l->base.scope,
+                  (long long)cache->key->shape.d[1], (long long)B);
+    return false;
+  }
+  if (cache->key_buf) {
+    int64_t t = cache->key ? cache->key->shape.d[0] : 0;
+    const lv_shape *ks = &cache->key_buf->shape, *vs = &cache->value_buf->shape;
+    if (ks->rank != 3 || vs->rank != 3 || ks->d[0] <= t || vs->d[0] <= t || ks->d[1] != B || vs->d[1] != B ||
+        ks->d[2] != k->shape.d[2] || vs->d[2] != v->shape.d[2]) {
+      lv_graph_fail(g, "%s: the cache buffers [%lld, %lld, %lld] do not hold step %lld of batch %lld",
+                    l->base.scope, (long long)ks->d[0], (long long)ks->d[1], (long long)ks->d[2], (long long)t,
+                    (long long)B);
       return false;
     }
-    lv_tensor *ks[2] = {cache->key, k}, *vs[2] = {cache->value, v};
-    k = lv_op_concat(g, ks, 2, 0);
-    v = lv_op_concat(g, vs, 2, 0);
+    if (!lv_graph_copy_into(g, cache->key_buf, t * B * ks->d[2], k) ||
+        !lv_graph_copy_into(g, cache->value_buf, t * B * vs->d[2], v))
+      return false;
+    lv_tr_cache_view(cache, t + 1);
+    k = cache->key, v = cache->value;
+  } else {
+    if (cache->key) {
+      lv_tensor *ks[2] = {cache->key, k}, *vs[2] = {cache->value, v};
+      k = lv_op_concat(g, ks, 2, 0);
+      v = lv_op_concat(g, vs, 2, 0);
+    }
+    cache->key = k, cache->value = v;
   }
-  cache->key = k, cache->value = v;
   lv_atten_packed src;
   lv_tensor *ctx, *p = NULL;
   if (!lv_mha_pack_projected(l->atten, g, k, v, NULL, &src)) return false;

@@ -33,12 +33,22 @@
 #include "layers/layer_norm.h"
 #include "layers/projection.h"
 
-/* The self-attention cache of one TransformerAttentionLayer; start zeroed (t = 0). The
- * tensors live in the graph's arena. */
+/* The self-attention cache of one TransformerAttentionLayer; start zeroed (t = 0).
+ * Without buffers the tensors live in the graph's arena and every step makes new ones
+ * (a search then holds O(t^2) memory). With key_buf / value_buf (caller-owned tensors of
+ * the graph's device, [cap, B, H] and [cap, B, C], cap >= the steps to run) ExtendStep
+ * writes the step's key and value into row t and key / value are views of the first
+ * t + 1 rows (key_view / value_view), so the graph keeps nothing of the cache and the
+ * caller may rewind it between steps (lv_graph_rewind). */
 typedef struct lv_tr_cache {
   lv_tensor *key;   /* [t, B, H] projected keys of the steps so far */
   lv_tensor *value; /* [t, B, C] values */
+  lv_tensor *key_buf, *value_buf;
+  lv_tensor key_view, value_view;
 } lv_tr_cache;
+
+/* Points key / value at the first t rows of key_buf / value_buf (t = 0: empty cache). */
+void lv_tr_cache_view(lv_tr_cache *c, int64_t t);
 
 typedef struct lv_tr_atten_layer {
   lv_layer base;

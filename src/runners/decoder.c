@@ -110,9 +110,9 @@ static int row_len(const lv_tensor *pads, int r) {
   return n;
 }
 
-/* Sentences the graph memory budget allows in one search (at least 1). The decoder's
- * steps keep every step's key/value cache copies in the graph until the search ends, so
- * a search over n hyps costs about n * row_bytes (target_seq_len^2 * model_dim * layers);
+/* Sentences the memory budget allows in one search (at least 1). A search over n hyps
+ * holds about n * row_bytes: the key/value caches outside the graph (two pairs per
+ * layer, up to 2 * target_seq_len steps as they double) and one step's graph memory;
  * batches are decoded in chunks that stay under kSearchBudgetBytes. */
 static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
 
@@ -258,8 +258,9 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
   {
     int64_t T = d->bp.target_seq_len, D = lv_params_int(cfg, "task.decoder.model_dim");
     int64_t L = lv_params_int(cfg, "task.decoder.num_trans_layers");
-    /* keys and values, float32, of steps 1..T, twice for the step's other activations */
-    d->row_bytes = T * (T + 1) / 2 * D * L * 2 * 4 * 2;
+    /* float32 caches (2 pairs of keys and values, 2T steps) and a step's activations
+     * (attention over T steps, logits) */
+    d->row_bytes = 4 * (4 * L * 2 * T * D + 16 * T * D + 2 * (int64_t)d->vocab);
   }
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
