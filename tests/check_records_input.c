@@ -620,15 +620,33 @@ START_TEST(test_nmt_resume_and_shards) {
   lv_batch_init(&ba);
   lv_batch_init(&bb);
   char fa[256], fb[256];
-  /* a: steps 0..2 then resumed at 5 (a jump re-seeds); b: a fresh run resumed at 5 */
-  for (int s = 0; s < 3; s++) EXPECT_OK(lv_input_train_batch(a, s, &ba));
-  for (int s = 5; s < 12; s++) {
-    EXPECT_OK(lv_input_train_batch(a, s, &ba));
-    EXPECT_OK(lv_input_train_batch(b, s, &bb));
-    batch_fingerprint(&ba, fa, sizeof fa);
-    batch_fingerprint(&bb, fb, sizeof fb);
-    ck_assert_str_eq(fa, fb);
+  /* a: steps 0..2 then resumed at 5 (a jump); b: a fresh run resumed at 5; c: steps
+   * 0..11 without a break. With resume_replay (the default) all three read the same
+   * batches from step 5 on (a resumed run trains as an uninterrupted one); without it a
+   * resumed run re-seeds at 5: a and b still agree, c reads other batches. */
+  for (int replay = 1; replay >= 0; replay--) {
+    EXPECT_OK(lv_params_set_bool(p, "resume_replay", replay));
+    lv_input *r[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &r[i]));
+    for (int s = 0; s < 3; s++) EXPECT_OK(lv_input_train_batch(r[0], s, &ba));
+    for (int s = 0; s < 5; s++) EXPECT_OK(lv_input_train_batch(r[2], s, &ba));
+    int differ = 0;
+    for (int s = 5; s < 12; s++) {
+      char fc[256];
+      EXPECT_OK(lv_input_train_batch(r[0], s, &ba));
+      EXPECT_OK(lv_input_train_batch(r[1], s, &bb));
+      batch_fingerprint(&ba, fa, sizeof fa);
+      batch_fingerprint(&bb, fb, sizeof fb);
+      ck_assert_str_eq(fa, fb);
+      EXPECT_OK(lv_input_train_batch(r[2], s, &bb));
+      batch_fingerprint(&bb, fc, sizeof fc);
+      if (replay) ck_assert_str_eq(fa, fc);
+      differ += strcmp(fa, fc) != 0;
+    }
+    if (!replay) ck_assert_int_gt(differ, 0);
+    for (int i = 0; i < 3; i++) lv_input_destroy(r[i]);
   }
+  EXPECT_OK(lv_params_set_bool(p, "resume_replay", true));
   /* two fresh runs from step 0 agree; the training stream repeats forever */
   lv_input_destroy(a);
   EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &a));

@@ -46,6 +46,27 @@ last=$(tail -1 "$T/losses" | awk '{print $NF}')
 check "20 steps logged" test "$(wc -l <"$T/losses")" -eq 20
 check "loss falls ($first -> $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a - 0.5) }'
 check "checkpoint at step 20" test -f "$T/run/train/ckpt-00000020.index"
+# SIGKILL mid-run and restart: the same final weights and Adam slots as an uninterrupted
+# run (the streaming input replays its batches up to the restored step; dropout is keyed
+# by the step).
+K="input.file_pattern: $T/train.tfrecord@1; train.max_steps: 40; train.save_interval_steps: 10"
+expect_exit 0 "trainer: 40 steps uninterrupted" "$LV_BIN/trainer" --model=$M --logdir="$T/ka" --model_params_override="$K"
+"$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K" >"$T/kb1.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do [ -f "$T/kb/train/ckpt-00000020.index" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+check "killed before the end" [ ! -f "$T/kb/train/ckpt-00000040.index" ]
+expect_exit 0 "restart after kill -9" "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K"
+err_has "replayed"
+dump() {
+  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+  done
+}
+dump "$T/ka/train/ckpt-00000040" >"$T/wa"
+dump "$T/kb/train/ckpt-00000040" >"$T/wb"
+check "dumps hold the Adam slots" grep -q 'tensor_name.*/Adam_1' "$T/wa"
+check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
 expect_exit 0 "evaler --once on Dev" "$LV_BIN/evaler" --model=$M --logdir="$T/run" --dataset=Dev --once \
   --model_params_override="input.file_pattern: $T/dev.tfrecord@1"
 S=$T/run/eval_dev/score-00000020.txt

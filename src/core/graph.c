@@ -40,6 +40,8 @@ struct lv_graph {
   lv_deferred_update *updates;
   int n_updates, cap_updates;
   bool training;
+  int64_t step;          /* lv_graph_set_step */
+  uint64_t stream_calls; /* lv_graph_next_stream since the reset */
   bool backward_done;
   bool failed;
   char err[1024];
@@ -98,6 +100,7 @@ void lv_graph_reset(lv_graph *g) {
   g->n_nodes = 0;
   g->n_checks = 0;
   g->n_updates = 0;
+  g->stream_calls = 0;
   g->failed = false;
   g->backward_done = false;
   g->err[0] = 0;
@@ -106,6 +109,8 @@ void lv_graph_reset(lv_graph *g) {
 }
 
 void lv_graph_set_training(lv_graph *g, bool training) { g->training = training; }
+void lv_graph_set_step(lv_graph *g, int64_t step) { g->step = step; }
+uint64_t lv_graph_next_stream(lv_graph *g) { return ((uint64_t)g->step << 24) + g->stream_calls++; }
 bool lv_graph_is_training(const lv_graph *g) { return g->training; }
 size_t lv_graph_arena_peak(const lv_graph *g) { return lv_arena_peak(g->arena); }
 bool lv_graph_failed(const lv_graph *g) { return g->failed; }

@@ -32,6 +32,12 @@ lv_device lv_graph_device(const lv_graph *g);
 void lv_graph_destroy(lv_graph *g);
 /* Drops the tape and every arena tensor; clears the sticky error. */
 void lv_graph_reset(lv_graph *g);
+/* The training step this graph computes (kept across resets; 0 until set). Random ops
+ * draw their streams from it: lv_graph_next_stream gives (step, n-th call since the
+ * reset), so a step's dropout masks depend on the step and the order of the ops in it,
+ * never on how many steps this process ran before (a resumed run repeats them). */
+void lv_graph_set_step(lv_graph *g, int64_t step);
+uint64_t lv_graph_next_stream(lv_graph *g);
 /* Training mode: dropout active; records tape. Eval mode records no tape. */
 void lv_graph_set_training(lv_graph *g, bool training);
 bool lv_graph_is_training(const lv_graph *g);

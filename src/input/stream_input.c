@@ -32,6 +32,10 @@ void lv_stream_input_define_params(lv_params *p, int n_buckets, const int64_t *b
                        "lingvoc: finished batches (tokenized, bucketed, padded) that a background batcher thread "
                        "keeps ready, so that the trainer does not wait on input; 0: no thread, each batch is built "
                        "on the caller's thread when asked. The batches are the same either way.");
+  lv_params_define_bool(p, "resume_replay", true,
+                        "lingvoc: a run resumed at step s reads the training stream from step 0 and drops s "
+                        "batches, so it trains on exactly what an uninterrupted run would (needs a fixed "
+                        "file_random_seed); false: re-seed from (file_random_seed, s) at once, as Lingvo does.");
 }
 
 static lv_status read_buckets(const lv_params *p, lv_batcher_opts *o) {
@@ -79,6 +83,7 @@ lv_status lv_stream_input_init(lv_stream_input *in, const char *cls, const lv_pa
     seed = (int64_t)time(NULL) ^ (int64_t)(uintptr_t)in;
     lv_info("input: file_random_seed 0: shuffling with random seed %lld", (long long)seed);
   }
+  in->replay = lv_params_bool(p, "resume_replay") && lv_params_int(p, "file_random_seed") != 0;
   y->seed = (uint64_t)seed;
   y->buffer_size = lv_params_int(p, "file_buffer_size");
   int64_t par = lv_params_int(p, "file_parallelism");
@@ -312,22 +317,64 @@ static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batch
   return stream_create(in, b, out);
 }
 
+static lv_status ran_out(const lv_stream_input *in, int64_t step) {
+  return lv_status_make(LV_ERR_INVALID,
+                        "input.repeat_count: the training data (%s) ran out after %lld pass%s at step %lld; "
+                        "set repeat_count = -1 to repeat forever",
+                        in->pattern, (long long)in->yopts.repeat_count, in->yopts.repeat_count == 1 ? "" : "es",
+                        (long long)step);
+}
+
+/* Reads and drops the training batches of steps [in->next_step, step). */
+static lv_status replay_to(lv_stream_input *in, int64_t step) {
+  int64_t from = in->next_step, n = step - from;
+  lv_info("input %s: resuming at step %lld: reading the training stream's %lld batch%s before it "
+          "(input.resume_replay), so this run trains on what an uninterrupted run would",
+          in->cls, (long long)step, (long long)n, n == 1 ? "" : "es");
+  double t0 = lv_now_monotonic(), last = t0;
+  lv_batch b;
+  lv_batch_init(&b);
+  lv_status s = NULL;
+  for (int64_t k = from; k < step && !s; k++) {
+    bool done = false;
+    s = stream_next(in->train, &b, &done);
+    if (!s && done) s = ran_out(in, k);
+    double now = lv_now_monotonic();
+    if (!s && now - last >= 10.0) {
+      double per = (now - t0) / (double)(k + 1 - from);
+      lv_info("input %s: replayed %lld of %lld batches, ETA %.0f s", in->cls, (long long)(k + 1 - from),
+              (long long)n, per * (double)(step - k - 1));
+      last = now;
+    }
+  }
+  lv_batch_free(&b);
+  if (!s) lv_info("input %s: replayed %lld batches in %.1f s", in->cls, (long long)n, lv_now_monotonic() - t0);
+  return s;
+}
+
 lv_status lv_stream_input_train_batch(lv_input *base, int64_t step, lv_batch *out) {
   lv_stream_input *in = (lv_stream_input *)base;
+  if (step < 0) return lv_status_make(LV_ERR_INVALID, "input %s: training step %lld < 0", in->cls, (long long)step);
+  lv_status s = NULL;
   if (!in->train || step != in->next_step) {
-    stream_destroy(in->train);
-    in->train = NULL;
-    LV_TRY(start(in, false, (uint64_t)step, &in->train));
+    if (in->replay) {
+      if (!in->train || in->next_step < 0 || step < in->next_step) {
+        stream_destroy(in->train);
+        in->train = NULL;
+        LV_TRY(start(in, false, 0, &in->train));
+        in->next_step = 0;
+      }
+      if (step > in->next_step) s = replay_to(in, step);
+    } else {
+      stream_destroy(in->train);
+      in->train = NULL;
+      LV_TRY(start(in, false, (uint64_t)step, &in->train));
+    }
   }
   in->next_step = step + 1;
   bool done = false;
-  lv_status s = stream_next(in->train, out, &done);
-  if (!s && done)
-    s = lv_status_make(LV_ERR_INVALID,
-                       "input.repeat_count: the training data (%s) ran out after %lld pass%s at step %lld; "
-                       "set repeat_count = -1 to repeat forever",
-                       in->pattern, (long long)in->yopts.repeat_count, in->yopts.repeat_count == 1 ? "" : "es",
-                       (long long)step);
+  if (!s) s = stream_next(in->train, out, &done);
+  if (!s && done) s = ran_out(in, step);
   if (s) in->next_step = -1; /* the next call starts over */
   return s;
 }

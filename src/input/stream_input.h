@@ -26,12 +26,15 @@
  * and reset stop the thread wherever it is waiting (full queue, the reader) and join it.
  *
  * Training (lv_stream_input_train_batch): an endless shuffled stream (repeat_count
- * passes) bucketed into batches of bucket_batch_limit[i]. Resume: the stream is
- * re-seeded from (file_random_seed, step) whenever a step other than the one after the
- * last is asked for (so on the first call, i.e. on resume): the batches from step s on
- * are a function of (file_random_seed, s, replica) only. Two runs resumed at step s read
- * the same batches; a run started at 0 and one resumed at s differ after s (the
- * streaming reader has no position to restore).
+ * passes) bucketed into batches of bucket_batch_limit[i]. Resume (the first call asks
+ * for step s > 0, or a call skips steps): with resume_replay (the default) and a fixed
+ * file_random_seed the stream is read from step 0 and its first s batches are dropped,
+ * so a resumed run reads exactly what an uninterrupted run reads (kill -9 and restart
+ * give the same weights); reading is ~500x faster than training a Transformer on it, so
+ * the replay costs a small fraction of the time already trained. Otherwise (replay off,
+ * or file_random_seed 0: a new seed per process) the stream is re-seeded from
+ * (file_random_seed, s): the batches from step s on are a function of
+ * (file_random_seed, s, replica) only, as in Lingvo, which restores no reader position.
  *
  * Evaluation (reset / next_eval): one pass in file order (require_sequential_order),
  * partial buckets flushed at the end in bucket order, so every record of this shard
@@ -62,6 +65,7 @@ typedef struct lv_stream_input {
   char *pattern;
   int64_t batch_size;       /* the largest bucket_batch_limit */
   int prefetch;             /* prefetch_batches */
+  bool replay;              /* resume_replay with a fixed file_random_seed */
   lv_batch_stream *train, *eval;
   int64_t next_step;
 } lv_stream_input;

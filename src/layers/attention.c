@@ -36,7 +36,7 @@ static lv_tensor *swap01(lv_graph *g, lv_tensor *x) {
 
 static lv_tensor *atten_dropout(lv_attention *a, lv_graph *g, lv_tensor *probs) {
   if (!probs || a->atten_dropout_prob <= 0.0f || !lv_graph_is_training(g)) return probs;
-  return lv_op_dropout(g, probs, 1.0f - a->atten_dropout_prob, a->base.seed, a->dropout_calls++);
+  return lv_op_dropout(g, probs, 1.0f - a->atten_dropout_prob, a->base.seed, lv_graph_next_stream(g));
 }
 
 static lv_params *base_atten_params(const char *cls) {

@@ -41,7 +41,6 @@ struct lv_attention {
   lv_layer base;
   int64_t source_dim, query_dim, context_dim; /* context_dim: width of ctx out */
   float atten_dropout_prob;
-  uint64_t dropout_calls; /* dropout stream counter */
   bool (*pack)(lv_attention *a, lv_graph *g, lv_tensor *vecs, lv_tensor *ctxs, lv_tensor *pads,
                lv_atten_packed *out);
   bool (*context)(lv_attention *a, lv_graph *g, const lv_atten_packed *src, lv_tensor *query, lv_tensor **ctx,

@@ -412,13 +412,12 @@ static lv_status stacked_create(lv_layer *base, const lv_params *p, const char *
 
 lv_tensor *lv_stacked_rnn_run(lv_stacked_rnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
   lv_tensor *xs = x;
-  uint64_t call = l->calls++;
   for (int i = 0; xs && i < l->n; i++) {
     lv_tensor *ys = NULL;
     if (l->bidi) ys = lv_bifrnn_run((lv_bifrnn_layer *)l->rnn[i], g, xs, paddings);
     else if (!lv_frnn_run((lv_frnn_layer *)l->rnn[i], g, xs, paddings, NULL, &ys, NULL)) ys = NULL;
     if (ys && l->keep_prob < 1.0f && lv_graph_is_training(g))
-      ys = lv_op_dropout(g, ys, l->keep_prob, l->drop.seed, call * (uint64_t)l->n + (uint64_t)i);
+      ys = lv_op_dropout(g, ys, l->keep_prob, l->drop.seed, lv_graph_next_stream(g));
     if (ys && l->skip_start >= 0 && i >= l->skip_start && (l->num_input_nodes <= 0 || i != 0) &&
         (l->num_output_nodes <= 0 || i != l->n - 1)) {
       if (!lv_shape_eq(&ys->shape, &xs->shape)) {

@@ -66,7 +66,6 @@ typedef struct lv_stacked_rnn_layer {
   lv_params *drop_p;   /* owned */
   lv_layer drop;       /* the dropout child's scope and seed */
   float keep_prob;
-  uint64_t calls;      /* dropout stream: masks differ from one fprop to the next */
 } lv_stacked_rnn_layer;
 
 typedef struct lv_attention lv_attention;

@@ -32,9 +32,9 @@ static lv_status child_create(lv_layer *l, lv_params *cp, const char *key, const
     if (s_) return lv_status_wrap(s_, "%s: setting %s of a child", sc, (key)); \
   } while (0)
 
-static lv_tensor *dropout(lv_layer *l, uint64_t *calls, lv_graph *g, lv_tensor *x, float prob) {
+static lv_tensor *dropout(lv_layer *l, lv_graph *g, lv_tensor *x, float prob) {
   if (!x || prob <= 0.0f || !lv_graph_is_training(g)) return x;
-  return lv_op_dropout(g, x, 1.0f - prob, l->seed, (*calls)++);
+  return lv_op_dropout(g, x, 1.0f - prob, l->seed, lv_graph_next_stream(g));
 }
 
 static bool check_dims(const lv_layer *l, lv_graph *g, const char *what, lv_tensor *t, int rank, int64_t last) {
@@ -124,7 +124,7 @@ static void tr_atten_destroy(lv_layer *base) {
 
 /* The common tail: ctx [.., D] -> residual add (and post layer norm). */
 static lv_tensor *tr_atten_residual(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *xn, lv_tensor *ctx) {
-  ctx = dropout(&l->base, &l->dropout_calls, g, ctx, l->residual_dropout_prob);
+  ctx = dropout(&l->base, g, ctx, l->residual_dropout_prob);
   lv_tensor *h = lv_op_add(g, l->add_unnormalized_input ? x : xn, ctx);
   return l->pre_layer_norm ? h : lv_layer_norm_layer_fprop(l->ln, g, h);
 }
@@ -367,10 +367,10 @@ lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv
   lv_tensor *h = lv_atten_affine(&l->fc[0].base, g, xn, l->fc[0].w, l->fc[0].b);
   h = h && l->fc[0].act != LV_ACT_NONE ? lv_op_activation(g, h, l->fc[0].act) : h;
   if (keep) h = apply_keep(g, h, keep, rows);
-  h = dropout(&l->base, &l->dropout_calls, g, h, l->relu_dropout_prob);
+  h = dropout(&l->base, g, h, l->relu_dropout_prob);
   h = lv_atten_affine(&l->fc[1].base, g, h, l->fc[1].w, l->fc[1].b);
   if (keep) h = apply_keep(g, h, keep, rows);
-  h = dropout(&l->base, &l->dropout_calls, g, h, l->residual_dropout_prob);
+  h = dropout(&l->base, g, h, l->residual_dropout_prob);
   if (l->add_skip_connection) h = lv_op_add(g, x, l->residual_weight == 1.0f ? h : lv_op_scale(g, h, l->residual_weight));
   if (!l->pre_layer_norm) h = lv_layer_norm_layer_fprop(l->ln, g, h);
   return h;

@@ -55,7 +55,6 @@ typedef struct lv_tr_atten_layer {
   int64_t source_dim;
   bool is_masked, add_unnormalized_input, pre_layer_norm;
   float residual_dropout_prob;
-  uint64_t dropout_calls;
   lv_params *atten_p, *ln_p; /* owned child params */
   lv_multi_headed_attention *atten;
   lv_layer_norm_layer *ln;
@@ -66,7 +65,6 @@ typedef struct lv_tr_ff_layer {
   int64_t input_dim, hidden_dim;
   float residual_weight, residual_dropout_prob, relu_dropout_prob;
   bool pre_layer_norm, add_skip_connection;
-  uint64_t dropout_calls;
   lv_params *ln_p, *fc_p[2];
   lv_layer_norm_layer *ln;
   lv_projection_layer fc[2]; /* fflayer/fflayer_0, fflayer/fflayer_1 */

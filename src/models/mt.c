@@ -32,7 +32,6 @@ typedef struct mt_model {
   float smoothing; /* UniformLabelSmoother uncertainty; 0 without label_smoothing */
   bool per_word_avg_loss;
   uint64_t seed;
-  uint64_t dropout_calls; /* input dropout streams */
   lv_params *child_params[MT_MAX_CHILD_PARAMS];
   int nchild_params;
 } mt_model;
@@ -302,7 +301,7 @@ static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
 bool lv_mt_transformer_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings,
                               lv_tensor **vecs, lv_tensor **paddings) {
   mt_model *m = (mt_model *)t;
-  lv_tensor *x = embed(m, &m->enc, g, src_ids, m->dropout_calls++);
+  lv_tensor *x = embed(m, &m->enc, g, src_ids, lv_graph_next_stream(g));
   lv_tensor *pads = transpose2(g, src_paddings);
   if (!x || !pads) return false;
   for (int i = 0; i < m->enc.num_layers; i++)
@@ -315,7 +314,7 @@ bool lv_mt_transformer_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_te
 /* Teacher-forced decoder output [T, B, D] (the softmax input). */
 static lv_tensor *decoder_fprop(mt_model *m, lv_graph *g, lv_tensor *vecs, lv_tensor *paddings, lv_tensor *tgt_ids,
                                 lv_tensor *tgt_paddings) {
-  lv_tensor *x = embed(m, &m->dec, g, tgt_ids, m->dropout_calls++);
+  lv_tensor *x = embed(m, &m->dec, g, tgt_ids, lv_graph_next_stream(g));
   lv_tensor *pads = transpose2(g, tgt_paddings);
   if (!x || !pads) return NULL;
   for (int i = 0; i < m->dec.num_layers; i++)

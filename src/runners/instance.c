@@ -146,6 +146,7 @@ lv_status lv_instance_fprop(lv_instance *m, lv_batch *b, bool training, int64_t 
   lv_metrics_free(metrics);
   lv_graph_reset(m->graph);
   lv_graph_set_training(m->graph, training);
+  lv_graph_set_step(m->graph, step);
   /* The task sees the batch on the step's device (the tape keeps pointers to it). */
   lv_batch *db = &m->step_batch;
   lv_status s = lv_batch_to_graph(m->graph, b, db);
