@@ -175,20 +175,27 @@ START_TEST(test_extend_step_matches_fprop) {
   lv_graph *g = lv_graph_create(0);
   lv_graph_set_training(g, false);
   lv_tensor *x = att_rand(g, lv_shape3(T, B, D), 1.0f, 1), *aux = att_rand(g, lv_shape3(S, B, D), 1.0f, 2);
-  lv_tensor *full = run_layer(l, g, x, aux);
+  lv_tensor *full = NULL, *fprobs = NULL; /* [T, B, D], aux probs [T, B, S] */
+  ck_assert(lv_transformer_layer_fprop(tl, g, x, att_pads(g, T, B, kLens), aux, att_pads(g, S, B, kAuxLens), &full,
+                                       &fprobs));
   lv_atten_packed packed;
   ck_assert(lv_transformer_layer_pack_aux(tl, g, aux, att_pads(g, S, B, kAuxLens), &packed));
   lv_tr_cache cache = {0};
   for (int t = 0; t < T; t++) {
-    lv_tensor *xt = lv_op_reshape(g, lv_op_slice(g, x, 0, t, 1), lv_shape2(B, D)), *yt;
-    ck_assert_msg(lv_transformer_layer_extend_step(tl, g, xt, &cache, &packed, &yt), "%s",
+    lv_tensor *xt = lv_op_reshape(g, lv_op_slice(g, x, 0, t, 1), lv_shape2(B, D)), *yt, *pt;
+    ck_assert_msg(lv_transformer_layer_extend_step_probs(tl, g, xt, &cache, &packed, &yt, &pt), "%s",
                   lv_status_msg(lv_graph_status(g)));
     ck_assert_int_eq(cache.key->shape.d[0], t + 1);
+    ck_assert(pt->shape.d[0] == B && pt->shape.d[1] == S);
     for (int b = 0; b < B; b++) {
       if (t >= kLens[b]) continue; /* the fprop's padded steps differ (FFN zeroes them) */
       for (int k = 0; k < D; k++) {
         float a = lv_f32(yt)[b * D + k], w = lv_f32(full)[(t * B + b) * D + k];
         ck_assert_msg(fabs(a - w) < 1e-5, "t %d b %d k %d: step %f vs fprop %f", t, b, k, a, w);
+      }
+      for (int k = 0; k < S; k++) {
+        float a = lv_f32(pt)[b * S + k], w = lv_f32(fprobs)[(t * B + b) * S + k];
+        ck_assert_msg(fabs(a - w) < 1e-6, "t %d b %d s %d: step probs %f vs fprop %f", t, b, k, a, w);
       }
     }
   }

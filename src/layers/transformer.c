@@ -502,7 +502,13 @@ bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor 
 
 bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
                                       const lv_atten_packed *aux, lv_tensor **out) {
+  return lv_transformer_layer_extend_step_probs(l, g, x, cache, aux, out, NULL);
+}
+
+bool lv_transformer_layer_extend_step_probs(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
+                                            const lv_atten_packed *aux, lv_tensor **out, lv_tensor **aux_probs) {
   *out = NULL;
+  if (aux_probs) *aux_probs = NULL;
   lv_tensor *h;
   if (!lv_tr_atten_layer_extend_step(l->self_atten, g, x, cache, &h, NULL)) return false;
   if (l->atten) {
@@ -511,10 +517,15 @@ bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_t
       return false;
     }
     int64_t B = h->shape.d[0], D = h->shape.d[1];
-    lv_tensor *h3;
-    if (!lv_tr_atten_layer_fprop_packed(l->atten, g, lv_op_reshape(g, h, lv_shape3(1, B, D)), aux, &h3, NULL))
+    lv_tensor *h3, *p = NULL;
+    if (!lv_tr_atten_layer_fprop_packed(l->atten, g, lv_op_reshape(g, h, lv_shape3(1, B, D)), aux, &h3,
+                                        aux_probs ? &p : NULL))
       return false;
     h = lv_op_reshape(g, h3, lv_shape2(B, D));
+    if (aux_probs) {
+      if (!p) return false;
+      *aux_probs = lv_op_reshape(g, p, lv_shape2(B, p->shape.d[2]));
+    }
   }
   *out = transformer_tail(l, g, h, NULL);
   return *out != NULL;

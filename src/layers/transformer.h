@@ -117,5 +117,9 @@ bool lv_transformer_layer_pack_aux(lv_transformer_layer *l, lv_graph *g, lv_tens
  * batch B with Bq = n * B (beam search) -> *out [Bq, D]. */
 bool lv_transformer_layer_extend_step(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
                                       const lv_atten_packed *aux, lv_tensor **out);
+/* The same, also giving the head-averaged aux (encoder) attention probs *aux_probs [Bq, S]
+ * (NULL without aux attention). */
+bool lv_transformer_layer_extend_step_probs(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tr_cache *cache,
+                                            const lv_atten_packed *aux, lv_tensor **out, lv_tensor **aux_probs);
 
 #endif
