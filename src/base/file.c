@@ -65,6 +65,65 @@ lv_status lv_file_read_all(const char *path, char **data, size_t *len) {
   return NULL;
 }
 
+static lv_status not_regular(const char *what, const char *path, mode_t mode) {
+  const char *kind = S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+                     : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+  return lv_status_make(LV_ERR_INVALID, "%s %s is %s; expected a regular file", what, path, kind);
+}
+
+lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *what, char **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  struct stat st;
+  /* stat first: opening a FIFO for reading would block until a writer comes. */
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_INVALID, "%s %s: cannot read: %s", what, path,
+                          strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) return not_regular(what, path, st.st_mode);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return lv_status_make(LV_ERR_INVALID, "%s %s: cannot open: %s", what, path, strerror(errno));
+  /* The path may have been replaced between the stat and the open. */
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return not_regular(what, path, st.st_mode);
+  }
+  if ((uint64_t)st.st_size > max_bytes) {
+    close(fd);
+    return lv_status_make(LV_ERR_INVALID, "%s %s is %lld bytes, more than the limit of %zu bytes", what, path,
+                          (long long)st.st_size, max_bytes);
+  }
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  char *buf = malloc(cap + 1);
+  if (!buf) {
+    close(fd);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s %s (%zu bytes)", what, path, cap);
+  }
+  /* Reads one byte past the size stat gave, to see a file that grew meanwhile. */
+  while (n < cap) {
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      lv_status s = lv_status_make(LV_ERR_IO, "%s %s: cannot read: %s", what, path, strerror(errno));
+      free(buf);
+      close(fd);
+      return s;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  if (n == cap) {
+    free(buf);
+    return lv_status_make(LV_ERR_INVALID, "%s %s changed while it was read", what, path);
+  }
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return NULL;
+}
+
 lv_status lv_file_sync_parent_dir(const char *path) {
   char *copy = strdup(path);
   LV_ASSERT(copy);
