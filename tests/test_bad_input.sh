@@ -44,6 +44,8 @@ err_has "is a FIFO; expected a regular file"
 mkdir -p "$T/ex2/image" && mkfifo "$T/ex2/image/mnist.cfg"
 expect_exit 2 "experiment file is a FIFO" timeout 20 "$TR" --experiments_dir="$T/ex2" --model=image.mnist.LeNet5 --logdir="$T/z"
 err_has "experiment file $T/ex2/image/mnist.cfg is a FIFO"
+expect_exit 2 "--flagfile=FIFO" timeout 20 "$TR" --flagfile="$T/fifo"
+err_has "--flagfile $T/fifo is a FIFO; expected a regular file"
 # Smaller: an experiment path that is a directory exits 2 (was 1).
 mkdir -p "$T/ex3/image/mnist.cfg"
 expect_exit 2 "experiment file is a directory" "$TR" --experiments_dir="$T/ex3" --model=image.mnist.LeNet5 --logdir="$T/z"
