@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fuzz_params_tree.h"
+#include "fuzz_util.h"
 
 static char g_dir[256], g_main[300], g_part[300];
 
@@ -23,20 +24,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fuzz_register_classes();
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/fuzz_cfg.XXXXXX", base);
-  if (!mkdtemp(g_dir)) abort();
+  fuzz_mkdtemp("fuzz_cfg", g_dir, sizeof g_dir);
   snprintf(g_main, sizeof g_main, "%s/main.cfg", g_dir);
   snprintf(g_part, sizeof g_part, "%s/part.cfg", g_dir);
   atexit(cleanup);
   return 0;
-}
-
-static void put_file(const char *path, const uint8_t *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) abort();
-  if (n && fwrite(p, 1, n, f) != n) abort();
-  if (fclose(f) != 0) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

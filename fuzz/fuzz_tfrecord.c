@@ -12,6 +12,7 @@
 
 #include "io/example.h"
 #include "io/tfrecord.h"
+#include "fuzz_util.h"
 
 static char g_dir[256], g_file[300];
 
@@ -23,9 +24,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/fuzz_tfrecord.XXXXXX", base);
-  if (!mkdtemp(g_dir)) abort();
+  fuzz_mkdtemp("fuzz_tfrecord", g_dir, sizeof g_dir);
   snprintf(g_file, sizeof g_file, "%s/records", g_dir);
   atexit(cleanup);
   return 0;
@@ -103,10 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     parse_example(data, size);
     return 0;
   }
-  FILE *f = fopen(g_file, "wb");
-  if (!f) abort();
-  if (size && fwrite(data, 1, size, f) != size) abort();
-  if (fclose(f) != 0) abort();
+  put_file(g_file, data, size);
   lv_tfrecord_reader *r = NULL;
   lv_status s = lv_tfrecord_reader_open(g_file, mode == 1, &r);
   if (s) {

@@ -283,6 +283,15 @@ START_TEST(test_file_limits) {
   fputs("\n};\n", f);
   fclose(f);
   EXPECT_ERR(lv_params_load_cfg(p, deep, "Deep"), LV_ERR_INVALID, "deep.cfg:2: groups and lists nested more than 64 deep");
+  /* A file that includes itself twice: an error, not 2^10 reads (found by fuzz_cfg). */
+  char self[128];
+  snprintf(self, sizeof self, "%s/self.cfg", dir);
+  f = fopen(self, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("@include \"self.cfg\"\n@include \"self.cfg\"\nX: { };\n", f);
+  fclose(f);
+  EXPECT_ERR(lv_params_load_cfg(p, self, "X"), LV_ERR_INVALID,
+             "self.cfg:1: @include \"self.cfg\" includes a file that is already being read");
   EXPECT_ERR(lv_params_load_cfg(p, "/tmp", "X"), LV_ERR_INVALID, "experiment file /tmp is a directory");
   EXPECT_ERR(lv_params_load_cfg(p, "/dev/zero", "X"), LV_ERR_INVALID,
              "experiment file /dev/zero is a character device; expected a regular file");

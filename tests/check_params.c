@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check_util.h"
+#include "base/file.h"
 #include "params/params.h"
 
 
@@ -837,6 +838,19 @@ START_TEST(test_override_limits) {
   snprintf(fifo, sizeof fifo, "%s/fifo", dir);
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   EXPECT_ERR(lv_params_apply_overrides(p, NULL, fifo), LV_ERR_INVALID, "is a FIFO; expected a regular file");
+  /* The size cap (64 MiB for override files) on a small file and a small cap. */
+  char big[128], *data = NULL;
+  size_t len = 0;
+  snprintf(big, sizeof big, "%s/big.txt", dir);
+  FILE *f = fopen(big, "w");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < 100; i++) fputc('x', f);
+  fclose(f);
+  EXPECT_ERR(lv_file_read_regular(big, 64, "override file", &data, &len), LV_ERR_INVALID,
+             "big.txt is more than the limit of 64 bytes");
+  EXPECT_OK(lv_file_read_regular(big, 100, "override file", &data, &len));
+  ck_assert_uint_eq(len, 100);
+  free(data);
   lv_test_rmtree(dir);
   lv_params_free(p);
 }

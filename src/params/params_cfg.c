@@ -266,10 +266,13 @@ static void apply_top_group(cfg_ctx *c, config_setting_t *g) {
  * experiment file is an error instead of a hang. */
 
 #define CFG_MAX_INCLUDE_DEPTH 10
+#define CFG_MAX_INCLUDES 100 /* in all: files that include each other twice would be 2^depth */
 
 typedef struct {
   const char *inc_dir; /* libconfig resolves every @include against the main file's dir */
   lv_perrs *errs;
+  const char *open[CFG_MAX_INCLUDE_DEPTH + 1]; /* the files being scanned, outermost first */
+  int nincludes;
 } scan_ctx;
 
 static bool cfg_name_start(char ch) { return isalpha((unsigned char)ch) || ch == '*'; }
@@ -337,8 +340,14 @@ static void scan_include(scan_ctx *sc, const char *path, int line, const char **
   char *full = NULL;
   LV_ASSERT(asprintf(&full, "%s%s%s", name[0] == '/' || !sc->inc_dir ? "" : sc->inc_dir,
                      name[0] == '/' || !sc->inc_dir ? "" : "/", name) >= 0);
-  if (include_depth + 1 > CFG_MAX_INCLUDE_DEPTH) {
+  bool cycle = false;
+  for (int i = 0; i <= include_depth; i++) cycle |= !strcmp(sc->open[i], full);
+  if (cycle) {
+    lv_perrs_add(sc->errs, "%s:%d: @include \"%s\" includes a file that is already being read", path, line, name);
+  } else if (include_depth + 1 > CFG_MAX_INCLUDE_DEPTH) {
     lv_perrs_add(sc->errs, "%s:%d: @include nested more than %d deep", path, line, CFG_MAX_INCLUDE_DEPTH);
+  } else if (++sc->nincludes > CFG_MAX_INCLUDES) {
+    lv_perrs_add(sc->errs, "%s:%d: more than %d @include directives in all", path, line, CFG_MAX_INCLUDES);
   } else {
     char *data = NULL;
     size_t len = 0;
@@ -356,6 +365,7 @@ static void scan_include(scan_ctx *sc, const char *path, int line, const char **
 }
 
 static void scan_file(scan_ctx *sc, const char *path, const char *text, int include_depth) {
+  sc->open[include_depth] = path;
   const char *c = text;
   int line = 1, depth = 0;
   while (*c) {
@@ -416,7 +426,7 @@ static lv_status read_cfg(const char *path, config_t *cfg) {
   char *dir = lv_params_xstrdup(dirname(dir_copy));
   free(dir_copy);
   lv_perrs errs = {0};
-  scan_ctx sc = {dir, &errs};
+  scan_ctx sc = {.inc_dir = dir, .errs = &errs};
   scan_file(&sc, path, text, 0);
   lv_status s = lv_perrs_finish(&errs);
   if (s) {
