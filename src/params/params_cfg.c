@@ -304,7 +304,7 @@ static void scan_number(scan_ctx *sc, const char *path, int line, const char **p
   long long v = 0;
   if (hex) {
     unsigned long long u = strtoull(digits, NULL, 16);
-    range = errno == ERANGE || u > (unsigned long long)INT64_MAX || *start == '-';
+    range = errno == ERANGE || u > (unsigned long long)INT64_MAX;
     v = (long long)u;
   } else {
     v = strtoll(start, NULL, 10);
