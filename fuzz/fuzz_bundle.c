@@ -16,16 +16,10 @@
 
 #include "io/bundle.h"
 #include "io/leveldb_table.h"
+#include "fuzz_util.h"
 
 static char g_dir[256];
 static char g_prefix[300];
-
-static void put_file(const char *path, const uint8_t *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) abort();
-  if (n && fwrite(p, 1, n, f) != n) abort();
-  if (fclose(f) != 0) abort();
-}
 
 static void cleanup(void) {
   char p[400];
@@ -39,9 +33,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/fuzz_bundle.XXXXXX", base);
-  if (!mkdtemp(g_dir)) abort();
+  fuzz_mkdtemp("fuzz_bundle", g_dir, sizeof g_dir);
   snprintf(g_prefix, sizeof g_prefix, "%s/ckpt", g_dir);
   atexit(cleanup);
   return 0;

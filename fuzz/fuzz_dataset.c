@@ -10,6 +10,7 @@
 
 #include "io/ckpt_state.h"
 #include "io/dataset_files.h"
+#include "fuzz_util.h"
 
 static char g_dir[256];
 static char g_file[300];
@@ -24,20 +25,11 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/fuzz_dataset.XXXXXX", base);
-  if (!mkdtemp(g_dir)) abort();
+  fuzz_mkdtemp("fuzz_dataset", g_dir, sizeof g_dir);
   snprintf(g_file, sizeof g_file, "%s/input", g_dir);
   snprintf(g_state, sizeof g_state, "%s/checkpoint", g_dir);
   atexit(cleanup);
   return 0;
-}
-
-static void put_file(const char *path, const uint8_t *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) abort();
-  if (n && fwrite(p, 1, n, f) != n) abort();
-  if (fclose(f) != 0) abort();
 }
 
 static void check_array(const lv_ndarray *a) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds each libFuzzer target given (fuzz/fuzz_*.c) with clang, ASan and UBSan against
-# src/base and src/io, seeds its corpus, and runs it for FUZZ_SECONDS (default 30) each.
+# src/base, src/io and src/params, seeds its corpus, and runs it for FUZZ_SECONDS (default 30) each.
 # Works from a clean checkout; everything goes to build-fuzz/. Exits non-zero if a target
 # fails to build or finds a crash (the crashing input is left in build-fuzz/artifacts/).
 # Usage: scripts/run-fuzz.sh fuzz/fuzz_NAME.c...
@@ -17,7 +17,7 @@ for p in src/io/proto/*.proto; do
 done
 CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -Isrc -I$OUT/gen $(pkg-config --cflags libprotobuf-c)"
 objs=()
-for c in src/base/*.c src/io/*.c "$OUT"/gen/*.pb-c.c; do
+for c in src/base/*.c src/io/*.c src/params/*.c "$OUT"/gen/*.pb-c.c; do
   o="$OUT/obj/$(echo "$c" | tr '/' '_' | sed 's/\.c$/.o/')"
   "$CLANG" $CFLAGS -w -c "$c" -o "$o"
   objs+=("$o")
@@ -26,7 +26,7 @@ done
 # more of the tree than src/base).
 rm -f "$OUT/libfuzz.a"
 ar rcs "$OUT/libfuzz.a" "${objs[@]}"
-LIBS="$OUT/libfuzz.a $(pkg-config --libs libprotobuf-c) -lsnappy -lz -lm -lpthread"
+LIBS="$OUT/libfuzz.a $(pkg-config --libs libprotobuf-c libconfig) -lsnappy -lz -lm -lpthread"
 TD=tests/data/tf_checkpoints
 rc=0
 for src in "$@"; do
@@ -59,8 +59,33 @@ for src in "$@"; do
     printf "\\x02\\x93NUMPY\\x01\\x00\\x3a\\x00{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }\\n\\x01\\x00\\x02\\x00" \
       > "$corpus/seed_npy"
   fi
+  # Seeds for fuzz_params_text: override lines of every kind.
+  if [ "$name" = fuzz_params_text ]; then
+    printf 'task.train.learning_rate: 3e-4\ntask.filter_shapes: [[5, 5, 1, 20], (2, 3), ()]\ntask.layers[1].output_dim : 7\n' \
+      > "$corpus/seed_values"
+    printf "task.cls: 'fz.Model'; task.train.lr_schedule.cls: 'fz.Piecewise'\ntask.train.lr_schedule.values: [1.0, 0.1, -inf]\n" \
+      > "$corpus/seed_cls"
+    printf 'task.layers : []\ntask.layers[0].cls : "fz.FC"\ntask.l2 : NoneType\nnotes : "a;b\\"c"\ntrain.async_checkpointing: False\n' \
+      > "$corpus/seed_lists"
+  fi
+  # Seeds for fuzz_cfg: the test experiment files, and one that @includes a second part.
+  if [ "$name" = fuzz_cfg ]; then
+    for f in tests/data/params/*.cfg; do sed 's/cfg\./fz./g' "$f" > "$corpus/seed_$(basename "$f" .cfg)"; done
+    printf '@include "part.cfg"\nMain: { base = "Part"; task: { cls = "fz.Model"; filter_shapes = ([5, 5L], [0x10]); '\
+'layers = ( { cls = "fz.FC"; output_dim = 3; } ); }; };\n@@@\nPart: { train: { max_steps = 7; }; };\n' \
+      > "$corpus/seed_include"
+  fi
+  # Seeds for fuzz_tfrecord: the test records as a file, and one tf.Example alone.
+  if [ "$name" = fuzz_tfrecord ]; then
+    for f in tests/data/tfrecords/*.tfrecord; do
+      { printf '\x00'; head -c 4096 "$f"; } > "$corpus/seed_$(basename "$f" .tfrecord)"
+      { printf '\x01'; head -c 4096 "$f"; } > "$corpus/seed_skip_$(basename "$f" .tfrecord)"
+    done
+    # Example {features {feature {key: "x" value {int64_list {value: [1, 2]}}}}}
+    printf '\x02\x0a\x0f\x0a\x0d\x0a\x01x\x12\x08\x1a\x06\x0a\x04\x01\x02\x03\x04' > "$corpus/seed_example"
+  fi
   echo "== $name: fuzzing for ${FUZZ_SECONDS}s"
-  if ! "$OUT/$name" "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=8192 -timeout=10 \
+  if ! LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" "$OUT/$name" "$corpus" -max_total_time="$FUZZ_SECONDS" -max_len=8192 -timeout=10 \
        -artifact_prefix="$OUT/artifacts/$name-" -print_final_stats=1 2>&1 | tail -n 25; then
     rc=1
   fi

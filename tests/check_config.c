@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check_util.h"
 #include "params/params.h"
@@ -235,6 +236,73 @@ START_TEST(test_include) {
 }
 END_TEST
 
+/* libconfig 1.5 keeps an integer without L in 32 bits: 5000000000 became 705032704 and
+ * 4294967316 became 20. Every such literal is an error with file:line, in included files
+ * too; with L the full value loads. */
+START_TEST(test_int_range) {
+  lv_params *p = root();
+  EXPECT_ERR(lv_params_load_cfg(p, data("int_range.cfg"), "Wide"), LV_ERR_INVALID, "4 errors:",
+             "int_range_part.cfg:2: integer 0x100000000 does not fit in 32 bits (libconfig would read 0): write "
+             "0x100000000L for a 64-bit integer",
+             "int_range.cfg:4: integer 5000000000 does not fit in 32 bits (libconfig would read 705032704): write "
+             "5000000000L",
+             "int_range.cfg:5: integer 4294967316 does not fit in 32 bits (libconfig would read 20)",
+             "int_range.cfg:11: integer 99999999999999999999 is out of the 64-bit range");
+  lv_params_free(p);
+  /* Without the bad lines, the L values load exactly. */
+  char dir[64], path[128];
+  lv_test_mkdtemp(dir, sizeof dir, "lv_cfg_int");
+  snprintf(path, sizeof path, "%s/wide.cfg", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("Wide: {\n  train: { max_steps = 5000000000L; };\n"
+        "  task: { cls = \"cfg.Model\"; filter_shapes = ([5, -2147483648, 2147483647], [0x7fffffff]); };\n};\n", f);
+  fclose(f);
+  p = root();
+  EXPECT_OK(lv_params_load_cfg(p, path, "Wide"));
+  ck_assert_int_eq(lv_params_int(p, "train.max_steps"), 5000000000LL);
+  expect_list_text(p, "task.filter_shapes", "[[5, -2147483648, 2147483647], [2147483647]]");
+  lv_params_free(p);
+  lv_test_rmtree(dir);
+}
+END_TEST
+
+/* 5,000 nested groups: an error naming the file, line and limit instead of libconfig's
+ * bare "memory exhausted"; an experiment file must be a regular file. */
+START_TEST(test_file_limits) {
+  lv_params *p = root();
+  char dir[64], fifo[128], deep[128];
+  lv_test_mkdtemp(dir, sizeof dir, "lv_cfg_limits");
+  snprintf(deep, sizeof deep, "%s/deep.cfg", dir);
+  FILE *f = fopen(deep, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("Deep: { train: { max_steps = 1; };\n  x = ", f);
+  for (int i = 0; i < 5000; i++) fputs("{ a = ", f);
+  fputs("1;", f);
+  for (int i = 0; i < 5000; i++) fputs(" };", f);
+  fputs("\n};\n", f);
+  fclose(f);
+  EXPECT_ERR(lv_params_load_cfg(p, deep, "Deep"), LV_ERR_INVALID, "deep.cfg:2: groups and lists nested more than 64 deep");
+  /* A file that includes itself twice: an error, not 2^10 reads (found by fuzz_cfg). */
+  char self[128];
+  snprintf(self, sizeof self, "%s/self.cfg", dir);
+  f = fopen(self, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("@include \"self.cfg\"\n@include \"self.cfg\"\nX: { };\n", f);
+  fclose(f);
+  EXPECT_ERR(lv_params_load_cfg(p, self, "X"), LV_ERR_INVALID,
+             "self.cfg:1: @include \"self.cfg\" includes a file that is already being read");
+  EXPECT_ERR(lv_params_load_cfg(p, "/tmp", "X"), LV_ERR_INVALID, "experiment file /tmp is a directory");
+  EXPECT_ERR(lv_params_load_cfg(p, "/dev/zero", "X"), LV_ERR_INVALID,
+             "experiment file /dev/zero is a character device; expected a regular file");
+  snprintf(fifo, sizeof fifo, "%s/x.cfg", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  EXPECT_ERR(lv_params_load_cfg(p, fifo, "X"), LV_ERR_INVALID, "is a FIFO; expected a regular file");
+  lv_test_rmtree(dir);
+  lv_params_free(p);
+}
+END_TEST
+
 int main(void) {
   lv_registry_add("cfg.Model", model_ctor);
   lv_registry_add("cfg.Softmax", softmax_ctor);
@@ -250,6 +318,8 @@ int main(void) {
   tcase_add_test(tc, test_base_errors);
   tcase_add_test(tc, test_syntax_error);
   tcase_add_test(tc, test_include);
+  tcase_add_test(tc, test_int_range);
+  tcase_add_test(tc, test_file_limits);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

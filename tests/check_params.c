@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check_util.h"
+#include "base/file.h"
 #include "params/params.h"
 
 
@@ -807,6 +809,53 @@ START_TEST(test_apply_overrides) {
 }
 END_TEST
 
+/* Lists nested past LV_PARAMS_MAX_NESTING are an error (100,000 levels used to overflow
+ * the stack); an override file must be a regular file (a FIFO used to block, /dev/zero
+ * to grow memory without bound). */
+START_TEST(test_override_limits) {
+  lv_params *p = experiment();
+  size_t deep = 100000;
+  char *text = malloc(2 * deep + 64);
+  ck_assert_ptr_nonnull(text);
+  int n = sprintf(text, "task.filter_shapes: ");
+  memset(text + n, '[', deep);
+  memset(text + n + deep, ']', deep);
+  text[n + 2 * deep] = 0;
+  EXPECT_ERR(lv_params_from_text(p, text, "deep.txt"), LV_ERR_INVALID, "deep.txt:1: task.filter_shapes: expected list",
+             "lists nested more than 64 deep at column 65");
+  /* Exactly the limit loads. */
+  n = sprintf(text, "task.filter_shapes: ");
+  memset(text + n, '[', LV_PARAMS_MAX_NESTING);
+  memset(text + n + LV_PARAMS_MAX_NESTING, ']', LV_PARAMS_MAX_NESTING);
+  text[n + 2 * LV_PARAMS_MAX_NESTING] = 0;
+  EXPECT_OK(lv_params_from_text(p, text, "deep.txt"));
+  free(text);
+  EXPECT_ERR(lv_params_apply_overrides(p, NULL, "/dev/zero"), LV_ERR_INVALID,
+             "--model_params_file_override /dev/zero is a character device; expected a regular file");
+  EXPECT_ERR(lv_params_apply_overrides(p, NULL, "/tmp"), LV_ERR_INVALID, "/tmp is a directory");
+  char dir[64], fifo[96];
+  lv_test_mkdtemp(dir, sizeof dir, "lv_params_fifo");
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  EXPECT_ERR(lv_params_apply_overrides(p, NULL, fifo), LV_ERR_INVALID, "is a FIFO; expected a regular file");
+  /* The size cap (64 MiB for override files) on a small file and a small cap. */
+  char big[128], *data = NULL;
+  size_t len = 0;
+  snprintf(big, sizeof big, "%s/big.txt", dir);
+  FILE *f = fopen(big, "w");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < 100; i++) fputc('x', f);
+  fclose(f);
+  EXPECT_ERR(lv_file_read_regular(big, 64, "override file", &data, &len), LV_ERR_INVALID,
+             "big.txt is more than the limit of 64 bytes");
+  EXPECT_OK(lv_file_read_regular(big, 100, "override file", &data, &len));
+  ck_assert_uint_eq(len, 100);
+  free(data);
+  lv_test_rmtree(dir);
+  lv_params_free(p);
+}
+END_TEST
+
 /* Lists of params (Lingvo's p.layers = [FC.Params(), FC.Params()]): API, copy, freeze,
  * equality, text. */
 START_TEST(test_params_list) {
@@ -881,6 +930,7 @@ static Suite *params_suite(void) {
   tcase_add_test(tc, test_from_text_errors_collected);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_apply_overrides);
+  tcase_add_test(tc, test_override_limits);
   suite_add_tcase(s, tc);
   tc = tcase_create("registry");
   tcase_add_test(tc, test_registry);

@@ -78,6 +78,12 @@ err=$("$LV_BIN/keras2ckpt" --dataset=fashion_mnist --source="$tmp/empty" --out="
 expect_eq "missing source exits 2" "$rc" 2
 expect_has "missing source lists where it looked" "$err" "$tmp/empty/{train,t10k}"
 expect_has "missing source says how to get the data" "$err" "apt-get install dataset-fashion-mnist"
+# A prefix that names a directory (it would write DIR/.index).
+mkdir -p "$tmp/outdir"
+err=$("$LV_BIN/keras2ckpt" --dataset=fashion_mnist --out="$tmp/outdir/" 2>&1); rc=$?
+expect_eq "--out=DIR/ exits 2" "$rc" 2
+expect_has "--out=DIR/ message" "$err" "expected a checkpoint prefix DIR/NAME"
+expect_eq "--out=DIR/ writes nothing" "$(ls -A "$tmp/outdir")" ""
 err=$("$LV_BIN/keras2ckpt" --dataset=cifar10 2>&1); rc=$?
 expect_eq "cifar10 exits 2" "$rc" 2
 expect_has "cifar10 message" "$err" "not supported"

@@ -61,6 +61,11 @@ dump "$T/a/train/ckpt-00000100" >"$T/wa"
 dump "$T/b/train/ckpt-00000100" >"$T/wb"
 check "dumps are complete" [ "$(grep -c tensor_name "$T/wa")" -eq 21 ]
 check "same final weights and Adam slots" cmp -s "$T/wa" "$T/wb"
+# Every tensor, the params string tensor included (UBSan once caught a memcpy from NULL
+# there: `make asan` runs this).
+expect_exit 0 "ckpt_inspect --all_tensors on a trainer checkpoint" "$LV_BIN/ckpt_inspect" \
+  --file_name="$T/a/train/ckpt-00000100" --all_tensors
+check "--all_tensors prints the params string tensor" grep -q "^tensor_name:  _lingvoc/params_txt" "$T/out"
 check "Adam slots saved under TF names" grep -q '^lenet5/fc/w/var/Adam_1 (DT_FLOAT) \[2450,300\]' <("$LV_BIN/ckpt_inspect" --file_name="$T/a/train/ckpt-00000100")
 
 # 4. SIGTERM: checkpoint and exit 0.

@@ -15,6 +15,41 @@ static lv_status os_error(const char *what, const char *path) {
                         strerror(e));
 }
 
+/* Reads fd (then closes it) to its end into a NUL-terminated buffer that starts at cap
+ * bytes and doubles; more than max bytes is an error. label names the file in errors. */
+static lv_status read_fd(int fd, const char *label, size_t cap, size_t max, char **data, size_t *len) {
+  size_t n = 0;
+  char *buf = malloc(cap);
+  lv_status s = NULL;
+  if (!buf) s = lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s (%zu bytes)", label, cap);
+  while (!s) {
+    if (n + 1 >= cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        s = lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s", label);
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) s = os_error("cannot read", label);
+    else if (r == 0) break;
+    else if ((n += (size_t)r) > max)
+      s = lv_status_make(LV_ERR_INVALID, "%s is more than the limit of %zu bytes", label, max);
+  }
+  close(fd);
+  if (s) {
+    free(buf);
+    return s;
+  }
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return NULL;
+}
+
 lv_status lv_file_read_all(const char *path, char **data, size_t *len) {
   *data = NULL;
   *len = 0;
@@ -30,39 +65,37 @@ lv_status lv_file_read_all(const char *path, char **data, size_t *len) {
     close(fd);
     return lv_status_make(LV_ERR_INVALID, "%s is a directory, expected a file", path);
   }
-  size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) {
+  return read_fd(fd, path, st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, SIZE_MAX / 4, data, len);
+}
+
+static lv_status not_regular(const char *what, const char *path, mode_t mode) {
+  const char *kind = S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+                     : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+  return lv_status_make(LV_ERR_INVALID, "%s %s is %s; expected a regular file", what, path, kind);
+}
+
+lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *what, char **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  struct stat st;
+  /* stat first: opening a FIFO for reading would block until a writer comes. */
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_INVALID, "%s %s: cannot read: %s", what, path,
+                          strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) return not_regular(what, path, st.st_mode);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return lv_status_make(LV_ERR_INVALID, "%s %s: cannot open: %s", what, path, strerror(errno));
+  /* The path may have been replaced between the stat and the open. */
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s (%zu bytes)", path, cap);
+    return not_regular(what, path, st.st_mode);
   }
-  for (;;) {
-    if (n + 1 >= cap) {
-      cap *= 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        free(buf);
-        close(fd);
-        return lv_status_make(LV_ERR_RESOURCE, "out of memory reading %s", path);
-      }
-      buf = nb;
-    }
-    ssize_t r = read(fd, buf + n, cap - n - 1);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      lv_status s = os_error("cannot read", path);
-      free(buf);
-      close(fd);
-      return s;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-  }
-  close(fd);
-  buf[n] = 0;
-  *data = buf;
-  *len = n;
-  return NULL;
+  char label[4200];
+  snprintf(label, sizeof label, "%s %s", what, path);
+  size_t cap = (uint64_t)st.st_size < max_bytes ? (size_t)st.st_size + 2 : max_bytes / 2 + 1;
+  return read_fd(fd, label, cap, max_bytes, data, len);
 }
 
 lv_status lv_file_sync_parent_dir(const char *path) {

@@ -12,6 +12,13 @@
 
 /* Reads the whole file into a malloc'd buffer (NUL-terminated; *len excludes the NUL). */
 lv_status lv_file_read_all(const char *path, char **data, size_t *len);
+/* Reads a user-named text input (config, override file, flagfile): a regular file only
+ * (a FIFO, device or directory is an error, so /dev/zero cannot grow memory and a FIFO
+ * cannot block) of at most max_bytes; what names it in errors ("experiment file"). The
+ * buffer is NUL-terminated; *len excludes the NUL. */
+lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *what, char **data, size_t *len);
+/* The cap on config-like text files: 64 MiB. */
+#define LV_FILE_TEXT_MAX ((size_t)64 << 20)
 /* Writes data to path atomically. */
 lv_status lv_file_write_atomic(const char *path, const void *data, size_t len);
 /* Appends one line (adds '\n') and fsyncs. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include <math.h>
 #include <stdlib.h>
@@ -170,17 +171,20 @@ static lv_status parse_list(parse_ctx *pc, int argc, char **argv, int first, con
 
 static lv_status read_flagfile(parse_ctx *pc, const char *path, int depth) {
   if (depth > 8) return lv_status_make(LV_ERR_INVALID, "--flagfile=%s: flagfiles nest more than 8 deep", path);
-  FILE *f = fopen(path, "r");
-  if (!f) return lv_status_make(LV_ERR_NOT_FOUND, "--flagfile=%s: cannot open: %s", path, strerror(errno));
+  /* A regular file of bounded size: a FIFO would block, /dev/zero never end. */
+  if (!lv_file_exists(path))
+    return lv_status_make(LV_ERR_NOT_FOUND, "--flagfile=%s: cannot open: %s", path, strerror(ENOENT));
+  char *text = NULL;
+  size_t text_len = 0;
+  LV_TRY(lv_file_read_regular(path, LV_FILE_TEXT_MAX, "--flagfile", &text, &text_len));
   char **args = NULL;
   int *lines = NULL, na = 0, lineno = 0;
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  while ((len = getline(&line, &cap, f)) >= 0) {
+  for (char *line = text, *next; line && line < text + text_len; line = next) {
+    next = memchr(line, '\n', (size_t)(text + text_len - line));
+    if (next) *next++ = 0;
     lineno++;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-      line[--len] = 0;
+    size_t len = strlen(line);
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) line[--len] = 0;
     char *t = line;
     while (*t == ' ' || *t == '\t') t++;
     if (!*t || *t == '#' || !strncmp(t, "//", 2)) continue;
@@ -192,8 +196,7 @@ static lv_status read_flagfile(parse_ctx *pc, const char *path, int depth) {
     LV_ASSERT(args[na]);
     lines[na++] = lineno;
   }
-  free(line);
-  fclose(f);
+  free(text);
   lv_status s = parse_list(pc, na, args, 0, path, lines, depth + 1);
   free(args);
   free(lines);

@@ -78,10 +78,10 @@ typedef struct {
 } printer;
 
 static void print_elem(const printer *p, int64_t i) {
-  const uint8_t *d = p->data + (size_t)i * lv_dtype_size(p->dtype);
   union { float f; double g; int8_t i8; int16_t i16; int32_t i32; int64_t i64; uint8_t u8;
           uint16_t u16; uint32_t u32; uint64_t u64; } v;
-  memcpy(&v, d, lv_dtype_size(p->dtype));
+  /* A string tensor has no fixed-size data (p->data is NULL): its elements are p->strs. */
+  if (p->dtype != LV_STRING) memcpy(&v, p->data + (size_t)i * lv_dtype_size(p->dtype), lv_dtype_size(p->dtype));
   switch (p->dtype) {
     case LV_F32: print_float(v.f, true); break;
     case LV_F64: print_float(v.g, false); break;

@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/rng.h"
 #include "input/input.h"
 #include "io/bundle.h"
@@ -108,6 +109,8 @@ static lv_status tiny_create(const lv_params *p, lv_input_shard shard, lv_input 
   int64_t ex = 1;
   for (int i = 0; i < rank; i++) {
     if (shape[i] <= 0) return lv_status_make(LV_ERR_INVALID, "input.data_shape entries must be > 0");
+    if (shape[i] > INT64_MAX / ex)
+      return lv_status_make(LV_ERR_INVALID, "input.data_shape: an example of more than 2^63 values");
     ex *= shape[i];
   }
   lv_bundle_reader *r = NULL;
@@ -145,46 +148,33 @@ static lv_status tiny_create(const lv_params *p, lv_input_shard shard, lv_input 
   in->batch_size = bs;
   in->repeat = lv_params_bool(p, "repeat");
   in->seed = (uint64_t)lv_params_int(p, "file_random_seed");
-  uint8_t *all = malloc((size_t)(n * ex));
-  uint8_t *labels8 = malloc((size_t)n);
-  if (!all || !labels8) {
-    free(all);
-    free(labels8);
-    free(in);
-    lv_bundle_reader_close(r);
-    return lv_status_make(LV_ERR_RESOURCE, "out of memory loading %s", ckpt);
-  }
-  s = lv_bundle_reader_read(r, de, all, (size_t)(n * ex));
+  uint8_t *all = NULL, *labels8 = NULL;
+  s = lv_mem_alloc((size_t)n, (size_t)ex, false, "input: the dataset's examples", (void **)&all);
+  if (!s) s = lv_mem_alloc((size_t)n, 1, false, "input: the dataset's labels", (void **)&labels8);
+  if (!s) s = lv_bundle_reader_read(r, de, all, (size_t)(n * ex));
   if (!s) s = lv_bundle_reader_read(r, le, labels8, (size_t)n);
   lv_bundle_reader_close(r);
-  if (s) {
-    free(all);
-    free(labels8);
-    free(in);
-    return s;
-  }
+  in->data = all;
   int64_t cap = lv_params_int(p, "num_samples");
   in->n = cap > 0 && cap < n ? cap : n;
-  in->data = all;
-  in->labels = malloc(sizeof(int32_t) * (size_t)in->n);
+  if (!s) s = lv_mem_alloc((size_t)in->n, sizeof(int32_t), false, "input: labels", (void **)&in->labels);
+  if (!s) s = lv_mem_alloc((size_t)in->n, sizeof(int64_t), false, "input: the shuffle order", (void **)&in->perm);
+  char what[96];
+  snprintf(what, sizeof what, "input.batch_size: a batch of %lld examples", (long long)bs);
+  if (!s) s = lv_mem_alloc((size_t)bs, (size_t)ex, false, what, (void **)&in->b_data);
+  if (!s) s = lv_mem_alloc((size_t)bs, sizeof(int32_t), false, what, (void **)&in->b_label);
+  if (!s) s = lv_mem_alloc((size_t)bs, sizeof(float), false, what, (void **)&in->b_weight);
+  if (s) {
+    free(labels8);
+    tiny_destroy(&in->base);
+    return s;
+  }
   for (int64_t i = 0; i < in->n; i++) in->labels[i] = labels8[i];
   free(labels8);
-  in->perm = malloc(sizeof(int64_t) * (size_t)in->n);
   in->perm_epoch = -1;
   in->lo = in->n * shard.replica / shard.num_replicas;
   in->hi = in->n * (shard.replica + 1) / shard.num_replicas;
   in->cursor = in->lo;
-  /* A batch buffer larger than the address space would wrap: refuse it by size first. */
-  bool too_big = bs > (int64_t)(SIZE_MAX / 8) / ex;
-  in->b_data = too_big ? NULL : malloc((size_t)(bs * ex));
-  in->b_label = too_big ? NULL : malloc(sizeof(int32_t) * (size_t)bs);
-  in->b_weight = too_big ? NULL : malloc(sizeof(float) * (size_t)bs);
-  if (!in->labels || !in->perm || !in->b_data || !in->b_label || !in->b_weight) {
-    tiny_destroy(&in->base);
-    return lv_status_make(LV_ERR_RESOURCE,
-                          "input.batch_size: out of memory allocating a batch of %lld examples (%.3g GB); lower it",
-                          (long long)bs, (double)bs * (double)(ex + 8) / 1e9);
-  }
   if (shard.num_replicas > 1)
     lv_info("input %s: %lld examples from %s (%s, %s), batch %lld, replica %d of %d", lv_params_str(p, "cls"),
             (long long)in->n, ckpt, lv_params_str(p, "data"), lv_params_str(p, "label"), (long long)bs, shard.replica,

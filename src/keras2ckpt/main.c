@@ -119,6 +119,11 @@ static lv_status run(const char *dataset, const char *out, const char *source_di
     snprintf(def_out, sizeof def_out, "/tmp/%s/%s", dataset, dataset);
     out = def_out;
   }
+  /* "/tmp/" would write /tmp/.index: a prefix must end in a file name. */
+  const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+  if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+    return lv_status_make(LV_ERR_INVALID, "--out=%s: expected a checkpoint prefix DIR/NAME (it writes NAME.index and "
+                          "NAME.data-00000-of-00001 in DIR), not a directory", out);
   search_log sl = {0};
   lv_ndarray a[4];
   bool found = false;

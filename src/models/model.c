@@ -248,13 +248,18 @@ lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *
   return NULL;
 }
 
-/* key = value (a flag's); warns when the override (which changed key from `before`) had
- * set something else. */
+/* key = value (a flag's) when the override (which changed key from `before`) had set
+ * something else: an error for --model_params_override (both were typed for this run),
+ * a warning for a params file (another run's dump names its own logdir). */
 static lv_status own_string(lv_params *p, const char *key, const char *before, const char *value, const char *flag,
-                            const char *src) {
+                            const char *src, bool from_file) {
   const char *cur = lv_params_str(p, key);
-  if (cur && *cur && strcmp(cur, value) && strcmp(cur, before))
+  if (cur && *cur && strcmp(cur, value) && strcmp(cur, before)) {
+    if (!from_file)
+      return lv_status_make(LV_ERR_INVALID, "%s sets %s to '%s', but %s owns it (%s=%s): set it with %s only",
+                            src, key, cur, flag, flag, value, flag);
     lv_warn("%s sets %s to '%s', but %s owns it: using '%s'", src, key, cur, flag, value);
+  }
   return lv_params_set_string(p, key, value);
 }
 
@@ -316,10 +321,11 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   if (!s) s = lv_params_apply_overrides(p, o->params_override, o->params_file_override);
   bool from_file = o->params_file_override && *o->params_file_override;
   const char *src = from_file ? "--model_params_file_override" : "--model_params_override";
-  if (!s) s = own_string(p, "model", before[0], model_str, "--model", src);
-  if (!s && o->logdir && *o->logdir) s = own_string(p, "cluster.logdir", before[1], o->logdir, "--logdir", src);
-  if (!s && o->mode && *o->mode) s = own_string(p, "cluster.mode", before[2], o->mode, "--mode", src);
-  if (!s && o->job && *o->job) s = own_string(p, "cluster.job", before[3], o->job, "--job", src);
+  if (!s) s = own_string(p, "model", before[0], model_str, "--model", src, from_file);
+  if (!s && o->logdir && *o->logdir)
+    s = own_string(p, "cluster.logdir", before[1], o->logdir, "--logdir", src, from_file);
+  if (!s && o->mode && *o->mode) s = own_string(p, "cluster.mode", before[2], o->mode, "--mode", src, from_file);
+  if (!s && o->job && *o->job) s = own_string(p, "cluster.job", before[3], o->job, "--job", src, from_file);
   for (int i = 0; i < 4; i++) free(before[i]);
   if (!s && o->job && (!strncmp(o->job, "evaler", 6) || !strncmp(o->job, "decoder", 7)))
     s = lv_params_set_bool(p, "cluster.do_eval", true);

@@ -191,6 +191,9 @@ char *lv_params_to_text(const lv_params *p);
  * longer than the written one (e.g. the class's defaults); to replace a longer list
  * whole, start the text with "key : []". Other values for a list of params are errors. */
 lv_status lv_params_from_text(lv_params *p, const char *text, const char *source);
+/* How deep lists may nest in a value (FromText) or groups and lists in an experiment
+ * file; deeper is an error naming the place. */
+#define LV_PARAMS_MAX_NESTING 64
 /* --model_params_override / --model_params_file_override (reference §1.1): either may be
  * NULL or ""; both given is an error (Lingvo's message). The text is applied with source
  * "<command line>", the file's contents with the file's path as source. Unlike Lingvo,

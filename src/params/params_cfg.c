@@ -1,8 +1,11 @@
 /* libconfig experiment files: group G of a file sets keys of a Params tree, after the
  * group named by its `base` (DESIGN.md "Experiment files"). Every problem is collected
  * with file:line before failing. */
+#include <ctype.h>
+#include <errno.h>
 #include <libconfig.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,19 +258,192 @@ static void apply_top_group(cfg_ctx *c, config_setting_t *g) {
   c->depth--;
 }
 
+/* ---- a scan of the source before libconfig parses it ----
+ * libconfig 1.5 keeps an integer written without L in 32 bits, silently wrapping
+ * (5000000000 becomes 705032704), and its parser's stack runs out on deep nesting with
+ * a bare "memory exhausted". The scan reports both with file:line, and reads every file
+ * (@include'd ones too) as a capped regular file, so a FIFO or /dev/zero named as an
+ * experiment file is an error instead of a hang. */
+
+#define CFG_MAX_INCLUDE_DEPTH 10
+#define CFG_MAX_INCLUDES 100 /* in all: files that include each other twice would be 2^depth */
+
+typedef struct {
+  const char *inc_dir; /* libconfig resolves every @include against the main file's dir */
+  lv_perrs *errs;
+  const char *open[CFG_MAX_INCLUDE_DEPTH + 1]; /* the files being scanned, outermost first */
+  int nincludes;
+} scan_ctx;
+
+static bool cfg_name_start(char ch) { return isalpha((unsigned char)ch) || ch == '*'; }
+static bool cfg_name_char(char ch) { return isalnum((unsigned char)ch) || ch == '-' || ch == '_' || ch == '*'; }
+
+/* An integer literal [sign](digits | 0x hexdigits)[L[L]] at *pc: reports one that
+ * libconfig would not keep exactly. Floats are skipped. */
+static void scan_number(scan_ctx *sc, const char *path, int line, const char **pc) {
+  const char *c = *pc, *start = c;
+  if (*c == '+' || *c == '-') c++;
+  bool hex = c[0] == '0' && (c[1] == 'x' || c[1] == 'X') && isxdigit((unsigned char)c[2]);
+  const char *digits = hex ? c + 2 : c;
+  c = digits;
+  while (hex ? isxdigit((unsigned char)*c) : isdigit((unsigned char)*c)) c++;
+  if (!hex && (*c == '.' || *c == 'e' || *c == 'E')) {
+    while (isdigit((unsigned char)*c) || *c == '.' || *c == 'e' || *c == 'E' ||
+           ((*c == '+' || *c == '-') && (c[-1] == 'e' || c[-1] == 'E')))
+      c++;
+    *pc = c;
+    return;
+  }
+  const char *end = c;
+  bool wide = *c == 'L';
+  if (wide) c += c[1] == 'L' ? 2 : 1;
+  *pc = c;
+  int len = (int)(end - start);
+  errno = 0;
+  bool range;
+  long long v = 0;
+  if (hex) {
+    unsigned long long u = strtoull(digits, NULL, 16);
+    range = errno == ERANGE || u > (unsigned long long)INT64_MAX;
+    v = (long long)u;
+  } else {
+    v = strtoll(start, NULL, 10);
+    range = errno == ERANGE;
+  }
+  if (range) {
+    lv_perrs_add(sc->errs, "%s:%d: integer %.*s is out of the 64-bit range", path, line, len, start);
+  } else if (!wide && (v < INT32_MIN || v > INT32_MAX)) {
+    lv_perrs_add(sc->errs, "%s:%d: integer %.*s does not fit in 32 bits (libconfig would read %d): write %.*sL "
+                 "for a 64-bit integer", path, line, len, start, (int32_t)(uint32_t)(unsigned long long)v, len,
+                 start);
+  }
+}
+
+static void scan_file(scan_ctx *sc, const char *path, const char *text, int include_depth);
+
+/* @include "name" at *pc (just after the @include word). */
+static void scan_include(scan_ctx *sc, const char *path, int line, const char **pc, int include_depth) {
+  const char *c = *pc;
+  while (*c == ' ' || *c == '\t') c++;
+  if (*c != '"') {
+    *pc = c;
+    return; /* libconfig reports the syntax error */
+  }
+  const char *q = ++c;
+  while (*c && *c != '"' && *c != '\n') c++;
+  if (*c != '"') {
+    *pc = c;
+    return;
+  }
+  char *name = lv_params_xstrndup(q, (size_t)(c - q));
+  *pc = c + 1;
+  char *full = NULL;
+  LV_ASSERT(asprintf(&full, "%s%s%s", name[0] == '/' || !sc->inc_dir ? "" : sc->inc_dir,
+                     name[0] == '/' || !sc->inc_dir ? "" : "/", name) >= 0);
+  bool cycle = false;
+  for (int i = 0; i <= include_depth; i++) cycle |= !strcmp(sc->open[i], full);
+  if (cycle) {
+    lv_perrs_add(sc->errs, "%s:%d: @include \"%s\" includes a file that is already being read", path, line, name);
+  } else if (include_depth + 1 > CFG_MAX_INCLUDE_DEPTH) {
+    lv_perrs_add(sc->errs, "%s:%d: @include nested more than %d deep", path, line, CFG_MAX_INCLUDE_DEPTH);
+  } else if (++sc->nincludes > CFG_MAX_INCLUDES) {
+    lv_perrs_add(sc->errs, "%s:%d: more than %d @include directives in all", path, line, CFG_MAX_INCLUDES);
+  } else {
+    char *data = NULL;
+    size_t len = 0;
+    lv_status st = lv_file_read_regular(full, LV_FILE_TEXT_MAX, "@include file", &data, &len);
+    if (st) {
+      lv_perrs_add(sc->errs, "%s:%d: %s", path, line, lv_status_msg(st));
+      lv_status_free(st);
+    } else {
+      scan_file(sc, full, data, include_depth + 1);
+      free(data);
+    }
+  }
+  free(full);
+  free(name);
+}
+
+static void scan_file(scan_ctx *sc, const char *path, const char *text, int include_depth) {
+  sc->open[include_depth] = path;
+  const char *c = text;
+  int line = 1, depth = 0;
+  while (*c) {
+    char ch = *c;
+    if (ch == '\n') {
+      line++;
+      c++;
+    } else if (ch == '#' || (ch == '/' && c[1] == '/')) {
+      while (*c && *c != '\n') c++;
+    } else if (ch == '/' && c[1] == '*') {
+      for (c += 2; *c && !(c[0] == '*' && c[1] == '/'); c++) line += *c == '\n';
+      if (*c) c += 2;
+    } else if (ch == '"') {
+      for (c++; *c && *c != '"'; c++) {
+        if (*c == '\\' && c[1]) c++;
+        line += *c == '\n';
+      }
+      if (*c) c++;
+    } else if (ch == '@') {
+      c++;
+      if (!strncmp(c, "include", 7) && !cfg_name_char(c[7])) {
+        c += 7;
+        scan_include(sc, path, line, &c, include_depth);
+      }
+    } else if (cfg_name_start(ch)) {
+      while (cfg_name_char(*c)) c++;
+    } else if (isdigit((unsigned char)ch) || ((ch == '-' || ch == '+' || ch == '.') &&
+                                              (isdigit((unsigned char)c[1]) || c[1] == '.'))) {
+      scan_number(sc, path, line, &c);
+    } else if (ch == '{' || ch == '(' || ch == '[') {
+      if (++depth > LV_PARAMS_MAX_NESTING) {
+        lv_perrs_add(sc->errs, "%s:%d: groups and lists nested more than %d deep", path, line,
+                     LV_PARAMS_MAX_NESTING);
+        return; /* libconfig would only run out of parser stack further on */
+      }
+      c++;
+    } else if (ch == '}' || ch == ')' || ch == ']') {
+      if (depth > 0) depth--;
+      c++;
+    } else {
+      c++;
+    }
+  }
+}
+
 static lv_status read_cfg(const char *path, config_t *cfg) {
   if (!lv_file_exists(path))
     return lv_status_make(LV_ERR_NOT_FOUND, "experiment file %s does not exist", path);
-  config_init(cfg);
+  char *text = NULL;
+  size_t len = 0;
+  LV_TRY(lv_file_read_regular(path, LV_FILE_TEXT_MAX, "experiment file", &text, &len));
+  if (strlen(text) != len) {
+    free(text);
+    return lv_status_make(LV_ERR_INVALID, "experiment file %s contains a NUL byte; expected libconfig text", path);
+  }
   /* @include "x.cfg" is relative to the including file, not to the working directory. */
   char *dir_copy = lv_params_xstrdup(path);
-  config_set_include_dir(cfg, dirname(dir_copy));
+  char *dir = lv_params_xstrdup(dirname(dir_copy));
   free(dir_copy);
-  if (config_read_file(cfg, path) != CONFIG_TRUE) {
+  lv_perrs errs = {0};
+  scan_ctx sc = {.inc_dir = dir, .errs = &errs};
+  scan_file(&sc, path, text, 0);
+  lv_status s = lv_perrs_finish(&errs);
+  if (s) {
+    free(dir);
+    free(text);
+    return s;
+  }
+  config_init(cfg);
+  config_set_include_dir(cfg, dir);
+  free(dir);
+  /* From the text already read: the file is read once, as the regular file checked. */
+  int ok = config_read_string(cfg, text);
+  free(text);
+  if (ok != CONFIG_TRUE) {
     const char *f = config_error_file(cfg);
-    lv_status s;
     if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
-      s = lv_status_make(LV_ERR_IO, "%s: cannot read: %s", f ? f : path, config_error_text(cfg));
+      s = lv_status_make(LV_ERR_INVALID, "%s: cannot read: %s", f ? f : path, config_error_text(cfg));
     else
       s = lv_status_make(LV_ERR_INVALID, "%s:%d: %s", f ? f : path, config_error_line(cfg), config_error_text(cfg));
     config_destroy(cfg);

@@ -198,6 +198,7 @@ char *lv_params_to_text(const lv_params *p) {
 typedef struct {
   const char *s, *c;
   char *err; /* first error, with column */
+  int depth; /* lists open around the current position */
 } lit_parser;
 
 static void lit_fail(lit_parser *lp, const char *what) {
@@ -290,6 +291,7 @@ done:
 }
 
 static lv_pvalue *lit_value(lit_parser *lp, bool *is_none);
+static lv_pvalue *lit_seq_items(lit_parser *lp, char close, bool *is_none);
 
 /* A quoted string with Python's escapes (\\ \' \" \n \r \t \0 \xhh); other backslashes
  * stay as written, as Python keeps unknown escapes. */
@@ -347,6 +349,20 @@ static lv_pvalue *lit_string(lit_parser *lp) {
 }
 
 static lv_pvalue *lit_seq(lit_parser *lp, char close, bool *is_none) {
+  /* The parser, lv_pvalue_free and the writers recurse once per level. */
+  if (lp->depth >= LV_PARAMS_MAX_NESTING) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "lists nested more than %d deep", LV_PARAMS_MAX_NESTING);
+    lit_fail(lp, msg);
+    return NULL;
+  }
+  lp->depth++;
+  lv_pvalue *v = lit_seq_items(lp, close, is_none);
+  lp->depth--;
+  return v;
+}
+
+static lv_pvalue *lit_seq_items(lit_parser *lp, char close, bool *is_none) {
   bool tuple = close == ')';
   lv_pvalue *l = tuple ? lv_pvalue_tuple() : lv_pvalue_list();
   bool saw_comma = false;
@@ -427,7 +443,7 @@ static lv_pvalue *lit_value(lit_parser *lp, bool *is_none) {
 
 /* Parses a whole Python literal. *out NULL with no error means None. */
 static lv_status parse_literal(const char *text, lv_pvalue **out) {
-  lit_parser lp = {text, text, NULL};
+  lit_parser lp = {text, text, NULL, 0};
   bool none = false;
   lv_pvalue *v = lit_value(&lp, &none);
   if (v || none) {
@@ -862,7 +878,7 @@ lv_status lv_params_apply_overrides(lv_params *p, const char *override_text, con
     return lv_status_make(LV_ERR_NOT_FOUND, "--model_params_file_override: %s does not exist", override_file);
   char *data;
   size_t len;
-  LV_TRY(lv_status_wrap(lv_file_read_all(override_file, &data, &len), "--model_params_file_override"));
+  LV_TRY(lv_file_read_regular(override_file, LV_FILE_TEXT_MAX, "--model_params_file_override", &data, &len));
   if (strlen(data) != len) {
     free(data);
     return lv_status_make(LV_ERR_INVALID, "%s: contains a NUL byte; expected text lines <key> : <value>",

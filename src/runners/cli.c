@@ -25,12 +25,12 @@ int lv_cli_add_flags(lv_cli *c, lv_flag *f, int n) {
       LV_FLAG_STR("logdir", &c->logdir, "Root log directory: train/ (checkpoints, trainer summaries), control/, eval_<dataset>/."),
       LV_FLAG_STR("job", &c->job, "Lingvo's job names. bin/trainer: controller, trainer_client (sync), trainer (async), comma-separated; bin/evaler: evaler_<dataset> or evaler_once_<dataset>@<checkpoint>. Other jobs are errors naming the program that runs them."),
       LV_FLAG_STR("run_locally", &c->run_locally, "'' or cpu: run on this machine's CPU; gpu: needs a CUDA build."),
-      LV_FLAG_STR("model_params_override", &c->model_params_override, "Params.FromText lines applied to the model params, separated by ';' or newlines, e.g. 'train.max_steps: 500; task.train.learning_rate: 3e-4'."),
+      LV_FLAG_STR("model_params_override", &c->model_params_override, "Params.FromText lines applied to the model params, separated by ';' or newlines, e.g. 'train.max_steps: 500; task.train.learning_rate: 3e-4'. Setting a param a flag owns (cluster.logdir, cluster.job, cluster.mode, model) to another value than the flag's is an error."),
       LV_FLAG_STR("model_params_file_override", &c->model_params_file_override, "A file of Params.FromText lines (e.g. another run's --mode=inspect_params output) applied to the model params; a missing file is an error. Flags own what they name and win over the file: --logdir (cluster.logdir), --job, --mode, --model and the --dataset's input.* (a conflict is reported)."),
       LV_FLAG_I64("saver_max_to_keep", &c->saver_max_to_keep, "If >= 0, sets train.save_max_to_keep."),
       LV_FLAG_F64("saver_keep_checkpoint_every_n_hours", &c->saver_keep_checkpoint_every_n_hours, "If >= 0, sets train.save_keep_checkpoint_every_n_hours."),
       LV_FLAG_STR("experiments_dir", &c->experiments_dir, "Where experiment files live (default: $LINGVOC_EXPERIMENTS, <bin>/../experiments, ./experiments)."),
-      LV_FLAG_I64("num_threads", &c->num_threads, "Kernel threads (OpenMP + OpenBLAS); 0 = one per core."),
+      LV_FLAG_I64("num_threads", &c->num_threads, "Kernel threads (OpenMP + OpenBLAS), 0 to 1024; 0 = one per core."),
       LV_FLAG_I64("task", &c->task, "Task index within the job (single machine: 0)."),
       LV_FLAG_I64("worker_gpus", &c->worker_gpus, "GPUs per worker replica (needs a CUDA build)."),
       LV_FLAG_I64("worker_replicas", &c->worker_replicas, "Number of worker replicas (single machine: 1)."),
@@ -210,7 +210,9 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
                           "is not supported by this build");
   if (*c->model_task_name)
     return lv_status_make(LV_ERR_INVALID, "--model_task_name: lingvoc has single-task models only");
-  if (c->num_threads < 0) return lv_status_make(LV_ERR_INVALID, "--num_threads must be >= 0");
+  if (c->num_threads < 0 || c->num_threads > LV_CLI_MAX_THREADS)
+    return lv_status_make(LV_ERR_INVALID, "--num_threads=%lld: expected 0 (one per core) to %d",
+                          (long long)c->num_threads, LV_CLI_MAX_THREADS);
   lv_model_options_init(o);
   o->model = c->model;
   o->dataset = dataset;
@@ -229,5 +231,14 @@ lv_status lv_cli_build_params(lv_cli *c, const lv_flag *flags, int nflags, const
   lv_model_options o;
   LV_TRY(lv_cli_model_options(c, flags, nflags, dataset, &o));
   o.num_threads = c->num_threads;
-  return lv_model_params_build(&o, out);
+  LV_TRY(lv_model_params_build(&o, out));
+  /* The experiment file or an override may set it too (OpenMP crashes on 100,000). */
+  int64_t t = lv_params_int(*out, "cluster.num_threads");
+  if (t < 0 || t > LV_CLI_MAX_THREADS) {
+    lv_params_free(*out);
+    *out = NULL;
+    return lv_status_make(LV_ERR_INVALID, "cluster.num_threads = %lld: expected 0 (one per core) to %d",
+                          (long long)t, LV_CLI_MAX_THREADS);
+  }
+  return NULL;
 }

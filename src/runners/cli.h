@@ -18,6 +18,8 @@ typedef struct lv_cli {
 #define LV_CLI_JOB_MAX 4200
 
 #define LV_CLI_MAX_FLAGS 64
+/* --num_threads and cluster.num_threads: 0 (one per core) to this. */
+#define LV_CLI_MAX_THREADS 1024
 
 void lv_cli_init(lv_cli *c);
 /* Appends the common flags to flags (returns the new count). */
