@@ -38,6 +38,22 @@ static bool exists(const char *name) {
   return lv_file_exists(path);
 }
 
+/* The steps lv_checkpoint_list gives for g_dir (at most max); returns how many. */
+static int listed_steps(int64_t *out, int max) {
+  char **prefixes = NULL;
+  int64_t *steps = NULL;
+  int n = 0;
+  ck_assert(lv_checkpoint_list(g_dir, &prefixes, &steps, &n) == NULL);
+  ck_assert(n <= max);
+  for (int i = 0; i < n; i++) {
+    out[i] = steps[i];
+    free(prefixes[i]);
+  }
+  free(prefixes);
+  free(steps);
+  return n;
+}
+
 START_TEST(test_should_save_and_retention) {
   lv_params *tp = train_params(3, 10);
   lv_checkpointer *ck = NULL;
@@ -61,16 +77,10 @@ START_TEST(test_should_save_and_retention) {
   /* Only the newest 3 are kept, on disk and in the state file. */
   ck_assert(!exists("ckpt-00000000.index") && !exists("ckpt-00000020.data-00000-of-00001"));
   ck_assert(exists("ckpt-00000030.index") && exists("ckpt-00000050.index"));
-  char **prefixes = NULL;
-  int64_t *steps = NULL;
-  int n = 0;
-  ck_assert(lv_checkpoint_list(g_dir, &prefixes, &steps, &n) == NULL);
-  ck_assert_int_eq(n, 3);
+  int64_t steps[8];
+  ck_assert_int_eq(listed_steps(steps, 8), 3);
   ck_assert_int_eq(steps[0], 30);
   ck_assert_int_eq(steps[2], 50);
-  for (int i = 0; i < n; i++) free(prefixes[i]);
-  free(prefixes);
-  free(steps);
   char latest[1024];
   int64_t step = 0;
   bool found = false;
@@ -300,15 +310,9 @@ START_TEST(test_resume_point) {
   ck_assert(lv_checkpoint_resume_point(g_dir, true, prefix, sizeof prefix, &step, &found) == NULL);
   ck_assert(found);
   ck_assert_int_eq(step, 12);
-  char **prefixes = NULL;
-  int64_t *steps = NULL;
-  int n = 0;
-  ck_assert(lv_checkpoint_list(g_dir, &prefixes, &steps, &n) == NULL);
-  ck_assert_int_eq(n, 3);
+  int64_t steps[8];
+  ck_assert_int_eq(listed_steps(steps, 8), 3);
   ck_assert(steps[0] == 0 && steps[1] == 5 && steps[2] == 12);
-  for (int i = 0; i < n; i++) free(prefixes[i]);
-  free(prefixes);
-  free(steps);
   lv_params_free(tp);
 }
 END_TEST

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <pthread.h>
 #include <regex.h>
