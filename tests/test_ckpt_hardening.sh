@@ -94,7 +94,7 @@ if command -v strace >/dev/null; then
     "$LV_BIN/trainer" --model=$M --logdir="$T/L3b" \
     --model_params_override="$O; train.max_steps: 42; task.train.learning_rate: 0.002" >"$T/L3b.log" 2>&1 &
   spid=$!
-  for _ in $(seq 600); do
+  for _ in $(seq 1200); do
     [ "$(stat -c %i "$T/L3b/train/ckpt-00000042.data-00000-of-00001" 2>/dev/null)" != "$ino" ] && break
     sleep 0.05
   done

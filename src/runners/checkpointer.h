@@ -5,7 +5,12 @@
  *
  * Saving is asynchronous when asked: the tensors are copied into a buffer the
  * checkpointer owns, and a thread writes the bundle (temporary names, fsync, rename) and
- * then the state file, so a crash at any point leaves the previous checkpoint usable. */
+ * then the state file, so a crash at any point leaves the previous checkpoint usable.
+ *
+ * What is on disk is the user's: a checkpoint the state file lists is never rewritten,
+ * retention deletes only train_dir/ckpt-N files by their exact names (whatever else a
+ * state file lists is dropped from it, not deleted), and a state file that names no
+ * checkpoint beside ckpt-N files is an error rather than a fresh start over them. */
 #ifndef LV_RUNNERS_CHECKPOINTER_H
 #define LV_RUNNERS_CHECKPOINTER_H
 
