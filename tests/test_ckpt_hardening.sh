@@ -16,13 +16,15 @@ M=image.mnist.LeNet5Fashion
 O="input.ckpt: \"$FM\"; input.num_samples: 2000; input.batch_size: 64; train.save_interval_steps: 20; cluster.num_threads: 2"
 train() { "$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync "$@"; }
 sums() { md5sum "$1"/train/ckpt-* | sort; }
-# Prints every tensor of checkpoint $1 in full but the params text (its string tensor is
-# read by the trainer itself); fails if one does not read back with a valid checksum.
+# Prints every tensor of checkpoint $1 but the params text (its string tensor is read by
+# the trainer itself), in full with $2 = full; fails if one does not read back with a
+# valid checksum.
 dump_tensors() {
-  local names name
+  local names name opt=()
+  [ "${2:-}" = full ] && opt=(--printoptions=threshold=100000000)
   names=$("$LV_BIN/ckpt_inspect" --file_name="$1" --all_tensor_names 2>/dev/null) || return 1
   for name in $(echo "$names" | sed -n 's/^tensor_name:  //p' | grep -v '^_lingvoc/'); do
-    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000 || return 1
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" "${opt[@]}" || return 1
   done
 }
 # Every checkpoint with an index opens and all its tensors read back with valid checksums.
@@ -147,7 +149,7 @@ norms=$(grep -o 'step: *[0-9]*,.*var_norm/all:[^ ]*' "$T/err" | sed 's/.*var_nor
 check "var_norm/all is finite and constant over the skipped steps ($norms)" \
   bash -c "[ \$(echo '$norms' | wc -l) -eq 1 ] && ! echo '$norms' | grep -qi 'nan\|inf'"
 check "checkpoints saved" [ -f "$T/N/train/ckpt-00000012.index" ]
-for p in "$T"/N/train/ckpt-*.index; do dump_tensors "${p%.index}"; done >"$T/N.dump" 2>&1
+for p in "$T"/N/train/ckpt-*.index; do dump_tensors "${p%.index}" full; done >"$T/N.dump" 2>&1
 check "the checkpoints' tensors were read" [ "$(grep -c '^tensor_name' "$T/N.dump")" -ge 42 ]
 check "no NaN or Inf in any checkpoint" bash -c "! grep -qiw 'nan\|inf' '$T/N.dump'"
 expect_exit 1 "5 skipped steps in a row stop the run" train --logdir="$T/N5" \
