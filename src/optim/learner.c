@@ -172,6 +172,7 @@ void lv_learner_free(lv_learner *l) {
 
 /* The list of what an update writes (values, then slots) and room for their copies. */
 static lv_status alloc_update_check(lv_learner *l) {
+  if (!l->c.scale_gradients) return NULL; /* no checks, no copy */
   int nslot = lv_optimizer_num_slot_vars(l->opt);
   l->nchk = l->n + nslot;
   l->chk = calloc((size_t)l->nchk + 1, sizeof *l->chk);
