@@ -335,6 +335,35 @@ START_TEST(writer_abort_leaves_nothing) {
 }
 END_TEST
 
+/* Writing a prefix that exists replaces both files (the old index is removed before the
+ * new data is published, the new index comes last) and leaves no temporary file. */
+START_TEST(writer_replaces_prefix) {
+  make_tmp();
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s/again", g_tmp);
+  for (int round = 0; round < 2; round++) {
+    float v[8];
+    for (int i = 0; i < 8; i++) v[i] = (float)(round * 100 + i);
+    lv_shape sh = lv_shape1(round ? 8 : 3);
+    lv_bundle_writer *w;
+    OK(lv_bundle_writer_open(prefix, &w));
+    OK(lv_bundle_writer_add(w, round ? "b" : "a", LV_F32, &sh, v));
+    OK(lv_bundle_writer_finish(w));
+  }
+  ck_assert_int_eq(count_files(g_tmp), 2);
+  lv_bundle_reader *r;
+  OK(lv_bundle_reader_open(prefix, &r));
+  ck_assert_int_eq(lv_bundle_reader_count(r), 1);
+  const lv_bundle_entry *e = lv_bundle_reader_find(r, "b");
+  ck_assert_ptr_nonnull(e);
+  float got[8];
+  OK(lv_bundle_reader_read(r, e, got, sizeof got));
+  ck_assert(got[0] == 100.0f && got[7] == 107.0f);
+  lv_bundle_reader_close(r);
+  rm_tmp();
+}
+END_TEST
+
 /* ---------------- hand-built indexes (as other writers may produce) ---------------- */
 
 static void pack_add(lv_table_builder *b, const char *key, const ProtobufCMessage *m) {
@@ -825,6 +854,7 @@ static Suite *bundle_suite(void) {
   tcase_add_test(rt, roundtrip_large);
   tcase_add_test(rt, roundtrip_many);
   tcase_add_test(rt, writer_abort_leaves_nothing);
+  tcase_add_test(rt, writer_replaces_prefix);
   tcase_add_test(rt, handmade_indexes);
   tcase_add_test(rt, table_multi_block);
   tcase_add_test(rt, varints);

@@ -433,6 +433,89 @@ START_TEST(test_learner_nan_inf_skipped) {
 }
 END_TEST
 
+/* Finite gradients whose update is not finite (SGD with lr * g above FLT_MAX; Adam with
+ * g^2 overflowing its second moment): the step is undone (values, slots, beta powers
+ * bit-identical to before), counted as skipped, and the next sane step applies. */
+START_TEST(test_learner_nonfinite_update_undone) {
+  for (int adam = 0; adam < 2; adam++) {
+    float w[3] = {1, 2, 3}, g[3];
+    const float sane[3] = {0.1f, 0.2f, 0.3f}, huge[3] = {0.5f, 1e30f, 1};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false}};
+    lv_learner_config c = lv_learner_defaults();
+    c.learning_rate = adam ? 0.1 : 1e10;
+    lv_learner *l = make_learner(c, adam ? LV_OPT_ADAM : LV_OPT_SGD, v, 1);
+    lv_optimizer *o = lv_learner_optimizer(l);
+    lv_learner_stats s;
+    memcpy(g, sane, sizeof g); /* a first step, so that the slots hold something to keep */
+    OK(lv_learner_step(l, 0, &s));
+    ck_assert(!s.skipped);
+    float w0[3], m0[3] = {0}, v0[3] = {0}, b1 = 0, *b1p = NULL;
+    memcpy(w0, w, sizeof w);
+    if (adam) {
+      memcpy(m0, lv_optimizer_find_slot(o, "w/Adam", NULL), sizeof m0);
+      memcpy(v0, lv_optimizer_find_slot(o, "w/Adam_1", NULL), sizeof v0);
+      lv_optimizer_nonslot(o, 0, NULL, &b1p);
+      b1 = *b1p;
+    }
+    memcpy(g, huge, sizeof g);
+    OK(lv_learner_step(l, 1, &s));
+    ck_assert(s.skipped && s.update_nonfinite && !s.has_nan_or_inf);
+    ck_assert_str_eq(s.nonfinite_update, adam ? "w/Adam_1" : "w");
+    ck_assert(memcmp(w, w0, sizeof w) == 0);
+    if (adam) {
+      ck_assert(memcmp(lv_optimizer_find_slot(o, "w/Adam", NULL), m0, sizeof m0) == 0);
+      ck_assert(memcmp(lv_optimizer_find_slot(o, "w/Adam_1", NULL), v0, sizeof v0) == 0);
+      ck_assert(*b1p == b1);
+    }
+    ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
+    ck_assert_int_eq(lv_learner_num_nan_inf_steps(l), 1);
+    memcpy(g, sane, sizeof g);
+    OK(lv_learner_step(l, 2, &s));
+    ck_assert(!s.skipped && !s.update_nonfinite);
+    ck_assert(memcmp(w, w0, sizeof w) != 0 && isfinite(w[0]));
+    lv_learner_free(l);
+  }
+}
+END_TEST
+
+/* max_consecutive_skipped_steps: the N-th skipped step in a row is an error (stats still
+ * filled); a good step in between resets the count; 0 never stops. */
+START_TEST(test_learner_consecutive_skips_stop) {
+  float w[2] = {1, 2}, g[2];
+  lv_learner_var v[] = {{"w", w, g, 2, true, false}};
+  lv_learner_config c = lv_learner_defaults();
+  ck_assert_int_eq(c.max_consecutive_skipped_steps, 100);
+  c.learning_rate = 0.1;
+  c.max_consecutive_skipped_steps = 3;
+  lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
+  lv_learner_stats s;
+  int64_t step = 0;
+  for (int i = 0; i < 2; i++, step++) {
+    g[0] = NAN, g[1] = 1;
+    OK(lv_learner_step(l, step, &s));
+  }
+  g[0] = g[1] = 0.1f;
+  OK(lv_learner_step(l, step++, &s));
+  for (int i = 0; i < 2; i++, step++) {
+    g[0] = NAN, g[1] = 1;
+    OK(lv_learner_step(l, step, &s));
+  }
+  g[0] = NAN, g[1] = 1;
+  expect_err(lv_learner_step(l, step, &s), LV_ERR_INTERNAL, "3 consecutive steps skipped");
+  ck_assert(s.skipped && s.has_nan_or_inf);
+  lv_learner_free(l);
+  c.max_consecutive_skipped_steps = 0;
+  l = make_learner(c, LV_OPT_SGD, v, 1);
+  for (int i = 0; i < 200; i++) {
+    g[0] = NAN, g[1] = 1;
+    OK(lv_learner_step(l, i, &s));
+  }
+  lv_learner_free(l);
+  c.max_consecutive_skipped_steps = -1;
+  expect_err(lv_learner_config_validate(&c), LV_ERR_INVALID, "max_consecutive_skipped_steps");
+}
+END_TEST
+
 /* base_model_test: clip_gradient_single_norm_to_value = 1 with scalars a = 10, b = 0.5. */
 START_TEST(test_learner_single_norm_clip) {
   float a = 0, b = 0, ga = 10, gb = 0.5f;
@@ -726,6 +809,8 @@ int main(void) {
   tcase_add_test(l, test_learner_sgd_vector);
   tcase_add_test(l, test_learner_grad_scale_one);
   tcase_add_test(l, test_learner_nan_inf_skipped);
+  tcase_add_test(l, test_learner_nonfinite_update_undone);
+  tcase_add_test(l, test_learner_consecutive_skips_stop);
   tcase_add_test(l, test_learner_single_norm_clip);
   tcase_add_test(l, test_learner_config_errors);
   tcase_add_test(l, test_learner_l2_l1);

@@ -2,9 +2,11 @@
  * name with every mismatch listed, the captioned thumbnails, and the checkpoint follower
  * driven through fabricated train dirs with a sleep hook (no test sleeps). */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -36,6 +38,22 @@ static bool exists(const char *name) {
   return lv_file_exists(path);
 }
 
+/* The steps lv_checkpoint_list gives for g_dir (at most max); returns how many. */
+static int listed_steps(int64_t *out, int max) {
+  char **prefixes = NULL;
+  int64_t *steps = NULL;
+  int n = 0;
+  ck_assert(lv_checkpoint_list(g_dir, &prefixes, &steps, &n) == NULL);
+  ck_assert(n <= max);
+  for (int i = 0; i < n; i++) {
+    out[i] = steps[i];
+    free(prefixes[i]);
+  }
+  free(prefixes);
+  free(steps);
+  return n;
+}
+
 START_TEST(test_should_save_and_retention) {
   lv_params *tp = train_params(3, 10);
   lv_checkpointer *ck = NULL;
@@ -59,16 +77,10 @@ START_TEST(test_should_save_and_retention) {
   /* Only the newest 3 are kept, on disk and in the state file. */
   ck_assert(!exists("ckpt-00000000.index") && !exists("ckpt-00000020.data-00000-of-00001"));
   ck_assert(exists("ckpt-00000030.index") && exists("ckpt-00000050.index"));
-  char **prefixes = NULL;
-  int64_t *steps = NULL;
-  int n = 0;
-  ck_assert(lv_checkpoint_list(g_dir, &prefixes, &steps, &n) == NULL);
-  ck_assert_int_eq(n, 3);
+  int64_t steps[8];
+  ck_assert_int_eq(listed_steps(steps, 8), 3);
   ck_assert_int_eq(steps[0], 30);
   ck_assert_int_eq(steps[2], 50);
-  for (int i = 0; i < n; i++) free(prefixes[i]);
-  free(prefixes);
-  free(steps);
   char latest[1024];
   int64_t step = 0;
   bool found = false;
@@ -128,6 +140,247 @@ START_TEST(test_state_paths_are_relative) {
   ck_assert_int_eq(lv_checkpoint_step("/x/train/ckpt-00000205"), 205);
   ck_assert_int_eq(lv_checkpoint_step("/x/train/model"), -1);
   lv_params_free(tp);
+}
+END_TEST
+
+static lv_saveable scalar_item(const char *name, float *v) {
+  return (lv_saveable){name, LV_F32, lv_shape0(), v, lv_device_host()};
+}
+
+static void save_steps(lv_params *tp, const int64_t *steps, int n, float *v) {
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(g_dir, tp, false, &ck) == NULL);
+  lv_saveable it = scalar_item("v", v);
+  for (int i = 0; i < n; i++) {
+    *v = (float)steps[i];
+    ck_assert(lv_checkpointer_save(ck, steps[i], &it, 1, NULL) == NULL);
+  }
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+}
+
+static void touch(const char *path) {
+  FILE *f = fopen(path, "w");
+  ck_assert(f);
+  fclose(f);
+}
+
+/* Retention deletes only ckpt-N files of its own directory, by their exact names: paths
+ * a state file lists elsewhere, or names that only start like a checkpoint, survive. */
+START_TEST(test_retention_only_own_checkpoints) {
+  char victim_dir[512], victim[600], path[700];
+  snprintf(victim_dir, sizeof victim_dir, "%s/victim", g_dir);
+  ck_assert(lv_file_mkdirs(victim_dir) == NULL);
+  snprintf(victim, sizeof victim, "%s/notes", victim_dir);
+  const char *suffixes[] = {".txt", ".md", ".index"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s%s", victim, suffixes[i]);
+    touch(path);
+  }
+  char train[512];
+  snprintf(train, sizeof train, "%s/train", g_dir);
+  ck_assert(lv_file_mkdirs(train) == NULL);
+  char *paths[] = {victim, "../victim/notes", "ckpt-00000001/../../victim/notes", "ckpt-00000001"};
+  lv_ckpt_state st = {.model_checkpoint_path = "ckpt-00000001", .num_paths = 4, .all_model_checkpoint_paths = paths};
+  ck_assert(lv_ckpt_state_write(train, &st) == NULL);
+  snprintf(path, sizeof path, "%s/ckpt-00000001.mine", train);
+  touch(path);
+  snprintf(path, sizeof path, "%s/ckpt-00000001.index", train);
+  touch(path);
+  lv_params *tp = train_params(1, 1);
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(train, tp, false, &ck) == NULL);
+  float v = 0;
+  lv_saveable it = scalar_item("v", &v);
+  ck_assert(lv_checkpointer_save(ck, 2, &it, 1, NULL) == NULL);
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s%s", victim, suffixes[i]);
+    ck_assert_msg(lv_file_exists(path), "%s was deleted", path);
+  }
+  snprintf(path, sizeof path, "%s/ckpt-00000001.mine", train);
+  ck_assert(lv_file_exists(path));
+  snprintf(path, sizeof path, "%s/ckpt-00000001.index", train);
+  ck_assert(!lv_file_exists(path)); /* its own old checkpoint is retired */
+  lv_ckpt_state rd = {0};
+  bool ex = false;
+  ck_assert(lv_ckpt_state_read(train, &rd, &ex) == NULL);
+  ck_assert_int_eq(rd.num_paths, 1);
+  ck_assert_str_eq(rd.all_model_checkpoint_paths[0], "ckpt-00000002");
+  lv_ckpt_state_free(&rd);
+  lv_params_free(tp);
+}
+END_TEST
+
+static char *read_file(const char *name) {
+  char path[512], *data = NULL;
+  size_t len;
+  snprintf(path, sizeof path, "%s/%s", g_dir, name);
+  ck_assert(lv_file_read_all(path, &data, &len) == NULL);
+  return data;
+}
+
+/* A listed checkpoint is never written again; an unlisted one (a crash before its state
+ * update) is replaced. */
+START_TEST(test_save_never_overwrites_listed) {
+  lv_params *tp = train_params(0, 1);
+  float v = 0;
+  save_steps(tp, (int64_t[]){7}, 1, &v);
+  char *before = read_file("ckpt-00000007.data-00000-of-00001");
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(g_dir, tp, false, &ck) == NULL);
+  v = 99;
+  lv_saveable it = scalar_item("v", &v);
+  lv_status s = lv_checkpointer_save(ck, 7, &it, 1, NULL);
+  ck_assert(s != NULL);
+  ck_assert_int_eq(lv_status_exit_code(s), 2);
+  ck_assert_msg(strstr(lv_status_msg(s), "not overwriting"), "%s", lv_status_msg(s));
+  lv_status_free(s);
+  char *after = read_file("ckpt-00000007.data-00000-of-00001");
+  ck_assert(!memcmp(before, after, 4));
+  free(after);
+  /* Unlisted: replaced, index and data together. */
+  lv_ckpt_state empty = {0};
+  ck_assert(lv_ckpt_state_write(g_dir, &empty) == NULL);
+  ck_assert(lv_checkpointer_save(ck, 7, &it, 1, NULL) == NULL);
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s/ckpt-00000007", g_dir);
+  float got = 0;
+  lv_saveable back = scalar_item("v", &got);
+  ck_assert(lv_checkpoint_restore(prefix, &back, 1) == NULL);
+  ck_assert(got == 99.0f);
+  free(before);
+  lv_params_free(tp);
+}
+END_TEST
+
+/* train.checkpoint_finite_check: NaN/Inf in a float item is an error, nothing written. */
+START_TEST(test_checkpoint_finite_check) {
+  lv_params *p = lv_params_new();
+  lv_params_define_int(p, "save_interval_seconds", 600, "s");
+  lv_params_define_int(p, "save_interval_steps", 1, "s");
+  lv_params_define_int(p, "save_max_to_keep", 0, "k");
+  lv_params_define_float(p, "save_keep_checkpoint_every_n_hours", 0.0, "h");
+  lv_params_define_bool(p, "checkpoint_finite_check", true, "c");
+  lv_params_freeze(p);
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(g_dir, p, true, &ck) == NULL);
+  float w[3] = {1, 2, 3};
+  lv_saveable it = {"layer/w", LV_F32, lv_shape1(3), w, lv_device_host()};
+  ck_assert(lv_checkpointer_save(ck, 1, &it, 1, NULL) == NULL);
+  w[2] = INFINITY;
+  lv_status s = lv_checkpointer_save(ck, 2, &it, 1, NULL);
+  ck_assert(s != NULL);
+  ck_assert_msg(strstr(lv_status_msg(s), "checkpoint_finite_check: layer/w[2] is inf"), "%s", lv_status_msg(s));
+  lv_status_free(s);
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+  ck_assert(exists("ckpt-00000001.index") && !exists("ckpt-00000002.index") &&
+            !exists("ckpt-00000002.data-00000-of-00001"));
+  lv_params_free(p);
+}
+END_TEST
+
+/* A state file that names no checkpoint beside ckpt-N files: an error naming the newest
+ * (nothing written), or with rebuild a new state file listing them. */
+START_TEST(test_resume_point) {
+  char prefix[512];
+  int64_t step = -1;
+  bool found = true;
+  ck_assert(lv_checkpoint_resume_point(g_dir, false, prefix, sizeof prefix, &step, &found) == NULL);
+  ck_assert(!found); /* an empty directory: a fresh start */
+  lv_params *tp = train_params(0, 1);
+  float v = 0;
+  save_steps(tp, (int64_t[]){0, 5, 12}, 3, &v);
+  char state[512];
+  snprintf(state, sizeof state, "%s/checkpoint", g_dir);
+  const char *bad[] = {"", "  \n\t\n", "all_model_checkpoint_paths: \"ckpt-00000005\"\n", NULL, "garbage\n"};
+  for (int i = 0; i < 5; i++) {
+    if (bad[i]) ck_assert(lv_file_write_atomic(state, bad[i], strlen(bad[i])) == NULL);
+    else unlink(state);
+    lv_status s = lv_checkpoint_resume_point(g_dir, false, prefix, sizeof prefix, &step, &found);
+    ck_assert_msg(s != NULL, "case %d", i);
+    ck_assert_int_eq(lv_status_exit_code(s), 2);
+    ck_assert_msg(strstr(lv_status_msg(s), "the newest") && strstr(lv_status_msg(s), "ckpt-00000012") &&
+                      strstr(lv_status_msg(s), "--rebuild_checkpoint_state"),
+                  "%s", lv_status_msg(s));
+    lv_status_free(s);
+    ck_assert(!found);
+    ck_assert(bad[i] ? lv_file_exists(state) : !lv_file_exists(state)); /* untouched */
+  }
+  ck_assert(lv_checkpoint_resume_point(g_dir, true, prefix, sizeof prefix, &step, &found) == NULL);
+  ck_assert(found);
+  ck_assert_int_eq(step, 12);
+  int64_t steps[8];
+  ck_assert_int_eq(listed_steps(steps, 8), 3);
+  ck_assert(steps[0] == 0 && steps[1] == 5 && steps[2] == 12);
+  lv_params_free(tp);
+}
+END_TEST
+
+/* Resuming training: tensors of the checkpoint that the run lacks are errors too (another
+ * optimizer's slots); a partial restore restores what matches and keeps the rest. */
+START_TEST(test_restore_exact_and_partial) {
+  lv_params *tp = train_params(0, 1);
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(g_dir, tp, false, &ck) == NULL);
+  float w = 1, m = 2;
+  lv_saveable saved[2] = {scalar_item("w", &w), scalar_item("w/Adam", &m)};
+  ck_assert(lv_checkpointer_save(ck, 4, saved, 2, "params : 1") == NULL);
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s/ckpt-00000004", g_dir);
+  float w2 = 0, b2 = 7;
+  lv_saveable run[2] = {scalar_item("w", &w2), scalar_item("b", &b2)};
+  ck_assert(lv_checkpoint_restore(prefix, run, 1) == NULL); /* the evaler's mode: extras ignored */
+  ck_assert(w2 == 1.0f);
+  w2 = 0;
+  lv_status s = lv_checkpoint_restore_mode(prefix, run, 1, LV_RESTORE_EXACT, NULL);
+  ck_assert(s != NULL);
+  ck_assert_msg(strstr(lv_status_msg(s), "w/Adam: in the checkpoint, not in this run") &&
+                    !strstr(lv_status_msg(s), LV_CKPT_PARAMS_TENSOR),
+                "%s", lv_status_msg(s));
+  lv_status_free(s);
+  ck_assert(w2 == 0.0f);
+  s = lv_checkpoint_restore_mode(prefix, run, 2, LV_RESTORE_EXACT, NULL);
+  ck_assert(s != NULL && strstr(lv_status_msg(s), "b: missing from the checkpoint"));
+  lv_status_free(s);
+  int restored = 0;
+  ck_assert(lv_checkpoint_restore_mode(prefix, run, 2, LV_RESTORE_PARTIAL, &restored) == NULL);
+  ck_assert_int_eq(restored, 1);
+  ck_assert(w2 == 1.0f && b2 == 7.0f);
+  lv_params_free(tp);
+}
+END_TEST
+
+/* Only our temporary names, only of processes that are gone. */
+START_TEST(test_clean_stale_temps) {
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ck_assert(dead > 0);
+  waitpid(dead, NULL, 0);
+  const char *gone[] = {"checkpoint.tmp%d", "ckpt-00000040.index.tmp%d", "ckpt-00000040.index.tempstate%d-3",
+                        "ckpt-00000060.data-00000-of-00001.tempstate%d-0"};
+  const char *kept[] = {"notes.tmp%d", "ckpt-00000040.mine.tmp%d", "checkpoint.tmp%dx", "ckpt-x.index.tmp%d",
+                        "checkpoint.tmp%d-"};
+  char name[256], path[600];
+  for (int i = 0; i < 4; i++) {
+    snprintf(name, sizeof name, gone[i], (int)dead);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    touch(path);
+  }
+  for (int i = 0; i < 5; i++) {
+    snprintf(name, sizeof name, kept[i], (int)dead);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    touch(path);
+  }
+  snprintf(path, sizeof path, "%s/checkpoint.tmp%d", g_dir, (int)getppid()); /* alive */
+  touch(path);
+  ck_assert_int_eq(lv_checkpoint_clean_stale_temps(g_dir), 4);
+  ck_assert(lv_file_exists(path));
+  for (int i = 0; i < 5; i++) {
+    snprintf(name, sizeof name, kept[i], (int)dead);
+    ck_assert_msg(exists(name), "%s was removed", name);
+  }
 }
 END_TEST
 
@@ -416,6 +669,12 @@ int main(void) {
   tcase_add_test(tc, test_should_save_and_retention);
   tcase_add_test(tc, test_restore_lists_every_mismatch);
   tcase_add_test(tc, test_state_paths_are_relative);
+  tcase_add_test(tc, test_retention_only_own_checkpoints);
+  tcase_add_test(tc, test_save_never_overwrites_listed);
+  tcase_add_test(tc, test_checkpoint_finite_check);
+  tcase_add_test(tc, test_resume_point);
+  tcase_add_test(tc, test_restore_exact_and_partial);
+  tcase_add_test(tc, test_clean_stale_temps);
   tcase_add_test(tc, test_caption);
   suite_add_tcase(s, tc);
   tc = tcase_create("follower");

@@ -80,6 +80,7 @@ struct lv_bundle_writer {
   int *slots; /* open-addressing set of entry indices, -1 empty */
   size_t nslots;
   bool broken; /* a write failed: the data file no longer matches the entries */
+  unsigned serial; /* of this writer in the process, in its temporary file names */
 };
 
 static uint64_t hash_name(const char *s) {
@@ -133,8 +134,8 @@ lv_status lv_bundle_writer_open(const char *prefix, lv_bundle_writer **out) {
   LV_ASSERT(w);
   w->data_path = xasprintf("%s.data-00000-of-00001", prefix);
   w->index_path = xasprintf("%s.index", prefix);
-  w->data_tmp = xasprintf("%s.tempstate%d-%u", w->data_path, (int)getpid(),
-                          atomic_fetch_add(&counter, 1));
+  w->serial = atomic_fetch_add(&counter, 1);
+  w->data_tmp = xasprintf("%s.tempstate%d-%u", w->data_path, (int)getpid(), w->serial);
   w->buf = malloc(kWriteBuf);
   LV_ASSERT(w->buf);
   w->fd = open(w->data_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -362,13 +363,27 @@ lv_status lv_bundle_writer_finish(lv_bundle_writer *w) {
   const uint8_t *idx;
   size_t idx_len;
   lv_table_builder_finish(tb, &idx, &idx_len);
-  if (rename(w->data_tmp, w->data_path) != 0) {
-    s = os_err("cannot rename into", w->data_path);
-    unlink(w->data_tmp);
-  } else {
-    s = lv_file_write_atomic(w->index_path, idx, idx_len);
-    if (s) unlink(w->data_path);
+  /* Both files complete under temporary names before either is published. The index is
+   * what makes a checkpoint visible: an older index of this prefix goes first, so its
+   * data is never replaced under it, and the new index comes last. */
+  char *index_tmp = xasprintf("%s.tempstate%d-%u", w->index_path, (int)getpid(), w->serial);
+  int ifd = open(index_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (ifd < 0) s = os_err("cannot create", index_tmp);
+  if (!s) s = write_all(ifd, index_tmp, idx, idx_len);
+  if (!s && fsync(ifd) != 0) s = os_err("cannot fsync", index_tmp);
+  if (ifd >= 0 && close(ifd) != 0 && !s) s = os_err("cannot close", index_tmp);
+  if (!s && unlink(w->index_path) != 0 && errno != ENOENT) s = os_err("cannot remove the old", w->index_path);
+  if (!s && rename(w->data_tmp, w->data_path) != 0) s = os_err("cannot rename into", w->data_path);
+  if (!s && rename(index_tmp, w->index_path) != 0) {
+    s = os_err("cannot rename into", w->index_path);
+    unlink(w->data_path);
   }
+  if (!s) s = lv_file_sync_parent_dir(w->index_path);
+  if (s) {
+    unlink(w->data_tmp);
+    unlink(index_tmp);
+  }
+  free(index_tmp);
   lv_table_builder_free(tb);
   writer_free(w);
   return s;

@@ -10,6 +10,7 @@ lv_learner_config lv_learner_defaults(void) {
   lv_learner_config c;
   memset(&c, 0, sizeof c);
   c.scale_gradients = true;
+  c.max_consecutive_skipped_steps = 100;
   return c;
 }
 
@@ -56,6 +57,9 @@ lv_status lv_learner_config_validate(const lv_learner_config *c) {
                             "grad_norm_tracker.grad_norm_clip_cap_min: must be >= 0, found %g",
                             t->grad_norm_clip_cap_min);
   }
+  if (c->max_consecutive_skipped_steps < 0)
+    return lv_status_make(LV_ERR_INVALID, "max_consecutive_skipped_steps: must be >= 0 (0: never stop), found %lld",
+                          (long long)c->max_consecutive_skipped_steps);
   if (c->clip_gradient_single_norm_to_value != 0 && c->clip_gradient_norm_to_value != 0)
     return lv_status_make(LV_ERR_INVALID,
                           "clip_gradient_single_norm_to_value: Cannot use "
@@ -83,9 +87,16 @@ struct lv_learner {
   double *sums;      /* [SUM_COUNT * n] its host copy */
   double *scratch;   /* device memory: optim_sum's per-block partials of the largest var */
   double *gnorm, *vnorm; /* [n], last step's per-variable norms */
-  int64_t nan_inf_steps, skipped_steps;
+  int64_t nan_inf_steps, skipped_steps, consecutive_skipped;
   /* GradNormTracker variables (float32, as Lingvo keeps them). */
   float log_mean, log_mean_squared, total_weight, total_rejections;
+  /* The update check: every variable value, then every optimizer slot. */
+  int nchk;
+  float **chk;         /* [nchk] device memory checked after an update */
+  int64_t *chk_n;      /* [nchk] */
+  const char **chk_name; /* [nchk] borrowed from l->v / the optimizer */
+  float *backup;       /* device memory: their values before the update, concatenated */
+  double *dev_chk_sums, *chk_sums; /* [nchk] sums of squares after the update */
 };
 
 static const char *const k_tracker_names[4] = {"log_mean", "log_mean_squared", "total_weight",
@@ -144,13 +155,75 @@ void lv_learner_free(lv_learner *l) {
   free(l->gnorm);
   free(l->vnorm);
   free(l->sums);
+  free(l->chk);
+  free(l->chk_n);
+  free(l->chk_name);
+  free(l->chk_sums);
   if (l->be) {
     lv_optim_free(l->be, l->dev_sums);
     lv_optim_free(l->be, l->scratch);
+    lv_optim_free(l->be, l->backup);
+    lv_optim_free(l->be, l->dev_chk_sums);
   }
   lv_schedule_free(l->schedule);
   lv_optimizer_free(l->opt);
   free(l);
+}
+
+/* The list of what an update writes (values, then slots) and room for their copies. */
+static lv_status alloc_update_check(lv_learner *l) {
+  if (!l->c.scale_gradients) return NULL; /* no checks, no copy */
+  int nslot = lv_optimizer_num_slot_vars(l->opt);
+  l->nchk = l->n + nslot;
+  l->chk = calloc((size_t)l->nchk + 1, sizeof *l->chk);
+  l->chk_n = calloc((size_t)l->nchk + 1, sizeof *l->chk_n);
+  l->chk_name = calloc((size_t)l->nchk + 1, sizeof *l->chk_name);
+  l->chk_sums = calloc((size_t)l->nchk + 1, sizeof *l->chk_sums);
+  l->dev_chk_sums = lv_optim_alloc(l->be, ((size_t)l->nchk + 1) * sizeof(double));
+  if (!l->chk || !l->chk_n || !l->chk_name || !l->chk_sums || !l->dev_chk_sums)
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+  size_t total = 0;
+  for (int i = 0; i < l->n; i++) {
+    l->chk[i] = l->v[i].value;
+    l->chk_n[i] = l->v[i].n;
+    l->chk_name[i] = l->v[i].name;
+    total += (size_t)l->v[i].n;
+  }
+  for (int i = 0; i < nslot; i++) {
+    int k = l->n + i;
+    lv_optimizer_slot_var(l->opt, i, &l->chk_name[k], &l->chk[k], &l->chk_n[k]);
+    total += (size_t)l->chk_n[k];
+  }
+  l->backup = lv_optim_alloc(l->be, (total + 1) * sizeof(float));
+  if (!l->backup)
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory for the update check's copy of the variables and slots "
+                          "(%zu floats)", total);
+  return NULL;
+}
+
+/* Copies every value and slot to the backup (to_backup) or back. */
+static void backup_copy(lv_learner *l, bool to_backup) {
+  float *b = l->backup;
+  for (int i = 0; i < l->nchk; i++) {
+    size_t bytes = (size_t)l->chk_n[i] * sizeof(float);
+    if (bytes) {
+      if (to_backup) lv_optim_copy(l->be, b, l->chk[i], bytes);
+      else lv_optim_copy(l->be, l->chk[i], b, bytes);
+    }
+    b += l->chk_n[i];
+  }
+}
+
+/* The first value or slot holding NaN/Inf after an update (NULL if none). A float's
+ * square is at most ~1.2e77, so the double sum of squares is finite iff every element
+ * is. */
+static const char *first_nonfinite(lv_learner *l) {
+  for (int i = 0; i < l->nchk; i++)
+    l->k->optim_sum(l->ctx, l->chk_n[i], l->chk[i], false, l->scratch, &l->dev_chk_sums[i]);
+  lv_optim_to_host(l->be, l->chk_sums, l->dev_chk_sums, (size_t)l->nchk * sizeof(double));
+  for (int i = 0; i < l->nchk; i++)
+    if (!isfinite(l->chk_sums[i])) return l->chk_name[i];
+  return NULL;
 }
 
 lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
@@ -216,6 +289,7 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     l->n++;
     st = lv_optimizer_add_var(optimizer, v->name, v->n, NULL);
   }
+  if (!st) st = alloc_update_check(l);
   if (st) {
     lv_learner_free(l);
     return st;
@@ -264,6 +338,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
   s.lr_schedule = lv_schedule_value(l->schedule, step);
   s.learning_rate = c->learning_rate * s.lr_schedule;
   s.grad_scale_all = 1.0;
+  const float tracker0[4] = {l->log_mean, l->log_mean_squared, l->total_weight, l->total_rejections};
 
   /* Every sum the host needs is formed on the device, then read back in one copy. */
   const int n = l->n;
@@ -338,14 +413,54 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
     skip = s.has_nan_or_inf || s.grad_scale_all == 0.0;
   }
 
+  if (!skip) {
+    lv_optimizer *o = l->opt;
+    float nonslot0[2] = {0, 0};
+    int nns = lv_optimizer_num_nonslot(o);
+    for (int i = 0; i < nns; i++) {
+      float *p;
+      lv_optimizer_nonslot(o, i, NULL, &p);
+      nonslot0[i] = *p;
+    }
+    /* The update check goes with the gradient checks: scale_gradients = false does
+     * neither (as Lingvo does no NaN check then). */
+    const bool check = c->scale_gradients;
+    if (check) backup_copy(l, true);
+    lv_status st = lv_optimizer_apply(o, (float)s.learning_rate, l->n, l->values, l->grads);
+    if (st) return st;
+    s.nonfinite_update = check ? first_nonfinite(l) : NULL;
+    if (s.nonfinite_update) {
+      backup_copy(l, false);
+      for (int i = 0; i < nns; i++) {
+        float *p;
+        lv_optimizer_nonslot(o, i, NULL, &p);
+        *p = nonslot0[i];
+      }
+      l->log_mean = tracker0[0], l->log_mean_squared = tracker0[1];
+      l->total_weight = tracker0[2], l->total_rejections = tracker0[3];
+      s.update_nonfinite = true;
+      l->nan_inf_steps++;
+      skip = true;
+    }
+  }
   if (skip) {
     l->skipped_steps++;
+    l->consecutive_skipped++;
   } else {
-    lv_status st = lv_optimizer_apply(l->opt, (float)s.learning_rate, l->n, l->values, l->grads);
-    if (st) return st;
+    l->consecutive_skipped = 0;
   }
   s.skipped = skip;
   if (out) *out = s;
+  if (skip && c->max_consecutive_skipped_steps > 0 && l->consecutive_skipped >= c->max_consecutive_skipped_steps)
+    return lv_status_make(LV_ERR_INTERNAL,
+                          "step %lld: %lld consecutive steps skipped (the last one: %s); the model does not train "
+                          "(task.train.max_consecutive_skipped_steps is %lld: lower task.train.learning_rate, clip the "
+                          "gradients, or raise the limit; 0 never stops)",
+                          (long long)step, (long long)l->consecutive_skipped,
+                          s.update_nonfinite ? "the update made a variable NaN/Inf"
+                          : s.has_nan_or_inf ? "NaN/Inf gradients"
+                                             : "grad_scale 0",
+                          (long long)c->max_consecutive_skipped_steps);
   return NULL;
 }
 

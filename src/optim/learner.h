@@ -13,7 +13,14 @@
  *   3. lr = learning_rate * schedule(step); optimizer update.
  *
  * A step whose gradients hold NaN/Inf, or whose grad_scale is 0 (grad_norm_to_clip_to_zero
- * tripped), is skipped: no variable or optimizer slot changes, and it is counted. Lingvo
+ * tripped), is skipped: no variable or optimizer slot changes, and it is counted. So is a
+ * step whose finite gradients give a non-finite update (a huge learning rate, g^2
+ * overflowing Adam's second moment; with scale_gradients, as the gradient checks): after
+ * the update every variable and slot is checked
+ * (one more ordered sum each), and such a step is undone from a copy of the variables,
+ * slots and optimizer/tracker state taken before it (device memory as large as the
+ * variables and slots). max_consecutive_skipped_steps skipped steps in a row end the
+ * run with an error instead of spinning on a diverged model. Lingvo
  * applies the zeroed gradients, which still moves Adam's moments; skipping keeps
  * variables and slots exactly as they were, which is what "the step is skipped" means
  * to a user.
@@ -70,10 +77,11 @@ typedef struct lv_learner_config {
   bool scale_gradients;                      /* true */
   bool has_grad_norm_tracker;                /* grad_norm_tracker is not None */
   lv_grad_norm_tracker_config grad_norm_tracker;
+  int64_t max_consecutive_skipped_steps;     /* a step error after this many in a row; 0: off */
 } lv_learner_config;
 
 /* Lingvo's BaseTask train defaults (learning_rate 0, no L1/L2, no clipping,
- * scale_gradients true). */
+ * scale_gradients true), and lingvoc's max_consecutive_skipped_steps 100. */
 lv_learner_config lv_learner_defaults(void);
 /* Checks the config as Lingvo does; errors are LV_ERR_INVALID naming the key. */
 lv_status lv_learner_config_validate(const lv_learner_config *c);
@@ -91,6 +99,9 @@ typedef struct lv_learner_stats {
   bool skipped; /* no update was applied this step */
   const char *nonfinite_var; /* the first variable whose gradient is NaN or Inf (or NULL);
                               * valid while the learner lives */
+  bool update_nonfinite;     /* finite gradients, but the update made a variable or slot
+                              * NaN/Inf: undone, and the step skipped */
+  const char *nonfinite_update; /* the first variable or slot it made non-finite (or NULL) */
 } lv_learner_stats;
 
 /* Fills names/values with the step's eval metrics under Lingvo's names ("learning_rate",
@@ -110,7 +121,8 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
 void lv_learner_free(lv_learner *l);
 
 /* One step at global step `step` (the value before this step's increment). stats may
- * be NULL. */
+ * be NULL. Fails (LV_ERR_INTERNAL, after filling stats) when this skipped step is the
+ * max_consecutive_skipped_steps-th in a row. */
 lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *stats);
 
 /* The learning rate the step at `step` uses. */

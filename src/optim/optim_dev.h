@@ -27,4 +27,8 @@ static inline void lv_optim_from_host(const lv_backend *be, void *dst, const voi
   be->copy(be->ctx, dst, src, bytes, LV_COPY_HOST_TO_DEVICE);
 }
 
+static inline void lv_optim_copy(const lv_backend *be, void *dst, const void *src, size_t bytes) {
+  be->copy(be->ctx, dst, src, bytes, LV_COPY_DEVICE_TO_DEVICE);
+}
+
 #endif

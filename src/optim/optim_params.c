@@ -410,6 +410,9 @@ void lv_optim_define_train_params(lv_params *train) {
                         "Whether to apply gradients adjustment and scaling.");
   lv_params_define_params(train, "grad_norm_tracker", NULL,
                           "Params for GradNormTracker, to keep track of the gradient norm.");
+  lv_params_define_int(train, "max_consecutive_skipped_steps", 100,
+                       "lingvoc: stop the run with an error after this many consecutive skipped steps (NaN/Inf "
+                       "gradients or updates, grad_scale 0); 0 never stops.");
 }
 
 lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *out) {
@@ -423,6 +426,7 @@ lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *o
   c.clip_gradient_single_norm_to_value = getf(t, "clip_gradient_single_norm_to_value");
   c.grad_norm_to_clip_to_zero = getf(t, "grad_norm_to_clip_to_zero");
   c.scale_gradients = lv_params_bool(t, "scale_gradients");
+  c.max_consecutive_skipped_steps = lv_params_int(t, "max_consecutive_skipped_steps");
   const lv_params *gt = lv_params_sub(t, "grad_norm_tracker");
   c.has_grad_norm_tracker = gt != NULL;
   if (gt) {

@@ -1,13 +1,17 @@
 #include "runners/checkpointer.h"
 
 #include <dirent.h>
-#include <libgen.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -34,6 +38,7 @@ struct lv_checkpointer {
   double save_interval_seconds;
   int64_t keep_latest_n;
   double keep_every_n_hours;
+  bool finite_check; /* train.checkpoint_finite_check */
   bool first_call_done;
   int64_t prev_ckpt_step;
   double last_save_time;
@@ -52,6 +57,7 @@ lv_status lv_checkpointer_create(const char *train_dir, const lv_params *train_p
   ck->save_interval_seconds = lv_params_float(train_p, "save_interval_seconds");
   ck->keep_latest_n = lv_params_int(train_p, "save_max_to_keep");
   ck->keep_every_n_hours = lv_params_float(train_p, "save_keep_checkpoint_every_n_hours");
+  ck->finite_check = lv_params_has(train_p, "checkpoint_finite_check") && lv_params_bool(train_p, "checkpoint_finite_check");
   ck->prev_ckpt_step = -1;
   *out = ck;
   return NULL;
@@ -65,6 +71,12 @@ bool lv_checkpointer_should_save(lv_checkpointer *ck, int64_t step) {
 }
 
 int64_t lv_checkpointer_last_step(const lv_checkpointer *ck) { return ck->prev_ckpt_step; }
+
+void lv_checkpointer_note_restored(lv_checkpointer *ck, int64_t step) {
+  ck->first_call_done = true;
+  ck->prev_ckpt_step = step;
+  ck->last_save_time = lv_now_wall();
+}
 
 int64_t lv_checkpoint_step(const char *prefix) {
   const char *p = strstr(prefix, "ckpt-");
@@ -94,25 +106,62 @@ static void resolve_path(const char *train_dir, const char *path, char *out, siz
   else snprintf(out, n, "%s/%s", train_dir, path);
 }
 
-/* Deletes the files of one checkpoint prefix (index, data, meta, failed). */
-static void delete_ckpt_files(const char *prefix) {
-  char *copy = strdup(prefix);
-  char *dir = dirname(copy);
-  const char *base = strrchr(prefix, '/');
-  base = base ? base + 1 : prefix;
+/* Whether name is "ckpt-" and digits only (a checkpoint prefix this code writes). */
+static bool is_ckpt_name(const char *name) {
+  if (strncmp(name, "ckpt-", 5) || !name[5]) return false;
+  for (const char *p = name + 5; *p; p++)
+    if (*p < '0' || *p > '9') return false;
+  return true;
+}
+
+/* Whether a path from the state file names a checkpoint of train_dir itself: "ckpt-N"
+ * (relative) or an absolute path whose directory is train_dir. *base gets "ckpt-N". */
+static bool own_checkpoint(const char *train_dir, const char *path, const char **base) {
+  const char *slash = strrchr(path, '/');
+  *base = slash ? slash + 1 : path;
+  if (!is_ckpt_name(*base)) return false;
+  if (!slash) return true;
+  if (path[0] != '/') return false;
+  char *dir = strndup(path, (size_t)(slash - path));
+  LV_ASSERT(dir);
+  char *a = realpath(dir[0] ? dir : "/", NULL), *b = realpath(train_dir, NULL);
+  bool same = a && b && !strcmp(a, b);
+  free(a);
+  free(b);
+  free(dir);
+  return same;
+}
+
+/* "<base>.data-DDDDD-of-DDDDD" exactly. */
+static bool is_data_shard_of(const char *file, const char *base) {
   size_t bl = strlen(base);
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      if (strncmp(e->d_name, base, bl) || e->d_name[bl] != '.') continue;
-      char path[8192];
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
+  if (strncmp(file, base, bl) || strncmp(file + bl, ".data-", 6)) return false;
+  const char *p = file + bl + 6;
+  for (int i = 0; i < 5; i++)
+    if (p[i] < '0' || p[i] > '9') return false;
+  if (strncmp(p + 5, "-of-", 4)) return false;
+  for (int i = 9; i < 14; i++)
+    if (p[i] < '0' || p[i] > '9') return false;
+  return p[14] == 0;
+}
+
+/* Deletes the files of checkpoint train_dir/<base> by their exact names: the index first
+ * (the checkpoint disappears at once), then the data shards and a V1 .meta. */
+static void delete_ckpt_files(const char *train_dir, const char *base) {
+  char path[8192];
+  snprintf(path, sizeof path, "%s/%s.index", train_dir, base);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/%s.meta", train_dir, base);
+  unlink(path);
+  DIR *d = opendir(train_dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!is_data_shard_of(e->d_name, base)) continue;
+    snprintf(path, sizeof path, "%s/%s", train_dir, e->d_name);
+    unlink(path);
   }
-  free(copy);
+  closedir(d);
 }
 
 /* Lingvo's saver._UpdateState: keep the newest keep_latest_n (0 = all) and, walking
@@ -161,13 +210,16 @@ static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, doub
       ns.all_model_checkpoint_timestamps[ns.num_paths++] = tss[i];
     }
   lv_status s = lv_ckpt_state_write(ck->train_dir, &ns);
+  /* Retention deletes only checkpoints of this train directory, never what a state file
+   * edited by hand (or written elsewhere) points at. */
   if (!s)
-    for (int i = 0; i < m; i++)
-      if (!keep[i]) {
-        char path[8192];
-        resolve_path(ck->train_dir, paths[i], path, sizeof path);
-        delete_ckpt_files(path);
-      }
+    for (int i = 0; i < m; i++) {
+      const char *base;
+      if (keep[i]) continue;
+      if (own_checkpoint(ck->train_dir, paths[i], &base)) delete_ckpt_files(ck->train_dir, base);
+      else lv_warn("%s/checkpoint listed \"%s\", which is not a checkpoint of this directory (ckpt-N): dropped "
+                   "from the list, not deleted", ck->train_dir, paths[i]);
+    }
   for (int i = 0; i < m; i++) free(paths[i]);
   free(ns.all_model_checkpoint_paths);
   free(ns.all_model_checkpoint_timestamps);
@@ -217,11 +269,52 @@ lv_status lv_checkpointer_wait(lv_checkpointer *ck) {
   return s;
 }
 
+/* A checkpoint is never rewritten in place: a ckpt-<step> the state file lists is an
+ * error; an unlisted one (left by a crash before its state update) is replaced, which the
+ * bundle writer does without ever pairing an old index with new data. */
+static lv_status check_not_listed(const lv_checkpointer *ck, const char *prefix) {
+  char index[4300];
+  snprintf(index, sizeof index, "%s.index", prefix);
+  if (!lv_file_exists(index)) return NULL;
+  const char *name = strrchr(prefix, '/') + 1;
+  lv_ckpt_state st = {0};
+  bool exists = false;
+  LV_TRY(lv_ckpt_state_read(ck->train_dir, &st, &exists));
+  bool listed = false;
+  const char *base;
+  for (int i = -1; i < st.num_paths && !listed; i++) {
+    const char *p = i < 0 ? st.model_checkpoint_path : st.all_model_checkpoint_paths[i];
+    listed = p && own_checkpoint(ck->train_dir, p, &base) && !strcmp(base, name);
+  }
+  lv_ckpt_state_free(&st);
+  if (listed)
+    return lv_status_make(LV_ERR_INVALID, "%s already exists and %s/checkpoint lists it: not overwriting a saved "
+                          "checkpoint (is global_step behind the checkpoints of this directory?)", prefix, ck->train_dir);
+  lv_warn("%s exists but no state file lists it (a crash before its state update?): replacing it", prefix);
+  return NULL;
+}
+
+/* train.checkpoint_finite_check: the host copies about to be saved hold no NaN/Inf. */
+static lv_status check_finite(const pending *j) {
+  for (int i = 0; i < j->n; i++) {
+    const lv_saveable *it = &j->items[i];
+    int64_t n = lv_shape_numel(&it->shape);
+    for (int64_t k = 0; k < n; k++) {
+      double v = it->dtype == LV_F32 ? ((const float *)it->data)[k] : it->dtype == LV_F64 ? ((const double *)it->data)[k] : 0;
+      if (!isfinite(v))
+        return lv_status_make(LV_ERR_INTERNAL, "train.checkpoint_finite_check: %s[%lld] is %g; not saving %s (the "
+                              "checkpoints saved so far are kept)", it->name, (long long)k, v, j->prefix);
+    }
+  }
+  return NULL;
+}
+
 lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_saveable *items, int n,
                                const char *params_text) {
   LV_TRY(lv_checkpointer_wait(ck));
   pending *j = &ck->job;
   snprintf(j->prefix, sizeof j->prefix, "%s/ckpt-%08lld", ck->train_dir, (long long)step);
+  LV_TRY(check_not_listed(ck, j->prefix));
   j->step = step;
   size_t total = 0;
   for (int i = 0; i < n; i++)
@@ -248,6 +341,7 @@ lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_savea
     off += (b + 63) & ~(size_t)63;
   }
   j->n = n;
+  if (ck->finite_check) LV_TRY(check_finite(j));
   free(j->params_text);
   j->params_text = params_text ? strdup(params_text) : NULL;
   j->timestamp = lv_now_wall();
@@ -328,28 +422,68 @@ lv_status lv_checkpoint_latest(const char *train_dir, char *prefix, size_t n, in
   return NULL;
 }
 
-lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, int n) {
+/* Appends one problem line (the first kMaxListed of each restore, then a count). */
+enum { kMaxListed = 20 };
+static void list_problem(FILE *ef, int *nerr, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void list_problem(FILE *ef, int *nerr, const char *fmt, ...) {
+  if (*nerr < kMaxListed) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("\n  ", ef);
+    vfprintf(ef, fmt, ap);
+    va_end(ap);
+  }
+  (*nerr)++;
+}
+
+static bool has_item(const lv_saveable *items, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(items[i].name, name)) return true;
+  return false;
+}
+
+lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
+                                     int *num_restored) {
+  if (num_restored) *num_restored = 0;
   lv_bundle_reader *r = NULL;
   LV_TRY(lv_bundle_reader_open(prefix, &r));
   char *errs = NULL;
   size_t elen = 0;
   FILE *ef = open_memstream(&errs, &elen);
-  int nerr = 0;
+  int nerr = 0, nmissing = 0, nextra = 0;
   const lv_bundle_entry **found = calloc((size_t)(n > 0 ? n : 1), sizeof *found);
+  char missing[256] = "";
   for (int i = 0; i < n; i++) {
     const lv_bundle_entry *e = lv_bundle_reader_find(r, items[i].name);
     char a[96], b[96];
-    if (!e) {
-      fprintf(ef, "\n  %s: missing from the checkpoint", items[i].name);
-      nerr++;
+    if (!e && mode == LV_RESTORE_PARTIAL) {
+      if (nmissing++ < 3)
+        snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", nmissing > 1 ? ", " : "",
+                 items[i].name);
+    } else if (!e) {
+      list_problem(ef, &nerr, "%s: missing from the checkpoint", items[i].name);
+      nmissing++;
     } else if (e->dtype != items[i].dtype || !lv_shape_eq(&e->shape, &items[i].shape)) {
-      fprintf(ef, "\n  %s: checkpoint has %s %s, the model expects %s %s", items[i].name, lv_dtype_names[e->dtype],
-              lv_shape_str(&e->shape, a, sizeof a), lv_dtype_names[items[i].dtype],
-              lv_shape_str(&items[i].shape, b, sizeof b));
-      nerr++;
+      list_problem(ef, &nerr, "%s: checkpoint has %s %s, the model expects %s %s", items[i].name,
+                   lv_dtype_names[e->dtype], lv_shape_str(&e->shape, a, sizeof a), lv_dtype_names[items[i].dtype],
+                   lv_shape_str(&items[i].shape, b, sizeof b));
     }
     found[i] = e;
   }
+  /* Training resumes the whole state: a tensor the run would not save again (another
+   * optimizer's slots) is as much a mismatch as a missing one. */
+  for (int i = 0; mode != LV_RESTORE_MODEL && i < lv_bundle_reader_count(r); i++) {
+    const char *name = lv_bundle_reader_entry(r, i)->name;
+    if (strcmp(name, LV_CKPT_PARAMS_TENSOR) && !has_item(items, n, name)) {
+      if (mode == LV_RESTORE_EXACT) list_problem(ef, &nerr, "%s: in the checkpoint, not in this run", name);
+      nextra++;
+    }
+  }
+  if (nerr > kMaxListed) fprintf(ef, "\n  ... and %d more", nerr - kMaxListed);
+  if (mode == LV_RESTORE_EXACT && (nmissing || nextra))
+    fprintf(ef, "\n(did task.train.optimizer, the grad norm tracker or the model change?) Nothing was restored or "
+            "overwritten; --allow_partial_restore restores the tensors that match, initializes the others and "
+            "keeps this checkpoint.");
   fclose(ef);
   lv_status s = NULL;
   if (nerr)
@@ -358,18 +492,189 @@ lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, in
   /* Read into scratch first so a corrupt tensor leaves the model untouched. */
   void **scratch = calloc((size_t)(n > 0 ? n : 1), sizeof *scratch);
   for (int i = 0; i < n && !s; i++) {
+    if (!found[i]) continue;
     size_t b = (size_t)lv_shape_numel(&items[i].shape) * lv_dtype_size(items[i].dtype);
     scratch[i] = malloc(b ? b : 1);
     if (!scratch[i]) s = lv_status_make(LV_ERR_RESOURCE, "out of memory restoring %s", items[i].name);
     else s = lv_bundle_reader_read(r, found[i], scratch[i], b);
   }
-  for (int i = 0; i < n && !s; i++) s = saveable_copy(&items[i], scratch[i], false);
+  int restored = 0;
+  for (int i = 0; i < n && !s; i++)
+    if (found[i]) {
+      s = saveable_copy(&items[i], scratch[i], false);
+      restored++;
+    }
+  if (!s && nmissing && mode == LV_RESTORE_PARTIAL)
+    lv_warn("partial restore from %s: %d of %d tensors restored; %d not in the checkpoint keep their initial values "
+            "(%s%s)", prefix, restored, n, nmissing, missing, nmissing > 3 ? ", ..." : "");
+  if (!s && nextra && mode == LV_RESTORE_PARTIAL)
+    lv_warn("partial restore from %s: %d tensors of the checkpoint are not in this run and were ignored", prefix,
+            nextra);
+  if (!s && num_restored) *num_restored = restored;
   for (int i = 0; i < n; i++) free(scratch[i]);
   free(scratch);
   free(found);
   free(errs);
   lv_bundle_reader_close(r);
   return s;
+}
+
+lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, int n) {
+  return lv_checkpoint_restore_mode(prefix, items, n, LV_RESTORE_MODEL, NULL);
+}
+
+/* The steps of the ckpt-N checkpoints in dir that have an index, ascending. */
+static int scan_checkpoints(const char *dir, int64_t **steps_out) {
+  *steps_out = NULL;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int k = 0, cap = 0;
+  int64_t *steps = NULL;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 7 || strcmp(e->d_name + len - 6, ".index")) continue;
+    char base[256];
+    if (len - 6 >= sizeof base) continue;
+    memcpy(base, e->d_name, len - 6);
+    base[len - 6] = 0;
+    if (!is_ckpt_name(base)) continue;
+    if (k == cap) {
+      cap = cap ? 2 * cap : 16;
+      steps = realloc(steps, sizeof *steps * (size_t)cap);
+      LV_ASSERT(steps);
+    }
+    steps[k++] = lv_checkpoint_step(base);
+  }
+  closedir(d);
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && steps[j] < steps[j - 1]; j--) {
+      int64_t t = steps[j];
+      steps[j] = steps[j - 1];
+      steps[j - 1] = t;
+    }
+  *steps_out = steps;
+  return k;
+}
+
+/* A state file listing the given checkpoints (timestamps: their index files' mtimes). */
+static lv_status rebuild_state(const char *train_dir, const int64_t *steps, int k) {
+  lv_ckpt_state ns = {0};
+  ns.num_paths = k;
+  ns.all_model_checkpoint_paths = calloc((size_t)k, sizeof(char *));
+  ns.all_model_checkpoint_timestamps = calloc((size_t)k, sizeof(double));
+  LV_ASSERT(ns.all_model_checkpoint_paths && ns.all_model_checkpoint_timestamps);
+  for (int i = 0; i < k; i++) {
+    LV_ASSERT(asprintf(&ns.all_model_checkpoint_paths[i], "ckpt-%08lld", (long long)steps[i]) >= 0);
+    char index[8192];
+    snprintf(index, sizeof index, "%s/%s.index", train_dir, ns.all_model_checkpoint_paths[i]);
+    struct stat sb;
+    ns.all_model_checkpoint_timestamps[i] = stat(index, &sb) == 0 ? (double)sb.st_mtime : lv_now_wall();
+  }
+  ns.model_checkpoint_path = strdup(ns.all_model_checkpoint_paths[k - 1]);
+  lv_status s = lv_ckpt_state_write(train_dir, &ns);
+  lv_ckpt_state_free(&ns);
+  return s;
+}
+
+lv_status lv_checkpoint_resume_point(const char *train_dir, bool rebuild, char *prefix, size_t n, int64_t *step,
+                                     bool *found) {
+  *found = false;
+  lv_ckpt_state st = {0};
+  bool exists = false;
+  lv_status rs = lv_ckpt_state_read(train_dir, &st, &exists);
+  bool usable = !rs && exists && st.model_checkpoint_path && *st.model_checkpoint_path;
+  bool st_empty = !rs && exists && !st.model_checkpoint_path && st.num_paths == 0;
+  lv_ckpt_state_free(&st);
+  if (usable) {
+    lv_status_free(rs);
+    return lv_checkpoint_latest(train_dir, prefix, n, step, found);
+  }
+  int64_t *steps = NULL;
+  int k = scan_checkpoints(train_dir, &steps);
+  if (k == 0) {
+    free(steps);
+    return rs; /* no checkpoint to lose: a fresh start, or the state file's own error */
+  }
+  char newest[64];
+  snprintf(newest, sizeof newest, "ckpt-%08lld", (long long)steps[k - 1]);
+  lv_status s = NULL;
+  if (!rebuild) {
+    char why[1200];
+    if (rs) snprintf(why, sizeof why, "cannot be read (%s)", lv_status_msg(rs));
+    else snprintf(why, sizeof why, "%s", !exists ? "is missing" : st_empty ? "is empty" : "names no checkpoint (no model_checkpoint_path)");
+    s = lv_status_make(LV_ERR_INVALID,
+                       "%s/checkpoint %s, but %s holds %d checkpoint%s, the newest %s/%s: not starting from freshly "
+                       "initialized variables over them (nothing was changed). To resume from %s, rerun with "
+                       "--rebuild_checkpoint_state (writes a state file listing the ckpt-* files found); to start "
+                       "over, use another --logdir or move the ckpt-* files away.",
+                       train_dir, why, train_dir, k, k > 1 ? "s" : "", train_dir, newest, newest);
+  } else {
+    s = rebuild_state(train_dir, steps, k);
+    if (!s) lv_warn("--rebuild_checkpoint_state: wrote %s/checkpoint listing the %d checkpoint%s found; resuming from %s",
+                    train_dir, k, k > 1 ? "s" : "", newest);
+    if (!s) s = lv_checkpoint_latest(train_dir, prefix, n, step, found);
+  }
+  lv_status_free(rs);
+  free(steps);
+  return s;
+}
+
+/* The pid in "<pid>" or "<pid>-<digits>" (the whole of s), or 0. */
+static long temp_pid(const char *s) {
+  char *end;
+  if (*s < '0' || *s > '9') return 0;
+  long pid = strtol(s, &end, 10);
+  if (*end == '-') {
+    const char *p = end + 1;
+    if (!*p) return 0;
+    for (; *p; p++)
+      if (*p < '0' || *p > '9') return 0;
+  } else if (*end) {
+    return 0;
+  }
+  return pid;
+}
+
+/* The writer pid of one of our temporary files: "checkpoint.tmp<pid>",
+ * "ckpt-N.index.tmp<pid>", "ckpt-N.{index,data-D-of-D}.tempstate<pid>-<k>"; else 0. */
+static long our_temp_file_pid(const char *name) {
+  if (!strncmp(name, "checkpoint.tmp", 14)) return temp_pid(name + 14);
+  const char *dot = strchr(name, '.');
+  if (!dot) return 0;
+  char base[256];
+  if ((size_t)(dot - name) >= sizeof base) return 0;
+  memcpy(base, name, (size_t)(dot - name));
+  base[dot - name] = 0;
+  if (!is_ckpt_name(base)) return 0;
+  const char *t = strstr(dot, ".tempstate");
+  size_t tl = 10;
+  if (!t) t = strstr(dot, ".tmp"), tl = 4;
+  if (!t) return 0;
+  char file[512];
+  if ((size_t)(t - name) >= sizeof file) return 0;
+  memcpy(file, name, (size_t)(t - name));
+  file[t - name] = 0;
+  const char *ext = file + (dot - name);
+  if (strcmp(ext, ".index") && !is_data_shard_of(file, base)) return 0;
+  return temp_pid(t + tl);
+}
+
+int lv_checkpoint_clean_stale_temps(const char *train_dir) {
+  DIR *d = opendir(train_dir);
+  if (!d) return 0;
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    long pid = our_temp_file_pid(e->d_name);
+    if (pid <= 0 || pid > INT32_MAX || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still run */
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", train_dir, e->d_name);
+    if (unlink(path) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
 }
 
 lv_status lv_checkpoint_params_text(const char *prefix, char **text) {

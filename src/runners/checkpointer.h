@@ -5,7 +5,12 @@
  *
  * Saving is asynchronous when asked: the tensors are copied into a buffer the
  * checkpointer owns, and a thread writes the bundle (temporary names, fsync, rename) and
- * then the state file, so a crash at any point leaves the previous checkpoint usable. */
+ * then the state file, so a crash at any point leaves the previous checkpoint usable.
+ *
+ * What is on disk is the user's: a checkpoint the state file lists is never rewritten,
+ * retention deletes only train_dir/ckpt-N files by their exact names (whatever else a
+ * state file lists is dropped from it, not deleted), and a state file that names no
+ * checkpoint beside ckpt-N files is an error rather than a fresh start over them. */
 #ifndef LV_RUNNERS_CHECKPOINTER_H
 #define LV_RUNNERS_CHECKPOINTER_H
 
@@ -36,8 +41,13 @@ lv_status lv_checkpointer_destroy(lv_checkpointer *ck);
 bool lv_checkpointer_should_save(lv_checkpointer *ck, int64_t step);
 /* The step of the last checkpoint saved by this checkpointer (-1 if none). */
 int64_t lv_checkpointer_last_step(const lv_checkpointer *ck);
+/* The run resumed from the checkpoint of `step`: counts as this checkpointer's first save
+ * (a resumed checkpoint is never written again). */
+void lv_checkpointer_note_restored(lv_checkpointer *ck, int64_t step);
 /* Saves items (plus a string tensor with params_text, if given) as ckpt-<step>. The
- * error of an earlier asynchronous save is returned here. */
+ * error of an earlier asynchronous save is returned here. A ckpt-<step> the state file
+ * lists is never overwritten (LV_ERR_INVALID); with train.checkpoint_finite_check a NaN or
+ * Inf in a float item is an error and nothing is written. */
 lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_saveable *items, int n,
                                const char *params_text);
 /* Blocks until no save is pending. */
@@ -53,6 +63,24 @@ int64_t lv_checkpoint_step(const char *prefix);
 /* Restores every item by name. Missing names, dtype or shape mismatches are one error
  * listing them all (LV_ERR_INVALID), and nothing is changed in that case. */
 lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, int n);
+typedef enum {
+  LV_RESTORE_MODEL,   /* lv_checkpoint_restore: other tensors of the checkpoint are ignored */
+  LV_RESTORE_EXACT,   /* resuming training: checkpoint tensors that are not items are errors too */
+  LV_RESTORE_PARTIAL, /* items missing from the checkpoint keep their values (warned) */
+} lv_restore_mode;
+/* *num_restored (may be NULL): items restored. */
+lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
+                                     int *num_restored);
+/* Where training resumes: lv_checkpoint_latest, but when the state file is missing,
+ * unreadable or names no checkpoint while ckpt-N files are present, an LV_ERR_INVALID
+ * error naming the newest of them (or with rebuild: a new state file listing them, and
+ * the newest). No checkpoint files: *found=false, as a fresh start. */
+lv_status lv_checkpoint_resume_point(const char *train_dir, bool rebuild, char *prefix, size_t n, int64_t *step,
+                                     bool *found);
+/* Removes temporary files of checkpoint writes whose writer process is gone
+ * (checkpoint.tmp<pid>, ckpt-N.*.tempstate<pid>-<k>, ckpt-N.index.tmp<pid>): only these
+ * names, only dead pids. Returns how many were removed. */
+int lv_checkpoint_clean_stale_temps(const char *train_dir);
 
 #define LV_CKPT_PARAMS_TENSOR "_lingvoc/params_txt"
 /* The trainer's params text stored in a checkpoint (*text = NULL and OK when the

@@ -34,13 +34,23 @@ static lv_status write_text(const char *dir, const char *name, const char *text)
   return lv_file_write_atomic(path, text, strlen(text));
 }
 
+/* mkdir -p; a file in the way is the user's to move (exit 2), not an OS failure. */
+static lv_status make_dir(const char *dir) {
+  lv_status s = lv_file_mkdirs(dir);
+  if (s && lv_file_exists(dir) && !lv_file_is_dir(dir)) {
+    lv_status_free(s);
+    return lv_status_make(LV_ERR_INVALID, "%s is a file, not a directory: move it away or use another --logdir", dir);
+  }
+  return s;
+}
+
 lv_status lv_trainer_write_control(const lv_params *cfg, const char *analysis) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   char control[4200], train[4200];
   snprintf(control, sizeof control, "%s/control", logdir);
   snprintf(train, sizeof train, "%s/train", logdir);
-  LV_TRY(lv_file_mkdirs(control));
-  LV_TRY(lv_file_mkdirs(train));
+  LV_TRY(make_dir(control));
+  LV_TRY(make_dir(train));
   char *text = lv_params_to_text(cfg);
   lv_status s = write_text(control, "params.txt", text);
   if (!s) s = write_text(train, "trainer_params.txt", text);
@@ -128,18 +138,25 @@ static lv_status save(train_state *t, int64_t step) {
   return lv_checkpointer_save(t->ck, step, t->items, t->nitems, t->params_text);
 }
 
-static lv_status restore_or_init(train_state *t) {
+/* *restored: whether variables came from a checkpoint (its step is the instance's). */
+static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, bool *restored) {
   char prefix[8192];
   int64_t step = 0;
   bool found = false;
-  LV_TRY(lv_checkpoint_latest(t->m->train_dir, prefix, sizeof prefix, &step, &found));
+  *restored = false;
+  LV_TRY(lv_checkpoint_resume_point(t->m->train_dir, opt->rebuild_checkpoint_state, prefix, sizeof prefix, &step,
+                                    &found));
   if (!found) {
     lv_info("no checkpoint in %s: starting from freshly initialized variables", t->m->train_dir);
     return NULL;
   }
-  LV_TRY(lv_status_wrap(lv_checkpoint_restore(prefix, t->items, t->nitems), "cannot resume training"));
+  int n = 0;
+  LV_TRY(lv_status_wrap(lv_checkpoint_restore_mode(prefix, t->items, t->nitems,
+                                                   opt->allow_partial_restore ? LV_RESTORE_PARTIAL : LV_RESTORE_EXACT, &n),
+                        "cannot resume training"));
   lv_optimizer_slots_from_host(lv_learner_optimizer(t->learner));
-  lv_info("restored %d tensors from %s (global_step %lld)", t->nitems, prefix, (long long)lv_instance_step(t->m));
+  lv_info("restored %d tensors from %s (global_step %lld)", n, prefix, (long long)lv_instance_step(t->m));
+  *restored = true;
   return NULL;
 }
 
@@ -168,7 +185,7 @@ static int cmp_names(const void *x, const void *y) { return strcmp((const char *
  * an flock on <logdir>/train/LOCK, released by the kernel when the process dies. */
 static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
   *fd_out = -1;
-  LV_TRY(lv_file_mkdirs(train_dir));
+  LV_TRY(make_dir(train_dir));
   char path[8192];
   snprintf(path, sizeof path, "%s/LOCK", train_dir);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -225,9 +242,14 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                        (lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0
                             ? lv_params_int(cfg, "cluster.worker.gpus_per_replica") / lv_params_int(cfg, "cluster.worker.devices_per_split")
                             : 1);
+  if (!s) {
+    int stale = lv_checkpoint_clean_stale_temps(t.m->train_dir);
+    if (stale) lv_info("removed %d temporary checkpoint file%s of trainers that were killed", stale, stale > 1 ? "s" : "");
+  }
+  bool restored = false;
   if (!s) s = create_learner(&t, cfg, (int)num_splits);
   if (!s) s = collect_saveables(&t);
-  if (!s) s = restore_or_init(&t);
+  if (!s) s = restore_or_init(&t, opt, &restored);
   /* Only now, with the model built and any checkpoint restored, write into the logdir:
    * a run that fails on bad input leaves the directory as it was. */
   if (!s) {
@@ -236,6 +258,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     free(analysis);
   }
   if (!s) s = lv_checkpointer_create(t.m->train_dir, train_p, lv_params_bool(train_p, "async_checkpointing"), &t.ck);
+  if (!s && restored) lv_checkpointer_note_restored(t.ck, lv_instance_step(t.m));
   t.params_text = lv_params_to_text(cfg);
   if (s) goto done;
   if (opt->install_signal_handlers) {
@@ -275,21 +298,29 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                            (long long)step, lv_metrics_value(&mt, i));
     if (!s) s = lv_graph_backward(t.m->graph, mt.loss);
     lv_learner_stats st;
+    memset(&st, 0, sizeof st);
     if (!s) s = lv_learner_step(t.learner, step, &st);
     if (!s && opt->check_numerics && st.has_nan_or_inf)
       s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the gradient of %s is not finite (--enable_check_numerics stops "
                          "here, as Lingvo's CheckNumerics does; with --noenable_check_numerics such steps are skipped "
                          "and counted); variables unchanged", (long long)step,
                          st.nonfinite_var ? st.nonfinite_var : "a variable (the norm overflows float32)");
+    /* Logged also when the learner stops the run for too many skipped steps in a row. */
+    if (st.skipped && !(opt->check_numerics && st.has_nan_or_inf)) {
+      skipped++;
+      char why[512];
+      if (st.update_nonfinite)
+        snprintf(why, sizeof why, "the update (grad norm %.3g, learning rate %.3g) made %s NaN or Inf",
+                 st.grad_norm_all, st.learning_rate, st.nonfinite_update);
+      else
+        snprintf(why, sizeof why, "%s", st.has_nan_or_inf ? "gradient has NaN or Inf"
+                                                           : "gradient norm over grad_norm_to_clip_to_zero");
+      lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step, why,
+              (long long)skipped);
+    }
     if (s) goto done;
     /* Deferred variable updates (batch norm's moving statistics) follow the step. */
     if (!st.skipped && (s = lv_graph_apply_updates(t.m->graph))) goto done;
-    if (st.skipped) {
-      skipped++;
-      lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step,
-              st.has_nan_or_inf ? "gradient has NaN or Inf" : "gradient norm over grad_norm_to_clip_to_zero",
-              (long long)skipped);
-    }
     step++;
     if (lv_log_verbosity(__FILE__) >= 1) {
       for (int i = 0; i < mt.n; i++)

@@ -1,7 +1,9 @@
 /* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync on one
  * machine): restore or initialize, run train.max_steps steps, log progress with rate and
  * ETA, write summaries every train.summary_interval_steps, checkpoint by the policy in
- * checkpointer.h, and on SIGINT/SIGTERM save a checkpoint and return cleanly. */
+ * checkpointer.h, and on SIGINT/SIGTERM save a checkpoint and return cleanly. A resumed
+ * checkpoint is never written again; temporary files of killed trainers are removed on
+ * start. */
 #ifndef LV_RUNNERS_TRAINER_H
 #define LV_RUNNERS_TRAINER_H
 
@@ -12,6 +14,12 @@ typedef struct lv_trainer_options {
   int64_t log_interval_steps; /* progress line every N steps (0: every 100 or 10 s) */
   bool install_signal_handlers;
   bool check_numerics; /* a non-finite loss stops the run with an error (else the step is skipped) */
+  /* A missing, unreadable or empty train/checkpoint beside ckpt-N files: rebuild it from
+   * them and resume from the newest (else such a start is an error). */
+  bool rebuild_checkpoint_state;
+  /* Resume even if the checkpoint's tensors differ from the run's (another optimizer):
+   * restore what matches, initialize the rest (else an error listing the differences). */
+  bool allow_partial_restore;
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);

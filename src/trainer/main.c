@@ -97,6 +97,9 @@ static lv_status run(int argc, char **argv) {
   int64_t inspect_batches = 3;
   flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "With --mode=inspect_input: the dataset to read (Train, Dev, Test). Training always reads Train.");
   flags[n++] = (lv_flag)LV_FLAG_I64("inspect_input_batches", &inspect_batches, "With --mode=inspect_input: how many batches to print.");
+  bool rebuild_state = false, partial_restore = false;
+  flags[n++] = (lv_flag)LV_FLAG_BOOL("rebuild_checkpoint_state", &rebuild_state, "When <logdir>/train/checkpoint is missing, empty or unreadable but ckpt-* files are there: write a new one listing them and resume from the newest (without it such a start is an error: nothing is overwritten).");
+  flags[n++] = (lv_flag)LV_FLAG_BOOL("allow_partial_restore", &partial_restore, "Resume from a checkpoint whose tensors differ from this run's (e.g. another task.train.optimizer): restore those that match, initialize the others (without it that is an error listing them). The checkpoint itself is kept.");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
@@ -111,7 +114,8 @@ static lv_status run(int argc, char **argv) {
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(&c, flags, n, "Train", &p));
   lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true,
-                          .check_numerics = c.enable_check_numerics};
+                          .check_numerics = c.enable_check_numerics, .rebuild_checkpoint_state = rebuild_state,
+                          .allow_partial_restore = partial_restore};
   lv_status s = lv_trainer_run(p, &o);
   lv_params_free(p);
   return s;
