@@ -73,6 +73,32 @@ static lv_params *encoder_params(void) {
   return p;
 }
 
+lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
+  lv_params *bs = lv_params_new_cls("BeamSearchHelper");
+  lv_params_define_int(bs, "num_hyps_per_beam", 8, "Num of hyps to keep per beam during decoding.");
+  lv_params_define_float(bs, "target_seq_length_ratio", 1.0, "Ratio of the average target sequence length over the "
+                         "average source sequence length.");
+  lv_params_define_float(bs, "length_normalization", length_normalization, "Beam search length normalization ratio.");
+  lv_params_define_float(bs, "coverage_penalty", coverage_penalty, "Beam search coverage penalty.");
+  lv_params_define_float(bs, "valid_eos_max_logit_delta", 5.0, "During beam search, allow </s> to terminate a hyp "
+                         "only if its logit is no more than this value away from the logit of the best candidate.");
+  lv_params_define_float(bs, "local_eos_threshold", -100.0, "During beam search, allow </s> to terminate a hyp if "
+                         "the local score for </s> is greater than local_eos_threshold.");
+  lv_params_define_float(bs, "beam_size", 3.0, "The maximum difference between best hyp and the worst in a beam. "
+                         "This allows to prune our search when none of the active hyp is close enough to the "
+                         "current best.");
+  lv_params_define_bool(bs, "force_eos_in_last_step", false, "For all active hyps that are still on the beam after "
+                        "target_seq_len steps, return partial hyps with EOS set as the last token.");
+  lv_params_define_bool(bs, "force_eos_in_top_k", false, "Whether to always consider the eos token to be among the "
+                        "top k tokens for every step.");
+  lv_params_define_bool(bs, "ensure_full_beam", false, "If True, we will not terminate the search until both of "
+                        "these conditions are satisfied: we have found at least num_hyps_per_beam terminated hyps "
+                        "AND no active hyps have a score within beam_size of the best terminated hyp.");
+  lv_params_define_bool(bs, "terminate_beams_independently", false, "Whether each beam in the same batch can "
+                        "independently terminate.");
+  return bs;
+}
+
 static lv_params *decoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerDecoder");
   LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
@@ -99,33 +125,9 @@ static lv_params *decoder_params(void) {
   lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
   lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
   lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
-  /* Lingvo's MTBaseDecoder.beam_search (BeamSearchHelper.Params()); only the decoder job
-   * reads it (models/beam_search.h), with TransformerDecoder's settings; target_seq_len, target_sos_id and target_eos_id
-   * above are the decoder's, as Lingvo's decoder copies them into the helper. */
-  lv_params *bs = lv_params_new_cls("BeamSearchHelper");
-  lv_params_define_int(bs, "num_hyps_per_beam", 8, "Num of hyps to keep per beam during decoding.");
-  lv_params_define_float(bs, "target_seq_length_ratio", 1.0, "Ratio of the average target sequence length over the "
-                         "average source sequence length.");
-  /* 0.5 as Lingvo's TransformerDecoder.Params() sets it (BeamSearchHelper's own is 0.0). */
-  lv_params_define_float(bs, "length_normalization", 0.5, "Beam search length normalization ratio.");
-  lv_params_define_float(bs, "coverage_penalty", 0.0, "Beam search coverage penalty.");
-  lv_params_define_float(bs, "valid_eos_max_logit_delta", 5.0, "During beam search, allow </s> to terminate a hyp "
-                         "only if its logit is no more than this value away from the logit of the best candidate.");
-  lv_params_define_float(bs, "local_eos_threshold", -100.0, "During beam search, allow </s> to terminate a hyp if "
-                         "the local score for </s> is greater than local_eos_threshold.");
-  lv_params_define_float(bs, "beam_size", 3.0, "The maximum difference between best hyp and the worst in a beam. "
-                         "This allows to prune our search when none of the active hyp is close enough to the "
-                         "current best.");
-  lv_params_define_bool(bs, "force_eos_in_last_step", false, "For all active hyps that are still on the beam after "
-                        "target_seq_len steps, return partial hyps with EOS set as the last token.");
-  lv_params_define_bool(bs, "force_eos_in_top_k", false, "Whether to always consider the eos token to be among the "
-                        "top k tokens for every step.");
-  lv_params_define_bool(bs, "ensure_full_beam", false, "If True, we will not terminate the search until both of "
-                        "these conditions are satisfied: we have found at least num_hyps_per_beam terminated hyps "
-                        "AND no active hyps have a score within beam_size of the best terminated hyp.");
-  lv_params_define_bool(bs, "terminate_beams_independently", false, "Whether each beam in the same batch can "
-                        "independently terminate.");
-  lv_params_define_params(p, "beam_search", bs, "BeamSearchHelper params.");
+  /* Lingvo's MTBaseDecoder.beam_search with TransformerDecoder's length_normalization 0.5
+   * (BeamSearchHelper's own is 0.0). */
+  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(0.5, 0.0), "BeamSearchHelper params.");
   return p;
 }
 
@@ -212,6 +214,23 @@ static lv_status build_side(mt_model *m, const lv_params *p, const char *key, co
   return NULL;
 }
 
+lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty) {
+  *uncertainty = 0;
+  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
+  if (!ls) return NULL;
+  if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
+                          "supported, found %s", lv_params_str(ls, "cls"));
+  if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
+                          "supported by %s (leave it None)", task_cls);
+  double u = lv_params_float(ls, "uncertainty");
+  if (!(u >= 0 && u < 1))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
+  *uncertainty = (float)u;
+  return NULL;
+}
+
 static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
   const char *name = lv_params_str(p, "name");
   if (!*name) return lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"transformer\")");
@@ -240,19 +259,7 @@ static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
   lv_layer *l = NULL;
   LV_TRY(lv_status_wrap(make_layer(sp, scope, vs, &l), "task.decoder.softmax"));
   m->softmax = (lv_softmax_layer *)l;
-  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
-  if (ls) {
-    if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
-                            "supported, found %s", lv_params_str(ls, "cls"));
-    if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
-                            "supported by mt.model.TransformerModel (leave it None)");
-    double u = lv_params_float(ls, "uncertainty");
-    if (!(u >= 0 && u < 1))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
-    m->smoothing = (float)u;
-  }
+  LV_TRY(lv_mt_label_smoothing(dp, "mt.model.TransformerModel", &m->smoothing));
   m->per_word_avg_loss = lv_params_bool(dp, "per_word_avg_loss");
   m->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : 0x7a5f0e11ull;
   return NULL;
@@ -362,32 +369,19 @@ static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels,
   return s;
 }
 
-static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
-  (void)step;
-  mt_model *m = (mt_model *)t;
-  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
-  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
-  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
-  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
-    lv_graph_fail(g, "mt.model.TransformerModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
-                     "tgt.labels, tgt.weights (an NmtInput dataset)");
-    return false;
-  }
-  lv_tensor *vecs, *pads;
-  if (!lv_mt_transformer_encode(t, g, src_ids, src_pads, &vecs, &pads)) return false;
-  lv_tensor *x = decoder_fprop(m, g, vecs, pads, tgt_ids, tgt_pads);
-  if (!x) return false;
+bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
+                           float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt) {
   lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [T, B] */
   lv_xent_output xo;
-  if (!labels || !weights || !lv_softmax_layer_fprop(m->softmax, g, x, weights, labels, NULL, m->smoothing, &xo))
+  if (!labels || !weights || !lv_softmax_layer_fprop(sm, g, x, weights, labels, NULL, smoothing, &xo))
     return false;
   double total_weight = 0;
   if (lv_tensor_item(xo.total_weight, &total_weight)) {
-    lv_graph_fail(g, "mt.model.TransformerModel: cannot read the total target weight");
+    lv_graph_fail(g, "%s: cannot read the total target weight", who);
     return false;
   }
-  int64_t batch = src_ids->shape.d[0];
-  if (m->per_word_avg_loss) {
+  int64_t batch = tgt_labels->shape.d[0];
+  if (per_word_avg_loss) {
     lv_metrics_add(mt, "loss", xo.avg_xent, total_weight);
   } else {
     lv_tensor *per_seq_total = lv_op_reduce_sum(g, lv_op_mul(g, xo.per_example_xent, weights), LV_ALL_AXES, false);
@@ -405,6 +399,25 @@ static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t
     lv_metrics_add_const(mt, "fraction_of_correct_next_step_preds", acc, num);
   }
   return graph_ok(g);
+}
+
+static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
+  (void)step;
+  mt_model *m = (mt_model *)t;
+  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
+  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
+  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
+  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
+    lv_graph_fail(g, "mt.model.TransformerModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
+                     "tgt.labels, tgt.weights (an NmtInput dataset)");
+    return false;
+  }
+  lv_tensor *vecs, *pads;
+  if (!lv_mt_transformer_encode(t, g, src_ids, src_pads, &vecs, &pads)) return false;
+  lv_tensor *x = decoder_fprop(m, g, vecs, pads, tgt_ids, tgt_pads);
+  if (!x) return false;
+  return lv_mt_softmax_metrics(m->softmax, g, x, tgt_labels, tgt_w, m->smoothing, m->per_word_avg_loss, is_eval,
+                               "mt.model.TransformerModel", mt);
 }
 
 /* ---- incremental decoding ---- */
@@ -487,10 +500,64 @@ lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_i
   return NULL;
 }
 
+/* ---- bin/decoder's interface (lv_mt_decode_ops) ---- */
+
+static lv_status tr_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, void **state) {
+  *state = NULL;
+  lv_tensor *vecs, *pads;
+  if (!lv_mt_transformer_encode(t, g, src_ids, src_paddings, &vecs, &pads)) {
+    lv_status s = lv_graph_status(g);
+    return s ? lv_status_wrap(s, "mt decoder: encoding the source")
+             : lv_status_make(LV_ERR_INTERNAL, "mt decoder: encoding the source failed");
+  }
+  lv_mt_decode_state *st = calloc(1, sizeof *st);
+  LV_ASSERT(st);
+  lv_status s = lv_mt_decode_state_init(t, g, vecs, pads, st);
+  if (s) {
+    lv_mt_decode_state_free(st);
+    free(st);
+    return s;
+  }
+  *state = st;
+  return NULL;
+}
+
+static lv_status tr_decode_step(void *state, int n, const int32_t *step_ids, const int32_t *parent, float *log_probs,
+                                float *atten_probs) {
+  (void)atten_probs;
+  return lv_mt_decode_step(state, n, step_ids, parent, log_probs);
+}
+
+static void tr_decode_end(void *state) {
+  if (!state) return;
+  lv_mt_decode_state_free(state);
+  free(state);
+}
+
+static int64_t tr_vocab_size(const lv_task *t) { return lv_mt_transformer_vocab_size(t); }
+
+/* Every step keeps its key/value cache copies in the graph until the search ends: keys and
+ * values, float32, of steps 1..T, twice for the step's other activations. */
+static int64_t tr_row_bytes(const lv_task *t, int64_t target_seq_len) {
+  const mt_model *m = (const mt_model *)t;
+  int64_t T = target_seq_len;
+  return T * (T + 1) / 2 * m->dec.model_dim * m->dec.num_layers * 2 * 4 * 2;
+}
+
+static const lv_mt_decode_ops kTransformerDecodeOps = {
+    .vocab_size = tr_vocab_size,
+    .atten_probs = false,
+    .row_bytes = tr_row_bytes,
+    .begin = tr_decode_begin,
+    .step = tr_decode_step,
+    .end = tr_decode_end,
+};
+
 const lv_task_class lv_mt_transformer_model = {
     .cls = "mt.model.TransformerModel",
     .params = transformer_model_params,
     .create = mt_create,
     .fprop = mt_fprop,
     .destroy = mt_destroy,
+    .mt_decode = &kTransformerDecodeOps,
 };
