@@ -247,7 +247,8 @@ static lv_status make_tokenizer(const lv_params *cfg, lv_tokenizer **tok) {
     return lv_status_make(LV_ERR_INVALID, "input.tokenizer is None: the decoder needs the dataset's tokenizer to turn "
                           "ids into text (e.g. --model_params_override='input.tokenizer.cls: WpmTokenizer; "
                           "input.tokenizer.vocab_filepath: VOCAB; input.tokenizer.vocab_size: N')");
-  return lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok), "input.tokenizer");
+  return lv_instance_data_hint(cfg, lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok),
+                                                    "input.tokenizer"));
 }
 
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
