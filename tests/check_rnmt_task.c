@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/beam_search.h"
 #include "models/rnmt.h"
+#include "mt_util.h"
 #include "optim/optimizer.h"
 
 enum { V = 24, E = 16, H = 24 };
@@ -62,21 +63,10 @@ static lv_params *tiny_params(double smoothing, bool per_word) {
   EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_classes", V));
   EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_shards", 2));
   EXPECT_OK(lv_params_set_float(p, "decoder.softmax.params_init.scale", 0.2));
-  EXPECT_OK(lv_params_set_bool(p, "decoder.per_word_avg_loss", per_word));
-  if (smoothing > 0) {
-    EXPECT_OK(lv_params_set_class(p, "decoder.label_smoothing", "UniformLabelSmoother"));
-    EXPECT_OK(lv_params_set_float(p, "decoder.label_smoothing.uncertainty", smoothing));
-  }
-  lv_params_freeze(p);
-  return p;
+  return mt_loss_params(p, smoothing, per_word);
 }
 
-static lv_task *make_task(const lv_params *p, lv_varstore *vs) {
-  lv_task *t = NULL;
-  EXPECT_OK(lv_mt_rnmt_model.create(p, NULL, vs, &t));
-  EXPECT_OK(lv_varstore_finalize(vs, 11));
-  return t;
-}
+static lv_task *make_task(const lv_params *p, lv_varstore *vs) { return mt_make_task(&lv_mt_rnmt_model, p, vs, 11); }
 
 /* NB pairs: source 3..7 tokens (the last </s>), target 2..6 tokens, the target a fixed
  * function of the source (NmtInput's layout: ids start with <s>, labels end with </s>). */
@@ -123,42 +113,12 @@ static void make_batch(host_batch *h, int n, int S, int T) {
       h->tw[b * T + t] = real ? 1.0f : 0.0f;
     }
   }
-  static const char *names[6] = {"src.ids", "src.paddings", "tgt.ids", "tgt.paddings", "tgt.labels", "tgt.weights"};
-  h->t[0] = lv_tensor_view(LV_I32, lv_shape2(n, S), h->sids);
-  h->t[1] = lv_tensor_view(LV_F32, lv_shape2(n, S), h->spad);
-  h->t[2] = lv_tensor_view(LV_I32, lv_shape2(n, T), h->tids);
-  h->t[3] = lv_tensor_view(LV_F32, lv_shape2(n, T), h->tpad);
-  h->t[4] = lv_tensor_view(LV_I32, lv_shape2(n, T), h->tlab);
-  h->t[5] = lv_tensor_view(LV_F32, lv_shape2(n, T), h->tw);
-  lv_batch_init(&h->b);
-  for (int i = 0; i < 6; i++) EXPECT_OK(lv_nmap_set(&h->b.map, names[i], &h->t[i]));
-  h->b.size = n;
-}
-
-static double metric(const lv_metrics *m, const char *name, double *weight) {
-  for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->name[i], name)) {
-      if (weight) *weight = m->weight[i];
-      return lv_metrics_value(m, i);
-    }
-  ck_abort_msg("no metric %s", name);
-  return 0;
+  mt_batch_wrap(&h->b, h->t, n, S, T, h->sids, h->spad, h->tids, h->tpad, h->tlab, h->tw);
 }
 
 static double eval_loss(lv_task *t, host_batch *h, double *weight, double *acc) {
-  lv_graph *g = lv_graph_create(0);
-  lv_graph_set_training(g, false);
-  lv_batch gb;
-  lv_batch_init(&gb);
-  EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
-  lv_metrics m = {0};
-  ck_assert_msg(t->cls->fprop(t, g, &gb, true, 0, &m), "%s", lv_status_msg(lv_graph_status(g)));
-  double loss = metric(&m, "loss", weight);
-  if (acc) *acc = metric(&m, "fraction_of_correct_next_step_preds", NULL);
-  ck_assert(isfinite(metric(&m, "log_pplx", NULL)));
-  lv_metrics_free(&m);
-  lv_batch_free(&gb);
-  lv_graph_destroy(g);
+  double log_pplx = 0, loss = mt_eval_loss(t, &h->b, weight, acc, &log_pplx);
+  ck_assert(isfinite(log_pplx) && isfinite(loss));
   return loss;
 }
 

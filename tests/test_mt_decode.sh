@@ -62,8 +62,9 @@ done
 check "corpus_bleu >= 0.9 ($(grep corpus_bleu "$S"))" awk '/^corpus_bleu: / { exit !($2 >= 0.9) }' "$S"
 check "sacrebleu >= 90 ($(grep sacrebleu "$S"))" awk '/^sacrebleu: / { exit !($2 >= 90) }' "$S"
 check "decoder_out_000000300 written" test -f "$D/decoder_out_000000300"
-exact=$(awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' \
-  "$D/decoder_out_000000300")
+# Sentences of a decoder_out file whose top hyp is the reference.
+exact_top() { awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' "$1"; }
+exact=$(exact_top "$D/decoder_out_000000300")
 check "decoder_out: top hyp == reference for >= 18 of 20 ($exact)" test "$exact" -ge 18
 check "decoder_out has the sources" grep -qF "src: $(head -1 "$T/train.en")" "$D/decoder_out_000000300"
 check "params.txt has cluster.job decoder_train" grep -q "^cluster.job : 'decoder_train'" "$D/params.txt"
@@ -126,8 +127,7 @@ RD=$T/rnmt/decoder_train
 check "RNMT: coverage_penalty 0.2" grep -q "^task.decoder.beam_search.coverage_penalty : 0.2" "$RD/params.txt"
 check "RNMT: corpus_bleu >= 0.9 ($(grep corpus_bleu "$RD/score-00000300.txt"))" \
   awk '/^corpus_bleu: / { exit !($2 >= 0.9) }' "$RD/score-00000300.txt"
-exact=$(awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' \
-  "$RD/decoder_out_000000300")
+exact=$(exact_top "$RD/decoder_out_000000300")
 check "RNMT decoder_out: top hyp == reference for >= 18 of 20 ($exact)" test "$exact" -ge 18
 "$LV_BIN/decoder" --model=$R --logdir="$T/rnmt" --decode_text=- --model_params_override="$DEC" \
   <"$T/in.txt" >"$T/out.txt" 2>"$T/err"

@@ -179,11 +179,16 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
   return *act != NULL;
 }
 
+/* A view's lv_layer: its class and scope, no params. */
+static void view_base(lv_layer *b, const lv_layer_class *cls, const char *scope, const lv_layer *cell) {
+  snprintf(b->scope, sizeof b->scope, "%s", scope);
+  b->cls = cls;
+  b->vs = cell->vs;
+}
+
 void lv_frnn_view(lv_frnn_layer *l, const char *scope, lv_layer *cell, bool reverse) {
   memset(l, 0, sizeof *l);
-  snprintf(l->base.scope, sizeof l->base.scope, "%s", scope);
-  l->base.cls = &lv_frnn_layer_class;
-  l->base.vs = cell->vs;
+  view_base(&l->base, &lv_frnn_layer_class, scope, cell);
   l->cell = cell;
   l->reverse = reverse;
 }
@@ -549,9 +554,7 @@ static lv_status frnn_atten_create(lv_layer *base, const lv_params *p, const cha
 lv_status lv_frnn_atten_view(lv_frnn_atten_layer *l, const char *scope, lv_layer *cell, lv_layer *atten,
                              bool output_prev_atten_ctx, bool use_zero_atten_state, int64_t atten_context_dim) {
   memset(l, 0, sizeof *l);
-  snprintf(l->base.scope, sizeof l->base.scope, "%s", scope);
-  l->base.cls = &lv_frnn_atten_layer_class;
-  l->base.vs = cell->vs;
+  view_base(&l->base, &lv_frnn_atten_layer_class, scope, cell);
   l->cell = cell;
   l->atten_layer = atten;
   l->atten = lv_attention_of(atten);

@@ -99,6 +99,17 @@ lv_params *lv_mt_beam_search_params(double length_normalization, double coverage
   return bs;
 }
 
+void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty) {
+  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
+  lv_params_define_bool(p, "per_word_avg_loss", false,
+                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
+  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
+  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
+  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
+  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(length_normalization, coverage_penalty),
+                          "BeamSearchHelper params.");
+}
+
 static lv_params *decoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerDecoder");
   LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
@@ -115,19 +126,12 @@ static lv_params *decoder_params(void) {
                           "Transformer layer params (source_dim = model_dim, with encoder attention and a causal "
                           "self-attention; layers trans_layer_0 ...).");
   lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
-  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
   LV_ASSERT(!lv_registry_instantiate("SimpleFullSoftmax", &sm));
   LV_ASSERT(!lv_params_set_int(sm, "num_classes", 32000));
   LV_ASSERT(!lv_params_set_int(sm, "num_shards", 8));
   lv_params_define_params(p, "softmax", sm, "Softmax params.");
-  lv_params_define_bool(p, "per_word_avg_loss", false,
-                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
-  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
-  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
-  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
-  /* Lingvo's MTBaseDecoder.beam_search with TransformerDecoder's length_normalization 0.5
-   * (BeamSearchHelper's own is 0.0). */
-  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(0.5, 0.0), "BeamSearchHelper params.");
+  /* TransformerDecoder's length_normalization 0.5 (BeamSearchHelper's own is 0.0). */
+  lv_mt_define_decoder_params(p, 0.5, 0.0);
   return p;
 }
 
@@ -401,23 +405,31 @@ bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_t
   return graph_ok(g);
 }
 
+bool lv_mt_batch_get(lv_graph *g, lv_batch *b, const char *who, lv_mt_batch *out) {
+  out->src_ids = lv_batch_get(b, "src.ids");
+  out->src_paddings = lv_batch_get(b, "src.paddings");
+  out->tgt_ids = lv_batch_get(b, "tgt.ids");
+  out->tgt_paddings = lv_batch_get(b, "tgt.paddings");
+  out->tgt_labels = lv_batch_get(b, "tgt.labels");
+  out->tgt_weights = lv_batch_get(b, "tgt.weights");
+  if (out->src_ids && out->src_paddings && out->tgt_ids && out->tgt_paddings && out->tgt_labels && out->tgt_weights)
+    return true;
+  lv_graph_fail(g, "%s needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, tgt.labels, tgt.weights (an "
+                   "NmtInput dataset)", who);
+  return false;
+}
+
 static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
   (void)step;
   mt_model *m = (mt_model *)t;
-  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
-  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
-  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
-  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
-    lv_graph_fail(g, "mt.model.TransformerModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
-                     "tgt.labels, tgt.weights (an NmtInput dataset)");
-    return false;
-  }
+  lv_mt_batch in;
+  if (!lv_mt_batch_get(g, b, "mt.model.TransformerModel", &in)) return false;
   lv_tensor *vecs, *pads;
-  if (!lv_mt_transformer_encode(t, g, src_ids, src_pads, &vecs, &pads)) return false;
-  lv_tensor *x = decoder_fprop(m, g, vecs, pads, tgt_ids, tgt_pads);
+  if (!lv_mt_transformer_encode(t, g, in.src_ids, in.src_paddings, &vecs, &pads)) return false;
+  lv_tensor *x = decoder_fprop(m, g, vecs, pads, in.tgt_ids, in.tgt_paddings);
   if (!x) return false;
-  return lv_mt_softmax_metrics(m->softmax, g, x, tgt_labels, tgt_w, m->smoothing, m->per_word_avg_loss, is_eval,
-                               "mt.model.TransformerModel", mt);
+  return lv_mt_softmax_metrics(m->softmax, g, x, in.tgt_labels, in.tgt_weights, m->smoothing, m->per_word_avg_loss,
+                               is_eval, "mt.model.TransformerModel", mt);
 }
 
 /* ---- incremental decoding ---- */

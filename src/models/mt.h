@@ -56,6 +56,16 @@ struct lv_mt_decode_ops {
 
 /* BeamSearchHelper params as task.decoder.beam_search, with the decoder's defaults. */
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty);
+/* Defines MTBaseDecoder's label_smoothing (None), per_word_avg_loss, target_seq_len,
+ * target_sos_id, target_eos_id and beam_search in decoder params p. */
+void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty);
+/* An NmtInput batch's tensors (Lingvo's input_batch.src / .tgt). */
+typedef struct lv_mt_batch {
+  lv_tensor *src_ids, *src_paddings;                          /* [B, S] */
+  lv_tensor *tgt_ids, *tgt_paddings, *tgt_labels, *tgt_weights; /* [B, T] */
+} lv_mt_batch;
+/* False with the graph's error set (naming who and the keys) when b lacks one. */
+bool lv_mt_batch_get(lv_graph *g, lv_batch *b, const char *who, lv_mt_batch *out);
 /* task.decoder.label_smoothing (dp = the decoder params): None -> 0, else the
  * UniformLabelSmoother's uncertainty; other smoothers are errors naming task_cls. */
 lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty);

@@ -115,21 +115,15 @@ static lv_params *decoder_params(void) {
   lv_params_define_float(p, "dropout_prob", 0.0, "Prob at which we do dropout.");
   lv_params_define_bool(p, "use_zero_atten_state", false, "To use zero attention state instead of computing "
                         "attention with zero query vector.");
-  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
   lv_params *sm = instantiate("SimpleFullSoftmax");
   LV_ASSERT(!lv_params_set_int(sm, "num_classes", 32000));
   LV_ASSERT(!lv_params_set_int(sm, "num_shards", 16));
   set_init(sm, "uniform", 0.04);
   lv_params_define_params(p, "softmax", sm, "Softmax params (input_dim is set by the decoder).");
-  lv_params_define_bool(p, "per_word_avg_loss", false,
-                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
   lv_params_define_bool(p, "feed_attention_context_vec_to_softmax", false,
                         "Whether to concatenate attention context vector to rnn output before softmax.");
-  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
-  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
-  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
   /* MTDecoderV1's length_normalization 0.2 and coverage_penalty 0.2. */
-  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(0.2, 0.2), "BeamSearchHelper params.");
+  lv_mt_define_decoder_params(p, 0.2, 0.2);
   return p;
 }
 
@@ -469,20 +463,14 @@ bool lv_rnmt_log_probs(lv_task *t, lv_graph *g, lv_tensor *encoded, lv_tensor *p
 
 static bool rnmt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
   rnmt_model *m = (rnmt_model *)t;
-  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
-  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
-  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
-  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
-    lv_graph_fail(g, "mt.model.RNMTModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
-                     "tgt.labels, tgt.weights (an NmtInput dataset)");
-    return false;
-  }
+  lv_mt_batch in;
+  if (!lv_mt_batch_get(g, b, "mt.model.RNMTModel", &in)) return false;
   lv_tensor *enc, *pads;
-  if (!lv_rnmt_encode(t, g, src_ids, src_pads, step, &enc, &pads)) return false;
-  lv_tensor *x = decode_seq(m, g, enc, pads, tgt_ids, tgt_pads, step, NULL);
+  if (!lv_rnmt_encode(t, g, in.src_ids, in.src_paddings, step, &enc, &pads)) return false;
+  lv_tensor *x = decode_seq(m, g, enc, pads, in.tgt_ids, in.tgt_paddings, step, NULL);
   if (!x) return false;
-  return lv_mt_softmax_metrics(m->softmax, g, x, tgt_labels, tgt_w, m->smoothing, m->per_word_avg_loss, is_eval,
-                               "mt.model.RNMTModel", mt);
+  return lv_mt_softmax_metrics(m->softmax, g, x, in.tgt_labels, in.tgt_weights, m->smoothing, m->per_word_avg_loss,
+                               is_eval, "mt.model.RNMTModel", mt);
 }
 
 /* ---- incremental decoding (bin/decoder's interface) ------------------------------------ */
