@@ -550,7 +550,8 @@ static int64_t tr_vocab_size(const lv_task *t) { return lv_mt_transformer_vocab_
 
 /* Every step keeps its key/value cache copies in the graph until the search ends: keys and
  * values, float32, of steps 1..T, twice for the step's other activations. */
-static int64_t tr_row_bytes(const lv_task *t, int64_t target_seq_len) {
+static int64_t tr_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
+  (void)src_len;
   const mt_model *m = (const mt_model *)t;
   int64_t T = target_seq_len;
   return T * (T + 1) / 2 * m->dec.model_dim * m->dec.num_layers * 2 * 4 * 2;

@@ -35,9 +35,10 @@ struct lv_mt_decode_ops {
   int64_t (*vocab_size)(const lv_task *t);
   /* Whether step writes attention probabilities (which the coverage penalty needs). */
   bool atten_probs;
-  /* About how many bytes of graph memory one hyp of a search of target_seq_len steps
-   * holds until the search ends (the decoder sizes its chunks of sentences by it). */
-  int64_t (*row_bytes)(const lv_task *t, int64_t target_seq_len);
+  /* About how many bytes of graph memory one hyp of a search of target_seq_len steps over
+   * sources of src_len tokens holds until the search ends (the decoder sizes its chunks
+   * of sentences by it). */
+  int64_t (*row_bytes)(const lv_task *t, int64_t target_seq_len, int64_t src_len);
   /* Encodes src_ids int32 [B, S] and src_paddings [B, S] (1.0 = padded; tensors of g, eval
    * mode) into a new decoder state (*state, released by end, also after an error). */
   lv_status (*begin)(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, void **state);

@@ -634,15 +634,15 @@ static int64_t rnmt_vocab_size(const lv_task *t) { return ((const rnmt_model *)t
 
 /* Per step and hyp, float32: the logits and log-probs (2 V), each layer's gates and their
  * layer norm (~8 x 4 cell_dim) and the attention's per-position hidden activations
- * (~4 x S x hidden, S taken as target_seq_len). */
-static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len) {
+ * (~4 x src_len x hidden). */
+static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
   const rnmt_model *m = (const rnmt_model *)t;
   int64_t hidden = m->cell_dim;
   if (!strcmp(m->atten->base.cls->cls, "AdditiveAttention"))
     hidden = ((const lv_additive_attention *)m->atten)->hidden_dim;
   else if (!strcmp(m->atten->base.cls->cls, "MultiHeadedAttention"))
     hidden = ((const lv_multi_headed_attention *)m->atten)->hidden_dim;
-  int64_t per_step = 2 * m->softmax->num_classes + 32 * m->cell_dim * m->dec_layers + 4 * target_seq_len * hidden;
+  int64_t per_step = 2 * m->softmax->num_classes + 32 * m->cell_dim * m->dec_layers + 4 * src_len * hidden;
   return target_seq_len * per_step * 4;
 }
 

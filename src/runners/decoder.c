@@ -24,7 +24,6 @@ typedef struct dec_state {
   lv_beam_search_params bp;
   const lv_mt_decode_ops *ops; /* the task's incremental decoder */
   int vocab;
-  int64_t row_bytes; /* estimated graph memory of one hyp's full-length search */
   lv_events_writer *ev;
   char dir[4400], job[64];
   lv_saveable *items;
@@ -119,8 +118,8 @@ static lv_status row_text(const lv_tokenizer *tok, const int32_t *row, int width
  * stay under kSearchBudgetBytes. */
 static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
 
-static int64_t chunk_sentences(const dec_state *d) {
-  int64_t per = d->row_bytes * d->bp.num_hyps_per_beam;
+static int64_t chunk_sentences(const dec_state *d, int64_t src_len) {
+  int64_t per = d->ops->row_bytes(d->m->task, d->bp.target_seq_len, src_len) * d->bp.num_hyps_per_beam;
   int64_t k = per > 0 ? kSearchBudgetBytes / per : 1;
   return k < 1 ? 1 : k;
 }
@@ -199,7 +198,7 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
     int B = (int)sids->shape.d[0];
     int64_t n = b.size < B ? b.size : B;
     for (int64_t c0 = 0; !s && c0 < n;) {
-      int64_t k = chunk_sentences(d);
+      int64_t k = chunk_sentences(d, sids->shape.d[1]);
       if (k > n - c0) k = n - c0;
       s = decode_rows(d, sids, spads, tlab, tpads, c0, k, seen, of, &bleu, &sb);
       c0 += k;
@@ -264,7 +263,6 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
                           "the decoder's attention probabilities, which lingvoc's %s decoder does not give; set it "
                           "to 0", d->bp.coverage_penalty, d->m->task->cls->cls);
   d->vocab = (int)d->ops->vocab_size(d->m->task);
-  d->row_bytes = d->ops->row_bytes(d->m->task, d->bp.target_seq_len);
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
