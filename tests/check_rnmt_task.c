@@ -20,7 +20,7 @@ enum { V = 24, E = 16, H = 24 };
 
 /* A tiny RNMT+: LN cells (no output nonlinearity) of 24 units, 2 bi-LSTM encoder layers
  * projected to 24, a 2-layer decoder with 2-head multi-headed additive attention. */
-static lv_params *tiny_params(double smoothing, bool per_word) {
+static lv_params *tiny_params_with(double smoothing, bool per_word, bool prev_ctx, bool zero_state) {
   lv_tasks_register_all();
   lv_params *p = lv_mt_rnmt_model.params();
   EXPECT_OK(lv_params_set_string(p, "name", "tiny"));
@@ -63,8 +63,12 @@ static lv_params *tiny_params(double smoothing, bool per_word) {
   EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_classes", V));
   EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_shards", 2));
   EXPECT_OK(lv_params_set_float(p, "decoder.softmax.params_init.scale", 0.2));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.use_prev_atten_ctx", prev_ctx));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.use_zero_atten_state", zero_state));
   return mt_loss_params(p, smoothing, per_word);
 }
+
+static lv_params *tiny_params(double smoothing, bool per_word) { return tiny_params_with(smoothing, per_word, false, false); }
 
 static lv_task *make_task(const lv_params *p, lv_varstore *vs) { return mt_make_task(&lv_mt_rnmt_model, p, vs, 11); }
 
@@ -201,9 +205,10 @@ static lv_status step_fn(void *ctx, int t, const int32_t *step_ids, const int32_
 }
 
 /* Teacher-forced log-probs and attention vs. the decode ops' steps; with two hyps per
- * sentence whose rows swap each step through parent. */
+ * sentence whose rows swap each step through parent. Loop index _i: MTDecoderV1's
+ * use_prev_atten_ctx (bit 0) and use_zero_atten_state (bit 1). */
 START_TEST(test_step_matches_teacher_forcing) {
-  lv_params *p = tiny_params(0.1, true);
+  lv_params *p = tiny_params_with(0.1, true, _i & 1, _i & 2);
   lv_varstore *vs = lv_varstore_create();
   lv_task *t = make_task(p, vs);
   const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
@@ -394,7 +399,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_variable_names);
   tcase_add_test(tc, test_bad_params);
-  tcase_add_test(tc, test_step_matches_teacher_forcing);
+  tcase_add_loop_test(tc, test_step_matches_teacher_forcing, 0, 4);
   tcase_add_test(tc, test_padding_invariance);
   tcase_add_test(tc, test_overfits_50_pairs);
   suite_add_tcase(s, tc);
