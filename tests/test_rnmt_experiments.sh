@@ -32,7 +32,7 @@ NONE="input.file_pattern: tfrecord:$T/none/train.tfrecords-*"
 expect_exit 2 "trainer $W without its data" "$LV_BIN/trainer" --model=$W --logdir="$T/log" \
   --model_params_override="$NONE"
 err_has "$T/none/train.tfrecords-*"
-err_has "how to make the data: see the comments at the top of"
+err_has "The data is made as the comments at the top of"
 err_has "experiments/mt/wmt14_en_de.cfg"
 check "no checkpoint written" test ! -e "$T/log/train/checkpoint"
 expect_exit 2 "decoder $W without its vocabulary" "$LV_BIN/decoder" --model=$W --logdir="$T/log" --once \

@@ -246,8 +246,17 @@ static lv_status make_tokenizer(const lv_params *cfg, lv_tokenizer **tok) {
     return lv_status_make(LV_ERR_INVALID, "input.tokenizer is None: the decoder needs the dataset's tokenizer to turn "
                           "ids into text (e.g. --model_params_override='input.tokenizer.cls: WpmTokenizer; "
                           "input.tokenizer.vocab_filepath: VOCAB; input.tokenizer.vocab_size: N')");
-  return lv_instance_data_hint(cfg, lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok),
-                                                    "input.tokenizer"));
+  lv_status s = lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok), "input.tokenizer");
+  if (s && lv_status_code(s) == LV_ERR_NOT_FOUND) {
+    /* A vocabulary that is not there yet: say where the recipe is, as lv_instance_create
+     * does for the dataset's files ("model" is key@file). */
+    const char *at = strchr(lv_params_str(cfg, "model"), '@');
+    lv_status h = lv_status_make(LV_ERR_NOT_FOUND, "%s\n  The data is made as the comments at the top of %s say",
+                                 lv_status_msg(s), at ? at + 1 : "the experiment file");
+    lv_status_free(s);
+    s = h;
+  }
+  return s;
 }
 
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {

@@ -6,16 +6,6 @@
 #include "base/log.h"
 #include "kernels/kernels.h"
 
-lv_status lv_instance_data_hint(const lv_params *cfg, lv_status s) {
-  const char *model = lv_params_has(cfg, "model") ? lv_params_str(cfg, "model") : NULL;
-  const char *at = model ? strchr(model, '@') : NULL;
-  if (!s || lv_status_code(s) != LV_ERR_NOT_FOUND || !at) return s;
-  lv_status s2 = lv_status_make(LV_ERR_NOT_FOUND, "%s (how to make the data: see the comments at the top of %s)",
-                                lv_status_msg(s), at + 1);
-  lv_status_free(s);
-  return s2;
-}
-
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out) {
   return lv_instance_create_on(cfg, lv_device_host(), with_input, shard, out);
 }
@@ -51,7 +41,16 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
   if (!s) s = lv_varstore_finalize(m->vs, seed);
   if (!s && with_input) {
-    s = lv_instance_data_hint(cfg, lv_input_create(lv_params_sub(cfg, "input"), shard, &m->input));
+    s = lv_input_create(lv_params_sub(cfg, "input"), shard, &m->input);
+    if (s && lv_status_code(s) == LV_ERR_NOT_FOUND) {
+      /* Data that is not there yet: say where the recipe is ("model" is key@file). */
+      const char *at = strchr(lv_params_str(cfg, "model"), '@');
+      lv_status h = lv_status_make(LV_ERR_NOT_FOUND, "%s\n  The data is made as the comments at the top of %s say; "
+                                   "data elsewhere: --model_params_override='input.file_pattern: \"...\"'",
+                                   lv_status_msg(s), at ? at + 1 : "the experiment file");
+      lv_status_free(s);
+      s = h;
+    }
   }
   if (s) {
     lv_instance_destroy(m);

@@ -42,9 +42,4 @@ char *lv_instance_analysis(lv_instance *m);
  * and the caller frees the last (lv_metrics_free). */
 lv_status lv_instance_fprop(lv_instance *m, lv_batch *b, bool training, int64_t step, lv_metrics *metrics);
 
-/* s, with a hint added when it is a missing-file error (LV_ERR_NOT_FOUND) of a dataset
- * (files, vocabulary): the comments of the experiment file that cfg's `model` came from
- * say how to make the data. */
-lv_status lv_instance_data_hint(const lv_params *cfg, lv_status s);
-
 #endif
