@@ -11,6 +11,7 @@
 #include "core/ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/mt.h"
+#include "mt_util.h"
 #include "optim/optimizer.h"
 
 enum { V = 20, D = 16 };
@@ -48,20 +49,11 @@ static lv_params *tiny_params(double smoothing, bool per_word) {
   EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.num_transformer_layers", 1));
   EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.transformer_tpl.tr_atten_tpl.num_attention_heads", 2));
   EXPECT_OK(lv_params_set_int(p, "encoder.transformer_stack.transformer_tpl.tr_fflayer_tpl.hidden_dim", 32));
-  EXPECT_OK(lv_params_set_bool(p, "decoder.per_word_avg_loss", per_word));
-  if (smoothing > 0) {
-    EXPECT_OK(lv_params_set_class(p, "decoder.label_smoothing", "UniformLabelSmoother"));
-    EXPECT_OK(lv_params_set_float(p, "decoder.label_smoothing.uncertainty", smoothing));
-  }
-  lv_params_freeze(p);
-  return p;
+  return mt_loss_params(p, smoothing, per_word);
 }
 
 static lv_task *make_task(const lv_params *p, lv_varstore *vs) {
-  lv_task *t = NULL;
-  EXPECT_OK(lv_mt_transformer_model.create(p, NULL, vs, &t));
-  EXPECT_OK(lv_varstore_finalize(vs, 7));
-  return t;
+  return mt_make_task(&lv_mt_transformer_model, p, vs, 7);
 }
 
 /* Fixed pairs: source = 3..8 tokens, target = a function of the source. */
@@ -93,42 +85,12 @@ static void make_batch(host_batch *h, int S, int T) {
       h->tw[b * T + t] = real ? 1.0f : 0.0f;
     }
   }
-  static const char *names[6] = {"src.ids", "src.paddings", "tgt.ids", "tgt.paddings", "tgt.labels", "tgt.weights"};
-  h->t[0] = lv_tensor_view(LV_I32, lv_shape2(NB, S), h->sids);
-  h->t[1] = lv_tensor_view(LV_F32, lv_shape2(NB, S), h->spad);
-  h->t[2] = lv_tensor_view(LV_I32, lv_shape2(NB, T), h->tids);
-  h->t[3] = lv_tensor_view(LV_F32, lv_shape2(NB, T), h->tpad);
-  h->t[4] = lv_tensor_view(LV_I32, lv_shape2(NB, T), h->tlab);
-  h->t[5] = lv_tensor_view(LV_F32, lv_shape2(NB, T), h->tw);
-  lv_batch_init(&h->b);
-  for (int i = 0; i < 6; i++) EXPECT_OK(lv_nmap_set(&h->b.map, names[i], &h->t[i]));
-  h->b.size = NB;
-}
-
-static double metric(const lv_metrics *m, const char *name, double *weight) {
-  for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->name[i], name)) {
-      if (weight) *weight = m->weight[i];
-      return lv_metrics_value(m, i);
-    }
-  ck_abort_msg("no metric %s", name);
-  return 0;
+  mt_batch_wrap(&h->b, h->t, NB, S, T, h->sids, h->spad, h->tids, h->tpad, h->tlab, h->tw);
 }
 
 static double eval_loss(lv_task *t, host_batch *h, double *weight, double *acc) {
-  lv_graph *g = lv_graph_create(0);
-  lv_graph_set_training(g, false);
-  lv_batch gb;
-  lv_batch_init(&gb);
-  EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
-  lv_metrics m = {0};
-  ck_assert_msg(t->cls->fprop(t, g, &gb, true, 0, &m), "%s", lv_status_msg(lv_graph_status(g)));
-  double loss = metric(&m, "loss", weight);
-  ck_assert(fabs(metric(&m, "log_pplx", NULL) - loss) < 1e-6 || !lv_params_bool(t->p, "decoder.per_word_avg_loss"));
-  if (acc) *acc = metric(&m, "fraction_of_correct_next_step_preds", NULL);
-  lv_metrics_free(&m);
-  lv_batch_free(&gb);
-  lv_graph_destroy(g);
+  double log_pplx = 0, loss = mt_eval_loss(t, &h->b, weight, acc, &log_pplx);
+  ck_assert(fabs(log_pplx - loss) < 1e-6 || !lv_params_bool(t->p, "decoder.per_word_avg_loss"));
   return loss;
 }
 
@@ -213,7 +175,21 @@ START_TEST(test_extend_step_matches_teacher_forcing) {
         ids[r] = h.tids[b * MAXT + s];
         parent[r] = beam == 1 ? r : (r + NB) % n;
       }
-      EXPECT_OK(lv_mt_decode_step(&st, n, ids, s ? parent : NULL, out));
+      float ap[2 * NB * MAXS];
+      EXPECT_OK(lv_mt_decode_step_probs(&st, n, ids, s ? parent : NULL, out, ap));
+      /* Encoder attention for the coverage penalty: no weight on a sentence's </s> (its
+       * last real token) or its padding, the rest renormalized to 1. */
+      for (int r = 0; r < n; r++) {
+        int b = r % NB;
+        double sum = 0;
+        for (int k = 0; k < MAXS; k++) {
+          float a = ap[r * MAXS + k];
+          if (k >= kSrcLen[b] - 1) ck_assert_msg(fabsf(a) < 1e-6f, "row %d source %d: %g", r, k, a);
+          ck_assert(a >= 0);
+          sum += a;
+        }
+        ck_assert_msg(fabs(sum - 1.0) < 1e-4, "row %d: attention sums to %g", r, sum);
+      }
       for (int r = 0; r < n; r++) {
         int b = r % NB;
         if (s >= kTgtLen[b]) continue;

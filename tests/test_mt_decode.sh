@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# bin/decoder on mt.model.TransformerModel (a few seconds): mt.bible_en_es.TinyTest
+# bin/decoder on mt.model.TransformerModel and mt.model.RNMTModel (a few seconds): mt.bible_en_es.TinyTest
 # (dropout and label smoothing off) overfits a generated 20-pair corpus in 300 steps;
 # bin/decoder --once then reproduces the training targets (corpus BLEU 1 / sacrebleu 100
 # on the Train data) and writes decoder_out / score / params files; --decode_text from
 # stdin translates lines, gives empty lines for an empty line and invalid UTF-8, and
 # truncates a 10,000-word line; another model's checkpoint is exit 2 naming variables;
-# coverage_penalty > 0 and a missing tokenizer are clear errors. Skips with one line when
+# coverage_penalty > 0 (the Transformer gives no attention probabilities) and a missing
+# tokenizer are clear errors. Then the same for mt.bible_en_es.RNMTTinyTest (coverage
+# penalty 0.2) and each model's checkpoint read as the other's. Skips with one line when
 # sentencepiece is not installed.
 . "$(dirname "$0")/lib.sh"
 for c in spm_train spm_export_vocab; do
@@ -43,9 +45,13 @@ DEC="task.decoder.target_seq_len: 40; task.decoder.beam_search.num_hyps_per_beam
 expect_exit 2 "decoder without input.tokenizer (the Train dataset has none)" "$LV_BIN/decoder" --model=$M \
   --logdir="$T/run" --once --dataset=Train --model_params_override="$DATA"
 err_has "input.tokenizer is None"
-expect_exit 2 "decoder with coverage_penalty 0.2" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
-  --model_params_override="$DATA; $DEC; task.decoder.beam_search.coverage_penalty: 0.2"
-err_has "task.decoder.beam_search.coverage_penalty"
+# The coverage penalty reads the decoder's encoder attention (a copy of the logdir: the
+# runs below count what this one would add).
+cp -r "$T/run" "$T/runcov"
+expect_exit 0 "decoder with coverage_penalty 0.2" "$LV_BIN/decoder" --model=$M --logdir="$T/runcov" --once \
+  --model_params_override="$DATA; $DEC; task.decoder.beam_search.coverage_penalty: 0.2" --job=decoder_train
+check "coverage-penalized decode still translates (>= 90: $(grep sacrebleu "$T/runcov/decoder_train/score-00000300.txt"))" \
+  awk '/^sacrebleu: / { exit !($2 >= 90) }' "$T/runcov/decoder_train/score-00000300.txt"
 expect_exit 2 "decoder --job=evaler_train" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --job=evaler_train \
   --model_params_override="$DATA; $DEC"
 err_has "run bin/evaler"
@@ -60,8 +66,9 @@ done
 check "corpus_bleu >= 0.9 ($(grep corpus_bleu "$S"))" awk '/^corpus_bleu: / { exit !($2 >= 0.9) }' "$S"
 check "sacrebleu >= 90 ($(grep sacrebleu "$S"))" awk '/^sacrebleu: / { exit !($2 >= 90) }' "$S"
 check "decoder_out_000000300 written" test -f "$D/decoder_out_000000300"
-exact=$(awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' \
-  "$D/decoder_out_000000300")
+# Sentences of a decoder_out file whose top hyp is the reference.
+exact_top() { awk '/^ref: / { r = substr($0, 6) } /^hyp 0: / { sub(/^hyp 0: score [^:]*: /, ""); n += ($0 == r) } END { print n + 0 }' "$1"; }
+exact=$(exact_top "$D/decoder_out_000000300")
 check "decoder_out: top hyp == reference for >= 18 of 20 ($exact)" test "$exact" -ge 18
 check "decoder_out has the sources" grep -qF "src: $(head -1 "$T/train.en")" "$D/decoder_out_000000300"
 check "params.txt has cluster.job decoder_train" grep -q "^cluster.job : 'decoder_train'" "$D/params.txt"
@@ -111,4 +118,39 @@ err_has "transformer/decoder/trans_layer_1/"
 expect_exit 2 "decode_text with another model's checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
   --decode_text="$T/in.txt" --model_params_override="$DEC; task.decoder.num_trans_layers: 2"
 err_has "transformer/decoder/trans_layer_1/"
+# mt.model.RNMTModel through the same decoder (mt.bible_en_es.RNMTTinyTest: bi-LSTM encoder,
+# LSTM decoder with multi-headed additive attention; MTDecoderV1's coverage penalty 0.2).
+R=mt.bible_en_es.RNMTTinyTest
+ROV="$DATA; train.max_steps: 300; task.encoder.dropout_prob: 0; task.decoder.dropout_prob: 0"
+ROV="$ROV; task.decoder.attention.atten_dropout_prob: 0; task.decoder.label_smoothing.uncertainty: 0"
+expect_exit 0 "trainer: 300 steps of $R on 20 pairs" "$LV_BIN/trainer" --model=$R --logdir="$T/rnmt" \
+  --model_params_override="$ROV"
+expect_exit 0 "decoder --once on the RNMT checkpoint" "$LV_BIN/decoder" --model=$R --logdir="$T/rnmt" --once \
+  --job=decoder_train --model_params_override="$DATA; $DEC"
+RD=$T/rnmt/decoder_train
+check "RNMT: coverage_penalty 0.2" grep -q "^task.decoder.beam_search.coverage_penalty : 0.2" "$RD/params.txt"
+check "RNMT: corpus_bleu >= 0.9 ($(grep corpus_bleu "$RD/score-00000300.txt"))" \
+  awk '/^corpus_bleu: / { exit !($2 >= 0.9) }' "$RD/score-00000300.txt"
+exact=$(exact_top "$RD/decoder_out_000000300")
+check "RNMT decoder_out: top hyp == reference for >= 18 of 20 ($exact)" test "$exact" -ge 18
+"$LV_BIN/decoder" --model=$R --logdir="$T/rnmt" --decode_text=- --model_params_override="$DEC" \
+  <"$T/in.txt" >"$T/out.txt" 2>"$T/err"
+check "RNMT decode_text exits 0 ($?)" test $? -eq 0
+check "RNMT decode_text: one output line per input line" test "$(wc -l <"$T/out.txt")" -eq 7
+{ head -3 "$T/out.txt"; tail -1 "$T/out.txt"; } >"$T/got.txt"
+check "RNMT decode_text translates the training sources" cmp -s "$T/want.txt" "$T/got.txt"
+check "RNMT: empty line -> empty line" test -z "$(sed -n 4p "$T/out.txt")"
+err_has "line 5: invalid UTF-8"
+err_has "truncated"
+# Each model's checkpoint read as the other: exit 2 naming the variables.
+expect_exit 2 "RNMT decoder on the Transformer's checkpoint" "$LV_BIN/decoder" --model=$R --logdir="$T/run" --once \
+  --model_params_override="$DATA; $DEC"
+err_has "does not match the model"
+err_has "rnmt/enc/L0_rnn_fwd/wm/var"
+expect_exit 2 "Transformer decode_text on the RNMT checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/rnmt" \
+  --decode_text="$T/in.txt" --model_params_override="$DEC"
+err_has "transformer/decoder/token_emb/var_0/var"
+expect_exit 2 "RNMT with a third decoder layer on its checkpoint" "$LV_BIN/decoder" --model=$R --logdir="$T/rnmt" \
+  --once --model_params_override="$DATA; $DEC; task.decoder.rnn_layers: 3"
+err_has "rnmt/dec/rnn2/wm/var"
 finish

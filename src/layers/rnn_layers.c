@@ -2,6 +2,7 @@
  * rnn_layers.py): time-major loops over a cell's steps on the define-by-run tape. */
 #include "layers/rnn_layers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 
 extern const lv_layer_class lv_frnn_layer_class;
 extern const lv_layer_class lv_bifrnn_layer_class;
+extern const lv_layer_class lv_frnn_atten_layer_class;
 
 /* ---- params ---------------------------------------------------------------------- */
 
@@ -175,6 +177,20 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
   free(outs);
   if (final) *final = s;
   return *act != NULL;
+}
+
+/* A view's lv_layer: its class and scope, no params. */
+static void view_base(lv_layer *b, const lv_layer_class *cls, const char *scope, const lv_layer *cell) {
+  snprintf(b->scope, sizeof b->scope, "%s", scope);
+  b->cls = cls;
+  b->vs = cell->vs;
+}
+
+void lv_frnn_view(lv_frnn_layer *l, const char *scope, lv_layer *cell, bool reverse) {
+  memset(l, 0, sizeof *l);
+  view_base(&l->base, &lv_frnn_layer_class, scope, cell);
+  l->cell = cell;
+  l->reverse = reverse;
 }
 
 static bool frnn_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
@@ -531,6 +547,29 @@ static lv_status frnn_atten_create(lv_layer *base, const lv_params *p, const cha
   if (l->atten->query_dim != cc->output_dim(l->cell))
     return lv_status_make(LV_ERR_INVALID, "%s: attention.query_dim (%lld) must be the cell's num_output_nodes (%lld)",
                           base->scope, (long long)l->atten->query_dim, (long long)cc->output_dim(l->cell));
+  return NULL;
+}
+
+lv_status lv_frnn_atten_view(lv_frnn_atten_layer *l, const char *scope, lv_layer *cell, lv_layer *atten,
+                             bool output_prev_atten_ctx, bool use_zero_atten_state, int64_t atten_context_dim) {
+  memset(l, 0, sizeof *l);
+  view_base(&l->base, &lv_frnn_atten_layer_class, scope, cell);
+  l->cell = cell;
+  l->atten_layer = atten;
+  l->atten = lv_attention_of(atten);
+  l->output_prev_atten_ctx = output_prev_atten_ctx;
+  l->input_prev_atten_ctx = true;
+  l->use_zero_atten_state = use_zero_atten_state;
+  l->atten_context_dim = atten_context_dim;
+  const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(cell);
+  if (!l->atten || !cc)
+    return lv_status_make(LV_ERR_INVALID, "%s: needs an RNN cell and an attention layer", scope);
+  if (use_zero_atten_state && atten_context_dim <= 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: atten_context_dim must be > 0 with use_zero_atten_state, got %lld",
+                          scope, (long long)atten_context_dim);
+  if (l->atten->query_dim != cc->output_dim(cell))
+    return lv_status_make(LV_ERR_INVALID, "%s: attention.query_dim (%lld) must be the cell's num_output_nodes (%lld)",
+                          scope, (long long)l->atten->query_dim, (long long)cc->output_dim(cell));
   return NULL;
 }
 

@@ -102,6 +102,16 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
  * src_encs), x [T, B, D], paddings [T, B, 1] or [T, B] (NULL: none). */
 bool lv_frnn_atten_run(lv_frnn_atten_layer *l, lv_graph *g, lv_tensor *src_encs, lv_tensor *src_paddings,
                        lv_tensor *src_contexts, lv_tensor *x, lv_tensor *paddings, lv_frnn_atten_out *out);
+/* Lingvo's FRNN and FRNNWithAttention create their cell (and attention) in their parent's
+ * variable scope (_child_variable_scope_override), so an MT encoder's cells are
+ * "enc/L0_rnn_fwd/..." and a decoder's "dec/atten_rnn/...", "dec/atten/...". These make l
+ * a view over a cell (and attention) the caller created in that scope and keeps owning:
+ * l has no params and no variables, only the *_run functions may be given it, it needs no
+ * destroy; scope names it in errors. The attention's query_dim must be the cell's
+ * num_output_nodes (an LV_ERR_INVALID error naming scope otherwise). */
+void lv_frnn_view(lv_frnn_layer *l, const char *scope, lv_layer *cell, bool reverse);
+lv_status lv_frnn_atten_view(lv_frnn_atten_layer *l, const char *scope, lv_layer *cell, lv_layer *atten,
+                             bool output_prev_atten_ctx, bool use_zero_atten_state, int64_t atten_context_dim);
 /* x [T, B, D] -> [T, B, out_fwd + out_bak]. */
 lv_tensor *lv_bifrnn_run(lv_bifrnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings);
 /* x [T, B, D] -> [T, B, out of the last layer]. */

@@ -72,42 +72,13 @@ static lv_params *encoder_params(void) {
   return p;
 }
 
-static lv_params *decoder_params(void) {
-  lv_params *p = lv_layer_base_params("TransformerDecoder");
-  LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
-  lv_params *tr = NULL, *sm = NULL;
-  define_embeddings(p, "Token embedding layer params.", "Position embedding layer params.");
-  lv_params_define_int(p, "source_dim", 1024, "Dimension of encoder outputs.");
-  lv_params_define_int(p, "model_dim", 1024,
-                       "Model dimension that applies to embedding layers and all Transformer layers.");
-  lv_params_define_int(p, "num_trans_layers", 6, "Number of Transformer layers.");
-  LV_ASSERT(!lv_registry_instantiate("TransformerLayer", &tr));
-  LV_ASSERT(!lv_params_set_int(tr, "tr_atten_tpl.num_attention_heads", 8));
-  LV_ASSERT(!lv_params_set_int(tr, "tr_fflayer_tpl.hidden_dim", 2048));
-  lv_params_define_params(p, "trans_tpl", tr,
-                          "Transformer layer params (source_dim = model_dim, with encoder attention and a causal "
-                          "self-attention; layers trans_layer_0 ...).");
-  lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
-  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
-  LV_ASSERT(!lv_registry_instantiate("SimpleFullSoftmax", &sm));
-  LV_ASSERT(!lv_params_set_int(sm, "num_classes", 32000));
-  LV_ASSERT(!lv_params_set_int(sm, "num_shards", 8));
-  lv_params_define_params(p, "softmax", sm, "Softmax params.");
-  lv_params_define_bool(p, "per_word_avg_loss", false,
-                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
-  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
-  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
-  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
-  /* Lingvo's MTBaseDecoder.beam_search (BeamSearchHelper.Params()); only the decoder job
-   * reads it (models/beam_search.h), with TransformerDecoder's settings; target_seq_len, target_sos_id and target_eos_id
-   * above are the decoder's, as Lingvo's decoder copies them into the helper. */
+lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
   lv_params *bs = lv_params_new_cls("BeamSearchHelper");
   lv_params_define_int(bs, "num_hyps_per_beam", 8, "Num of hyps to keep per beam during decoding.");
   lv_params_define_float(bs, "target_seq_length_ratio", 1.0, "Ratio of the average target sequence length over the "
                          "average source sequence length.");
-  /* 0.5 as Lingvo's TransformerDecoder.Params() sets it (BeamSearchHelper's own is 0.0). */
-  lv_params_define_float(bs, "length_normalization", 0.5, "Beam search length normalization ratio.");
-  lv_params_define_float(bs, "coverage_penalty", 0.0, "Beam search coverage penalty.");
+  lv_params_define_float(bs, "length_normalization", length_normalization, "Beam search length normalization ratio.");
+  lv_params_define_float(bs, "coverage_penalty", coverage_penalty, "Beam search coverage penalty.");
   lv_params_define_float(bs, "valid_eos_max_logit_delta", 5.0, "During beam search, allow </s> to terminate a hyp "
                          "only if its logit is no more than this value away from the logit of the best candidate.");
   lv_params_define_float(bs, "local_eos_threshold", -100.0, "During beam search, allow </s> to terminate a hyp if "
@@ -124,7 +95,42 @@ static lv_params *decoder_params(void) {
                         "AND no active hyps have a score within beam_size of the best terminated hyp.");
   lv_params_define_bool(bs, "terminate_beams_independently", false, "Whether each beam in the same batch can "
                         "independently terminate.");
-  lv_params_define_params(p, "beam_search", bs, "BeamSearchHelper params.");
+  return bs;
+}
+
+void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty) {
+  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
+  lv_params_define_bool(p, "per_word_avg_loss", false,
+                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
+  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
+  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
+  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
+  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(length_normalization, coverage_penalty),
+                          "BeamSearchHelper params.");
+}
+
+static lv_params *decoder_params(void) {
+  lv_params *p = lv_layer_base_params("TransformerDecoder");
+  LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
+  lv_params *tr = NULL, *sm = NULL;
+  define_embeddings(p, "Token embedding layer params.", "Position embedding layer params.");
+  lv_params_define_int(p, "source_dim", 1024, "Dimension of encoder outputs.");
+  lv_params_define_int(p, "model_dim", 1024,
+                       "Model dimension that applies to embedding layers and all Transformer layers.");
+  lv_params_define_int(p, "num_trans_layers", 6, "Number of Transformer layers.");
+  LV_ASSERT(!lv_registry_instantiate("TransformerLayer", &tr));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_atten_tpl.num_attention_heads", 8));
+  LV_ASSERT(!lv_params_set_int(tr, "tr_fflayer_tpl.hidden_dim", 2048));
+  lv_params_define_params(p, "trans_tpl", tr,
+                          "Transformer layer params (source_dim = model_dim, with encoder attention and a causal "
+                          "self-attention; layers trans_layer_0 ...).");
+  lv_params_define_float(p, "input_dropout_prob", 0.0, "Prob at which we do input dropout.");
+  LV_ASSERT(!lv_registry_instantiate("SimpleFullSoftmax", &sm));
+  LV_ASSERT(!lv_params_set_int(sm, "num_classes", 32000));
+  LV_ASSERT(!lv_params_set_int(sm, "num_shards", 8));
+  lv_params_define_params(p, "softmax", sm, "Softmax params.");
+  /* TransformerDecoder's length_normalization 0.5 (BeamSearchHelper's own is 0.0). */
+  lv_mt_define_decoder_params(p, 0.5, 0.0);
   return p;
 }
 
@@ -211,6 +217,23 @@ static lv_status build_side(mt_model *m, const lv_params *p, const char *key, co
   return NULL;
 }
 
+lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty) {
+  *uncertainty = 0;
+  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
+  if (!ls) return NULL;
+  if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
+                          "supported, found %s", lv_params_str(ls, "cls"));
+  if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
+                          "supported by %s (leave it None)", task_cls);
+  double u = lv_params_float(ls, "uncertainty");
+  if (!(u >= 0 && u < 1))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
+  *uncertainty = (float)u;
+  return NULL;
+}
+
 static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
   const char *name = lv_params_str(p, "name");
   if (!*name) return lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"transformer\")");
@@ -239,19 +262,7 @@ static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
   lv_layer *l = NULL;
   LV_TRY(lv_status_wrap(make_layer(sp, scope, vs, &l), "task.decoder.softmax"));
   m->softmax = (lv_softmax_layer *)l;
-  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
-  if (ls) {
-    if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
-                            "supported, found %s", lv_params_str(ls, "cls"));
-    if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
-                            "supported by mt.model.TransformerModel (leave it None)");
-    double u = lv_params_float(ls, "uncertainty");
-    if (!(u >= 0 && u < 1))
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
-    m->smoothing = (float)u;
-  }
+  LV_TRY(lv_mt_label_smoothing(dp, "mt.model.TransformerModel", &m->smoothing));
   m->per_word_avg_loss = lv_params_bool(dp, "per_word_avg_loss");
   m->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : 0x7a5f0e11ull;
   return NULL;
@@ -361,32 +372,19 @@ static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels,
   return s;
 }
 
-static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
-  (void)step;
-  mt_model *m = (mt_model *)t;
-  lv_tensor *src_ids = lv_batch_get(b, "src.ids"), *src_pads = lv_batch_get(b, "src.paddings");
-  lv_tensor *tgt_ids = lv_batch_get(b, "tgt.ids"), *tgt_pads = lv_batch_get(b, "tgt.paddings");
-  lv_tensor *tgt_labels = lv_batch_get(b, "tgt.labels"), *tgt_w = lv_batch_get(b, "tgt.weights");
-  if (!src_ids || !src_pads || !tgt_ids || !tgt_pads || !tgt_labels || !tgt_w) {
-    lv_graph_fail(g, "mt.model.TransformerModel needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, "
-                     "tgt.labels, tgt.weights (an NmtInput dataset)");
-    return false;
-  }
-  lv_tensor *vecs, *pads;
-  if (!lv_mt_transformer_encode(t, g, src_ids, src_pads, &vecs, &pads)) return false;
-  lv_tensor *x = decoder_fprop(m, g, vecs, pads, tgt_ids, tgt_pads);
-  if (!x) return false;
+bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
+                           float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt) {
   lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [T, B] */
   lv_xent_output xo;
-  if (!labels || !weights || !lv_softmax_layer_fprop(m->softmax, g, x, weights, labels, NULL, m->smoothing, &xo))
+  if (!labels || !weights || !lv_softmax_layer_fprop(sm, g, x, weights, labels, NULL, smoothing, &xo))
     return false;
   double total_weight = 0;
   if (lv_tensor_item(xo.total_weight, &total_weight)) {
-    lv_graph_fail(g, "mt.model.TransformerModel: cannot read the total target weight");
+    lv_graph_fail(g, "%s: cannot read the total target weight", who);
     return false;
   }
-  int64_t batch = src_ids->shape.d[0];
-  if (m->per_word_avg_loss) {
+  int64_t batch = tgt_labels->shape.d[0];
+  if (per_word_avg_loss) {
     lv_metrics_add(mt, "loss", xo.avg_xent, total_weight);
   } else {
     lv_tensor *per_seq_total = lv_op_reduce_sum(g, lv_op_mul(g, xo.per_example_xent, weights), LV_ALL_AXES, false);
@@ -404,6 +402,33 @@ static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t
     lv_metrics_add_const(mt, "fraction_of_correct_next_step_preds", acc, num);
   }
   return graph_ok(g);
+}
+
+bool lv_mt_batch_get(lv_graph *g, lv_batch *b, const char *who, lv_mt_batch *out) {
+  out->src_ids = lv_batch_get(b, "src.ids");
+  out->src_paddings = lv_batch_get(b, "src.paddings");
+  out->tgt_ids = lv_batch_get(b, "tgt.ids");
+  out->tgt_paddings = lv_batch_get(b, "tgt.paddings");
+  out->tgt_labels = lv_batch_get(b, "tgt.labels");
+  out->tgt_weights = lv_batch_get(b, "tgt.weights");
+  if (out->src_ids && out->src_paddings && out->tgt_ids && out->tgt_paddings && out->tgt_labels && out->tgt_weights)
+    return true;
+  lv_graph_fail(g, "%s needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, tgt.labels, tgt.weights (an "
+                   "NmtInput dataset)", who);
+  return false;
+}
+
+static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
+  (void)step;
+  mt_model *m = (mt_model *)t;
+  lv_mt_batch in;
+  if (!lv_mt_batch_get(g, b, "mt.model.TransformerModel", &in)) return false;
+  lv_tensor *vecs, *pads;
+  if (!lv_mt_transformer_encode(t, g, in.src_ids, in.src_paddings, &vecs, &pads)) return false;
+  lv_tensor *x = decoder_fprop(m, g, vecs, pads, in.tgt_ids, in.tgt_paddings);
+  if (!x) return false;
+  return lv_mt_softmax_metrics(m->softmax, g, x, in.tgt_labels, in.tgt_weights, m->smoothing, m->per_word_avg_loss,
+                               is_eval, "mt.model.TransformerModel", mt);
 }
 
 /* ---- incremental decoding ---- */
@@ -424,6 +449,16 @@ lv_status lv_mt_decode_state_init(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_t
       return lv_status_wrap(lv_graph_status(g), "mt decoder: packing the encoder output");
   st->bufs = calloc((size_t)st->num_layers * 4, sizeof *st->bufs);
   LV_ASSERT(st->bufs);
+  /* Source lengths (sum of 1 - padding) for the attention probs given to beam search. */
+  st->src_len = paddings->shape.d[0];
+  float *hp = malloc(sizeof(float) * (size_t)(st->src_len * st->batch));
+  st->src_lens = calloc((size_t)st->batch, sizeof *st->src_lens);
+  LV_ASSERT(hp && st->src_lens);
+  lv_status s = lv_tensor_to_host(paddings, hp);
+  for (int64_t k = 0; !s && k < st->src_len; k++)
+    for (int64_t b = 0; b < st->batch; b++) st->src_lens[b] += hp[k * st->batch + b] < 0.5f;
+  free(hp);
+  if (s) return s;
   st->mark = lv_graph_get_mark(g);
   return NULL;
 }
@@ -432,6 +467,8 @@ void lv_mt_decode_state_free(lv_mt_decode_state *st) {
   for (int i = 0; st->bufs && i < st->num_layers * 4; i++) lv_tensor_free(st->bufs[i]);
   free(st->bufs);
   free(st->idx);
+  free(st->src_lens);
+  free(st->probs_scratch);
   free(st->packed);
   free(st->cache);
   memset(st, 0, sizeof *st);
@@ -513,6 +550,25 @@ static lv_status prepare_caches(lv_mt_decode_state *st, int n, lv_tensor *parent
 
 lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_ids, const int32_t *parent,
                             float *log_probs) {
+  return lv_mt_decode_step_probs(st, n, step_ids, parent, log_probs, NULL);
+}
+
+/* Adds layer probs p [n, S] (host), EOS-removed and renormalized, times w into acc. */
+static void add_layer_probs(const lv_mt_decode_state *st, int n, const float *p, float w, float *acc) {
+  const int64_t S = st->src_len;
+  for (int i = 0; i < n; i++) {
+    const float *r = p + (int64_t)i * S;
+    float *a = acc + (int64_t)i * S;
+    int64_t eos = st->src_lens[i % st->batch] - 1;
+    double sum = 0;
+    for (int64_t k = 0; k < S; k++) sum += k == eos ? 0.0 : r[k];
+    float inv = (float)(1.0 / (sum + 1e-6));
+    for (int64_t k = 0; k < S; k++) a[k] += k == eos ? 0.0f : w * r[k] * inv;
+  }
+}
+
+lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *step_ids, const int32_t *parent,
+                                  float *log_probs, float *atten_probs) {
   mt_model *m = (mt_model *)st->task;
   lv_graph *g = st->g;
   if (n <= 0 || n % st->batch)
@@ -541,8 +597,20 @@ lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_i
   lv_tensor *x = ids ? lv_embedding_layer_lookup(m->dec.emb, g, ids) : NULL; /* [n, D] */
   lv_tensor *pos = lv_positional_embedding_fprop(m->dec.pos, g, st->step + 1);
   if (x && pos) x = lv_op_add(g, x, lv_op_slice(g, pos, 0, st->step, 1));
-  for (int i = 0; x && i < st->num_layers; i++)
-    if (!lv_transformer_layer_extend_step(m->dec.layers[i], g, x, &st->cache[i], &st->packed[i], &x)) x = NULL;
+  if (atten_probs) memset(atten_probs, 0, sizeof(float) * (size_t)n * (size_t)st->src_len);
+  for (int i = 0; x && i < st->num_layers; i++) {
+    lv_tensor *pr = NULL;
+    if (!lv_transformer_layer_extend_step_probs(m->dec.layers[i], g, x, &st->cache[i], &st->packed[i], &x,
+                                                atten_probs ? &pr : NULL))
+      x = NULL;
+    else if (atten_probs) {
+      float *h = realloc(st->probs_scratch, sizeof(float) * (size_t)n * (size_t)st->src_len);
+      LV_ASSERT(h);
+      st->probs_scratch = h;
+      LV_TRY(lv_tensor_to_host(pr, h));
+      add_layer_probs(st, n, h, 1.0f / (float)st->num_layers, atten_probs);
+    }
+  }
   lv_tensor *lp = x ? lv_op_log_softmax(g, lv_softmax_layer_logits(m->softmax, g, x)) : NULL;
   if (!lp) {
     lv_status s = lv_graph_status(g);
@@ -565,10 +633,63 @@ lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_i
   return NULL;
 }
 
+/* ---- bin/decoder's interface (lv_mt_decode_ops) ---- */
+
+static lv_status tr_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, void **state) {
+  *state = NULL;
+  lv_tensor *vecs, *pads;
+  if (!lv_mt_transformer_encode(t, g, src_ids, src_paddings, &vecs, &pads)) {
+    lv_status s = lv_graph_status(g);
+    return s ? lv_status_wrap(s, "mt decoder: encoding the source")
+             : lv_status_make(LV_ERR_INTERNAL, "mt decoder: encoding the source failed");
+  }
+  lv_mt_decode_state *st = calloc(1, sizeof *st);
+  LV_ASSERT(st);
+  lv_status s = lv_mt_decode_state_init(t, g, vecs, pads, st);
+  if (s) {
+    lv_mt_decode_state_free(st);
+    free(st);
+    return s;
+  }
+  *state = st;
+  return NULL;
+}
+
+static lv_status tr_decode_step(void *state, int n, const int32_t *step_ids, const int32_t *parent, float *log_probs,
+                                float *atten_probs) {
+  return lv_mt_decode_step_probs(state, n, step_ids, parent, log_probs, atten_probs);
+}
+
+static void tr_decode_end(void *state) {
+  if (!state) return;
+  lv_mt_decode_state_free(state);
+  free(state);
+}
+
+static int64_t tr_vocab_size(const lv_task *t) { return lv_mt_transformer_vocab_size(t); }
+
+/* float32 key/value caches outside the graph (two pairs per layer, up to 2T steps as they
+ * double) and one step's graph memory (attention over T steps and S sources, logits). */
+static int64_t tr_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
+  const mt_model *m = (const mt_model *)t;
+  int64_t T = target_seq_len, D = m->dec.model_dim, L = m->dec.num_layers;
+  return 4 * (4 * L * 2 * T * D + 16 * (T + src_len) * D + 2 * m->softmax->num_classes);
+}
+
+static const lv_mt_decode_ops kTransformerDecodeOps = {
+    .vocab_size = tr_vocab_size,
+    .atten_probs = true,
+    .row_bytes = tr_row_bytes,
+    .begin = tr_decode_begin,
+    .step = tr_decode_step,
+    .end = tr_decode_end,
+};
+
 const lv_task_class lv_mt_transformer_model = {
     .cls = "mt.model.TransformerModel",
     .params = transformer_model_params,
     .create = mt_create,
     .fprop = mt_fprop,
     .destroy = mt_destroy,
+    .mt_decode = &kTransformerDecodeOps,
 };

@@ -38,6 +38,7 @@ double lv_metrics_value(const lv_metrics *m, int i);
 
 typedef struct lv_task lv_task;
 typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
+typedef struct lv_mt_decode_ops lv_mt_decode_ops; /* models/mt.h */
 
 /* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs: the
  * decoder writes them to decoder_out files). Strings are owned by the list. */
@@ -72,6 +73,10 @@ typedef struct lv_task_class {
   /* Reads dec_out (through host copies), updates the metrics and appends one key/value
    * pair per example to out (the decoder_out file's lines). */
   lv_status (*post_process_decode_out)(lv_task *t, const lv_nmap *dec_out, lv_metric_set *metrics, lv_kv_list *out);
+
+  /* Optional (NULL: none): incremental decoding for bin/decoder's beam search (MT tasks;
+   * models/mt.h). */
+  const lv_mt_decode_ops *mt_decode;
 } lv_task_class;
 
 struct lv_task {

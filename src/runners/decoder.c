@@ -22,8 +22,8 @@ typedef struct dec_state {
   lv_instance *m;
   lv_tokenizer *tok;
   lv_beam_search_params bp;
+  const lv_mt_decode_ops *ops; /* the task's incremental decoder */
   int vocab;
-  int64_t row_bytes; /* estimated graph memory of one hyp's full-length search */
   lv_events_writer *ev;
   char dir[4400], job[64];
   lv_saveable *items;
@@ -34,8 +34,9 @@ typedef struct dec_state {
 static lv_status search_params(const lv_params *cfg, lv_beam_search_params *bp) {
   const lv_params *dp = lv_params_sub(cfg, "task.decoder");
   if (!dp || !lv_params_has(dp, "beam_search"))
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search is missing: bin/decoder decodes "
-                          "mt.model.TransformerModel tasks (task.cls is %s)", lv_params_str(cfg, "task.cls"));
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search is missing: bin/decoder decodes MT tasks "
+                          "(mt.model.TransformerModel, mt.model.RNMTModel; task.cls is %s)",
+                          lv_params_str(cfg, "task.cls"));
   const lv_params *b = lv_params_sub(dp, "beam_search");
   *bp = lv_beam_search_params_default();
   bp->num_hyps_per_beam = (int)lv_params_int(b, "num_hyps_per_beam");
@@ -52,53 +53,20 @@ static lv_status search_params(const lv_params *cfg, lv_beam_search_params *bp) 
   bp->target_sos_id = (int)lv_params_int(dp, "target_sos_id");
   bp->target_eos_id = (int)lv_params_int(dp, "target_eos_id");
   bp->target_seq_len = (int)lv_params_int(dp, "target_seq_len");
-  if (bp->coverage_penalty > 0)
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search.coverage_penalty = %g: the coverage penalty needs "
-                          "the decoder's attention probabilities, which lingvoc's TransformerModel decoder does not "
-                          "give yet; set it to 0", bp->coverage_penalty);
   return NULL;
 }
 
 typedef struct step_ctx {
-  lv_mt_decode_state st;
+  const lv_mt_decode_ops *ops;
+  void *st;
   int n; /* rows of every step: H * B */
 } step_ctx;
 
 static lv_status step_fn(void *ctx, int t, const int32_t *step_ids, const int32_t *parent, float *log_probs,
                          float *atten_probs) {
-  (void)atten_probs;
   step_ctx *c = ctx;
   /* At t = 0 every row starts from the encoder state (parent[i] = i). */
-  return lv_mt_decode_step(&c->st, c->n, step_ids, t ? parent : NULL, log_probs);
-}
-
-/* Beam search over host src ids [B, S] and paddings [B, S] (1 = padded). */
-static lv_status decode_ids(dec_state *d, const lv_tensor *src_ids, const lv_tensor *src_pads,
-                            lv_beam_search_result *res) {
-  lv_graph *g = d->m->graph;
-  lv_graph_reset(g);
-  lv_graph_set_training(g, false);
-  lv_tensor *sids = lv_graph_from_host(g, src_ids), *spads = lv_graph_from_host(g, src_pads), *vecs, *pads;
-  if (!sids || !spads || !lv_mt_transformer_encode(d->m->task, g, sids, spads, &vecs, &pads)) {
-    lv_status s = lv_graph_status(g);
-    return s ? lv_status_wrap(s, "decoder: encoding the source")
-             : lv_status_make(LV_ERR_INTERNAL, "decoder: encoding the source failed");
-  }
-  step_ctx c;
-  memset(&c, 0, sizeof c);
-  LV_TRY(lv_mt_decode_state_init(d->m->task, g, vecs, pads, &c.st));
-  int B = (int)src_ids->shape.d[0];
-  c.n = B * d->bp.num_hyps_per_beam;
-  lv_status s = lv_beam_search_decode(&d->bp, B, d->vocab, 0, NULL, step_fn, &c, res);
-  lv_mt_decode_state_free(&c.st);
-  return s;
-}
-
-/* Row r of ids [rows, width] up to len - 1 (dropping the final </s>) as text. */
-static lv_status row_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
-  int32_t l = len > 0 ? len - 1 : 0;
-  if (l > width) l = width;
-  return lv_tokenizer_ids_to_strings(tok, row, 1, width, &l, out);
+  return c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs);
 }
 
 /* Tokens in row r of paddings [rows, width] (1 - padding summed). */
@@ -110,14 +78,48 @@ static int row_len(const lv_tensor *pads, int r) {
   return n;
 }
 
+/* Beam search over host src ids [B, S] and paddings [B, S] (1 = padded). */
+static lv_status decode_ids(dec_state *d, const lv_tensor *src_ids, const lv_tensor *src_pads,
+                            lv_beam_search_result *res) {
+  lv_graph *g = d->m->graph;
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_tensor *sids = lv_graph_from_host(g, src_ids), *spads = lv_graph_from_host(g, src_pads);
+  if (!sids || !spads) {
+    lv_status s = lv_graph_status(g);
+    return s ? lv_status_wrap(s, "decoder: the source batch")
+             : lv_status_make(LV_ERR_INTERNAL, "decoder: copying the source batch failed");
+  }
+  step_ctx c = {.ops = d->ops};
+  int B = (int)src_ids->shape.d[0], S = (int)src_ids->shape.d[1];
+  c.n = B * d->bp.num_hyps_per_beam;
+  /* The coverage penalty reads each sentence's attention over its own (unpadded) tokens. */
+  int src_len = d->ops->atten_probs ? S : 0;
+  int32_t *src_lens = src_len ? malloc(sizeof *src_lens * (size_t)B) : NULL;
+  for (int b = 0; src_lens && b < B; b++) src_lens[b] = row_len(src_pads, b);
+  lv_status s = d->ops->begin(d->m->task, g, sids, spads, &c.st);
+  if (!s) s = lv_beam_search_decode(&d->bp, B, d->vocab, src_len, src_lens, step_fn, &c, res);
+  d->ops->end(c.st);
+  free(src_lens);
+  return s;
+}
+
+/* Row r of ids [rows, width] up to len - 1 (dropping the final </s>) as text. */
+static lv_status row_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
+  int32_t l = len > 0 ? len - 1 : 0;
+  if (l > width) l = width;
+  return lv_tokenizer_ids_to_strings(tok, row, 1, width, &l, out);
+}
+
 /* Sentences the memory budget allows in one search (at least 1). A search over n hyps
- * holds about n * row_bytes: the key/value caches outside the graph (two pairs per
- * layer, up to 2 * target_seq_len steps as they double) and one step's graph memory;
+ * holds about n * row_bytes (the task's estimate: the Transformer's key/value caches
+ * outside the graph plus one step's graph memory, linear in target_seq_len; RNMT's
+ * per-step states and attention, linear in target_seq_len and the source length);
  * batches are decoded in chunks that stay under kSearchBudgetBytes. */
 static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
 
-static int64_t chunk_sentences(const dec_state *d) {
-  int64_t per = d->row_bytes * d->bp.num_hyps_per_beam;
+static int64_t chunk_sentences(const dec_state *d, int64_t src_len) {
+  int64_t per = d->ops->row_bytes(d->m->task, d->bp.target_seq_len, src_len) * d->bp.num_hyps_per_beam;
   int64_t k = per > 0 ? kSearchBudgetBytes / per : 1;
   return k < 1 ? 1 : k;
 }
@@ -196,7 +198,7 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
     int B = (int)sids->shape.d[0];
     int64_t n = b.size < B ? b.size : B;
     for (int64_t c0 = 0; !s && c0 < n;) {
-      int64_t k = chunk_sentences(d);
+      int64_t k = chunk_sentences(d, sids->shape.d[1]);
       if (k > n - c0) k = n - c0;
       s = decode_rows(d, sids, spads, tlab, tpads, c0, k, seen, of, &bleu, &sb);
       c0 += k;
@@ -244,24 +246,32 @@ static lv_status make_tokenizer(const lv_params *cfg, lv_tokenizer **tok) {
     return lv_status_make(LV_ERR_INVALID, "input.tokenizer is None: the decoder needs the dataset's tokenizer to turn "
                           "ids into text (e.g. --model_params_override='input.tokenizer.cls: WpmTokenizer; "
                           "input.tokenizer.vocab_filepath: VOCAB; input.tokenizer.vocab_size: N')");
-  return lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok), "input.tokenizer");
+  lv_status s = lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok), "input.tokenizer");
+  if (s && lv_status_code(s) == LV_ERR_NOT_FOUND) {
+    /* A vocabulary that is not there yet: say where the recipe is, as lv_instance_create
+     * does for the dataset's files ("model" is key@file). */
+    const char *at = strchr(lv_params_str(cfg, "model"), '@');
+    lv_status h = lv_status_make(LV_ERR_NOT_FOUND, "%s\n  The data is made as the comments at the top of %s say",
+                                 lv_status_msg(s), at ? at + 1 : "the experiment file");
+    lv_status_free(s);
+    s = h;
+  }
+  return s;
 }
 
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
   LV_TRY(search_params(cfg, &d->bp));
   LV_TRY(make_tokenizer(cfg, &d->tok));
   LV_TRY(lv_instance_create(cfg, with_input, lv_input_no_shard(), &d->m));
-  if (strcmp(d->m->task->cls->cls, "mt.model.TransformerModel"))
-    return lv_status_make(LV_ERR_INVALID, "bin/decoder decodes mt.model.TransformerModel tasks, not %s",
-                          d->m->task->cls->cls);
-  d->vocab = (int)lv_mt_transformer_vocab_size(d->m->task);
-  {
-    int64_t T = d->bp.target_seq_len, D = lv_params_int(cfg, "task.decoder.model_dim");
-    int64_t L = lv_params_int(cfg, "task.decoder.num_trans_layers");
-    /* float32 caches (2 pairs of keys and values, 2T steps) and a step's activations
-     * (attention over T steps, logits) */
-    d->row_bytes = 4 * (4 * L * 2 * T * D + 16 * T * D + 2 * (int64_t)d->vocab);
-  }
+  d->ops = d->m->task->cls->mt_decode;
+  if (!d->ops)
+    return lv_status_make(LV_ERR_INVALID, "bin/decoder decodes MT tasks (mt.model.TransformerModel, "
+                          "mt.model.RNMTModel), not %s", d->m->task->cls->cls);
+  if (d->bp.coverage_penalty > 0 && !d->ops->atten_probs)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search.coverage_penalty = %g: the coverage penalty needs "
+                          "the decoder's attention probabilities, which lingvoc's %s decoder does not give; set it "
+                          "to 0", d->bp.coverage_penalty, d->m->task->cls->cls);
+  d->vocab = (int)d->ops->vocab_size(d->m->task);
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;

@@ -1,5 +1,6 @@
-/* The decoder job (Lingvo's Decoder, job decoder_<dataset>) for mt.model.TransformerModel:
- * follows <logdir>/train's checkpoints as the evaler does (runners/follower.h), and for
+/* The decoder job (Lingvo's Decoder, job decoder_<dataset>) for the MT tasks
+ * (mt.model.TransformerModel, mt.model.RNMTModel: any task class with mt_decode ops,
+ * models/mt.h): follows <logdir>/train's checkpoints as the evaler does (runners/follower.h), and for
  * each one decodes the dataset's eval pass with beam search (task.decoder.beam_search,
  * task.decoder.target_seq_len; models/beam_search.h), writing
  * <logdir>/decoder_<ds>/decoder_out_%09d (per sentence: source, reference and the top

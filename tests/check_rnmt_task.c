@@ -1,0 +1,407 @@
+/* mt.model.RNMTModel: Lingvo's variable names (cells in their FRNN's parent scope),
+ * config errors, stepwise decoding (bin/decoder's mt_decode ops) giving the teacher-forced
+ * log-probs and attention probabilities (also with beam-style parent reordering), a batch
+ * padded longer giving the same loss, and a tiny model that overfits 50 pairs: training
+ * loss < 0.1, then greedy and beam search reproduce every training target exactly. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "core/ops.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "models/beam_search.h"
+#include "models/rnmt.h"
+#include "mt_util.h"
+#include "optim/optimizer.h"
+
+enum { V = 24, E = 16, H = 24 };
+
+/* A tiny RNMT+: LN cells (no output nonlinearity) of 24 units, 2 bi-LSTM encoder layers
+ * projected to 24, a 2-layer decoder with 2-head multi-headed additive attention. */
+static lv_params *tiny_params_with(double smoothing, bool per_word, bool prev_ctx, bool zero_state) {
+  lv_tasks_register_all();
+  lv_params *p = lv_mt_rnmt_model.params();
+  EXPECT_OK(lv_params_set_string(p, "name", "tiny"));
+  EXPECT_OK(lv_params_set_int(p, "encoder.emb.vocab_size", V));
+  EXPECT_OK(lv_params_set_int(p, "encoder.emb.embedding_dim", E));
+  EXPECT_OK(lv_params_set_int(p, "encoder.emb.max_num_shards", 2));
+  EXPECT_OK(lv_params_set_float(p, "encoder.emb.params_init.scale", 0.3));
+  EXPECT_OK(lv_params_set_class(p, "encoder.lstm_tpl", "LayerNormalizedLSTMCellSimple"));
+  EXPECT_OK(lv_params_set_bool(p, "encoder.lstm_tpl.output_nonlinearity", false));
+  EXPECT_OK(lv_params_set_string(p, "encoder.lstm_tpl.params_init.method", "uniform"));
+  EXPECT_OK(lv_params_set_float(p, "encoder.lstm_tpl.params_init.scale", 0.2));
+  EXPECT_OK(lv_params_set_int(p, "encoder.lstm_cell_size", H));
+  EXPECT_OK(lv_params_set_int(p, "encoder.num_lstm_layers", 2));
+  EXPECT_OK(lv_params_set_int(p, "encoder.residual_start", 1));
+  EXPECT_OK(lv_params_set_int(p, "encoder.encoder_out_dim", H));
+  EXPECT_OK(lv_params_set_int(p, "decoder.emb.vocab_size", V));
+  EXPECT_OK(lv_params_set_int(p, "decoder.emb.embedding_dim", E));
+  EXPECT_OK(lv_params_set_float(p, "decoder.emb.params_init.scale", 0.3));
+  EXPECT_OK(lv_params_set_int(p, "decoder.source_dim", H));
+  EXPECT_OK(lv_params_set_int(p, "decoder.rnn_cell_dim", H));
+  EXPECT_OK(lv_params_set_int(p, "decoder.rnn_layers", 2));
+  EXPECT_OK(lv_params_set_int(p, "decoder.residual_start", 1));
+  const char *cells[2] = {"decoder.atten_rnn_cell_tpl", "decoder.rnn_cell_tpl"};
+  char k[128];
+  for (int i = 0; i < 2; i++) {
+    EXPECT_OK(lv_params_set_class(p, cells[i], "LayerNormalizedLSTMCellSimple"));
+    snprintf(k, sizeof k, "%s.output_nonlinearity", cells[i]);
+    EXPECT_OK(lv_params_set_bool(p, k, false));
+    snprintf(k, sizeof k, "%s.params_init.method", cells[i]);
+    EXPECT_OK(lv_params_set_string(p, k, "uniform"));
+    snprintf(k, sizeof k, "%s.params_init.scale", cells[i]);
+    EXPECT_OK(lv_params_set_float(p, k, 0.2));
+  }
+  EXPECT_OK(lv_params_set_class(p, "decoder.attention", "MultiHeadedAttention"));
+  EXPECT_OK(lv_params_set_int(p, "decoder.attention.hidden_dim", H));
+  EXPECT_OK(lv_params_set_int(p, "decoder.attention.context_dim", H));
+  EXPECT_OK(lv_params_set_int(p, "decoder.attention.num_attention_heads", 2));
+  EXPECT_OK(lv_params_set_class(p, "decoder.attention.inner_atten_params", "AdditiveAttention"));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.feed_attention_context_vec_to_softmax", true));
+  EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_classes", V));
+  EXPECT_OK(lv_params_set_int(p, "decoder.softmax.num_shards", 2));
+  EXPECT_OK(lv_params_set_float(p, "decoder.softmax.params_init.scale", 0.2));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.use_prev_atten_ctx", prev_ctx));
+  EXPECT_OK(lv_params_set_bool(p, "decoder.use_zero_atten_state", zero_state));
+  return mt_loss_params(p, smoothing, per_word);
+}
+
+static lv_params *tiny_params(double smoothing, bool per_word) { return tiny_params_with(smoothing, per_word, false, false); }
+
+static lv_task *make_task(const lv_params *p, lv_varstore *vs) { return mt_make_task(&lv_mt_rnmt_model, p, vs, 11); }
+
+/* NB pairs: source 3..7 tokens (the last </s>), target 2..6 tokens, the target a fixed
+ * function of the source (NmtInput's layout: ids start with <s>, labels end with </s>). */
+enum { MAXN = 50, MAXS = 8, MAXT = 8 };
+
+typedef struct host_batch {
+  int n, S, T;
+  int slen[MAXN], tlen[MAXN];
+  int32_t sids[MAXN * 16], tids[MAXN * 16], tlab[MAXN * 16];
+  float spad[MAXN * 16], tpad[MAXN * 16], tw[MAXN * 16];
+  lv_tensor t[6];
+  lv_batch b;
+} host_batch;
+
+/* Pairs padded to S x T (S >= MAXS, T >= MAXT); padded steps hold junk ids. */
+static void make_batch(host_batch *h, int n, int S, int T) {
+  memset(h, 0, sizeof *h);
+  h->n = n, h->S = S, h->T = T;
+  uint32_t x = 12345;
+  for (int b = 0; b < n; b++) {
+    x = x * 1103515245u + 12345u;
+    h->slen[b] = 3 + (int)((x >> 16) % 5);
+    int words[8];
+    for (int s = 0; s + 1 < h->slen[b]; s++) {
+      x = x * 1103515245u + 12345u;
+      words[s] = 3 + (int)((x >> 16) % (V - 3));
+    }
+    for (int s = 0; s < S; s++) {
+      bool real = s < h->slen[b];
+      h->sids[b * S + s] = real ? (s == h->slen[b] - 1 ? 2 : words[s]) : (s * 7 + b) % V;
+      h->spad[b * S + s] = real ? 0.0f : 1.0f;
+    }
+    /* Target: the source words reversed, each mapped to another id (one word dropped on
+     * odd sentences). */
+    int nw = h->slen[b] - 1 - (b % 2 && h->slen[b] > 3), lab[8];
+    for (int j = 0; j < nw; j++) lab[j] = 3 + (words[h->slen[b] - 2 - j] * 5 + 1) % (V - 3);
+    lab[nw] = 2;
+    h->tlen[b] = nw + 1;
+    for (int t = 0; t < T; t++) {
+      bool real = t < h->tlen[b];
+      h->tids[b * T + t] = real ? (t == 0 ? 1 : lab[t - 1]) : (t * 5 + b) % V;
+      h->tlab[b * T + t] = real ? lab[t] : (t * 3) % V;
+      h->tpad[b * T + t] = real ? 0.0f : 1.0f;
+      h->tw[b * T + t] = real ? 1.0f : 0.0f;
+    }
+  }
+  mt_batch_wrap(&h->b, h->t, n, S, T, h->sids, h->spad, h->tids, h->tpad, h->tlab, h->tw);
+}
+
+static double eval_loss(lv_task *t, host_batch *h, double *weight, double *acc) {
+  double log_pplx = 0, loss = mt_eval_loss(t, &h->b, weight, acc, &log_pplx);
+  ck_assert(isfinite(log_pplx) && isfinite(loss));
+  return loss;
+}
+
+START_TEST(test_variable_names) {
+  lv_params *p = tiny_params(0.1, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  static const struct { const char *name; int64_t d0, d1; } want[] = {
+      {"tiny/enc/emb/var_0", V, E},
+      {"tiny/enc/L0_rnn_fwd/wm", E + H, 4 * H},
+      {"tiny/enc/L0_rnn_fwd/b", 4 * H, 0},
+      {"tiny/enc/L0_rnn_fwd/ln_scale", 4 * H, 0},
+      {"tiny/enc/L0_rnn_bak/wm", E + H, 4 * H},
+      {"tiny/enc/L1_rnn_fwd/wm", 2 * H + H, 4 * H},
+      {"tiny/enc/L1_rnn_bak/ln_scale", 4 * H, 0},
+      {"tiny/enc/proj/w", 2 * H, H},
+      {"tiny/enc/proj/b", H, 0},
+      {"tiny/dec/emb/var_0", V, E},
+      {"tiny/dec/atten_rnn/wm", E + H + H, 4 * H},
+      {"tiny/dec/atten_rnn/ln_scale", 4 * H, 0},
+      {"tiny/dec/atten/source_proj", H, H},
+      {"tiny/dec/atten/query_proj", H, H},
+      {"tiny/dec/atten/query_proj_b", H, 0},
+      {"tiny/dec/atten/inner_att/hidden_var", H / 2, 0},
+      {"tiny/dec/rnn1/wm", H + H + H, 4 * H},
+      {"tiny/dec/rnn1/b", 4 * H, 0},
+      {"tiny/dec/softmax/weight_0", 2 * H, V / 2},
+      {"tiny/dec/softmax/bias_1", V / 2, 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char n[256];
+    snprintf(n, sizeof n, "%s/var", want[i].name);
+    lv_var *v = lv_varstore_find(vs, n);
+    ck_assert_msg(v, "missing %s", n);
+    ck_assert_msg(v->value.shape.d[0] == want[i].d0 && (!want[i].d1 || v->value.shape.d[1] == want[i].d1),
+                  "%s: shape [%lld, %lld]", n, (long long)v->value.shape.d[0], (long long)v->value.shape.d[1]);
+  }
+  /* 1 + 1 embedding shards (too small for 2), 4 encoder cells and 2 decoder cells of 3 vars each, proj 2,
+   * attention 4 projections + 3 inner vars, softmax 2 x 2. */
+  ck_assert_int_eq(lv_varstore_count(vs), 2 + 6 * 3 + 2 + 7 + 4);
+  ck_assert_int_eq(lv_mt_rnmt_model.mt_decode->vocab_size(t), V);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+static void expect_create_err(const char *key, int64_t v, const char *want1, const char *want2) {
+  lv_tasks_register_all();
+  lv_params *p = lv_mt_rnmt_model.params();
+  EXPECT_OK(lv_params_set_string(p, "name", "x"));
+  EXPECT_OK(lv_params_set_int(p, "encoder.num_lstm_layers", 1));
+  EXPECT_OK(lv_params_set_int(p, "decoder.rnn_layers", 1));
+  EXPECT_OK(lv_params_set_int(p, key, v));
+  lv_params_freeze(p);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = NULL;
+  EXPECT_ERR(lv_mt_rnmt_model.create(p, NULL, vs, &t), LV_ERR_INVALID, want1, want2);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+
+START_TEST(test_bad_params) {
+  expect_create_err("decoder.softmax.num_classes", 100, "softmax.num_classes", "emb.vocab_size");
+  expect_create_err("decoder.source_dim", 512, "task.decoder.source_dim", "encoder_out_dim");
+  expect_create_err("encoder.num_lstm_layers", 0, "task.encoder.num_lstm_layers", "[1, 32]");
+}
+END_TEST
+
+typedef struct step_ctx {
+  const lv_mt_decode_ops *ops;
+  void *st;
+  int n;
+} step_ctx;
+
+static lv_status step_fn(void *ctx, int t, const int32_t *step_ids, const int32_t *parent, float *log_probs,
+                         float *atten_probs) {
+  step_ctx *c = ctx;
+  return c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs);
+}
+
+/* Teacher-forced log-probs and attention vs. the decode ops' steps; with two hyps per
+ * sentence whose rows swap each step through parent. Loop index _i: MTDecoderV1's
+ * use_prev_atten_ctx (bit 0) and use_zero_atten_state (bit 1). */
+START_TEST(test_step_matches_teacher_forcing) {
+  lv_params *p = tiny_params_with(0.1, true, _i & 1, _i & 2);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  ck_assert(ops && ops->atten_probs);
+  enum { NB = 4 };
+  host_batch h;
+  make_batch(&h, NB, MAXS, MAXT);
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *sids = lv_graph_from_host(g, &h.t[0]), *spad = lv_graph_from_host(g, &h.t[1]);
+  lv_tensor *tids = lv_graph_from_host(g, &h.t[2]), *tpad = lv_graph_from_host(g, &h.t[3]);
+  lv_tensor *enc, *pads, *lp, *ap;
+  ck_assert(lv_rnmt_encode(t, g, sids, spad, 0, &enc, &pads));
+  ck_assert_int_eq(enc->shape.d[0], MAXS);
+  ck_assert_int_eq(enc->shape.d[2], H);
+  ck_assert(lv_rnmt_log_probs(t, g, enc, pads, tids, tpad, &lp, &ap));
+  ck_assert_int_eq(lp->shape.d[2], V);
+  ck_assert_int_eq(ap->shape.d[2], MAXS);
+  for (int beam = 1; beam <= 2; beam++) {
+    void *st = NULL;
+    EXPECT_OK(ops->begin(t, g, sids, spad, &st));
+    int n = beam * NB;
+    int32_t ids[2 * NB], parent[2 * NB];
+    float out[2 * NB * V], atten[2 * NB * MAXS];
+    double maxd = 0, maxa = 0;
+    for (int s = 0; s < MAXT; s++) {
+      for (int r = 0; r < n; r++) {
+        ids[r] = h.tids[(r % NB) * MAXT + s];
+        parent[r] = beam == 1 ? r : (r + NB) % n;
+      }
+      EXPECT_OK(ops->step(st, n, ids, s ? parent : NULL, out, atten));
+      for (int r = 0; r < n; r++) {
+        int b = r % NB;
+        if (s >= h.tlen[b]) continue;
+        for (int v = 0; v < V; v++) maxd = fmax(maxd, fabs(out[r * V + v] - lv_f32(lp)[(s * NB + b) * V + v]));
+        for (int j = 0; j < MAXS; j++)
+          maxa = fmax(maxa, fabs(atten[r * MAXS + j] - lv_f32(ap)[(s * NB + b) * MAXS + j]));
+      }
+    }
+    ck_assert_msg(maxd < 1e-5, "beam %d: stepwise vs teacher-forced log-probs differ by %g", beam, maxd);
+    ck_assert_msg(maxa < 1e-5, "beam %d: stepwise vs teacher-forced attention differs by %g", beam, maxa);
+    int32_t bad = V, zero = 0, other = 1;
+    EXPECT_ERR(ops->step(st, 1, &bad, NULL, out, NULL), LV_ERR_INVALID, "multiple of the batch");
+    for (int r = 0; r < n; r++) ids[r] = r + 1 < n ? 3 : bad;
+    EXPECT_ERR(ops->step(st, n, ids, NULL, out, NULL), LV_ERR_INVALID, "is outside [0, 24)");
+    /* A parent of another sentence. */
+    int32_t ids4[NB] = {3, 3, 3, 3}, par4[NB] = {other, zero, 2, 3};
+    EXPECT_ERR(ops->step(st, NB, ids4, par4, out, NULL), LV_ERR_INVALID, "parent[0]");
+    ops->end(st);
+  }
+  lv_graph_destroy(g);
+  lv_batch_free(&h.b);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+START_TEST(test_padding_invariance) {
+  for (int per_word = 0; per_word < 2; per_word++) {
+    lv_params *p = tiny_params(0.1, per_word);
+    lv_varstore *vs = lv_varstore_create();
+    lv_task *t = make_task(p, vs);
+    host_batch *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    make_batch(a, 6, MAXS, MAXT);
+    make_batch(b, 6, MAXS + 5, MAXT + 6);
+    double wa, wb, acc_a, acc_b;
+    double la = eval_loss(t, a, &wa, &acc_a), lb = eval_loss(t, b, &wb, &acc_b);
+    ck_assert_msg(fabs(la - lb) < 1e-5, "loss %g vs %g when padded longer", la, lb);
+    ck_assert(wa == wb && acc_a == acc_b);
+    int tokens = 0;
+    for (int i = 0; i < 6; i++) tokens += a->tlen[i];
+    ck_assert(wa == (per_word ? tokens : 6));
+    lv_batch_free(&a->b);
+    lv_batch_free(&b->b);
+    free(a);
+    free(b);
+    t->cls->destroy(t);
+    lv_varstore_destroy(vs);
+    lv_params_free(p);
+  }
+}
+END_TEST
+
+/* The label row b (without </s>) equals row ids[0..len-1) ending in </s>. */
+static bool same_target(const host_batch *h, int b, const int32_t *ids, int len) {
+  if (len != h->tlen[b]) return false;
+  for (int j = 0; j < len; j++)
+    if (ids[j] != h->tlab[b * h->T + j]) return false;
+  return true;
+}
+
+/* Adam on the task's loss over 50 pairs (no smoothing, no dropout): loss < 0.1; greedy and
+ * beam search through the decode ops then give every target exactly. */
+START_TEST(test_overfits_50_pairs) {
+  lv_params *p = tiny_params(0.0, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  host_batch *h = malloc(sizeof *h);
+  make_batch(h, MAXN, MAXS, MAXT);
+  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
+  c.beta2 = 0.98;
+  c.epsilon = 1e-6;
+  lv_optimizer *o = NULL;
+  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
+  int64_t nvals = 0;
+  float *vals = lv_varstore_values(vs, &nvals);
+  EXPECT_OK(lv_optimizer_add_var(o, "all", nvals, NULL));
+  double first = eval_loss(t, h, NULL, NULL), last = first, acc = 0;
+  lv_graph *g = lv_graph_create(0);
+  int step = 0;
+  for (; step < 1500; step++) {
+    lv_graph_reset(g);
+    lv_graph_set_training(g, true);
+    lv_varstore_zero_grads(vs);
+    lv_batch gb;
+    lv_batch_init(&gb);
+    EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
+    lv_metrics m = {0};
+    ck_assert_msg(t->cls->fprop(t, g, &gb, false, step, &m), "%s", lv_status_msg(lv_graph_status(g)));
+    double loss = lv_metrics_value(&m, 0);
+    EXPECT_OK(lv_graph_backward(g, m.loss));
+    int64_t n;
+    float *grads = lv_varstore_grads(vs, &n);
+    const float *gp = grads;
+    EXPECT_OK(lv_optimizer_apply(o, 1e-2f, 1, &vals, &gp));
+    lv_metrics_free(&m);
+    lv_batch_free(&gb);
+    if (loss < 0.02) break;
+  }
+  last = eval_loss(t, h, NULL, &acc);
+  ck_assert_msg(first > 2.0 && last < 0.1, "loss %g -> %g after %d steps", first, last, step);
+  ck_assert_msg(acc == 1.0, "next-step accuracy %g after training", acc);
+
+  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  /* Greedy search. */
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  step_ctx sc = {.ops = ops, .n = MAXN};
+  lv_tensor *sids = lv_graph_from_host(g, &h->t[0]), *spad = lv_graph_from_host(g, &h->t[1]);
+  EXPECT_OK(ops->begin(t, g, sids, spad, &sc.st));
+  lv_greedy_search_params gp = lv_greedy_search_params_default();
+  gp.target_seq_len = 12;
+  lv_greedy_search_result gr = {0};
+  EXPECT_OK(lv_greedy_search_decode(&gp, MAXN, V, step_fn, &sc, &gr));
+  ops->end(sc.st);
+  int greedy_ok = 0;
+  for (int b = 0; b < MAXN; b++) greedy_ok += gr.done[b] && same_target(h, b, gr.ids + b * gr.max_len, gr.lens[b]);
+  ck_assert_msg(greedy_ok == MAXN, "greedy search reproduces %d of %d targets", greedy_ok, MAXN);
+  lv_greedy_search_result_free(&gr);
+  /* Beam search (4 hyps, MTDecoderV1's length normalization and coverage penalty). */
+  lv_graph_reset(g);
+  sids = lv_graph_from_host(g, &h->t[0]);
+  spad = lv_graph_from_host(g, &h->t[1]);
+  lv_beam_search_params bp = lv_beam_search_params_default();
+  bp.num_hyps_per_beam = 4;
+  bp.length_normalization = 0.2f;
+  bp.coverage_penalty = 0.2f;
+  bp.target_seq_len = 12;
+  EXPECT_OK(lv_beam_search_params_validate(&bp, V));
+  sc.n = MAXN * bp.num_hyps_per_beam;
+  EXPECT_OK(ops->begin(t, g, sids, spad, &sc.st));
+  int32_t src_lens[MAXN];
+  for (int b = 0; b < MAXN; b++) src_lens[b] = h->slen[b];
+  lv_beam_search_result br = {0};
+  EXPECT_OK(lv_beam_search_decode(&bp, MAXN, V, MAXS, src_lens, step_fn, &sc, &br));
+  ops->end(sc.st);
+  int beam_ok = 0;
+  for (int b = 0; b < MAXN; b++) {
+    int r = b * bp.num_hyps_per_beam;
+    beam_ok += same_target(h, b, br.ids + (int64_t)r * br.max_len, br.lens[r]);
+  }
+  ck_assert_msg(beam_ok == MAXN, "beam search's top hyps reproduce %d of %d targets", beam_ok, MAXN);
+  lv_beam_search_result_free(&br);
+  lv_graph_destroy(g);
+  lv_optimizer_free(o);
+  lv_batch_free(&h->b);
+  free(h);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("rnmt_task");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_variable_names);
+  tcase_add_test(tc, test_bad_params);
+  tcase_add_loop_test(tc, test_step_matches_teacher_forcing, 0, 4);
+  tcase_add_test(tc, test_padding_invariance);
+  tcase_add_test(tc, test_overfits_50_pairs);
+  suite_add_tcase(s, tc);
+  return lv_test_run(s);
+}

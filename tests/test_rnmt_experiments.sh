@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The RNMT experiments (under a second, no data needed): mt.wmt14_en_de.WmtEnDeRNMT resolves
+# to Lingvo's SetupRNMTParams numbers; without its data the trainer and the decoder exit 2
+# naming the missing file and the experiment file that says how to make it (nothing is
+# written outside the log directory); mt.bible_en_es.RNMTSmall resolves with the Bible data
+# and vocabulary of TransformerSmall.
+. "$(dirname "$0")/lib.sh"
+W=mt.wmt14_en_de.WmtEnDeRNMT
+expect_exit 0 "inspect_params $W" "$LV_BIN/trainer" --model=$W --logdir="$T/wmt" --mode=inspect_params
+P=$T/wmt/train-params.txt
+for line in "task.cls : 'mt.model.RNMTModel'" "task.name : 'wmt14_en_de_rnmtplus_base'" \
+  "task.encoder.num_lstm_layers : 6" "task.encoder.lstm_cell_size : 1024" "task.encoder.encoder_out_dim : 1024" \
+  "task.encoder.lstm_tpl.cls : 'LayerNormalizedLSTMCellSimple'" "task.encoder.lstm_tpl.output_nonlinearity : False" \
+  "task.encoder.dropout_prob : 0.3" "task.encoder.residual_start : 2" "task.decoder.rnn_layers : 8" \
+  "task.decoder.rnn_cell_dim : 1024" "task.decoder.attention.cls : 'MultiHeadedAttention'" \
+  "task.decoder.attention.num_attention_heads : 4" "task.decoder.attention.inner_atten_params.cls : 'AdditiveAttention'" \
+  "task.decoder.attention.atten_dropout_prob : 0.3" "task.decoder.feed_attention_context_vec_to_softmax : True" \
+  "task.decoder.label_smoothing.uncertainty : 0.1" "task.decoder.softmax.num_classes : 32000" \
+  "task.decoder.softmax.num_shards : 16" "task.decoder.beam_search.num_hyps_per_beam : 16" \
+  "task.decoder.beam_search.length_normalization : 0.2" "task.decoder.beam_search.coverage_penalty : 0.2" \
+  "task.train.learning_rate : 0.0001" "task.train.l2_regularizer_weight : 1e-05" \
+  "task.train.lr_schedule.cls : 'LinearRampupExponentialDecayScaledByNumSplitSchedule'" \
+  "task.train.lr_schedule.decay_end : 1200000" "task.train.optimizer.beta2 : 0.98" \
+  "task.train.grad_norm_to_clip_to_zero : 100000.0" "task.train.grad_norm_tracker.cls : 'GradNormTracker'" \
+  "task.eval.samples_per_summary : 7500" "input.bucket_batch_limit : [128, 128, 128, 128, 128, 128, 128, 64]" \
+  "input.num_samples : 4492447"; do
+  check "$W: $line" grep -qxF "$line" "$P"
+done
+check "$W Test: 2737 samples" grep -qxF "input.num_samples : 2737" "$T/wmt/test-params.txt"
+# Without the data: exit 2 naming the pattern and where the recipe is.
+NONE="input.file_pattern: tfrecord:$T/none/train.tfrecords-*"
+expect_exit 2 "trainer $W without its data" "$LV_BIN/trainer" --model=$W --logdir="$T/log" \
+  --model_params_override="$NONE"
+err_has "$T/none/train.tfrecords-*"
+err_has "The data is made as the comments at the top of"
+err_has "experiments/mt/wmt14_en_de.cfg"
+check "no checkpoint written" test ! -e "$T/log/train/checkpoint"
+expect_exit 2 "decoder $W without its vocabulary" "$LV_BIN/decoder" --model=$W --logdir="$T/log" --once \
+  --model_params_override="input.tokenizer.token_vocab_filepath: $T/none/wpm-ende.voc"
+err_has "$T/none/wpm-ende.voc"
+err_has "experiments/mt/wmt14_en_de.cfg"
+R=mt.bible_en_es.RNMTSmall
+expect_exit 0 "inspect_params $R" "$LV_BIN/trainer" --model=$R --logdir="$T/small" --mode=inspect_params
+for line in "task.cls : 'mt.model.RNMTModel'" "task.encoder.lstm_cell_size : 256" "task.decoder.rnn_layers : 2" \
+  "input.file_pattern : '/tmp/bible/train.tfrecord@1'"; do
+  check "$R: $line" grep -qxF "$line" "$T/small/train-params.txt"
+done
+check "$R Test: the held-out books" grep -qxF "input.file_pattern : '/tmp/bible/test.tfrecord@1'" "$T/small/test-params.txt"
+check "$R: no Transformer keys left" bash -c "! grep -q transformer_stack '$T/small/train-params.txt'"
+finish
