@@ -18,7 +18,7 @@ expect_exit 2 "punct_score with fewer hypotheses than references" "$P" --ref="$T
 err_has "$T/hyp1 ends after 1 lines"
 printf 'Hello, world.\nGood \xff bye.\n' >"$T/bad"
 expect_exit 2 "punct_score on invalid UTF-8" "$P" --ref="$T/ref2" --hyp="$T/bad"
-err_has "$T/bad:2: invalid UTF-8 at byte 6"
+err_has "$T/bad:2: invalid UTF-8 at byte 6 (byte 0xff)"
 printf 'a\0b\nc\n' >"$T/nul"
 expect_exit 2 "punct_score on a NUL byte" "$P" --ref="$T/ref2" --hyp="$T/nul"
 err_has "$T/nul:1: a NUL byte"

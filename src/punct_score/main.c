@@ -9,7 +9,7 @@
 
 #include "base/flags.h"
 #include "base/status.h"
-#include "input/tokenizer.h"
+#include "base/text_lines.h"
 #include "models/punct_metrics.h"
 
 static const char *flag_ref = "";
@@ -29,56 +29,14 @@ static const char *kUsage =
     "Exit 0 ok, 2 bad flags or input (a missing file, invalid UTF-8, a NUL byte, line counts\n"
     "that differ).";
 
-typedef struct stream {
-  const char *name;
-  FILE *f;
-  char *line;
-  size_t cap;
-  long lineno;
-} stream;
-
-/* The next line of st into st->line without its "\n"; *eof at the end. NUL bytes and
- * invalid UTF-8 are errors naming the file, line and byte. */
-static lv_status next_line(stream *st, bool *eof) {
-  ssize_t n = getline(&st->line, &st->cap, st->f);
-  if (n < 0) {
-    if (ferror(st->f)) return lv_status_make(LV_ERR_IO, "%s: read error after line %ld", st->name, st->lineno);
-    *eof = true;
-    return NULL;
-  }
-  *eof = false;
-  st->lineno++;
-  if (n > 0 && st->line[n - 1] == '\n') st->line[--n] = '\0';
-  if (memchr(st->line, '\0', (size_t)n))
-    return lv_status_make(LV_ERR_INVALID, "%s:%ld: a NUL byte in the line; expected UTF-8 text", st->name,
-                          st->lineno);
-  for (ssize_t i = 0; i < n;) {
-    int len;
-    uint32_t c = lv_utf8_decode(st->line + i, (size_t)(n - i), &len);
-    if (c == 0xfffd && len == 1)
-      return lv_status_make(LV_ERR_INVALID, "%s:%ld: invalid UTF-8 at byte %ld (0x%02x); expected UTF-8 text",
-                            st->name, st->lineno, (long)i + 1, (unsigned char)st->line[i]);
-    i += len;
-  }
-  return NULL;
-}
-
-static lv_status open_stream(stream *st, const char *path, const char *flag) {
-  bool in = strcmp(path, "-") == 0;
-  st->name = in ? "<stdin>" : path;
-  st->f = in ? stdin : fopen(path, "rb");
-  if (!st->f) return lv_status_make(LV_ERR_NOT_FOUND, "--%s=%s: cannot open", flag, path);
-  return NULL;
-}
-
-static lv_status score(lv_punct_metrics *m, stream *ref, stream *hyp, FILE *out) {
+static lv_status score(lv_punct_metrics *m, lv_text_lines *ref, lv_text_lines *hyp, FILE *out) {
   for (;;) {
     bool eof_r = false, eof_h = false;
-    LV_TRY(next_line(ref, &eof_r));
-    if (hyp) LV_TRY(next_line(hyp, &eof_h));
+    LV_TRY(lv_text_lines_next(ref, &eof_r));
+    if (hyp) LV_TRY(lv_text_lines_next(hyp, &eof_h));
     else eof_h = eof_r;
     if (eof_r != eof_h) {
-      stream *shorter = eof_r ? ref : hyp, *longer = eof_r ? hyp : ref;
+      lv_text_lines *shorter = eof_r ? ref : hyp, *longer = eof_r ? hyp : ref;
       return lv_status_make(LV_ERR_INVALID, "%s ends after %ld lines but %s has more: one sentence per line in each",
                             shorter->name, shorter->lineno, longer->name);
     }
@@ -99,10 +57,10 @@ static lv_status run(void) {
     return lv_status_make(LV_ERR_INVALID, "--baseline makes the hypotheses: give it without --hyp");
   lv_punct_metrics m;
   LV_TRY(lv_punct_metrics_init(&m));
-  stream ref = {0}, hyp = {0};
+  lv_text_lines ref = {0}, hyp = {0};
   FILE *out = NULL;
-  lv_status s = open_stream(&ref, flag_ref, "ref");
-  if (!s && !flag_baseline) s = open_stream(&hyp, flag_hyp, "hyp");
+  lv_status s = lv_text_lines_open(&ref, flag_ref, "ref");
+  if (!s && !flag_baseline) s = lv_text_lines_open(&hyp, flag_hyp, "hyp");
   if (!s && *flag_write_hyp) {
     struct stat w, r;
     if (stat(flag_write_hyp, &w) == 0 &&
@@ -122,10 +80,8 @@ static lv_status run(void) {
     fputs(buf, stdout);
     if (fflush(stdout)) s = lv_status_make(LV_ERR_IO, "stdout: write error");
   }
-  free(ref.line);
-  free(hyp.line);
-  if (ref.f && ref.f != stdin) fclose(ref.f);
-  if (hyp.f && hyp.f != stdin) fclose(hyp.f);
+  lv_text_lines_close(&ref);
+  lv_text_lines_close(&hyp);
   return s;
 }
 
