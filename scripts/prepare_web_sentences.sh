@@ -28,7 +28,8 @@ apt_ensure libsword-utils sword-text-web perl python3
 out=$1
 mkdir -p "$out"
 sh "$here/data/bible_sentences.sh" "$out/all.txt"
-python3 - "$out" "$filters" <<'PY'
+py=/usr/bin/python3; [ -x "$py" ] || py=python3   # the system Python, standard library only
+"$py" - "$out" "$filters" <<'PY'
 import random, string, sys
 out, filters = sys.argv[1], sys.argv[2] == "1"
 letters, digits = set(string.ascii_letters), set(string.digits)

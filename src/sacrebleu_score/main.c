@@ -11,6 +11,7 @@
 
 #include "base/flags.h"
 #include "base/status.h"
+#include "base/text_lines.h"
 #include "models/sacrebleu.h"
 
 static const char *flag_ref = "";
@@ -34,66 +35,8 @@ static const char *kUsage =
     "Exit 0 ok, 2 bad flags or input (a missing file, invalid UTF-8, a NUL byte, line counts\n"
     "that differ).";
 
-/* Strict UTF-8 as Python's decoder: no overlong forms, surrogates or code points past
- * U+10FFFF. Returns the byte offset of the first bad sequence, or -1. */
-static long bad_utf8(const unsigned char *s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    unsigned c = s[i];
-    size_t k;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c < 0x80) k = 1;
-    else if (c >= 0xc2 && c <= 0xdf) k = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-      k = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      k = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return (long)i;
-    }
-    if (i + k > n) return (long)i;
-    for (size_t j = 1; j < k; j++) {
-      unsigned d = s[i + j];
-      if (j == 1 ? (d < lo || d > hi) : (d < 0x80 || d > 0xbf)) return (long)i;
-    }
-    i += k;
-  }
-  return -1;
-}
-
-typedef struct stream {
-  const char *name;
-  FILE *f;
-  char *line;
-  size_t cap;
-  long lineno;
-} stream;
-
-/* The next line of st into st->line without its "\n"; *eof at the end. */
-static lv_status next_line(stream *st, bool *eof) {
-  ssize_t n = getline(&st->line, &st->cap, st->f);
-  if (n < 0) {
-    if (ferror(st->f)) return lv_status_make(LV_ERR_IO, "%s: read error after line %ld", st->name, st->lineno);
-    *eof = true;
-    return NULL;
-  }
-  *eof = false;
-  st->lineno++;
-  if (n > 0 && st->line[n - 1] == '\n') st->line[--n] = '\0';
-  if (memchr(st->line, '\0', (size_t)n))
-    return lv_status_make(LV_ERR_INVALID, "%s:%ld: a NUL byte in the line", st->name, st->lineno);
-  long bad = bad_utf8((const unsigned char *)st->line, (size_t)n);
-  if (bad >= 0)
-    return lv_status_make(LV_ERR_INVALID, "%s:%ld: invalid UTF-8 at byte %ld (byte 0x%02x)", st->name, st->lineno,
-                          bad + 1, (unsigned char)st->line[bad]);
-  return NULL;
-}
-
 /* Lines left in st after the current one (for the length-mismatch message). */
-static long count_rest(stream *st) {
+static long count_rest(lv_text_lines *st) {
   long n = 0;
   while (getline(&st->line, &st->cap, st->f) >= 0) n++;
   return n;
@@ -101,12 +44,10 @@ static long count_rest(stream *st) {
 
 /* --print_tokens: each line of --hyp as the tokenizer leaves it. */
 static lv_status print_tokens(lv_sacrebleu_tokenizer tok) {
-  stream st = {.name = strcmp(flag_hyp, "-") ? flag_hyp : "<stdin>"};
-  st.f = strcmp(flag_hyp, "-") ? fopen(flag_hyp, "rb") : stdin;
-  if (!st.f) return lv_status_make(LV_ERR_NOT_FOUND, "--hyp=%s: cannot open", flag_hyp);
-  lv_status s = NULL;
+  lv_text_lines st;
+  lv_status s = lv_text_lines_open(&st, flag_hyp, "hyp");
   for (bool eof = false; !s;) {
-    s = next_line(&st, &eof);
+    s = lv_text_lines_next(&st, &eof);
     if (s || eof) break;
     char *t = NULL;
     s = lv_sacrebleu_tokenize(tok, st.line, &t);
@@ -114,8 +55,7 @@ static lv_status print_tokens(lv_sacrebleu_tokenizer tok) {
     free(t);
   }
   if (!s && fflush(stdout)) s = lv_status_make(LV_ERR_IO, "stdout: write error");
-  free(st.line);
-  if (st.f != stdin) fclose(st.f);
+  lv_text_lines_close(&st);
   return s;
 }
 
@@ -139,32 +79,28 @@ static lv_status run(bool smooth_value_set) {
   int nrefs = 1;
   for (const char *p = flag_ref; *p; p++) nrefs += *p == ',';
   char *refnames = strdup(flag_ref);
-  stream *st = calloc((size_t)nrefs + 1, sizeof *st); /* st[0] the hypotheses */
+  lv_text_lines *st = calloc((size_t)nrefs + 1, sizeof *st); /* st[0] the hypotheses */
   const char **lines = calloc((size_t)nrefs, sizeof *lines);
   lv_status s = NULL;
   if (!refnames || !st || !lines) s = lv_status_make(LV_ERR_RESOURCE, "out of memory");
   if (!s) {
-    st[0].name = strcmp(flag_hyp, "-") ? flag_hyp : "<stdin>";
-    st[0].f = strcmp(flag_hyp, "-") ? fopen(flag_hyp, "rb") : stdin;
-    if (!st[0].f) s = lv_status_make(LV_ERR_NOT_FOUND, "--hyp=%s: cannot open", flag_hyp);
+    s = lv_text_lines_open(&st[0], flag_hyp, "hyp");
     char *save = NULL, *tok = strtok_r(refnames, ",", &save);
     for (int r = 1; !s && r <= nrefs; r++, tok = strtok_r(NULL, ",", &save)) {
       if (!tok || !*tok) {
         s = lv_status_make(LV_ERR_INVALID, "--ref=%s: an empty file name", flag_ref);
         break;
       }
-      st[r].name = tok;
-      st[r].f = fopen(tok, "rb");
-      if (!st[r].f) s = lv_status_make(LV_ERR_NOT_FOUND, "--ref: %s: cannot open", tok);
+      s = lv_text_lines_open(&st[r], tok, "ref");
     }
   }
   while (!s) {
     bool eof0 = false, eof = false;
-    s = next_line(&st[0], &eof0);
+    s = lv_text_lines_next(&st[0], &eof0);
     for (int r = 1; !s && r <= nrefs; r++) {
-      s = next_line(&st[r], &eof);
+      s = lv_text_lines_next(&st[r], &eof);
       if (!s && eof != eof0) {
-        stream *longer = eof ? &st[0] : &st[r], *shorter = eof ? &st[r] : &st[0];
+        lv_text_lines *longer = eof ? &st[0] : &st[r], *shorter = eof ? &st[r] : &st[0];
         long total = longer->lineno + count_rest(longer);
         s = lv_status_make(LV_ERR_INVALID, "%s has %ld lines but %s has %ld: one line per segment in each",
                            shorter->name, shorter->lineno, longer->name, total);
@@ -199,10 +135,7 @@ static lv_status run(bool smooth_value_set) {
     }
     if (fflush(stdout)) s = lv_status_make(LV_ERR_IO, "stdout: write error");
   }
-  for (int r = 0; st && r <= nrefs; r++) {
-    free(st[r].line);
-    if (st[r].f && st[r].f != stdin) fclose(st[r].f);
-  }
+  for (int r = 0; st && r <= nrefs; r++) lv_text_lines_close(&st[r]);
   free(st);
   free(lines);
   free(refnames);

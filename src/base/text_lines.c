@@ -1,0 +1,68 @@
+/* Strict UTF-8 text lines: see text_lines.h. */
+#include "base/text_lines.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+long lv_text_bad_utf8(const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i];
+    size_t k;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c < 0x80) k = 1;
+    else if (c >= 0xc2 && c <= 0xdf) k = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      k = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      k = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return (long)i;
+    }
+    if (i + k > n) return (long)i;
+    for (size_t j = 1; j < k; j++) {
+      unsigned d = s[i + j];
+      if (j == 1 ? (d < lo || d > hi) : (d < 0x80 || d > 0xbf)) return (long)i;
+    }
+    i += k;
+  }
+  return -1;
+}
+
+lv_status lv_text_lines_open(lv_text_lines *r, const char *path, const char *flag) {
+  memset(r, 0, sizeof *r);
+  bool in = strcmp(path, "-") == 0;
+  r->name = in ? "<stdin>" : path;
+  r->f = in ? stdin : fopen(path, "rb");
+  if (!r->f) return lv_status_make(LV_ERR_NOT_FOUND, "--%s=%s: cannot open", flag, path);
+  return NULL;
+}
+
+lv_status lv_text_lines_next(lv_text_lines *r, bool *eof) {
+  ssize_t n = getline(&r->line, &r->cap, r->f);
+  if (n < 0) {
+    if (ferror(r->f)) return lv_status_make(LV_ERR_IO, "%s: read error after line %ld", r->name, r->lineno);
+    *eof = true;
+    return NULL;
+  }
+  *eof = false;
+  r->lineno++;
+  if (n > 0 && r->line[n - 1] == '\n') r->line[--n] = '\0';
+  if (memchr(r->line, '\0', (size_t)n))
+    return lv_status_make(LV_ERR_INVALID, "%s:%ld: a NUL byte in the line", r->name, r->lineno);
+  long bad = lv_text_bad_utf8((const unsigned char *)r->line, (size_t)n);
+  if (bad >= 0)
+    return lv_status_make(LV_ERR_INVALID, "%s:%ld: invalid UTF-8 at byte %ld (byte 0x%02x)", r->name, r->lineno,
+                          bad + 1, (unsigned char)r->line[bad]);
+  return NULL;
+}
+
+void lv_text_lines_close(lv_text_lines *r) {
+  free(r->line);
+  r->line = NULL;
+  if (r->f && r->f != stdin) fclose(r->f);
+  r->f = NULL;
+}
