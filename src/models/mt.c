@@ -587,6 +587,12 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
       if (parent[i] < 0 || parent[i] >= st->rows)
         return lv_status_make(LV_ERR_INVALID, "mt decoder step: parent[%d] = %d is outside [0, %lld)", i, parent[i],
                               (long long)st->rows);
+  if (parent && n == st->rows) {
+    /* Rows that continue themselves (greedy search) need no reorder of the caches. */
+    bool same = true;
+    for (int i = 0; same && i < n; i++) same = parent[i] == i;
+    if (same) parent = NULL;
+  }
   lv_graph_rewind(g, &st->mark);
   if (st->step > 0) {
     lv_tensor hp = lv_tensor_view(LV_I32, lv_shape1(n), (void *)parent);
