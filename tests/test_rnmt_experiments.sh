@@ -47,4 +47,19 @@ for line in "task.cls : 'mt.model.RNMTModel'" "task.encoder.lstm_cell_size : 256
 done
 check "$R Test: the held-out books" grep -qxF "input.file_pattern : '/tmp/bible/test.tfrecord@1'" "$T/small/test-params.txt"
 check "$R: no Transformer keys left" bash -c "! grep -q transformer_stack '$T/small/train-params.txt'"
+# The punctuator codelab (issue 11): Lingvo's RNMTModel params unchanged on the WEB
+# sentences' 16k vocabulary (WmtEnDeRNMT's 378,866,176 minus the 16k fewer rows of two
+# embeddings and the softmax: 313,314,176), and the CPU-sized variant.
+for m in RNMTModel:313,314,176 RNMTModelSmall:20,877,760; do
+  name=${m%%:*}; n=${m#*:}
+  expect_exit 0 "inspect_model punctuator.codelab.$name" "$LV_BIN/trainer" --model=punctuator.codelab.$name \
+    --logdir="$T/p_$name" --mode=inspect_model
+  check "punctuator.codelab.$name: $n parameters" grep -q "total #params: $n\$" "$T/out"
+done
+expect_exit 0 "inspect_params punctuator.codelab.RNMTModel" "$LV_BIN/trainer" --model=punctuator.codelab.RNMTModel \
+  --logdir="$T/pp" --mode=inspect_params
+for line in "task.cls : 'punctuator.model.RNMTModel'" "task.name : 'punctuator_rnmt'" "task.eval.samples_per_summary : 2466" \
+  "input.bucket_batch_limit : [512, 256, 160, 80, 40]" "task.decoder.softmax.num_classes : 16000"; do
+  check "punctuator.codelab.RNMTModel: $line" grep -qxF "$line" "$T/pp/train-params.txt"
+done
 finish

@@ -127,12 +127,15 @@ static lv_params *decoder_params(void) {
   return p;
 }
 
-static lv_params *rnmt_model_params(void) {
-  lv_params *p = lv_task_base_params("mt.model.RNMTModel");
+static lv_params *rnmt_params_cls(const char *cls) {
+  lv_params *p = lv_task_base_params(cls);
   lv_params_define_params(p, "encoder", encoder_params(), "Encoder params.");
   lv_params_define_params(p, "decoder", decoder_params(), "Decoder params.");
   return p;
 }
+
+static lv_params *rnmt_model_params(void) { return rnmt_params_cls("mt.model.RNMTModel"); }
+static lv_params *punctuator_model_params(void) { return rnmt_params_cls("punctuator.model.RNMTModel"); }
 
 /* ---- create -------------------------------------------------------------------------- */
 
@@ -357,7 +360,8 @@ static lv_status rnmt_create(const lv_params *p, const lv_params *input_p, lv_va
   (void)input_p;
   rnmt_model *m = calloc(1, sizeof *m);
   LV_ASSERT(m);
-  m->base.cls = &lv_mt_rnmt_model;
+  m->base.cls = strcmp(lv_params_str(p, "cls"), lv_punctuator_rnmt_model.cls) ? &lv_mt_rnmt_model
+                                                                                : &lv_punctuator_rnmt_model;
   m->base.p = p;
   const char *name = lv_params_str(p, "name");
   lv_status s = NULL;
@@ -658,6 +662,17 @@ static const lv_mt_decode_ops kRnmtDecodeOps = {
 const lv_task_class lv_mt_rnmt_model = {
     .cls = "mt.model.RNMTModel",
     .params = rnmt_model_params,
+    .create = rnmt_create,
+    .fprop = rnmt_fprop,
+    .destroy = rnmt_destroy,
+    .mt_decode = &kRnmtDecodeOps,
+};
+
+/* lingvo/tasks/punctuator/model.py: the MT model (its Inference graph is bin/decoder's
+ * --decode_text). */
+const lv_task_class lv_punctuator_rnmt_model = {
+    .cls = "punctuator.model.RNMTModel",
+    .params = punctuator_model_params,
     .create = rnmt_create,
     .fprop = rnmt_fprop,
     .destroy = rnmt_destroy,

@@ -33,6 +33,8 @@
 #include "models/mt.h"
 
 extern const lv_task_class lv_mt_rnmt_model;
+/* punctuator.model.RNMTModel: the same model under the punctuator's class name. */
+extern const lv_task_class lv_punctuator_rnmt_model;
 
 /* The encoder: src_ids int32 [B, S], src_paddings [B, S] -> *encoded [S, B, encoder_out_dim],
  * *paddings [S, B]. step picks the dropout masks (training only). False with the graph's
