@@ -14,6 +14,7 @@
 #include "models/bleu.h"
 #include "models/metrics.h"
 #include "models/mt.h"
+#include "models/punct_metrics.h"
 #include "models/sacrebleu.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
@@ -24,6 +25,7 @@ typedef struct dec_state {
   lv_beam_search_params bp;
   const lv_mt_decode_ops *ops; /* the task's incremental decoder */
   int vocab;
+  bool punct; /* a punctuator task: also its metrics (models/punct_metrics.h) */
   lv_events_writer *ev;
   char dir[4400], job[64];
   lv_saveable *items;
@@ -128,7 +130,7 @@ static int64_t chunk_sentences(const dec_state *d, int64_t src_len) {
  * and scores their top hyps. */
 static lv_status decode_rows(dec_state *d, const lv_tensor *sids, const lv_tensor *spads,
                              const lv_tensor *tlab, const lv_tensor *tpads, int64_t c0, int64_t k, int64_t seen,
-                             FILE *of, lv_bleu_scorer *bleu, lv_sacrebleu *sb) {
+                             FILE *of, lv_bleu_scorer *bleu, lv_sacrebleu *sb, lv_punct_metrics *pm) {
   const int H = d->bp.num_hyps_per_beam;
   int64_t S = sids->shape.d[1];
   lv_tensor ci = lv_tensor_view(LV_I32, lv_shape2(k, S), lv_i32(sids) + c0 * S);
@@ -151,12 +153,14 @@ static lv_status decode_rows(dec_state *d, const lv_tensor *sids, const lv_tenso
       if (h == 0) {
         s = lv_bleu_add_sentence(bleu, ref, hyp);
         if (!s) s = lv_sacrebleu_add_sentence(sb, ref, hyp);
+        if (!s && pm) s = lv_punct_metrics_add(pm, hyp, ref);
       }
       free(hyp);
     }
     if (!s && res.lens[j * H] == 0) {
       s = lv_bleu_add_sentence(bleu, ref, "");
       if (!s) s = lv_sacrebleu_add_sentence(sb, ref, "");
+      if (!s && pm) s = lv_punct_metrics_add(pm, "", ref);
     }
     fputc('\n', of);
     free(src);
@@ -164,6 +168,32 @@ static lv_status decode_rows(dec_state *d, const lv_tensor *sids, const lv_tenso
   }
   lv_beam_search_result_free(&res);
   return s;
+}
+
+static int cmp_tag(const void *a, const void *b) {
+  return strcmp(((const lv_summary_value *)a)->tag, ((const lv_summary_value *)b)->tag);
+}
+
+/* The punctuator's decoder metrics as summary values: exact_match and per class
+ * (comma, period, question, exclamation, semicolon, colon, quote, marks, capital)
+ * precision_X, recall_X, f1_X. Returns how many were written. */
+static int punct_summaries(const lv_punct_metrics *pm, lv_summary_value *sv) {
+  static const char *const names[LV_PUNCT_CLASS_COUNT] = {"comma", "period", "question", "exclamation",
+                                                          "semicolon", "colon", "quote", "marks", "capital"};
+  int n = 0;
+  snprintf(sv[n].tag, sizeof sv[n].tag, "exact_match");
+  sv[n++].value = lv_punct_exact_rate(pm);
+  for (int c = 0; c < LV_PUNCT_CLASS_COUNT; c++) {
+    double p, r, f;
+    lv_punct_prf(&pm->counts[c], &p, &r, &f);
+    snprintf(sv[n].tag, sizeof sv[n].tag, "precision_%s", names[c]);
+    sv[n++].value = p;
+    snprintf(sv[n].tag, sizeof sv[n].tag, "recall_%s", names[c]);
+    sv[n++].value = r;
+    snprintf(sv[n].tag, sizeof sv[n].tag, "f1_%s", names[c]);
+    sv[n++].value = f;
+  }
+  return n;
 }
 
 static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
@@ -175,6 +205,8 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_sacrebleu sb;
   LV_TRY(lv_bleu_init(&bleu, 4, LV_BLEU_SEP_NONE));
   LV_TRY(lv_sacrebleu_init(&sb, NULL));
+  lv_punct_metrics pm;
+  if (d->punct) LV_TRY(lv_punct_metrics_init(&pm));
   LV_TRY(lv_input_reset(m->input));
   char *out = NULL;
   size_t outlen = 0;
@@ -200,7 +232,7 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
     for (int64_t c0 = 0; !s && c0 < n;) {
       int64_t k = chunk_sentences(d, sids->shape.d[1]);
       if (k > n - c0) k = n - c0;
-      s = decode_rows(d, sids, spads, tlab, tpads, c0, k, seen, of, &bleu, &sb);
+      s = decode_rows(d, sids, spads, tlab, tpads, c0, k, seen, of, &bleu, &sb, d->punct ? &pm : NULL);
       c0 += k;
     }
     seen += n;
@@ -222,19 +254,29 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   }
   free(out);
   if (s) return s;
+  lv_summary_value sv[4 + 1 + 3 * LV_PUNCT_CLASS_COUNT] = {
+      {"corpus_bleu", lv_bleu_score(&bleu)},
+      {"examples/sec", secs > 0 ? seen / secs : 0},
+      {"num_samples_in_batch", nbatches ? (double)seen / nbatches : 0},
+      {"sacrebleu", lv_sacrebleu_value(&sb)}};
+  int nsv = 4;
+  if (d->punct) nsv += punct_summaries(&pm, sv + nsv);
   /* Sorted by tag, as Lingvo's score files are. */
-  lv_summary_value sv[4] = {{"corpus_bleu", lv_bleu_score(&bleu)},
-                            {"examples/sec", secs > 0 ? seen / secs : 0},
-                            {"num_samples_in_batch", nbatches ? (double)seen / nbatches : 0},
-                            {"sacrebleu", lv_sacrebleu_value(&sb)}};
-  char *score = lv_summary_score_text(sv, 4);
+  qsort(sv, (size_t)nsv, sizeof *sv, cmp_tag);
+  char *score = lv_summary_score_text(sv, nsv);
   LV_ASSERT(score);
   snprintf(path, sizeof path, "%s/score-%08lld.txt", d->dir, (long long)lv_checkpoint_step(prefix));
   s = lv_file_write_atomic(path, score, strlen(score));
   free(score);
-  for (int i = 0; i < 4; i++) lv_events_scalar(d->ev, sv[i].tag, step, sv[i].value);
+  for (int i = 0; i < nsv; i++) lv_events_scalar(d->ev, sv[i].tag, step, sv[i].value);
   lv_info("%s: step:%6lld, corpus_bleu: %.6f, sacrebleu: %.2f (%lld examples, %.3f s, %.2f examples/sec)", d->job,
-          (long long)step, sv[0].value, sv[3].value, (long long)seen, secs, sv[1].value);
+          (long long)step, lv_bleu_score(&bleu), lv_sacrebleu_value(&sb), (long long)seen, secs,
+          secs > 0 ? seen / secs : 0);
+  if (d->punct) {
+    char rep[4096];
+    lv_punct_metrics_format(&pm, rep, sizeof rep);
+    lv_info("%s: step %lld: punctuation and capitals restored:\n%s", d->job, (long long)step, rep);
+  }
   if (!s) s = lv_events_flush(d->ev);
   return s;
 }
@@ -272,6 +314,7 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
                           "the decoder's attention probabilities, which lingvoc's %s decoder does not give; set it "
                           "to 0", d->bp.coverage_penalty, d->m->task->cls->cls);
   d->vocab = (int)d->ops->vocab_size(d->m->task);
+  d->punct = !strcmp(d->m->task->cls->cls, "punctuator.model.RNMTModel");
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
