@@ -1,17 +1,23 @@
-/* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync on one
- * machine): restore or initialize, run train.max_steps steps, log progress with rate and
+/* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync; with a
+ * communicator of several ranks, one sync replica per process): restore or initialize, run train.max_steps steps, log progress with rate and
  * ETA, write summaries every train.summary_interval_steps, checkpoint by the policy in
  * checkpointer.h, and on SIGINT/SIGTERM save a checkpoint and return cleanly. */
 #ifndef LV_RUNNERS_TRAINER_H
 #define LV_RUNNERS_TRAINER_H
 
 #include "base/status.h"
+#include "comm/comm.h"
 #include "params/params.h"
 
 typedef struct lv_trainer_options {
   int64_t log_interval_steps; /* progress line every N steps (0: every 100 or 10 s) */
   bool install_signal_handlers;
   bool check_numerics; /* a non-finite loss stops the run with an error (else the step is skipped) */
+  /* Sync replicas (runners/replicas.h): this process is rank r of the communicator's
+   * size; rank 0 alone writes checkpoints, summaries and control files. NULL: one
+   * process. A failure on one rank of several is returned to the caller, whose peers
+   * may be blocked in a collective: the caller stops them (lv_comm_abort). */
+  lv_comm *comm;
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);
