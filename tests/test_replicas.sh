@@ -96,6 +96,14 @@ check "2 ranks over --mca btl tcp,self exit 0" [ $? -eq 0 ]
 dump "$T/tcp/train/ckpt-00000016" >"$T/wt"
 check "TCP run ends with the shared-memory run's tensors, bit for bit" cmp -s "$T/w2" "$T/wt"
 
+# Batch norm: each rank's moving statistics come from its own batch, then their mean
+# replaces them; the trainer compares every variable across ranks at each summary step
+# (and stops if one differs), so a clean exit says they stayed identical.
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/bn" --model_params_override="$BASE; task.batch_norm: true; \
+input.batch_size: 32; train.max_steps: 4; train.summary_interval_steps: 2" >"$T/bn.log" 2>&1
+check "2 ranks with batch norm keep identical variables, moving statistics included" [ $? -eq 0 ]
+check "moving statistics saved" grep -q "conv0/bn/moving_mean/var" <("$LV_BIN/ckpt_inspect" --file_name="$T/bn/train")
+
 # 4. kill -9 of a rank, restart over TCP: exactly the uninterrupted run's weights.
 KR="$BASE; input.batch_size: 64; train.max_steps: 40; train.save_interval_steps: 10"
 "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/full" --model_params_override="$KR" >"$T/full.log" 2>&1

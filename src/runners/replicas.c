@@ -165,8 +165,8 @@ lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
     for (int r = 0; r < size; r++)
       if (differs[r] > 0 && off < sizeof list - 16) off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", nd++ ? ", " : "", r);
     if (nd)
-      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the variables of rank%s %s differ from rank 0's (the replicas "
-                         "diverged: the communicator's all-reduce did not give every rank the same sums)",
+      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the variables of rank%s %s differ from rank 0's: the replicas "
+                         "diverged (an update that was not the same on every rank)",
                          (long long)step, nd > 1 ? "s" : "", list);
   }
   free(differs);
