@@ -147,6 +147,9 @@ check "no checkpoint written" [ ! -e "$T/e/train/ckpt-00000000.index" ]
 expect_exit 2 "--worker_replicas=3 under mpirun -np 2" "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M \
   --logdir="$T/e2" --worker_replicas=3 --model_params_override="$KR"
 err_has "--worker_replicas=3 but 2 processes were started by mpirun"
+expect_exit 2 "--mode=async under mpirun -np 2" "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/e2" \
+  --mode=async --model_params_override="$KR"
+err_has "replicas are synchronous"
 expect_exit 2 "--worker_replicas=2 without mpirun" trainer --logdir="$T/e3" --worker_replicas=2 --model_params_override="$KR"
 err_has "start them with mpirun -np 2"
 expect_exit 2 "--worker_split_size=2" trainer --logdir="$T/e3" --worker_split_size=2 --model_params_override="$KR"

@@ -108,6 +108,10 @@ static lv_status run(int argc, char **argv) {
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
   LV_TRY(lv_cli_trainer_job(&c));
+  int launched = 1, launched_rank = 0;
+  if (lv_comm_launched_by_mpi(&launched, &launched_rank) && launched > 1 && !strcmp(c.mode, "async"))
+    return lv_status_make(LV_ERR_INVALID, "--mode=async (--job=trainer) with %d replicas: lingvoc's replicas are "
+                          "synchronous (Lingvo's async trainers need parameter servers); use --mode=sync", launched);
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
   LV_TRY(lv_file_check_writable_dir(c.logdir));
   lv_params *p = NULL;
