@@ -92,7 +92,7 @@ static void library_name(char *out, size_t n) {
   int len = 0;
   if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) snprintf(v, sizeof v, "MPI");
   v[strcspn(v, ",\n")] = 0;
-  snprintf(out, n, "%s", v);
+  snprintf(out, n, "%.100s", v);
 }
 
 lv_status lv_comm_mpi_init(lv_comm *c) {
@@ -138,7 +138,7 @@ lv_status lv_comm_mpi_init(lv_comm *c) {
   int hl = 0;
   library_name(lib, sizeof lib);
   MPI_Get_processor_name(host, &hl);
-  snprintf(c->describe, sizeof c->describe, "mpi: %s, %d rank%s on %d host%s (rank %d on %s)%s", lib, c->size,
+  snprintf(c->describe, sizeof c->describe, "mpi: %.100s, %d rank%s on %d host%s (rank %d on %.64s)%s", lib, c->size,
            c->size == 1 ? "" : "s", hosts, hosts == 1 ? "" : "s", c->rank, host,
            m->we_initialized && provided < MPI_THREAD_FUNNELED ? ", thread support below FUNNELED" : "");
   return NULL;
