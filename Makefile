@@ -16,6 +16,18 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fopenmp $(SA
             -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags libconfig libprotobuf-c)
 LDLIBS   += $(shell pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread
 LDFLAGS  += -fopenmp $(SAN)
+# MPI (Open MPI from Debian, installed by scripts/install-deps.sh): the trainer's
+# replicas under mpirun (src/comm/). MPI=0 builds without it: one process only.
+MPI      ?= 1
+ifeq ($(MPI),1)
+CFLAGS   += -DLV_HAVE_MPI $(shell pkg-config --cflags ompi-c)
+LDLIBS   += $(shell pkg-config --libs ompi-c)
+endif
+# NCCL between GPU processes (src/comm/comm_nccl.c) comes with CUDA=1 and needs MPI=1.
+ifeq ($(CUDA)$(MPI),11)
+CFLAGS   += -DLV_HAVE_NCCL
+LDLIBS   += -lnccl
+endif
 CHECK_LIBS = $(shell pkg-config --libs check)
 
 TOOLS     := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))

@@ -7,11 +7,14 @@ PKGS=(
   build-essential pkg-config
   libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check
   libsnappy-dev zlib1g-dev libpng-dev
+  libopenmpi-dev openmpi-bin
   python3 python3-protobuf protobuf-compiler python3-numpy
   python3-torch
   dataset-fashion-mnist
   sentencepiece libsword-utils sword-text-web sword-text-sparv
 )
+# Open MPI: the trainer's sync replicas (mpirun -np N bin/trainer ...; linked by default,
+# a trainer started without mpirun runs as one process).
 # python3-torch is the peer of the layer parity tests (tests/parity/) and the benchmarks.
 # Only for the benchmarks; install with LINGVOC_BENCH=1.
 if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(bc); fi

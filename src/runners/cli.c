@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/names.h"
+#include "comm/comm.h"
 #include <strings.h>
 
 void lv_cli_init(lv_cli *c) {
@@ -15,7 +16,7 @@ void lv_cli_init(lv_cli *c) {
   c->model_task_name = c->cluster_spec = "";
   c->saver_max_to_keep = -1;
   c->saver_keep_checkpoint_every_n_hours = -1;
-  c->worker_replicas = 1;
+  c->worker_split_size = 1;
   c->enable_asserts = c->enable_check_numerics = true;
 }
 
@@ -33,7 +34,8 @@ int lv_cli_add_flags(lv_cli *c, lv_flag *f, int n) {
       LV_FLAG_I64("num_threads", &c->num_threads, "Kernel threads (OpenMP + OpenBLAS), 0 to 1024; 0 = one per core."),
       LV_FLAG_I64("task", &c->task, "Task index within the job (single machine: 0)."),
       LV_FLAG_I64("worker_gpus", &c->worker_gpus, "GPUs per worker replica (needs a CUDA build)."),
-      LV_FLAG_I64("worker_replicas", &c->worker_replicas, "Number of worker replicas (single machine: 1)."),
+      LV_FLAG_I64("worker_replicas", &c->worker_replicas, "Number of worker replicas (sync data parallelism; batch_size is per replica). One process per replica, started by mpirun -np N (one or several hosts); 0: as many as mpirun started (1 without mpirun). A value that differs from mpirun's count is an error."),
+      LV_FLAG_I64("worker_split_size", &c->worker_split_size, "Devices per split (model parallelism, cluster.worker.devices_per_split); lingvoc runs one device per split, so only 1."),
       LV_FLAG_STR("model_task_name", &c->model_task_name, "Multitask models: the task to run (lingvoc has single-task models only)."),
       LV_FLAG_STR("cluster_spec", &c->cluster_spec, "Multi-machine cluster spec (not supported by this build)."),
       LV_FLAG_BOOL("enable_asserts", &c->enable_asserts, "Lingvo's runtime assertions. lingvoc's shape, id and range checks are always on (they cost nothing measurable), so only true is accepted."),
@@ -205,9 +207,22 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
                           "GPU support needs a CUDA build)", c->run_locally);
   if (c->worker_gpus > 0)
     return lv_status_make(LV_ERR_INVALID, "--worker_gpus=%lld: this build has no CUDA support", (long long)c->worker_gpus);
-  if (c->worker_replicas != 1 || *c->cluster_spec)
-    return lv_status_make(LV_ERR_INVALID, "multi-replica / multi-machine training (--worker_replicas, --cluster_spec) "
-                          "is not supported by this build");
+  int launched = 1, rank = 0;
+  bool by_mpi = lv_comm_launched_by_mpi(&launched, &rank);
+  if (c->worker_replicas < 0)
+    return lv_status_make(LV_ERR_INVALID, "--worker_replicas=%lld: expected >= 1 (or 0: as many as mpirun started)",
+                          (long long)c->worker_replicas);
+  if (c->worker_replicas > 0 && c->worker_replicas != launched)
+    return lv_status_make(LV_ERR_INVALID, "--worker_replicas=%lld but %d process%s started%s: lingvoc runs one "
+                          "process per replica; start them with mpirun -np %lld (or drop --worker_replicas)",
+                          (long long)c->worker_replicas, launched, launched == 1 ? " was" : "es were",
+                          by_mpi ? " by mpirun" : " (no mpirun)", (long long)c->worker_replicas);
+  if (c->worker_split_size != 1)
+    return lv_status_make(LV_ERR_INVALID, "--worker_split_size=%lld: model parallelism (several devices per split) is "
+                          "not supported; lingvoc runs one device per split", (long long)c->worker_split_size);
+  if (*c->cluster_spec)
+    return lv_status_make(LV_ERR_INVALID, "--cluster_spec: lingvoc's replicas are MPI ranks; start them with "
+                          "mpirun -np N [--host a,b] instead of a cluster spec");
   if (*c->model_task_name)
     return lv_status_make(LV_ERR_INVALID, "--model_task_name: lingvoc has single-task models only");
   if (c->num_threads < 0 || c->num_threads > LV_CLI_MAX_THREADS)
@@ -223,6 +238,7 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
   o->mode = *c->mode && strncmp(c->mode, "inspect", 7) ? c->mode : "sync";
   o->job = c->job;
   o->saver_max_to_keep = c->saver_max_to_keep;
+  o->worker_replicas = launched;
   o->saver_keep_checkpoint_every_n_hours = c->saver_keep_checkpoint_every_n_hours;
   return NULL;
 }

@@ -11,10 +11,12 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "core/ops.h"
 #include "kernels/kernels.h"
 #include "io/events.h"
 #include "optim/optim_params.h"
 #include "runners/instance.h"
+#include "runners/replicas.h"
 
 static volatile sig_atomic_t g_stop_signal;
 
@@ -228,10 +230,18 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   lv_batch_init(&b);
   lv_metrics mt;
   lv_metrics_init(&mt);
-  lv_status s = lv_instance_create(cfg, true, lv_input_no_shard(), &t.m);
+  lv_comm *comm = opt->comm;
+  const int nrep = lv_comm_size(comm);
+  const bool chief = lv_comm_rank(comm) == 0; /* the only rank that writes into the logdir */
+  lv_status s = NULL;
+  if (lv_params_int(cfg, "cluster.worker.replicas") != nrep)
+    return lv_status_make(LV_ERR_INVALID, "cluster.worker.replicas is %lld but the job runs %d replica%s (%s)",
+                          (long long)lv_params_int(cfg, "cluster.worker.replicas"), nrep, nrep == 1 ? "" : "s",
+                          lv_comm_describe(comm));
+  s = lv_instance_create(cfg, true, (lv_input_shard){lv_comm_rank(comm), nrep}, &t.m);
   if (s) return s;
   int lock_fd = -1;
-  s = lock_train_dir(t.m->train_dir, &lock_fd);
+  if (chief) s = lock_train_dir(t.m->train_dir, &lock_fd);
   if (s) {
     lv_instance_destroy(t.m);
     lv_batch_free(&b);
@@ -249,16 +259,22 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   bool restored = false;
   if (!s) s = create_learner(&t, cfg, (int)num_splits);
   if (!s) s = collect_saveables(&t);
-  if (!s) s = restore_or_init(&t, opt, &restored);
+  if (!s && chief) s = restore_or_init(&t, opt, &restored);
+  if (!s && nrep > 1) {
+    /* Every rank starts from the chief's variables, slots and step. */
+    lv_optimizer_slots_to_host(lv_learner_optimizer(t.learner));
+    s = lv_replicas_broadcast(comm, t.items, t.nitems);
+    if (!s) lv_optimizer_slots_from_host(lv_learner_optimizer(t.learner));
+  }
   /* Only now, with the model built and any checkpoint restored, write into the logdir:
    * a run that fails on bad input leaves the directory as it was. */
-  if (!s) {
+  if (!s && chief) {
     char *analysis = lv_instance_analysis(t.m);
     s = lv_trainer_write_control(cfg, analysis);
     free(analysis);
   }
-  if (!s) s = lv_checkpointer_create(t.m->train_dir, train_p, lv_params_bool(train_p, "async_checkpointing"), &t.ck);
-  if (!s && restored) lv_checkpointer_note_restored(t.ck, lv_instance_step(t.m));
+  if (!s && chief) s = lv_checkpointer_create(t.m->train_dir, train_p, lv_params_bool(train_p, "async_checkpointing"), &t.ck);
+  if (!s && restored && t.ck) lv_checkpointer_note_restored(t.ck, lv_instance_step(t.m));
   t.params_text = lv_params_to_text(cfg);
   if (s) goto done;
   if (opt->install_signal_handlers) {
@@ -268,25 +284,31 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   }
   const int64_t max_steps = lv_params_int(train_p, "max_steps");
   const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
-  const int64_t batch = lv_input_batch_size(t.m->input);
+  /* Lingvo's split semantics: batch_size is per split, the global batch is their sum. */
+  const int64_t batch = lv_input_batch_size(t.m->input) * nrep;
   int64_t step = lv_instance_step(t.m);
   if (step >= max_steps) {
     lv_info("global_step %lld >= train.max_steps %lld: nothing to train", (long long)step, (long long)max_steps);
     goto done;
   }
   /* The events file only once there is something to write (a no-op start leaves none). */
-  if ((s = lv_events_writer_open(t.m->train_dir, 5.0, &t.ev))) goto done;
-  char *md = markdown_lines(t.params_text);
-  lv_events_text(t.ev, "trainer_params.txt", step, md);
-  free(md);
-  lv_info("training %s from step %lld to %lld, batch %lld, %d threads",
-          lv_params_str(cfg, "model"), (long long)step, (long long)max_steps, (long long)batch, lv_get_num_threads());
-  if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
+  if (chief) {
+    if ((s = lv_events_writer_open(t.m->train_dir, 5.0, &t.ev))) goto done;
+    char *md = markdown_lines(t.params_text);
+    lv_events_text(t.ev, "trainer_params.txt", step, md);
+    free(md);
+  }
+  lv_info("training %s from step %lld to %lld, batch %lld (%d replica%s x %lld), %d threads; communicator %s",
+          lv_params_str(cfg, "model"), (long long)step, (long long)max_steps, (long long)batch, nrep,
+          nrep == 1 ? "" : "s", (long long)(batch / nrep), lv_get_num_threads(), lv_comm_describe(comm));
+  if (t.ck && lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   double t_start = lv_now_monotonic(), t_log = t_start;
   int64_t step_log = step, start_step = step, skipped = 0;
   const int64_t log_every = opt->log_interval_steps > 0 ? opt->log_interval_steps : 100;
   metric_acc acc = {0};
-  while (step < max_steps && !g_stop_signal) {
+  bool stop = false;
+  double reduce_s0 = lv_comm_allreduce_seconds(comm);
+  while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
     s = lv_input_train_batch(t.m->input, step, &b);
     if (s) goto done;
     lv_varstore_zero_grads(t.m->vs);
@@ -296,7 +318,16 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
         s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the loss is %g (--enable_check_numerics stops here, as Lingvo's "
                            "CheckNumerics does; with --noenable_check_numerics such steps are skipped and counted)",
                            (long long)step, lv_metrics_value(&mt, i));
-    if (!s) s = lv_graph_backward(t.m->graph, mt.loss);
+    /* Replicas agree on the step's metrics, on stopping, and on each one's share of the
+     * global loss; the summed gradients are the global batch's. */
+    lv_replica_step rs;
+    if (!s) s = lv_replicas_exchange(comm, &mt, g_stop_signal != 0, &rs);
+    if (!s) {
+      stop = rs.stop;
+      lv_tensor *loss = rs.loss_scale == 1.0f ? mt.loss : lv_op_scale(t.m->graph, mt.loss, rs.loss_scale);
+      s = loss ? lv_graph_backward(t.m->graph, loss) : lv_graph_status(t.m->graph);
+    }
+    if (!s) s = lv_replicas_allreduce_grads(comm, t.m->vs);
     lv_learner_stats st;
     memset(&st, 0, sizeof st);
     if (!s) s = lv_learner_step(t.learner, step, &st);
@@ -321,15 +352,16 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     if (s) goto done;
     /* Deferred variable updates (batch norm's moving statistics) follow the step. */
     if (!st.skipped && (s = lv_graph_apply_updates(t.m->graph))) goto done;
+    if (!st.skipped && (s = lv_replicas_mean_nontrainable(comm, t.m->vs))) goto done;
     step++;
     if (lv_log_verbosity(__FILE__) >= 1) {
       for (int i = 0; i < mt.n; i++)
         if (!strcmp(mt.name[i], "loss"))
-          lv_vlog(1, "step %lld: loss %.6g, grad norm %.6g%s", (long long)step, lv_metrics_value(&mt, i),
+          lv_vlog(1, "step %lld: loss %.9g, grad norm %.9g%s", (long long)step, rs.value[i],
                   st.grad_norm_all, st.skipped ? " (skipped)" : "");
     }
     if ((s = lv_tensor_from_host(&t.m->global_step->value, &step))) goto done;
-    for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], lv_metrics_value(&mt, i), mt.weight[i]);
+    for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], rs.value[i], rs.weight[i]);
     {
       const char *names[16];
       double values[16];
@@ -338,6 +370,8 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     }
     double now = lv_now_monotonic();
     bool do_summary = summary_every > 0 && step % summary_every == 0;
+    if ((do_summary || step == max_steps || stop) && (s = lv_replicas_check_same(comm, t.m->vs, step))) goto done;
+    do_summary &= t.ev != NULL;
     if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
       double dt = now - t_log, rate = dt > 0 ? (double)(step - step_log) / dt : 0;
       double overall = (double)(step - start_step) / (now - t_start);
@@ -359,6 +393,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
         off += snprintf(line + off, sizeof line - (size_t)off, " %s:%.8g", acc.name[i], v);
         if (do_summary) lv_events_scalar(t.ev, acc.name[i], step, v);
       }
+      if (nrep > 1 && off < (int)sizeof line - 48) {
+        double rs_now = lv_comm_allreduce_seconds(comm);
+        snprintf(line + off, sizeof line - (size_t)off, " allreduce_ms/step:%.2f",
+                 step > step_log ? 1e3 * (rs_now - reduce_s0) / (double)(step - step_log) : 0.0);
+        reduce_s0 = rs_now;
+      }
       lv_info("%s ETA %s", line, eta);
       if (do_summary) {
         lv_events_scalar(t.ev, "global_step/sec", step, rate);
@@ -369,12 +409,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
       t_log = now;
       step_log = step;
     }
-    if (lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
+    if (t.ck && lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   }
-  if (g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
+  if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
-  if (lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
+  if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:

@@ -1,5 +1,5 @@
-/* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync on one
- * machine): restore or initialize, run train.max_steps steps, log progress with rate and
+/* The training loop (Lingvo's Controller + Trainer in one process, --mode=sync; with a
+ * communicator of several ranks, one sync replica per process): restore or initialize, run train.max_steps steps, log progress with rate and
  * ETA, write summaries every train.summary_interval_steps, checkpoint by the policy in
  * checkpointer.h, and on SIGINT/SIGTERM save a checkpoint and return cleanly. A resumed
  * checkpoint is never written again; temporary files of killed trainers are removed on
@@ -8,6 +8,7 @@
 #define LV_RUNNERS_TRAINER_H
 
 #include "base/status.h"
+#include "comm/comm.h"
 #include "params/params.h"
 
 typedef struct lv_trainer_options {
@@ -20,6 +21,11 @@ typedef struct lv_trainer_options {
   /* Resume even if the checkpoint's tensors differ from the run's (another optimizer):
    * restore what matches, initialize the rest (else an error listing the differences). */
   bool allow_partial_restore;
+  /* Sync replicas (runners/replicas.h): this process is rank r of the communicator's
+   * size; rank 0 alone writes checkpoints, summaries and control files. NULL: one
+   * process. A failure on one rank of several is returned to the caller, whose peers
+   * may be blocked in a collective: the caller stops them (lv_comm_abort). */
+  lv_comm *comm;
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);

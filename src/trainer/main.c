@@ -1,5 +1,6 @@
-/* bin/trainer: Lingvo's trainer job (controller + trainer_client in one process on one
- * machine), plus --mode=inspect_params / inspect_model / inspect_evaler. */
+/* bin/trainer: Lingvo's trainer job (controller + trainer_client in one process; under
+ * mpirun one sync replica per process), plus --mode=inspect_params / inspect_model /
+ * inspect_evaler. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "base/file.h"
 #include "base/names.h"
 #include "base/log.h"
+#include "comm/comm.h"
 #include "models/model.h"
 #include "runners/cli.h"
 #include "runners/inspect_input.h"
@@ -109,15 +111,37 @@ static lv_status run(int argc, char **argv) {
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
   LV_TRY(lv_cli_trainer_job(&c));
+  int launched = 1, launched_rank = 0;
+  if (lv_comm_launched_by_mpi(&launched, &launched_rank) && launched > 1 && !strcmp(c.mode, "async"))
+    return lv_status_make(LV_ERR_INVALID, "--mode=async (--job=trainer) with %d replicas: lingvoc's replicas are "
+                          "synchronous (Lingvo's async trainers need parameter servers); use --mode=sync", launched);
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
   LV_TRY(lv_file_check_writable_dir(c.logdir));
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(&c, flags, n, "Train", &p));
+  /* The communicator follows the launch: mpi under mpirun, else local. Only rank 0
+   * logs beyond errors. */
+  lv_comm *comm = NULL;
+  lv_status s = lv_comm_create_auto(&comm);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  if (lv_comm_rank(comm) != 0) lv_log_set_level(LV_LOG_ERROR);
   lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true,
                           .check_numerics = c.enable_check_numerics, .rebuild_checkpoint_state = rebuild_state,
-                          .allow_partial_restore = partial_restore};
-  lv_status s = lv_trainer_run(p, &o);
+                          .allow_partial_restore = partial_restore, .comm = comm};
+  s = lv_trainer_run(p, &o);
   lv_params_free(p);
+  /* A failed rank's peers may wait in a collective: stop them all. */
+  if (s && lv_comm_size(comm) > 1) {
+    char msg[8192];
+    snprintf(msg, sizeof msg, "%s: error: %s", lv_cli_prog(argv[0]), lv_status_msg(s));
+    lv_comm_abort(comm, lv_status_exit_code(s), msg);
+  }
+  lv_status s2 = lv_comm_destroy(comm);
+  if (!s) return s2;
+  lv_status_free(s2);
   return s;
 }
 

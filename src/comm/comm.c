@@ -1,0 +1,176 @@
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "comm/comm_impl.h"
+
+const char *const lv_comm_kind_names[LV_COMM_KIND_COUNT] = {"local", "mpi", "nccl"};
+_Static_assert(sizeof lv_comm_kind_names / sizeof *lv_comm_kind_names == LV_COMM_KIND_COUNT, "comm kind names");
+
+/* A launcher variable as a non-negative int; false when unset or not a number. */
+static bool env_int(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return false;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1 << 24) return false;
+  *out = (int)x;
+  return true;
+}
+
+bool lv_comm_launched_by_mpi(int *size, int *rank) {
+  static const char *const kVars[][2] = {
+      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, /* Open MPI's mpirun */
+      {"PMI_SIZE", "PMI_RANK"},                         /* MPICH's hydra, srun --mpi=pmi2 */
+      {"PMIX_SIZE", "PMIX_RANK"},
+  };
+  for (size_t i = 0; i < sizeof kVars / sizeof *kVars; i++) {
+    int s, r;
+    if (env_int(kVars[i][0], &s) && env_int(kVars[i][1], &r) && s >= 1 && r < s) {
+      *size = s;
+      *rank = r;
+      return true;
+    }
+  }
+  *size = 1;
+  *rank = 0;
+  return false;
+}
+
+bool lv_comm_kind_built(lv_comm_kind kind) {
+  switch (kind) {
+    case LV_COMM_LOCAL: return true;
+#ifdef LV_HAVE_MPI
+    case LV_COMM_MPI: return true;
+#endif
+#if defined(LV_HAVE_NCCL) && defined(LV_HAVE_MPI)
+    case LV_COMM_NCCL: return true;
+#endif
+    default: return false;
+  }
+}
+
+/* local: one rank, nothing to exchange. */
+static lv_status local_allreduce_f32(lv_comm *c, float *buf, int64_t n) {
+  (void)c, (void)buf, (void)n;
+  return NULL;
+}
+static lv_status local_allreduce_f64(lv_comm *c, double *buf, int64_t n) {
+  (void)c, (void)buf, (void)n;
+  return NULL;
+}
+static lv_status local_broadcast(lv_comm *c, void *buf, size_t bytes, int root) {
+  (void)c, (void)buf, (void)bytes, (void)root;
+  return NULL;
+}
+static lv_status local_barrier(lv_comm *c) {
+  (void)c;
+  return NULL;
+}
+static _Noreturn void local_abort(lv_comm *c, int code) {
+  (void)c;
+  exit(code);
+}
+static lv_status local_destroy(lv_comm *c) {
+  (void)c;
+  return NULL;
+}
+static const lv_comm_ops kLocalOps = {local_allreduce_f32, local_allreduce_f64, local_broadcast, local_barrier,
+                                      local_abort, local_destroy};
+
+lv_status lv_comm_create(lv_comm_kind kind, lv_comm **out) {
+  *out = NULL;
+  if ((int)kind < 0 || kind >= LV_COMM_KIND_COUNT)
+    return lv_status_make(LV_ERR_INVALID, "communicator kind %d out of range", (int)kind);
+  if (!lv_comm_kind_built(kind))
+    return lv_status_make(LV_ERR_INVALID, "this build has no %s communicator (%s)", lv_comm_kind_names[kind],
+                          kind == LV_COMM_MPI ? "build with `make MPI=1` and libopenmpi-dev" : "build with `make CUDA=1`");
+  lv_comm *c = calloc(1, sizeof *c);
+  LV_ASSERT(c);
+  c->kind = kind;
+  lv_status s = NULL;
+  if (kind == LV_COMM_LOCAL) {
+    c->ops = &kLocalOps;
+    c->size = 1;
+    char host[128] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(c->describe, sizeof c->describe, "local: one process (%s), no all-reduce", host);
+  } else if (kind == LV_COMM_MPI) {
+    s = lv_comm_mpi_init(c);
+  } else {
+    s = lv_comm_nccl_init(c);
+  }
+  if (s) {
+    free(c);
+    return s;
+  }
+  *out = c;
+  return NULL;
+}
+
+lv_status lv_comm_create_auto(lv_comm **out) {
+  int size, rank;
+  if (lv_comm_launched_by_mpi(&size, &rank)) {
+    if (!lv_comm_kind_built(LV_COMM_MPI)) {
+      *out = NULL;
+      if (size > 1)
+        return lv_status_make(LV_ERR_INVALID, "started by an MPI launcher as rank %d of %d, but this build has no MPI "
+                              "(rebuild with `make MPI=1`; libopenmpi-dev): the ranks would train independently",
+                              rank, size);
+      return lv_comm_create(LV_COMM_LOCAL, out);
+    }
+    return lv_comm_create(LV_COMM_MPI, out);
+  }
+  return lv_comm_create(LV_COMM_LOCAL, out);
+}
+
+lv_status lv_comm_destroy(lv_comm *c) {
+  if (!c) return NULL;
+  lv_status s = c->ops->destroy(c);
+  free(c);
+  return s;
+}
+
+int lv_comm_rank(const lv_comm *c) { return c ? c->rank : 0; }
+int lv_comm_size(const lv_comm *c) { return c ? c->size : 1; }
+lv_comm_kind lv_comm_kind_of(const lv_comm *c) { return c ? c->kind : LV_COMM_LOCAL; }
+const char *lv_comm_describe(const lv_comm *c) { return c ? c->describe : "local: one process, no all-reduce"; }
+
+lv_status lv_comm_allreduce_f32(lv_comm *c, float *buf, int64_t n) {
+  if (n < 0) return lv_status_make(LV_ERR_INTERNAL, "all-reduce of %lld floats", (long long)n);
+  double t0 = lv_now_monotonic();
+  lv_status s = c->ops->allreduce_f32(c, buf, n);
+  c->reduce_seconds += lv_now_monotonic() - t0;
+  c->reduce_bytes += n * (int64_t)sizeof(float);
+  return s;
+}
+
+lv_status lv_comm_allreduce_f64(lv_comm *c, double *buf, int64_t n) {
+  if (n < 0) return lv_status_make(LV_ERR_INTERNAL, "all-reduce of %lld doubles", (long long)n);
+  return c->ops->allreduce_f64(c, buf, n);
+}
+
+lv_status lv_comm_broadcast(lv_comm *c, void *buf, size_t bytes, int root) {
+  if (root < 0 || root >= c->size)
+    return lv_status_make(LV_ERR_INTERNAL, "broadcast from rank %d of %d", root, c->size);
+  return c->ops->broadcast(c, buf, bytes, root);
+}
+
+lv_status lv_comm_barrier(lv_comm *c) { return c->ops->barrier(c); }
+
+_Noreturn void lv_comm_abort(lv_comm *c, int code, const char *message) {
+  if (c && c->size > 1)
+    lv_error("rank %d of %d: %s; stopping all %d ranks", c->rank, c->size, message ? message : "failed", c->size);
+  else if (message)
+    lv_error("%s", message);
+  fflush(stderr);
+  if (c) c->ops->abort(c, code);
+  exit(code);
+}
+
+double lv_comm_allreduce_seconds(const lv_comm *c) { return c ? c->reduce_seconds : 0; }
+int64_t lv_comm_allreduce_bytes(const lv_comm *c) { return c ? c->reduce_bytes : 0; }

@@ -1,0 +1,174 @@
+#include "runners/replicas.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/crc32c.h"
+#include "base/log.h"
+#include "kernels/kernels.h"
+
+lv_status lv_replicas_exchange(lv_comm *c, const lv_metrics *mt, bool stop, lv_replica_step *out) {
+  memset(out, 0, sizeof *out);
+  out->n = mt->n;
+  /* [stop, (value * weight, weight) per metric] */
+  double buf[1 + 2 * LV_MAX_METRICS];
+  buf[0] = stop ? 1 : 0;
+  double w_local = 0;
+  for (int i = 0; i < mt->n; i++) {
+    double v = lv_metrics_value(mt, i), w = mt->weight[i];
+    buf[1 + 2 * i] = v * w;
+    buf[2 + 2 * i] = w;
+    if (!strcmp(mt->name[i], "loss")) w_local = w;
+  }
+  if (lv_comm_size(c) > 1) LV_TRY(lv_status_wrap(lv_comm_allreduce_f64(c, buf, 1 + 2 * mt->n), "step metrics"));
+  out->stop = buf[0] > 0;
+  out->loss_scale = 1.0f;
+  for (int i = 0; i < mt->n; i++) {
+    double vw = buf[1 + 2 * i], w = buf[2 + 2 * i];
+    /* A lone rank keeps its own value even at weight 0 (as Lingvo's divide_no_nan would
+     * not); across ranks a zero total weight gives 0. */
+    out->value[i] = lv_comm_size(c) == 1 ? lv_metrics_value(mt, i) : (w != 0 ? vw / w : 0);
+    out->weight[i] = w;
+    if (!strcmp(mt->name[i], "loss") && lv_comm_size(c) > 1)
+      out->loss_scale = w != 0 ? (float)(w_local / w) : 1.0f / (float)lv_comm_size(c);
+  }
+  return NULL;
+}
+
+/* The host view of n floats at dev_ptr on vs's device: dev_ptr itself on the host, else
+ * a copy (*staged = true; copy it back with unstage). */
+static float *stage(const lv_backend *be, float *dev_ptr, int64_t n, bool *staged) {
+  *staged = !lv_device_is_host(be->device);
+  if (!*staged) return dev_ptr;
+  float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  LV_ASSERT(h);
+  be->sync(be->ctx);
+  be->copy(be->ctx, h, dev_ptr, sizeof(float) * (size_t)n, LV_COPY_DEVICE_TO_HOST);
+  return h;
+}
+
+static void unstage(const lv_backend *be, float *dev_ptr, float *h, int64_t n, bool staged) {
+  if (!staged) return;
+  be->copy(be->ctx, dev_ptr, h, sizeof(float) * (size_t)n, LV_COPY_HOST_TO_DEVICE);
+  be->sync(be->ctx);
+  free(h);
+}
+
+lv_status lv_replicas_allreduce_grads(lv_comm *c, lv_varstore *vs) {
+  if (lv_comm_size(c) <= 1) return NULL;
+  int64_t n = 0;
+  float *g = lv_varstore_grads(vs, &n);
+  const lv_backend *be = lv_backend_get(lv_varstore_device(vs));
+  LV_ASSERT(be);
+  /* NCCL reduces device memory where it lies; MPI needs the host's. */
+  if (lv_comm_kind_of(c) == LV_COMM_NCCL) {
+    be->sync(be->ctx);
+    return lv_status_wrap(lv_comm_allreduce_f32(c, g, n), "all-reduce of %lld gradients", (long long)n);
+  }
+  bool staged;
+  float *h = stage(be, g, n, &staged);
+  lv_status s = lv_comm_allreduce_f32(c, h, n);
+  unstage(be, g, h, n, staged);
+  return s ? lv_status_wrap(s, "all-reduce of %lld gradients", (long long)n) : NULL;
+}
+
+lv_status lv_replicas_mean_nontrainable(lv_comm *c, lv_varstore *vs) {
+  if (lv_comm_size(c) <= 1) return NULL;
+  int nv = lv_varstore_count(vs);
+  int64_t total = 0;
+  for (int i = 0; i < nv; i++) {
+    lv_var *v = lv_varstore_get(vs, i);
+    if (!v->trainable && v->value.dtype == LV_F32) total += lv_tensor_numel(&v->value);
+  }
+  if (total == 0) return NULL;
+  float *f = malloc(sizeof(float) * (size_t)total);
+  double *d = malloc(sizeof(double) * (size_t)total);
+  LV_ASSERT(f && d);
+  lv_status s = NULL;
+  int64_t off = 0;
+  for (int i = 0; i < nv && !s; i++) {
+    lv_var *v = lv_varstore_get(vs, i);
+    if (v->trainable || v->value.dtype != LV_F32) continue;
+    int64_t k = lv_tensor_numel(&v->value);
+    s = lv_tensor_to_host(&v->value, f + off);
+    off += k;
+  }
+  for (int64_t i = 0; i < total; i++) d[i] = f[i];
+  if (!s) s = lv_comm_allreduce_f64(c, d, total);
+  for (int64_t i = 0; i < total; i++) f[i] = (float)(d[i] / lv_comm_size(c));
+  off = 0;
+  for (int i = 0; i < nv && !s; i++) {
+    lv_var *v = lv_varstore_get(vs, i);
+    if (v->trainable || v->value.dtype != LV_F32) continue;
+    s = lv_tensor_from_host(&v->value, f + off);
+    off += lv_tensor_numel(&v->value);
+  }
+  free(f);
+  free(d);
+  return s ? lv_status_wrap(s, "mean of the non-trainable variables over %d replicas", lv_comm_size(c)) : NULL;
+}
+
+lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n) {
+  if (lv_comm_size(c) <= 1) return NULL;
+  for (int i = 0; i < n; i++) {
+    const lv_saveable *it = &items[i];
+    size_t bytes = (size_t)lv_shape_numel(&it->shape) * lv_dtype_size(it->dtype);
+    if (!bytes) continue;
+    const lv_backend *be = lv_backend_get(it->device);
+    LV_ASSERT(be);
+    bool host = lv_device_is_host(it->device);
+    void *h = it->data;
+    if (!host) {
+      h = malloc(bytes);
+      LV_ASSERT(h);
+      be->sync(be->ctx);
+      be->copy(be->ctx, h, it->data, bytes, LV_COPY_DEVICE_TO_HOST);
+    }
+    lv_status s = lv_comm_broadcast(c, h, bytes, 0);
+    if (!host) {
+      if (!s) be->copy(be->ctx, it->data, h, bytes, LV_COPY_HOST_TO_DEVICE), be->sync(be->ctx);
+      free(h);
+    }
+    if (s) return lv_status_wrap(s, "broadcast of %s from rank 0", it->name);
+  }
+  return NULL;
+}
+
+lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
+  int size = lv_comm_size(c), rank = lv_comm_rank(c);
+  if (size <= 1) return NULL;
+  uint32_t crc = 0;
+  int nv = lv_varstore_count(vs);
+  for (int i = 0; i < nv; i++) {
+    lv_var *v = lv_varstore_get(vs, i);
+    size_t bytes = (size_t)lv_tensor_numel(&v->value) * lv_dtype_size(v->value.dtype);
+    void *h = malloc(bytes ? bytes : 1);
+    LV_ASSERT(h);
+    lv_status s = lv_tensor_to_host(&v->value, h);
+    if (s) {
+      free(h);
+      return s;
+    }
+    crc = lv_crc32c_extend(crc, h, bytes);
+    free(h);
+  }
+  uint32_t chief = crc;
+  LV_TRY(lv_comm_broadcast(c, &chief, sizeof chief, 0));
+  double *differs = calloc((size_t)size, sizeof *differs);
+  LV_ASSERT(differs);
+  differs[rank] = chief != crc;
+  lv_status s = lv_comm_allreduce_f64(c, differs, size);
+  if (!s) {
+    char list[512] = "";
+    int nd = 0;
+    size_t off = 0;
+    for (int r = 0; r < size; r++)
+      if (differs[r] > 0 && off < sizeof list - 16) off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", nd++ ? ", " : "", r);
+    if (nd)
+      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the variables of rank%s %s differ from rank 0's: the replicas "
+                         "diverged (an update that was not the same on every rank)",
+                         (long long)step, nd > 1 ? "s" : "", list);
+  }
+  free(differs);
+  return s;
+}

@@ -1,0 +1,50 @@
+/* Synchronous data-parallel replicas of one training job (Lingvo's sync replicas;
+ * PyTorch DDP without buckets): every rank of a communicator (comm/comm.h) builds the
+ * same model, rank 0 (the chief) restores or initializes and broadcasts the state,
+ * each step every rank reads its own shard of the input, the ranks agree on the step's
+ * metrics and on the share of the global loss weight each rank's gradient carries, sum
+ * the gradient buffer, and apply the same update, so the variables stay identical.
+ *
+ * Gradients: Lingvo's FProp combines the splits' metrics with WeightedAvgOfMetrics, so
+ * the global loss is sum_r w_r L_r / sum_r w_r (w_r: rank r's loss weight, e.g. its
+ * number of examples). Each rank backpropagates its loss scaled by w_r / sum w, and the
+ * summed gradients are the gradient of the global loss: 2 ranks x batch 128 take the
+ * steps of 1 rank x batch 256 on the same examples (up to float rounding).
+ *
+ * Non-trainable float variables (batch norm's moving statistics) are updated by each
+ * rank from its own batch and then replaced by their mean over the ranks.
+ *
+ * Every call is a collective: all ranks make it, in the same order. With a one-rank
+ * communicator (or NULL) each call is the single-process computation. */
+#ifndef LV_RUNNERS_REPLICAS_H
+#define LV_RUNNERS_REPLICAS_H
+
+#include <stdbool.h>
+
+#include "comm/comm.h"
+#include "core/variable.h"
+#include "models/task.h"
+#include "runners/checkpointer.h"
+
+typedef struct lv_replica_step {
+  bool stop;        /* some rank asked to stop (a signal): every rank stops after this step */
+  float loss_scale; /* this rank's share of the global loss weight, w_r / sum_r w_r */
+  int n;            /* metrics, in mt's order */
+  double value[LV_MAX_METRICS];  /* global weighted mean of each metric */
+  double weight[LV_MAX_METRICS]; /* global sum of each metric's weight */
+} lv_replica_step;
+
+/* After a step's forward pass: exchanges every rank's metrics (value x weight, weight)
+ * and stop request. Metric names and counts are the same on every rank (same model). */
+lv_status lv_replicas_exchange(lv_comm *c, const lv_metrics *mt, bool stop, lv_replica_step *out);
+/* Sums the variable store's gradient buffer over the ranks (in place). */
+lv_status lv_replicas_allreduce_grads(lv_comm *c, lv_varstore *vs);
+/* Replaces every non-trainable float32 variable by its mean over the ranks. */
+lv_status lv_replicas_mean_nontrainable(lv_comm *c, lv_varstore *vs);
+/* Rank 0's items are copied to every rank (host or device memory). */
+lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n);
+/* Checks that every rank holds rank 0's variables bit for bit (crc32c of every value):
+ * an error naming the ranks that differ. */
+lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step);
+
+#endif

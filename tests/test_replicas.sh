@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Sync replicas over MPI (src/comm/, src/runners/replicas.h) with the real trainer on
+# Fashion-MNIST, two ranks on this machine (CI runs as root on 2 cores, hence
+# --oversubscribe --allow-run-as-root):
+#  - the communicator's collectives across two real ranks (check_comm under mpirun);
+#  - 2 ranks x batch 128 take the steps of 1 rank x batch 256 on the same examples:
+#    every tensor of the checkpoint within 1e-5 relative, the loss of every step within
+#    1e-6 (16 steps, across an epoch boundary);
+#  - the same run over the TCP transport (--mca btl tcp,self, as two machines use) ends
+#    with bit-identical tensors;
+#  - kill -9 of one rank stops the job naming the rank; the restart (over TCP) resumes
+#    from the last checkpoint and ends with exactly the weights of an uninterrupted run;
+#  - a rank's error stops every rank with a message naming it; flag errors exit 2.
+. "$(dirname "$0")/lib.sh"
+if ! command -v mpirun >/dev/null; then
+  fail "mpirun not found (scripts/install-deps.sh installs openmpi-bin)"
+  finish; exit 1
+fi
+if ! ensure_fashion_mnist; then
+  fail "keras2ckpt could not build the Fashion-MNIST checkpoint (apt-get install dataset-fashion-mnist)"
+  finish; exit 1
+fi
+# Open MPI's own allocations outlive MPI_Finalize: under `make asan` leak reports on the
+# ranks would be Open MPI's (the single-process tests keep leak checking for lingvoc).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=(timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none)
+M=image.mnist.LeNet5
+# Lingvo's LeNet5 without dropout (a mask is drawn per replica, so it would differ from the
+# one-process run's) and with the learning-rate schedule pinned to one split (its peak
+# otherwise scales with the number of splits, as Lingvo's does).
+BASE="input.ckpt: \"$FM\"; input.num_samples: 4000; cluster.num_threads: 1; task.dropout_prob: 0.0; task.train.lr_schedule.num_splits: 1"
+trainer() { "$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync "$@"; }
+
+# Every tensor but the params text, all values printed in full.
+dump() {
+  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+  done
+}
+# rel_diff A B: the largest per-tensor relative L2 difference |a-b|/|a| of two dumps.
+rel_diff() {
+  python3 - "$1" "$2" <<'EOF'
+import re, sys
+def parse(p):
+    d, cur = {}, None
+    for line in open(p):
+        if line.startswith("tensor_name:"):
+            cur = line.split()[1]; d[cur] = []
+        elif cur:
+            d[cur] += [float(x) for x in re.findall(r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?', line)]
+    return d
+a, b = parse(sys.argv[1]), parse(sys.argv[2])
+assert a.keys() == b.keys() and len(a) > 0, "different tensors"
+worst = 0.0
+for k in a:
+    assert len(a[k]) == len(b[k]) and len(a[k]) > 0, k
+    num = sum((x - y) ** 2 for x, y in zip(a[k], b[k])) ** 0.5
+    den = sum(x * x for x in a[k]) ** 0.5 or 1.0
+    worst = max(worst, num / den)
+print("%.3g" % worst)
+EOF
+}
+# The global loss of every step (--v=1 lines), one per line.
+losses() { grep -o 'step [0-9]*: loss [0-9.e+-]*' "$1" | awk '{print $4}'; }
+
+# 1. The collectives across two real ranks.
+CK_FORK=no "${MPIRUN[@]}" -np 2 "$LV_BUILD/tests/check_comm" >"$T/ck.log" 2>&1
+check "check_comm under mpirun -np 2 (MPI collectives)" [ $? -eq 0 ]
+check "both ranks ran the MPI test" [ "$(grep -c '100%: Checks: 5' "$T/ck.log")" -eq 2 ]
+check "MPI test not skipped" bash -c "! grep -q skipped '$T/ck.log'"
+
+# 2. 2 ranks x 128 against 1 rank x 256, same seed and examples.
+EQ="$BASE; train.max_steps: 16; train.save_interval_steps: 1000"
+trainer --logdir="$T/one" --v=1 --model_params_override="$EQ; input.batch_size: 256" >"$T/one.log" 2>&1
+check "1 rank x 256 exits 0" [ $? -eq 0 ]
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/two" --v=1 \
+  --model_params_override="$EQ; input.batch_size: 128" >"$T/two.log" 2>&1
+check "2 ranks x 128 exit 0" [ $? -eq 0 ]
+check "the communicator is named in the log" grep -q "communicator mpi: Open MPI.*2 ranks" "$T/two.log"
+check "global batch 256 = 2 replicas x 128" grep -q "batch 256 (2 replicas x 128)" "$T/two.log"
+check "rank 0 reads shard 0 of 2 (rank 1 logs errors only)" grep -q "batch 128, replica 0 of 2" "$T/two.log"
+check "only rank 0 logs progress (one line per step)" [ "$(losses "$T/two.log" | wc -l)" -eq 16 ]
+check "only rank 0 writes events" [ "$(ls "$T"/two/train/events.out.tfevents.* | wc -l)" -eq 1 ]
+check "allreduce time per step logged" grep -q "allreduce_ms/step:" "$T/two.log"
+paste <(losses "$T/one.log") <(losses "$T/two.log") >"$T/losses"
+check "16 losses on each side" [ "$(awk 'NF == 2' "$T/losses" | wc -l)" -eq 16 ]
+check "every step's global loss within 1e-6 relative ($(awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>m) m=d} END{printf "%.2g", m}' "$T/losses"))" \
+  awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>1e-6) bad=1} END{exit bad}' "$T/losses"
+dump "$T/one/train/ckpt-00000016" >"$T/w1"
+dump "$T/two/train/ckpt-00000016" >"$T/w2"
+check "dumps are complete" [ "$(grep -c tensor_name "$T/w2")" -eq 21 ]
+worst=$(rel_diff "$T/w1" "$T/w2")
+check "every weight and Adam slot within 1e-5 relative of 1 x 256 (worst $worst)" awk "BEGIN{exit !($worst <= 1e-5)}"
+
+# 3. The same run over TCP: the same sums, bit for bit.
+"${MPIRUN[@]}" --mca btl tcp,self -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/tcp" \
+  --model_params_override="$EQ; input.batch_size: 128" >"$T/tcp.log" 2>&1
+check "2 ranks over --mca btl tcp,self exit 0" [ $? -eq 0 ]
+dump "$T/tcp/train/ckpt-00000016" >"$T/wt"
+check "TCP run ends with the shared-memory run's tensors, bit for bit" cmp -s "$T/w2" "$T/wt"
+
+# Batch norm: each rank's moving statistics come from its own batch, then their mean
+# replaces them; the trainer compares every variable across ranks at each summary step
+# (and stops if one differs), so a clean exit says they stayed identical.
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/bn" --model_params_override="$BASE; task.batch_norm: true; \
+input.batch_size: 32; train.max_steps: 4; train.summary_interval_steps: 2" >"$T/bn.log" 2>&1
+check "2 ranks with batch norm keep identical variables, moving statistics included" [ $? -eq 0 ]
+check "moving statistics saved" grep -q "conv0/bn/moving_mean/var" <("$LV_BIN/ckpt_inspect" --file_name="$T/bn/train")
+
+# 4. kill -9 of a rank, restart over TCP: exactly the uninterrupted run's weights.
+KR="$BASE; input.batch_size: 64; train.max_steps: 40; train.save_interval_steps: 10"
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/full" --model_params_override="$KR" >"$T/full.log" 2>&1
+check "uninterrupted 2-rank run exits 0" [ $? -eq 0 ]
+mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/k" \
+  --model_params_override="$KR" >"$T/k1.log" 2>&1 &
+mpid=$!
+for _ in $(seq 1200); do [ -f "$T/k/train/ckpt-00000020.index" ] && break; sleep 0.05; done
+# The ranks are mpirun's children; rank 1 is the one whose environment says so.
+victim=""
+for p in $(pgrep -P $mpid); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+done
+check "found rank 1's process" [ -n "$victim" ]
+[ -n "$victim" ] && kill -9 "$victim"
+wait $mpid
+rc=$?
+check "the job stops when rank 1 dies (mpirun exit $rc)" [ $rc -ne 0 ]
+check "mpirun names the killed rank" grep -q "process rank 1 with PID .* exited on signal 9" "$T/k1.log"
+check "killed before the end" [ ! -f "$T/k/train/ckpt-00000040.index" ]
+"${MPIRUN[@]}" --mca btl tcp,self -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/k" \
+  --model_params_override="$KR" >"$T/k2.log" 2>&1
+check "restart (over TCP) exits 0" [ $? -eq 0 ]
+check "restart resumed from a checkpoint" grep -q "restored .* tensors from .*ckpt-000000[1-3]0" "$T/k2.log"
+dump "$T/full/train/ckpt-00000040" >"$T/wf"
+dump "$T/k/train/ckpt-00000040" >"$T/wk"
+check "same final weights and Adam slots as the uninterrupted run" cmp -s "$T/wf" "$T/wk"
+
+# 5. Errors: a rank's failure stops every rank and names it; flags that cannot hold exit 2.
+mpirun --oversubscribe --allow-run-as-root -np 1 "$LV_BIN/trainer" --model=$M --logdir="$T/e" \
+  --model_params_override="$KR" : -np 1 "$LV_BIN/trainer" --model=$M --logdir="$T/e" \
+  --model_params_override="$KR; input.ckpt: \"$T/no/such/dataset\"" >"$T/out" 2>"$T/err"
+rc=$?
+check "rank 1's bad input stops the job with exit 2 (exit $rc)" [ $rc -eq 2 ]
+err_has "rank 1 of 2: trainer: error: input.ckpt"
+err_has "stopping all 2 ranks"
+check "no checkpoint written" [ ! -e "$T/e/train/ckpt-00000000.index" ]
+expect_exit 2 "--worker_replicas=3 under mpirun -np 2" "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M \
+  --logdir="$T/e2" --worker_replicas=3 --model_params_override="$KR"
+err_has "--worker_replicas=3 but 2 processes were started by mpirun"
+expect_exit 2 "--mode=async under mpirun -np 2" "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/e2" \
+  --mode=async --model_params_override="$KR"
+err_has "replicas are synchronous"
+expect_exit 2 "--worker_replicas=2 without mpirun" trainer --logdir="$T/e3" --worker_replicas=2 --model_params_override="$KR"
+err_has "start them with mpirun -np 2"
+expect_exit 2 "--worker_split_size=2" trainer --logdir="$T/e3" --worker_split_size=2 --model_params_override="$KR"
+err_has "model parallelism"
+finish
