@@ -231,7 +231,6 @@ static void reset(void) {
     free(g_s[i].res[1]);
   }
   g_ns = 0;
-  g_desc[0] = 0;
 }
 
 static int run_begin(const char *op, double rtol, double atol) {
