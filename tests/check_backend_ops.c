@@ -745,8 +745,9 @@ static void cases_shape_index(void) {
       }
   }
   /* Embedding: ids with repeats; one variant with an id out of range. */
-  for (int v = 0; v < 3; v++) {
-    const int64_t vocab = 10, d = 6, n = v == 2 ? 0 : 37;
+  for (int v = 0; v < 4; v++) {
+    /* v 3: a batch's worth of ids over a small vocabulary (long chains of repeats). */
+    const int64_t vocab = v == 3 ? 50 : 10, d = v == 3 ? 64 : 6, n = v == 2 ? 0 : (v == 3 ? 3000 : 37);
     int table = fin(vocab * d, -1, 1), ids = iin(n, 0, (int)vocab), out = fout(n * d);
     if (v == 1) HI(ids)[20] = 10;
     DESC("variant %d", v);

@@ -192,21 +192,35 @@ extern "C" void lv_cuda_gather_fwd(lv_kctx *ctx, int64_t v, int64_t d, const flo
   LV_CUDA_LAUNCHED();
 }
 
-/* The sparse gradient without atomics: each (row of ids, column) pair owned by the first
- * position holding that id adds every position with that id, in position order (the
- * CPU's order), so repeated ids sum deterministically. O(n^2 d / threads): n is a batch's
- * tokens. */
-__global__ void gather_bwd_k(int64_t d, int64_t n, const int32_t *ids, const float *gy, float *gtable) {
+/* The sparse gradient without atomics, in the CPU's order: positions holding the same id
+ * form a chain (next[r]: the next position with ids[r], or -1); the first position of
+ * each chain owns the id's row and adds the chain's gradients column by column, so
+ * repeated ids sum in position order whatever the launch. Building the chains compares
+ * ids only (O(n^2) int compares, n = a batch's tokens); the sums are O(n d). */
+__global__ void gather_chain_k(int64_t n, const int32_t *ids, int32_t *next, uint8_t *first) {
+  LV_GRID_LOOP(r, n) {
+    const int32_t id = ids[r];
+    int32_t nx = -1;
+    for (int64_t q = r + 1; q < n; q++)
+      if (ids[q] == id) {
+        nx = (int32_t)q;
+        break;
+      }
+    bool f = true;
+    for (int64_t q = 0; q < r && f; q++) f = ids[q] != id;
+    next[r] = nx;
+    first[r] = f;
+  }
+}
+
+__global__ void gather_bwd_k(int64_t d, int64_t n, const int32_t *ids, const int32_t *next, const uint8_t *first,
+                             const float *gy, float *gtable) {
   LV_GRID_LOOP(i, n * d) {
     int64_t r = i / d, j = i % d;
-    int32_t id = ids[r];
-    bool owner = true;
-    for (int64_t q = 0; q < r && owner; q++) owner = ids[q] != id;
-    if (!owner) continue;
-    float *row = gtable + (int64_t)id * d;
+    if (!first[r]) continue;
+    float *row = gtable + (int64_t)ids[r] * d;
     float s = row[j];
-    for (int64_t q = r; q < n; q++)
-      if (ids[q] == id) s += gy[q * d + j];
+    for (int64_t q = r; q >= 0; q = next[q]) s += gy[q * d + j];
     row[j] = s;
   }
 }
@@ -214,8 +228,17 @@ __global__ void gather_bwd_k(int64_t d, int64_t n, const int32_t *ids, const flo
 extern "C" void lv_cuda_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n, const int32_t *ids, const float *gy,
                                    float *gtable) {
   if (n <= 0 || d <= 0) return;
-  gather_bwd_k<<<lv_cuda_blocks(ctx, n * d), LV_CUDA_THREADS, 0, ctx->stream>>>(d, n, ids, gy, gtable);
+  LV_ASSERTF(n < INT32_MAX, "gather_bwd: %lld ids", (long long)n);
+  void *chain = NULL;
+  /* Stream-ordered scratch from the backend's pool: no device-wide synchronization. */
+  LV_CUDA_CHECK(cudaMallocAsync(&chain, (size_t)n * (sizeof(int32_t) + 1), ctx->stream));
+  int32_t *next = (int32_t *)chain;
+  uint8_t *first = (uint8_t *)(next + n);
+  gather_chain_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, ids, next, first);
   LV_CUDA_LAUNCHED();
+  gather_bwd_k<<<lv_cuda_blocks(ctx, n * d), LV_CUDA_THREADS, 0, ctx->stream>>>(d, n, ids, next, first, gy, gtable);
+  LV_CUDA_LAUNCHED();
+  LV_CUDA_CHECK(cudaFreeAsync(chain, ctx->stream));
 }
 
 /* ---- index results ---- */
