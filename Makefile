@@ -53,7 +53,7 @@ CUDA_LIB  := $(BUILD)/liblingvoc_cuda.a
 CFLAGS    += -DLV_HAVE_CUDA
 LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 
-$(BUILD)/%.o: %.cu $(wildcard src/kernels/cuda/*.cuh src/kernels/cuda/*.h) src/kernels/kernels.def src/kernels/kernels.h
+$(BUILD)/%.o: %.cu $(wildcard src/kernels/cuda/*.cuh src/kernels/cuda/*.h) src/kernels/kernels.def src/kernels/kernels.h src/kernels/kernel_math.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

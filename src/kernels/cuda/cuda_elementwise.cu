@@ -2,6 +2,7 @@
  * activations, dropout (the CPU's Philox stream, element for element), select, masks,
  * clip, fill and moving averages. One thread per element, grid-stride. */
 #include "kernels/cuda/cuda_kernels.cuh"
+#include "kernels/kernel_math.h"
 
 extern "C" {
 #include "base/rng.h"
@@ -185,59 +186,15 @@ extern "C" void lv_cuda_axpy(lv_kctx *ctx, int64_t n, float alpha, const float *
   LV_CUDA_LAUNCHED();
 }
 
-#define LEAKY_ALPHA 0.2f
-
-__device__ inline float act(int a, float x) {
-  switch (a) {
-    case LV_ACT_RELU: return x > 0 ? x : 0;
-    case LV_ACT_RELU6: return x < 0 ? 0 : (x > 6 ? 6 : x);
-    case LV_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case LV_ACT_TANH: return tanhf(x);
-    case LV_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case LV_ACT_SILU: return x / (1.0f + expf(-x));
-    case LV_ACT_SOFTPLUS: return x > 20 ? x : log1pf(expf(x));
-    case LV_ACT_LEAKY_RELU: return x > 0 ? x : LEAKY_ALPHA * x;
-    case LV_ACT_EXP: return expf(x);
-    case LV_ACT_LOG: return logf(x);
-    case LV_ACT_SQRT: return sqrtf(x);
-    case LV_ACT_SQUARE: return x * x;
-    case LV_ACT_RSQRT: return 1.0f / sqrtf(x);
-    default: return x;
-  }
-}
-
-__device__ inline float dact(int a, float x, float y) {
-  switch (a) {
-    case LV_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
-    case LV_ACT_RELU6: return (x > 0 && x < 6) ? 1.0f : 0.0f;
-    case LV_ACT_SIGMOID: return y * (1.0f - y);
-    case LV_ACT_TANH: return 1.0f - y * y;
-    case LV_ACT_GELU:
-      return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * 0.39894228040143268f * expf(-0.5f * x * x);
-    case LV_ACT_SILU: {
-      float s = 1.0f / (1.0f + expf(-x));
-      return s * (1.0f + x * (1.0f - s));
-    }
-    case LV_ACT_SOFTPLUS: return 1.0f / (1.0f + expf(-x));
-    case LV_ACT_LEAKY_RELU: return x > 0 ? 1.0f : LEAKY_ALPHA;
-    case LV_ACT_EXP: return y;
-    case LV_ACT_LOG: return 1.0f / x;
-    case LV_ACT_SQRT: return 0.5f / y;
-    case LV_ACT_SQUARE: return 2.0f * x;
-    case LV_ACT_RSQRT: return -0.5f * y / x;
-    default: return 1.0f;
-  }
-}
-
 __global__ void act_fwd_k(int a, int64_t n, const float *x, float *y) {
-  LV_GRID_LOOP(i, n) y[i] = act(a, x[i]);
+  LV_GRID_LOOP(i, n) y[i] = lv_kact(a, x[i]);
 }
 /* relu's backward reads y when given (y > 0 exactly where x > 0), as the CPU does. */
 __global__ void act_bwd_k(int a, int64_t n, const float *x, const float *y, const float *gy, float *gx, bool acc) {
   LV_GRID_LOOP(i, n) {
     float g;
     if (a == LV_ACT_RELU) g = (y ? y[i] : x[i]) > 0.0f ? gy[i] : 0.0f;
-    else g = gy[i] * dact(a, x ? x[i] : 0.0f, y ? y[i] : 0.0f);
+    else g = gy[i] * lv_kdact(a, x ? x[i] : 0.0f, y ? y[i] : 0.0f);
     gx[i] = acc ? gx[i] + g : g;
   }
 }

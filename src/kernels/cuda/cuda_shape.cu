@@ -5,6 +5,7 @@
 #include <float.h>
 
 #include "kernels/cuda/cuda_kernels.cuh"
+#include "kernels/kernel_math.h"
 
 __global__ void reduce_fwd_k(int kind, int64_t outer, int64_t n, int64_t inner, const float *x, float *y) {
   LV_GRID_LOOP(i, outer * inner) {
@@ -281,13 +282,6 @@ extern "C" void lv_cuda_in_top_k(lv_kctx *ctx, int64_t b, int64_t c, const float
   LV_CUDA_LAUNCHED();
 }
 
-/* x[i] ranks before x[j]: larger, or equal with the lower index (NaN largest). */
-__device__ inline bool better(float vi, int64_t i, float vj, int64_t j) {
-  bool ni = isnan(vi), nj = isnan(vj);
-  if (ni || nj) return ni && nj ? i < j : ni;
-  return vi > vj || (vi == vj && i < j);
-}
-
 /* top_k by rank: element j of a row goes to position (number of elements ranking before
  * it) when that is below k; the ranking is a strict total order, so positions are unique.
  * One block per row, O(n^2 / threads): beam search's rows are beam * vocabulary chunks. */
@@ -297,7 +291,7 @@ __global__ void top_k_k(int64_t rows, int64_t n, int64_t k, const float *x, floa
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       float v = xr[j];
       int64_t rank = 0;
-      for (int64_t q = 0; q < n && rank < k; q++) rank += better(xr[q], q, v, j);
+      for (int64_t q = 0; q < n && rank < k; q++) rank += lv_kbetter(xr[q], q, v, j);
       if (rank < k) {
         values[r * k + rank] = v;
         indices[r * k + rank] = (int32_t)j;

@@ -1,19 +1,10 @@
 /* The fused LSTM gate step and the learner's update on the GPU: TF1's optimizer rules in
  * float32 in TF's order of operations (the CPU's), and the ordered norms: one partial
  * sum per LV_OPTIM_SUM_BLOCK elements, then the partials added in block order, in
- * double, so the result does not depend on the launch. */
+ * double, so the result does not depend on the launch. The LSTM's sigmoid and tanh are
+ * the CPU's (kernels/kernel_math.h). */
 #include "kernels/cuda/cuda_kernels.cuh"
-
-__device__ inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* The CPU's tanh_ (one double exp, the series near 0), so both backends round alike. */
-__device__ inline float tanh_(float x) {
-  if (fabsf(x) < 0.004f) return x * (1.0f - x * x * (1.0f / 3.0f));
-  if (x > 20.0f) return 1.0f;
-  if (x < -20.0f) return -1.0f;
-  double e = exp(2.0 * (double)x);
-  return (float)((e - 1.0) / (e + 1.0));
-}
+#include "kernels/kernel_math.h"
 
 __device__ inline bool padded(const float *pad, int64_t r) { return pad && pad[r] > 0.5f; }
 
@@ -27,10 +18,10 @@ __global__ void lstm_fwd_k(int64_t b, int64_t h, const float *gates, const float
       continue;
     }
     const float *ii = gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
-    float nc = sigm(fg[j] + fgb) * c_prev[i] + sigm(ig[j]) * tanh_(ii[j]);
+    float nc = lv_ksigm(fg[j] + fgb) * c_prev[i] + lv_ksigm(ig[j]) * lv_ktanh(ii[j]);
     if (cap > 0) nc = nc < -cap ? -cap : (nc > cap ? cap : nc);
     c_out[i] = nc;
-    m_out[i] = sigm(og[j]) * (out_nl ? tanh_(nc) : nc);
+    m_out[i] = lv_ksigm(og[j]) * (out_nl ? lv_ktanh(nc) : nc);
   }
 }
 
@@ -60,7 +51,7 @@ __global__ void lstm_bwd_k(int64_t b, int64_t h, const float *gates, const float
     }
     const float *ii = gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
     const float cp = c_prev[i];
-    float f = sigm(fg[j] + fgb), in = sigm(ig[j]), t = tanh_(ii[j]), o = sigm(og[j]);
+    float f = lv_ksigm(fg[j] + fgb), in = lv_ksigm(ig[j]), t = lv_ktanh(ii[j]), o = lv_ksigm(og[j]);
     float nc = f * cp + in * t;
     bool pass = true;
     if (cap > 0) {
@@ -69,7 +60,7 @@ __global__ void lstm_bwd_k(int64_t b, int64_t h, const float *gates, const float
     }
     float dm = gm ? gm[i] : 0.0f, dc = gc ? gc[i] : 0.0f, dog;
     if (out_nl) {
-      float tc = tanh_(nc);
+      float tc = lv_ktanh(nc);
       dog = dm * tc;
       dc += dm * o * (1.0f - tc * tc);
     } else {
