@@ -1,6 +1,6 @@
 /* Scalar math shared by the CPU kernels and the CUDA kernels, so both backends compute
- * the same expressions in the same order: the activations and their derivatives, the
- * LSTM's sigmoid and tanh, and top-k's ranking. Plain C; under nvcc the functions are
+ * the same expressions in the same order: the binary ops, the activations and their
+ * derivatives, the LSTM's sigmoid and tanh, top-k's ranking and the dtype casts. Plain C; under nvcc the functions are
  * __host__ __device__. */
 #ifndef LV_KERNELS_KERNEL_MATH_H
 #define LV_KERNELS_KERNEL_MATH_H
@@ -9,7 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/dtype.h"
 #include "kernels/activation.h"
+#include "kernels/kernels.h"
 
 #ifdef __CUDACC__
 #define LV_KFN static inline __host__ __device__
@@ -82,6 +84,57 @@ LV_KFN bool lv_kbetter(float vi, int64_t i, float vj, int64_t j) {
   bool ni = isnan(vi), nj = isnan(vj);
   if (ni || nj) return ni && nj ? i < j : ni;
   return vi > vj || (vi == vj && i < j);
+}
+
+/* An lv_binary_op. */
+LV_KFN float lv_kbin(int op, float a, float b) {
+  switch (op) {
+    case LV_BIN_ADD: return a + b;
+    case LV_BIN_SUB: return a - b;
+    case LV_BIN_MUL: return a * b;
+    case LV_BIN_DIV: return a / b;
+    case LV_BIN_MAX: return a >= b ? a : b;
+    case LV_BIN_MIN: return a <= b ? a : b;
+    case LV_BIN_LT: return a < b ? 1.0f : 0.0f;
+    case LV_BIN_LE: return a <= b ? 1.0f : 0.0f;
+    case LV_BIN_GT: return a > b ? 1.0f : 0.0f;
+    case LV_BIN_GE: return a >= b ? 1.0f : 0.0f;
+    case LV_BIN_EQ: return a == b ? 1.0f : 0.0f;
+    default: return a != b ? 1.0f : 0.0f;
+  }
+}
+
+LV_KFN double lv_kload(int t, const void *x, int64_t i) {
+  switch (t) {
+    case LV_F32: return ((const float *)x)[i];
+    case LV_F64: return ((const double *)x)[i];
+    case LV_I32: return ((const int32_t *)x)[i];
+    case LV_I64: return (double)((const int64_t *)x)[i];
+    case LV_U8: return ((const uint8_t *)x)[i];
+    case LV_BOOL: return ((const uint8_t *)x)[i] != 0;
+    default: return 0;
+  }
+}
+
+/* y[i] = x[i] converted from dtype `from` to `to`, as tf.cast (float to integer truncates
+ * toward zero; int64 to int32 wraps). */
+LV_KFN void lv_kcast_at(int from, int to, const void *x, void *y, int64_t i) {
+  if (from == LV_I64 && (to == LV_I64 || to == LV_I32)) {
+    int64_t v = ((const int64_t *)x)[i];
+    if (to == LV_I64) ((int64_t *)y)[i] = v;
+    else ((int32_t *)y)[i] = (int32_t)v;
+    return;
+  }
+  double v = lv_kload(from, x, i);
+  switch (to) {
+    case LV_F32: ((float *)y)[i] = (float)v; break;
+    case LV_F64: ((double *)y)[i] = v; break;
+    case LV_I32: ((int32_t *)y)[i] = (int32_t)v; break;
+    case LV_I64: ((int64_t *)y)[i] = from == LV_I32 ? ((const int32_t *)x)[i] : (int64_t)v; break;
+    case LV_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
+    case LV_BOOL: ((uint8_t *)y)[i] = v != 0; break;
+    default: break;
+  }
 }
 
 #endif

@@ -10,23 +10,6 @@
 /* Below this many elements threads cost more than they save. */
 #define PAR_MIN 32768
 
-static inline float bin(lv_binary_op op, float a, float b) {
-  switch (op) {
-    case LV_BIN_ADD: return a + b;
-    case LV_BIN_SUB: return a - b;
-    case LV_BIN_MUL: return a * b;
-    case LV_BIN_DIV: return a / b;
-    case LV_BIN_MAX: return a >= b ? a : b;
-    case LV_BIN_MIN: return a <= b ? a : b;
-    case LV_BIN_LT: return a < b ? 1.0f : 0.0f;
-    case LV_BIN_LE: return a <= b ? 1.0f : 0.0f;
-    case LV_BIN_GT: return a > b ? 1.0f : 0.0f;
-    case LV_BIN_GE: return a >= b ? 1.0f : 0.0f;
-    case LV_BIN_EQ: return a == b ? 1.0f : 0.0f;
-    default: return a != b ? 1.0f : 0.0f;
-  }
-}
-
 /* Offset of flat output index i in an operand with strides s. */
 static inline int64_t bc_off(const lv_bcast *bc, const int64_t *s, int64_t i) {
   int64_t off = 0;
@@ -79,16 +62,16 @@ typedef struct ew {
   const lv_bcast *bc;
 } ew;
 
-LV_CPU_PAR_LOOP(bin_dense, ew, i, J->out[i] = bin(J->op, J->x[i], J->b[i]);)
+LV_CPU_PAR_LOOP(bin_dense, ew, i, J->out[i] = lv_kbin(J->op, J->x[i], J->b[i]);)
 LV_CPU_PAR_LOOP(bin_strided, ew, i,
-                J->out[i] = bin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
+                J->out[i] = lv_kbin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
 LV_CPU_PAR_LOOP(bin_row_b, ew, r, {
   const int64_t inner = J->inner;
-  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = bin(J->op, J->x[r * inner + j], J->b[j]);
+  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = lv_kbin(J->op, J->x[r * inner + j], J->b[j]);
 })
 LV_CPU_PAR_LOOP(bin_row_a, ew, r, {
   const int64_t inner = J->inner;
-  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = bin(J->op, J->x[j], J->b[r * inner + j]);
+  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = lv_kbin(J->op, J->x[j], J->b[r * inner + j]);
 })
 LV_CPU_PAR_LOOP(reduce_rows, ew, j, {
   float s = 0.0f;

@@ -31,6 +31,16 @@ static int chunk_images(const lv_conv_geom *g, size_t scratch_floats) {
   return (int)(nb < 1 ? 1 : nb);
 }
 
+/* Splits flat index i of an [n, h, w, c] tensor. */
+__device__ inline void nhwc(int64_t i, int h, int w, int c, int64_t *n, int *y, int *x, int *ch) {
+  *ch = (int)(i % c);
+  int64_t t = i / c;
+  *x = (int)(t % w);
+  t /= w;
+  *y = (int)(t % h);
+  *n = t / h;
+}
+
 __global__ void im2col_k(lv_conv_geom g, int cnt, const float *x, float *cols) {
   const int64_t K = (int64_t)g.kh * g.kw * g.c, R = (int64_t)g.oh * g.ow;
   LV_GRID_LOOP(i, cnt * R * K) {
@@ -48,12 +58,9 @@ __global__ void im2col_k(lv_conv_geom g, int cnt, const float *x, float *cols) {
 __global__ void col2im_k(lv_conv_geom g, int cnt, const float *gcols, float *gx, bool acc) {
   const int64_t K = (int64_t)g.kh * g.kw * g.c;
   LV_GRID_LOOP(i, (int64_t)cnt * g.h * g.w * g.c) {
-    int c = (int)(i % g.c);
-    int64_t t = i / g.c;
-    int iw = (int)(t % g.w);
-    t /= g.w;
-    int ih = (int)(t % g.h);
-    int64_t img = t / g.h;
+    int64_t img;
+    int ih, iw, c;
+    nhwc(i, g.h, g.w, g.c, &img, &ih, &iw, &c);
     float s = 0.0f;
     for (int kh = 0; kh < g.kh; kh++) {
       int th = ih + g.pt - kh * g.dh;
@@ -141,12 +148,9 @@ __device__ inline void covering(int i, int s, int pad, int k, int outs, int *lo,
 
 __global__ void max_pool_fwd_k(lv_conv_geom g, const float *x, float *y, int32_t *argmax) {
   LV_GRID_LOOP(i, (int64_t)g.n * g.oh * g.ow * g.c) {
-    int c = (int)(i % g.c);
-    int64_t t = i / g.c;
-    int ow = (int)(t % g.ow);
-    t /= g.ow;
-    int oh = (int)(t % g.oh);
-    int64_t n = t / g.oh;
+    int64_t n;
+    int oh, ow, c;
+    nhwc(i, g.oh, g.ow, g.c, &n, &oh, &ow, &c);
     int h0, h1, w0, w1;
     window(oh, g.sh, g.pt, g.kh, g.h, &h0, &h1);
     window(ow, g.sw, g.pl, g.kw, g.w, &w0, &w1);
@@ -176,12 +180,9 @@ extern "C" void lv_cuda_max_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const 
 /* mode 0: max (gy where argmax names this element), 1: average (gy / window size). */
 __global__ void pool_bwd_k(lv_conv_geom g, int mode, const int32_t *argmax, const float *gy, float *gx, bool acc) {
   LV_GRID_LOOP(i, (int64_t)g.n * g.h * g.w * g.c) {
-    int c = (int)(i % g.c);
-    int64_t t = i / g.c;
-    int iw = (int)(t % g.w);
-    t /= g.w;
-    int ih = (int)(t % g.h);
-    int64_t n = t / g.h;
+    int64_t n;
+    int ih, iw, c;
+    nhwc(i, g.h, g.w, g.c, &n, &ih, &iw, &c);
     const int32_t self = (int32_t)(((int64_t)ih * g.w + iw) * g.c + c);
     int oh0, oh1, ow0, ow1;
     covering(ih, g.sh, g.pt, g.kh, g.oh, &oh0, &oh1);
@@ -214,12 +215,9 @@ extern "C" void lv_cuda_max_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const 
 
 __global__ void avg_pool_fwd_k(lv_conv_geom g, const float *x, float *y) {
   LV_GRID_LOOP(i, (int64_t)g.n * g.oh * g.ow * g.c) {
-    int c = (int)(i % g.c);
-    int64_t t = i / g.c;
-    int ow = (int)(t % g.ow);
-    t /= g.ow;
-    int oh = (int)(t % g.oh);
-    int64_t n = t / g.oh;
+    int64_t n;
+    int oh, ow, c;
+    nhwc(i, g.oh, g.ow, g.c, &n, &oh, &ow, &c);
     int h0, h1, w0, w1;
     window(oh, g.sh, g.pt, g.kh, g.h, &h0, &h1);
     window(ow, g.sw, g.pl, g.kw, g.w, &w0, &w1);

@@ -44,28 +44,11 @@ __device__ inline void bc_offs(const bc_arg &bc, int64_t i, int64_t *oa, int64_t
   *ob = b;
 }
 
-__device__ inline float bin(int op, float a, float b) {
-  switch (op) {
-    case LV_BIN_ADD: return a + b;
-    case LV_BIN_SUB: return a - b;
-    case LV_BIN_MUL: return a * b;
-    case LV_BIN_DIV: return a / b;
-    case LV_BIN_MAX: return a >= b ? a : b;
-    case LV_BIN_MIN: return a <= b ? a : b;
-    case LV_BIN_LT: return a < b ? 1.0f : 0.0f;
-    case LV_BIN_LE: return a <= b ? 1.0f : 0.0f;
-    case LV_BIN_GT: return a > b ? 1.0f : 0.0f;
-    case LV_BIN_GE: return a >= b ? 1.0f : 0.0f;
-    case LV_BIN_EQ: return a == b ? 1.0f : 0.0f;
-    default: return a != b ? 1.0f : 0.0f;
-  }
-}
-
 __global__ void binary_k(int op, bc_arg bc, int64_t n, const float *a, const float *b, float *out) {
   LV_GRID_LOOP(i, n) {
     int64_t oa, ob;
     bc_offs(bc, i, &oa, &ob);
-    out[i] = bin(op, a[oa], b[ob]);
+    out[i] = lv_kbin(op, a[oa], b[ob]);
   }
 }
 

@@ -132,40 +132,9 @@ extern "C" void lv_cuda_transpose(lv_kctx *ctx, int rank, const int64_t *shape, 
   LV_CUDA_LAUNCHED();
 }
 
-__device__ inline double load(int t, const void *x, int64_t i) {
-  switch (t) {
-    case LV_F32: return ((const float *)x)[i];
-    case LV_F64: return ((const double *)x)[i];
-    case LV_I32: return ((const int32_t *)x)[i];
-    case LV_I64: return (double)((const int64_t *)x)[i];
-    case LV_U8: return ((const uint8_t *)x)[i];
-    case LV_BOOL: return ((const uint8_t *)x)[i] != 0;
-    default: return 0;
-  }
-}
-
-/* The CPU's lv_cpu_cast element by element (float to integer truncates toward zero). */
+/* The CPU's lv_cpu_cast element by element (kernel_math.h). */
 __global__ void cast_k(int from, int to, int64_t n, const void *x, void *y) {
-  LV_GRID_LOOP(i, n) {
-    if (from == LV_I64 && to == LV_I64) {
-      ((int64_t *)y)[i] = ((const int64_t *)x)[i];
-      continue;
-    }
-    if (from == LV_I64 && to == LV_I32) {
-      ((int32_t *)y)[i] = (int32_t)((const int64_t *)x)[i];
-      continue;
-    }
-    double v = load(from, x, i);
-    switch (to) {
-      case LV_F32: ((float *)y)[i] = (float)v; break;
-      case LV_F64: ((double *)y)[i] = v; break;
-      case LV_I32: ((int32_t *)y)[i] = (int32_t)v; break;
-      case LV_I64: ((int64_t *)y)[i] = from == LV_I32 ? ((const int32_t *)x)[i] : (int64_t)v; break;
-      case LV_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
-      case LV_BOOL: ((uint8_t *)y)[i] = v != 0; break;
-      default: break;
-    }
-  }
+  LV_GRID_LOOP(i, n) lv_kcast_at(from, to, x, y, i);
 }
 
 extern "C" void lv_cuda_cast(lv_kctx *ctx, lv_dtype from, lv_dtype to, int64_t n, const void *x, void *y) {
