@@ -6,6 +6,12 @@
 # new src/<tool>/main.c becomes bin/<tool>, a new tests/check_<name>.c becomes a suite, a
 # new src/io/proto/*.proto is compiled with protoc-c. No list to edit.
 
+# CUDA=1 (the CUDA backend, src/kernels/cuda) builds into its own tree: objects built
+# with and without LV_HAVE_CUDA never mix.
+ifeq ($(CUDA),1)
+BUILD    ?= build-cuda
+BINDIR   ?= build-cuda/bin
+endif
 BUILD    ?= build
 BINDIR   ?= bin
 CC       ?= cc
@@ -38,9 +44,37 @@ PROTO_H   := $(PROTO_C:.c=.h)
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(PROTO_C:.c=.o)
 LIB       := $(BUILD)/liblingvoc.a
 BINS      := $(addprefix $(BINDIR)/,$(TOOLS))
+
 TEST_SRC  := $(wildcard tests/check_*.c)
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+
+# ---- CUDA=1: src/kernels/cuda/*.cu with nvcc (sm_90 code plus compute_90 PTX for newer
+# GPUs) into $(BUILD)/liblingvoc_cuda.a, linked into every executable with cuBLAS and the
+# CUDA runtime. Needs no GPU to build. ----
+ifeq ($(CUDA),1)
+.DEFAULT_GOAL := all
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O2 -g -std=c++17 -fmad=false $(CUDA_ARCH) -Isrc -D_GNU_SOURCE -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
+CU_SRC    := $(wildcard src/kernels/cuda/*.cu)
+CU_OBJ    := $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
+CUDA_LIB  := $(BUILD)/liblingvoc_cuda.a
+CFLAGS    += -DLV_HAVE_CUDA
+LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+
+$(BUILD)/%.o: %.cu $(wildcard src/kernels/cuda/*.cuh src/kernels/cuda/*.h) src/kernels/kernels.def src/kernels/kernels.h src/kernels/kernel_math.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_LIB): $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINS) $(TESTS): $(CUDA_LIB)
+endif
 
 .PHONY: all test run-tests asan bench fuzz clean deps
 .DELETE_ON_ERROR:
@@ -97,6 +131,6 @@ fuzz:
 	@scripts/run-fuzz.sh $(FUZZ_SRC)
 
 clean:
-	rm -rf build build-asan build-fuzz bin
+	rm -rf build build-asan build-fuzz build-cuda bin
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -3,8 +3,8 @@
  * flag), memory (alloc, free, copy), sync, and a kernel table of plain functions over
  * raw device pointers and sizes (no tensors, no autodiff) listed once in kernels.def.
  * Every kernel takes the instance's context first. src/kernels/cpu is the specification
- * (cpu:0, host memory); src/kernels/cuda will fill the same table and be tested against
- * it; src/kernels/guarded.c is a test backend whose memory is unreachable outside its
+ * (cpu:0, host memory); src/kernels/cuda fills the same table on a GPU and is tested
+ * against it (tests/check_backend_ops.c); src/kernels/guarded.c is a test backend whose memory is unreachable outside its
  * kernels. Gradient kernels take `acc`: true adds into the destination, false overwrites
  * it (a fresh gradient buffer needs no memset). */
 #ifndef LV_KERNELS_KERNELS_H
@@ -105,5 +105,14 @@ void lv_backend_unregister(lv_device d);
  * generic ones. */
 void lv_set_num_threads(int n);
 int lv_get_num_threads(void);
+
+/* CUDA (src/kernels/cuda, built with `make CUDA=1`): the GPUs this process sees, or -1
+ * when this build has no CUDA. lv_backend_get(cuda:N) opens the backend of a visible GPU
+ * on first use. */
+int lv_cuda_device_count(void);
+/* Lets cuBLAS use TF32 tensor cores for float32 GEMMs (off by default, for float32
+ * parity with the CPU; the environment variable LINGVOC_CUDA_TF32=1 does the same).
+ * No effect without CUDA. */
+void lv_cuda_allow_tf32(bool allow);
 
 #endif

@@ -333,6 +333,7 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   else lv_params_free(input_before);
   if (!s && o->num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", o->num_threads);
   if (!s && o->worker_replicas > 0) s = lv_params_set_int(p, "cluster.worker.replicas", o->worker_replicas);
+  if (!s && o->gpus_per_replica > 0) s = lv_params_set_int(p, "cluster.worker.gpus_per_replica", o->gpus_per_replica);
   if (!s && o->saver_max_to_keep >= 0) s = lv_params_set_int(p, "train.save_max_to_keep", o->saver_max_to_keep);
   if (!s && o->saver_keep_checkpoint_every_n_hours >= 0)
     s = lv_params_set_float(p, "train.save_keep_checkpoint_every_n_hours", o->saver_keep_checkpoint_every_n_hours);

@@ -21,6 +21,7 @@ typedef struct lv_model_options {
   double saver_keep_checkpoint_every_n_hours; /* < 0: unset */
   int64_t num_threads;                        /* <= 0: unset */
   int64_t worker_replicas;                    /* <= 0: unset; cluster.worker.replicas (sync replicas) */
+  int64_t gpus_per_replica;                   /* > 0: cluster.worker.gpus_per_replica (--run_locally=gpu) */
 } lv_model_options;
 
 /* Fills defaults (unset saver flags). */

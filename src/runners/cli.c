@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/names.h"
 #include "comm/comm.h"
+#include "kernels/kernels.h"
 #include <strings.h>
 
 void lv_cli_init(lv_cli *c) {
@@ -25,7 +26,7 @@ int lv_cli_add_flags(lv_cli *c, lv_flag *f, int n) {
       LV_FLAG_STR("model", &c->model, "Name of the model class to train, e.g. image.mnist.LeNet5 (group LeNet5 of experiments/image/mnist.cfg)."),
       LV_FLAG_STR("logdir", &c->logdir, "Root log directory: train/ (checkpoints, trainer summaries), control/, eval_<dataset>/."),
       LV_FLAG_STR("job", &c->job, "Lingvo's job names. bin/trainer: controller, trainer_client (sync), trainer (async), comma-separated; bin/evaler: evaler_<dataset> or evaler_once_<dataset>@<checkpoint>. Other jobs are errors naming the program that runs them."),
-      LV_FLAG_STR("run_locally", &c->run_locally, "'' or cpu: run on this machine's CPU; gpu: needs a CUDA build."),
+      LV_FLAG_STR("run_locally", &c->run_locally, "'' or cpu: run on this machine's CPU; gpu: on its first GPU (a CUDA build, make CUDA=1)."),
       LV_FLAG_STR("model_params_override", &c->model_params_override, "Params.FromText lines applied to the model params, separated by ';' or newlines, e.g. 'train.max_steps: 500; task.train.learning_rate: 3e-4'. Setting a param a flag owns (cluster.logdir, cluster.job, cluster.mode, model) to another value than the flag's is an error."),
       LV_FLAG_STR("model_params_file_override", &c->model_params_file_override, "A file of Params.FromText lines (e.g. another run's --mode=inspect_params output) applied to the model params; a missing file is an error. Flags own what they name and win over the file: --logdir (cluster.logdir), --job, --mode, --model and the --dataset's input.* (a conflict is reported)."),
       LV_FLAG_I64("saver_max_to_keep", &c->saver_max_to_keep, "If >= 0, sets train.save_max_to_keep."),
@@ -202,11 +203,20 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
   if (!strcmp(c->run_locally, "tpu"))
     return lv_status_make(LV_ERR_INVALID, "--run_locally=tpu: lingvoc does not run on TPUs (Lingvo's TPU jobs and "
                           "executors are not part of it); use --run_locally=cpu");
-  if (*c->run_locally && strcmp(c->run_locally, "cpu"))
-    return lv_status_make(LV_ERR_INVALID, "--run_locally=%s: this build runs on the CPU only (use --run_locally=cpu; "
-                          "GPU support needs a CUDA build)", c->run_locally);
+  const bool gpu = !strcmp(c->run_locally, "gpu");
+  if (*c->run_locally && strcmp(c->run_locally, "cpu") && !gpu)
+    return lv_status_make(LV_ERR_INVALID, "--run_locally=%s: expected cpu or gpu", c->run_locally);
+  const int gpus = gpu || c->worker_gpus > 0 ? lv_cuda_device_count() : 0;
+  if (gpus < 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: this build has no CUDA (build with `make CUDA=1`, whose executables "
+                          "are in build-cuda/bin; or use --run_locally=cpu)", gpu ? "--run_locally=gpu" : "--worker_gpus");
+  if ((gpu || c->worker_gpus > 0) && gpus == 0)
+    return lv_status_make(LV_ERR_INVALID, "%s: no GPU is visible to this process (CUDA found no device: check "
+                          "nvidia-smi and CUDA_VISIBLE_DEVICES; or use --run_locally=cpu)",
+                          gpu ? "--run_locally=gpu" : "--worker_gpus");
   if (c->worker_gpus > 0)
-    return lv_status_make(LV_ERR_INVALID, "--worker_gpus=%lld: this build has no CUDA support", (long long)c->worker_gpus);
+    return lv_status_make(LV_ERR_INVALID, "--worker_gpus=%lld: several GPUs in one process are not supported yet; "
+                          "--run_locally=gpu trains on one", (long long)c->worker_gpus);
   int launched = 1, rank = 0;
   bool by_mpi = lv_comm_launched_by_mpi(&launched, &rank);
   if (c->worker_replicas < 0)
@@ -229,6 +239,7 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
     return lv_status_make(LV_ERR_INVALID, "--num_threads=%lld: expected 0 (one per core) to %d",
                           (long long)c->num_threads, LV_CLI_MAX_THREADS);
   lv_model_options_init(o);
+  if (gpu) o->gpus_per_replica = 1; /* Lingvo's run_locally=gpu: one worker with one GPU */
   o->model = c->model;
   o->dataset = dataset;
   o->experiments_dir = c->experiments_dir;

@@ -6,8 +6,11 @@
 #include "base/log.h"
 #include "kernels/kernels.h"
 
+/* cluster.worker.gpus_per_replica > 0 (--run_locally=gpu): variables and steps on cuda:0. */
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out) {
-  return lv_instance_create_on(cfg, lv_device_host(), with_input, shard, out);
+  lv_device dev = lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0 ? lv_device_make(LV_DEVICE_CUDA, 0)
+                                                                            : lv_device_host();
+  return lv_instance_create_on(cfg, dev, with_input, shard, out);
 }
 
 lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,

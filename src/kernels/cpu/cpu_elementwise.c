@@ -5,26 +5,10 @@
 
 #include "base/rng.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_math.h"
 
 /* Below this many elements threads cost more than they save. */
 #define PAR_MIN 32768
-
-static inline float bin(lv_binary_op op, float a, float b) {
-  switch (op) {
-    case LV_BIN_ADD: return a + b;
-    case LV_BIN_SUB: return a - b;
-    case LV_BIN_MUL: return a * b;
-    case LV_BIN_DIV: return a / b;
-    case LV_BIN_MAX: return a >= b ? a : b;
-    case LV_BIN_MIN: return a <= b ? a : b;
-    case LV_BIN_LT: return a < b ? 1.0f : 0.0f;
-    case LV_BIN_LE: return a <= b ? 1.0f : 0.0f;
-    case LV_BIN_GT: return a > b ? 1.0f : 0.0f;
-    case LV_BIN_GE: return a >= b ? 1.0f : 0.0f;
-    case LV_BIN_EQ: return a == b ? 1.0f : 0.0f;
-    default: return a != b ? 1.0f : 0.0f;
-  }
-}
 
 /* Offset of flat output index i in an operand with strides s. */
 static inline int64_t bc_off(const lv_bcast *bc, const int64_t *s, int64_t i) {
@@ -78,16 +62,16 @@ typedef struct ew {
   const lv_bcast *bc;
 } ew;
 
-LV_CPU_PAR_LOOP(bin_dense, ew, i, J->out[i] = bin(J->op, J->x[i], J->b[i]);)
+LV_CPU_PAR_LOOP(bin_dense, ew, i, J->out[i] = lv_kbin(J->op, J->x[i], J->b[i]);)
 LV_CPU_PAR_LOOP(bin_strided, ew, i,
-                J->out[i] = bin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
+                J->out[i] = lv_kbin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
 LV_CPU_PAR_LOOP(bin_row_b, ew, r, {
   const int64_t inner = J->inner;
-  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = bin(J->op, J->x[r * inner + j], J->b[j]);
+  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = lv_kbin(J->op, J->x[r * inner + j], J->b[j]);
 })
 LV_CPU_PAR_LOOP(bin_row_a, ew, r, {
   const int64_t inner = J->inner;
-  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = bin(J->op, J->x[j], J->b[r * inner + j]);
+  for (int64_t j = 0; j < inner; j++) J->out[r * inner + j] = lv_kbin(J->op, J->x[j], J->b[r * inner + j]);
 })
 LV_CPU_PAR_LOOP(reduce_rows, ew, j, {
   float s = 0.0f;
@@ -147,57 +131,11 @@ void lv_cpu_axpy(lv_kctx *ctx, int64_t n, float alpha, const float *x, float *y,
   lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, acc ? axpy_acc_piece : axpy_piece, &e);
 }
 
-#define LEAKY_ALPHA 0.2f /* tf.nn.leaky_relu's default */
-
-static inline float act(int a, float x) {
-  switch (a) {
-    case LV_ACT_RELU: return x > 0 ? x : 0;
-    case LV_ACT_RELU6: return x < 0 ? 0 : (x > 6 ? 6 : x);
-    case LV_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case LV_ACT_TANH: return tanhf(x);
-    case LV_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case LV_ACT_SILU: return x / (1.0f + expf(-x));
-    case LV_ACT_SOFTPLUS: return x > 20 ? x : log1pf(expf(x));
-    case LV_ACT_LEAKY_RELU: return x > 0 ? x : LEAKY_ALPHA * x;
-    case LV_ACT_EXP: return expf(x);
-    case LV_ACT_LOG: return logf(x);
-    case LV_ACT_SQRT: return sqrtf(x);
-    case LV_ACT_SQUARE: return x * x;
-    case LV_ACT_RSQRT: return 1.0f / sqrtf(x);
-    default: return x;
-  }
-}
-
-/* dy/dx from x and y. */
-static inline float dact(int a, float x, float y) {
-  switch (a) {
-    case LV_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
-    case LV_ACT_RELU6: return (x > 0 && x < 6) ? 1.0f : 0.0f;
-    case LV_ACT_SIGMOID: return y * (1.0f - y);
-    case LV_ACT_TANH: return 1.0f - y * y;
-    case LV_ACT_GELU:
-      return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-             x * 0.39894228040143268f * expf(-0.5f * x * x);
-    case LV_ACT_SILU: {
-      float s = 1.0f / (1.0f + expf(-x));
-      return s * (1.0f + x * (1.0f - s));
-    }
-    case LV_ACT_SOFTPLUS: return 1.0f / (1.0f + expf(-x));
-    case LV_ACT_LEAKY_RELU: return x > 0 ? 1.0f : LEAKY_ALPHA;
-    case LV_ACT_EXP: return y;
-    case LV_ACT_LOG: return 1.0f / x;
-    case LV_ACT_SQRT: return 0.5f / y;
-    case LV_ACT_SQUARE: return 2.0f * x;
-    case LV_ACT_RSQRT: return -0.5f * y / x;
-    default: return 1.0f;
-  }
-}
-
 LV_CPU_PAR_SIMD_LOOP(relu_fwd, ew, i, {
   float v = J->x[i];
   J->out[i] = v > 0.0f ? v : 0.0f;
 })
-LV_CPU_PAR_LOOP(act_fwd, ew, i, J->out[i] = act(J->a, J->x[i]);)
+LV_CPU_PAR_LOOP(act_fwd, ew, i, J->out[i] = lv_kact(J->a, J->x[i]);)
 LV_CPU_PAR_SIMD_LOOP(relu_bwd_acc, ew, i, {
   float g = J->gy[i];
   J->gx[i] += J->r[i] > 0.0f ? g : 0.0f;
@@ -207,7 +145,7 @@ LV_CPU_PAR_SIMD_LOOP(relu_bwd, ew, i, {
   J->gx[i] = J->r[i] > 0.0f ? g : 0.0f;
 })
 LV_CPU_PAR_LOOP(act_bwd, ew, i, {
-  float g = J->gy[i] * dact(J->a, J->x[i], J->y[i]);
+  float g = J->gy[i] * lv_kdact(J->a, J->x[i], J->y[i]);
   J->gx[i] = J->acc ? J->gx[i] + g : g;
 })
 

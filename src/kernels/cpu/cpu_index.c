@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_math.h"
 
 /* First maximum on ties. */
 void lv_cpu_argmax(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, int32_t *out) {
@@ -33,19 +34,12 @@ void lv_cpu_in_top_k(lv_kctx *ctx, int64_t b, int64_t c, const float *x, const i
   }
 }
 
-/* x[i] ranks before x[j]: larger, or equal with the lower index (NaN largest). */
-static inline bool better(float vi, int32_t i, float vj, int32_t j) {
-  bool ni = isnan(vi), nj = isnan(vj);
-  if (ni || nj) return ni && nj ? i < j : ni;
-  return vi > vj || (vi == vj && i < j);
-}
-
 /* Restores the heap below p (root = the worst kept entry). */
 static void sift_down(float *v, int32_t *ix, int64_t size, int64_t p) {
   for (;;) {
     int64_t l = 2 * p + 1, r = l + 1, w = p;
-    if (l < size && better(v[w], ix[w], v[l], ix[l])) w = l;
-    if (r < size && better(v[w], ix[w], v[r], ix[r])) w = r;
+    if (l < size && lv_kbetter(v[w], ix[w], v[l], ix[l])) w = l;
+    if (r < size && lv_kbetter(v[w], ix[w], v[r], ix[r])) w = r;
     if (w == p) return;
     float tv = v[p];
     int32_t ti = ix[p];
@@ -79,7 +73,7 @@ LV_CPU_PAR_LOOP(topk_rows, topk_job, r, {
       ix[c] = (int32_t)j;
       while (c > 0) { /* sift up: a worse child moves toward the root */
         int64_t p = (c - 1) / 2;
-        if (!better(v[p], ix[p], v[c], ix[c])) break;
+        if (!lv_kbetter(v[p], ix[p], v[c], ix[c])) break;
         float tv = v[p];
         int32_t ti = ix[p];
         v[p] = v[c];
@@ -88,7 +82,7 @@ LV_CPU_PAR_LOOP(topk_rows, topk_job, r, {
         ix[c] = ti;
         c = p;
       }
-    } else if (better(xr[j], (int32_t)j, v[0], ix[0])) {
+    } else if (lv_kbetter(xr[j], (int32_t)j, v[0], ix[0])) {
       v[0] = xr[j];
       ix[0] = (int32_t)j;
       sift_down(v, ix, size, 0);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_math.h"
 
 typedef struct blk_job {
   int64_t run, inner, src_n, src_off, dst_n, dst_off, rank;
@@ -107,42 +108,13 @@ void lv_cpu_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n, const int3
   lv_cpu_par(ctx, d, n * d > 65536 ? lv_cpu_grain(d, 64) : d, scatter_cols, &j);
 }
 
-static double load(lv_dtype t, const void *x, int64_t i) {
-  switch (t) {
-    case LV_F32: return ((const float *)x)[i];
-    case LV_F64: return ((const double *)x)[i];
-    case LV_I32: return ((const int32_t *)x)[i];
-    case LV_I64: return (double)((const int64_t *)x)[i];
-    case LV_U8: return ((const uint8_t *)x)[i];
-    case LV_BOOL: return ((const uint8_t *)x)[i] != 0;
-    default: return 0;
-  }
-}
-
-/* Float to integer truncates toward zero, like tf.cast. */
+/* Float to integer truncates toward zero, like tf.cast (kernel_math.h). */
 void lv_cpu_cast(lv_kctx *ctx, lv_dtype from, lv_dtype to, int64_t n, const void *x, void *y) {
   if (from == LV_I64 && to == LV_I64) {
     memcpy(y, x, sizeof(int64_t) * (size_t)n);
     return;
   }
-  for (int64_t i = 0; i < n; i++) {
-    if (from == LV_I64 && to == LV_I32) {
-      ((int32_t *)y)[i] = (int32_t)((const int64_t *)x)[i];
-      continue;
-    }
-    double v = load(from, x, i);
-    switch (to) {
-      case LV_F32: ((float *)y)[i] = (float)v; break;
-      case LV_F64: ((double *)y)[i] = v; break;
-      case LV_I32: ((int32_t *)y)[i] = (int32_t)v; break;
-      case LV_I64:
-        ((int64_t *)y)[i] = from == LV_I32 ? ((const int32_t *)x)[i] : (int64_t)v;
-        break;
-      case LV_U8: ((uint8_t *)y)[i] = (uint8_t)v; break;
-      case LV_BOOL: ((uint8_t *)y)[i] = v != 0; break;
-      default: break;
-    }
-  }
+  for (int64_t i = 0; i < n; i++) lv_kcast_at(from, to, x, y, i);
 }
 
 typedef struct rev_job {

@@ -1,0 +1,250 @@
+/* The fused LSTM gate step and the learner's update on the GPU: TF1's optimizer rules in
+ * float32 in TF's order of operations (the CPU's), and the ordered norms: one partial
+ * sum per LV_OPTIM_SUM_BLOCK elements, then the partials added in block order, in
+ * double, so the result does not depend on the launch. The LSTM's sigmoid and tanh are
+ * the CPU's (kernels/kernel_math.h). */
+#include "kernels/cuda/cuda_kernels.cuh"
+#include "kernels/kernel_math.h"
+
+__device__ inline bool padded(const float *pad, int64_t r) { return pad && pad[r] > 0.5f; }
+
+__global__ void lstm_fwd_k(int64_t b, int64_t h, const float *gates, const float *c_prev, const float *m_prev,
+                           const float *pad, float fgb, float cap, bool out_nl, float *c_out, float *m_out) {
+  LV_GRID_LOOP(i, b * h) {
+    int64_t r = i / h, j = i % h;
+    if (padded(pad, r)) {
+      c_out[i] = c_prev[i];
+      m_out[i] = m_prev[i];
+      continue;
+    }
+    const float *ii = gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
+    float nc = lv_ksigm(fg[j] + fgb) * c_prev[i] + lv_ksigm(ig[j]) * lv_ktanh(ii[j]);
+    if (cap > 0) nc = nc < -cap ? -cap : (nc > cap ? cap : nc);
+    c_out[i] = nc;
+    m_out[i] = lv_ksigm(og[j]) * (out_nl ? lv_ktanh(nc) : nc);
+  }
+}
+
+extern "C" void lv_cuda_lstm_step_fwd(lv_kctx *ctx, int64_t b, int64_t h, const float *gates, const float *c_prev,
+                                      const float *m_prev, const float *pad, float fgb, float cap, bool out_nl,
+                                      float *c_out, float *m_out) {
+  if (b * h <= 0) return;
+  lstm_fwd_k<<<lv_cuda_blocks(ctx, b * h), LV_CUDA_THREADS, 0, ctx->stream>>>(b, h, gates, c_prev, m_prev, pad, fgb,
+                                                                              cap, out_nl, c_out, m_out);
+  LV_CUDA_LAUNCHED();
+}
+
+__device__ inline void put(float *p, bool acc, float v) { *p = acc ? *p + v : v; }
+
+__global__ void lstm_bwd_k(int64_t b, int64_t h, const float *gates, const float *c_prev, const float *pad, float fgb,
+                           float cap, bool out_nl, const float *gc, const float *gm, float *ggates, bool ggates_acc,
+                           float *gc_prev, bool gc_acc, float *gm_prev, bool gm_acc) {
+  LV_GRID_LOOP(i, b * h) {
+    int64_t r = i / h, j = i % h;
+    float *gg = ggates ? ggates + r * 4 * h : NULL;
+    if (padded(pad, r)) {
+      if (gg)
+        for (int q = 0; q < 4; q++) put(gg + q * h + j, ggates_acc, 0.0f);
+      if (gc_prev) put(gc_prev + i, gc_acc, gc ? gc[i] : 0.0f);
+      if (gm_prev) put(gm_prev + i, gm_acc, gm ? gm[i] : 0.0f);
+      continue;
+    }
+    const float *ii = gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
+    const float cp = c_prev[i];
+    float f = lv_ksigm(fg[j] + fgb), in = lv_ksigm(ig[j]), t = lv_ktanh(ii[j]), o = lv_ksigm(og[j]);
+    float nc = f * cp + in * t;
+    bool pass = true;
+    if (cap > 0) {
+      pass = nc >= -cap && nc <= cap;
+      nc = nc < -cap ? -cap : (nc > cap ? cap : nc);
+    }
+    float dm = gm ? gm[i] : 0.0f, dc = gc ? gc[i] : 0.0f, dog;
+    if (out_nl) {
+      float tc = lv_ktanh(nc);
+      dog = dm * tc;
+      dc += dm * o * (1.0f - tc * tc);
+    } else {
+      dog = dm * nc;
+      dc += dm * o;
+    }
+    if (!pass) dc = 0.0f;
+    if (gg) {
+      put(gg + j, ggates_acc, dc * in * (1.0f - t * t));
+      put(gg + h + j, ggates_acc, dc * t * in * (1.0f - in));
+      put(gg + 2 * h + j, ggates_acc, dc * cp * f * (1.0f - f));
+      put(gg + 3 * h + j, ggates_acc, dog * o * (1.0f - o));
+    }
+    if (gc_prev) put(gc_prev + i, gc_acc, dc * f);
+    if (gm_prev) put(gm_prev + i, gm_acc, 0.0f);
+  }
+}
+
+extern "C" void lv_cuda_lstm_step_bwd(lv_kctx *ctx, int64_t b, int64_t h, const float *gates, const float *c_prev,
+                                      const float *pad, float fgb, float cap, bool out_nl, const float *gc,
+                                      const float *gm, float *ggates, bool ggates_acc, float *gc_prev, bool gc_acc,
+                                      float *gm_prev, bool gm_acc) {
+  if (b * h <= 0) return;
+  lstm_bwd_k<<<lv_cuda_blocks(ctx, b * h), LV_CUDA_THREADS, 0, ctx->stream>>>(
+      b, h, gates, c_prev, pad, fgb, cap, out_nl, gc, gm, ggates, ggates_acc, gc_prev, gc_acc, gm_prev, gm_acc);
+  LV_CUDA_LAUNCHED();
+}
+
+/* ---- ordered norms ---- */
+
+#define SUM_THREADS 256
+
+__global__ void sum_blocks_k(int64_t n, const float *x, bool absolute, double *scratch) {
+  __shared__ double shd[32];
+  int64_t lo = (int64_t)blockIdx.x * LV_OPTIM_SUM_BLOCK;
+  int64_t hi = lo + LV_OPTIM_SUM_BLOCK < n ? lo + LV_OPTIM_SUM_BLOCK : n;
+  double s = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+    s += absolute ? fabs((double)x[i]) : (double)x[i] * (double)x[i];
+  s = lv_block_sum(s, shd);
+  if (threadIdx.x == 0) scratch[blockIdx.x] = s;
+}
+
+__global__ void sum_partials_k(int64_t nb, const double *scratch, double *out) {
+  double t = 0;
+  for (int64_t b = 0; b < nb; b++) t += scratch[b];
+  *out = t;
+}
+
+extern "C" void lv_cuda_optim_sum(lv_kctx *ctx, int64_t n, const float *x, bool absolute, double *scratch,
+                                  double *out) {
+  const int64_t nb = (n + LV_OPTIM_SUM_BLOCK - 1) / LV_OPTIM_SUM_BLOCK;
+  LV_ASSERTF(nb < (1ll << 31), "optim_sum: %lld blocks", (long long)nb);
+  if (nb > 0) {
+    sum_blocks_k<<<(unsigned)nb, SUM_THREADS, 0, ctx->stream>>>(n, x, absolute, scratch);
+    LV_CUDA_LAUNCHED();
+  }
+  sum_partials_k<<<1, 1, 0, ctx->stream>>>(nb, scratch, out);
+  LV_CUDA_LAUNCHED();
+}
+
+/* ---- elementwise updates ---- */
+
+
+__global__ void optim_fill_k(int64_t n, float *x, float v) {
+  LV_GRID_LOOP(i, n) x[i] = v;
+}
+extern "C" void lv_cuda_optim_fill(lv_kctx *ctx, int64_t n, float *x, float v) {
+  if (n <= 0) return;
+  optim_fill_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, x, v);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_scale_k(int64_t n, float *x, float s) {
+  LV_GRID_LOOP(i, n) x[i] *= s;
+}
+extern "C" void lv_cuda_optim_scale(lv_kctx *ctx, int64_t n, float *x, float s) {
+  if (n <= 0) return;
+  optim_scale_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, x, s);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_lp_add_k(int64_t n, const float *x, float w, bool l1, float *g) {
+  LV_GRID_LOOP(i, n) g[i] += l1 ? w * (float)((x[i] > 0) - (x[i] < 0)) : w * x[i];
+}
+extern "C" void lv_cuda_optim_lp_add(lv_kctx *ctx, int64_t n, const float *x, float w, bool l1, float *g) {
+  if (n <= 0) return;
+  optim_lp_add_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, x, w, l1, g);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_sgd_k(int64_t n, float lr, float *w, const float *g) {
+  LV_GRID_LOOP(i, n) w[i] -= g[i] * lr;
+}
+extern "C" void lv_cuda_optim_sgd(lv_kctx *ctx, int64_t n, float lr, float *w, const float *g) {
+  if (n <= 0) return;
+  optim_sgd_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, lr, w, g);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_momentum_k(int64_t n, float lr, float mom, bool nesterov, float *w, const float *g,
+                                 float *acc) {
+  LV_GRID_LOOP(i, n) {
+    float a = acc[i] * mom + g[i];
+    acc[i] = a;
+    if (nesterov) w[i] -= g[i] * lr + a * mom * lr;
+    else w[i] -= a * lr;
+  }
+}
+extern "C" void lv_cuda_optim_momentum(lv_kctx *ctx, int64_t n, float lr, float mom, bool nesterov, float *w,
+                                       const float *g, float *acc) {
+  if (n <= 0) return;
+  optim_momentum_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, lr, mom, nesterov, w, g, acc);
+  LV_CUDA_LAUNCHED();
+}
+
+/* The square roots are IEEE (__fsqrt_rn), as the CPU's sqrtps; divisions are IEEE too
+ * (nvcc's default -prec-div=true). */
+__global__ void optim_rmsprop_k(int64_t n, float lr, float one_minus_rho, float momentum, float eps, float *w,
+                                const float *g, float *ms, float *mom) {
+  LV_GRID_LOOP(i, n) {
+    float gv = g[i], m = ms[i];
+    m = m + (gv * gv - m) * one_minus_rho;
+    float mo = mom[i] * momentum + (gv * lr) / __fsqrt_rn(m + eps);
+    ms[i] = m;
+    mom[i] = mo;
+    w[i] = w[i] - mo;
+  }
+}
+extern "C" void lv_cuda_optim_rmsprop(lv_kctx *ctx, int64_t n, float lr, float rho, float momentum, float eps,
+                                      float *w, const float *g, float *ms, float *mom) {
+  if (n <= 0) return;
+  optim_rmsprop_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, lr, 1.0f - rho, momentum, eps, w,
+                                                                               g, ms, mom);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_adagrad_k(int64_t n, float lr, float *w, const float *g, float *acc) {
+  LV_GRID_LOOP(i, n) {
+    float gv = g[i], a = acc[i] + gv * gv;
+    acc[i] = a;
+    w[i] = w[i] - gv * lr * (1.0f / __fsqrt_rn(a));
+  }
+}
+extern "C" void lv_cuda_optim_adagrad(lv_kctx *ctx, int64_t n, float lr, float *w, const float *g, float *acc) {
+  if (n <= 0) return;
+  optim_adagrad_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, lr, w, g, acc);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_adadelta_k(int64_t n, float lr, float rho, float one_minus_rho, float eps, float *w,
+                                 const float *g, float *acc, float *acc_up) {
+  LV_GRID_LOOP(i, n) {
+    float gv = g[i], au = acc_up[i];
+    float a = acc[i] * rho + gv * gv * one_minus_rho;
+    float up = __fsqrt_rn(au + eps) * (1.0f / __fsqrt_rn(a + eps)) * gv;
+    acc[i] = a;
+    w[i] = w[i] - up * lr;
+    acc_up[i] = au * rho + up * up * one_minus_rho;
+  }
+}
+extern "C" void lv_cuda_optim_adadelta(lv_kctx *ctx, int64_t n, float lr, float rho, float eps, float *w,
+                                       const float *g, float *acc, float *acc_up) {
+  if (n <= 0) return;
+  optim_adadelta_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, lr, rho, 1.0f - rho, eps, w, g,
+                                                                                acc, acc_up);
+  LV_CUDA_LAUNCHED();
+}
+
+__global__ void optim_adam_k(int64_t n, float alpha, float omb1, float omb2, float eps, float *w, const float *g,
+                             float *m, float *v) {
+  LV_GRID_LOOP(i, n) {
+    float gv = g[i], mv = m[i], vv = v[i];
+    mv = mv + (gv - mv) * omb1;
+    vv = vv + (gv * gv - vv) * omb2;
+    m[i] = mv;
+    v[i] = vv;
+    w[i] = w[i] - (mv * alpha) / (__fsqrt_rn(vv) + eps);
+  }
+}
+extern "C" void lv_cuda_optim_adam(lv_kctx *ctx, int64_t n, float alpha, float beta1, float beta2, float eps,
+                                   float *w, const float *g, float *m, float *v) {
+  if (n <= 0) return;
+  optim_adam_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, alpha, 1.0f - beta1, 1.0f - beta2, eps,
+                                                                            w, g, m, v);
+  LV_CUDA_LAUNCHED();
+}
