@@ -31,7 +31,8 @@ LDLIBS   += $(shell pkg-config --libs ompi-c)
 endif
 # NCCL between GPU processes (src/comm/comm_nccl.c) comes with CUDA=1 and needs MPI=1.
 ifeq ($(CUDA)$(MPI),11)
-CFLAGS   += -DLV_HAVE_NCCL
+CUDA_HOME ?= /usr/local/cuda
+CFLAGS   += -DLV_HAVE_NCCL -I$(CUDA_HOME)/include
 LDLIBS   += -lnccl
 endif
 CHECK_LIBS = $(shell pkg-config --libs check)
