@@ -267,6 +267,50 @@ START_TEST(test_step_matches_teacher_forcing) {
 }
 END_TEST
 
+/* Graph memory of a search: the graph is rewound before every step and the state a step
+ * passes on lives in buffers outside it, so the peak does not grow with the steps (it did,
+ * linearly, when every step's states and attention stayed in the graph). */
+static size_t decode_peak(lv_task *t, host_batch *h, int nb, int steps) {
+  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *sids = lv_graph_from_host(g, &h->t[0]), *spad = lv_graph_from_host(g, &h->t[1]);
+  void *st = NULL;
+  EXPECT_OK(ops->begin(t, g, sids, spad, &st));
+  enum { K = 3 };
+  int n = K * nb;
+  int32_t *ids = malloc(sizeof *ids * n), *parent = malloc(sizeof *parent * n);
+  float *out = malloc(sizeof(float) * n * V), *atten = malloc(sizeof(float) * n * MAXS);
+  for (int s = 0; s < steps; s++) {
+    for (int r = 0; r < n; r++) ids[r] = 3 + (r + s) % (V - 3), parent[r] = (r + nb) % n;
+    EXPECT_OK(ops->step(st, n, ids, s ? parent : NULL, out, atten));
+  }
+  ops->end(st);
+  size_t peak = lv_graph_arena_peak(g);
+  lv_graph_destroy(g);
+  free(ids);
+  free(parent);
+  free(out);
+  free(atten);
+  return peak;
+}
+
+START_TEST(test_decode_memory_constant) {
+  lv_params *p = tiny_params(0.1, true);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  enum { NB = 4 };
+  host_batch h;
+  make_batch(&h, NB, MAXS, MAXT);
+  size_t p20 = decode_peak(t, &h, NB, 20), p200 = decode_peak(t, &h, NB, 200);
+  ck_assert_msg(p200 < p20 + p20 / 4, "graph peak %zu bytes for 200 steps vs %zu for 20", p200, p20);
+  lv_batch_free(&h.b);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 START_TEST(test_padding_invariance) {
   for (int per_word = 0; per_word < 2; per_word++) {
     lv_params *p = tiny_params(0.1, per_word);
@@ -400,6 +444,7 @@ int main(void) {
   tcase_add_test(tc, test_variable_names);
   tcase_add_test(tc, test_bad_params);
   tcase_add_loop_test(tc, test_step_matches_teacher_forcing, 0, 4);
+  tcase_add_test(tc, test_decode_memory_constant);
   tcase_add_test(tc, test_padding_invariance);
   tcase_add_test(tc, test_overfits_50_pairs);
   suite_add_tcase(s, tc);

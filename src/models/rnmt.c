@@ -492,6 +492,13 @@ typedef struct rnmt_decode {
    * ids later), so they live until the search ends. */
   int32_t **idx;
   int nidx, cap_idx;
+  /* Each step starts by rewinding the graph to this mark (taken after the encoder and the
+   * initial state), so a search's graph memory is that of one step: the state a step
+   * passes on (every layer's m and c, ctx, probs) is copied out of the graph into one of
+   * two buffer sets (bufs[set * nslots + slot], device tensors outside the graph). */
+  lv_graph_mark mark;
+  lv_tensor **bufs;
+  int nslots, set;
 } rnmt_decode;
 
 static lv_status graph_error(lv_graph *g, const char *what, int step) {
@@ -529,6 +536,10 @@ static lv_status rnmt_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, 
     else if (!lv_attention_compute_context(m->atten, g, &d->src, q, &d->ctx, &d->probs)) d->ctx = NULL;
   }
   if (!d->ctx || !d->probs) return graph_error(g, "initial attention, step", 0);
+  d->nslots = 2 * m->dec_layers + 2;
+  d->bufs = calloc(2 * (size_t)d->nslots, sizeof *d->bufs);
+  LV_ASSERT(d->bufs);
+  d->mark = lv_graph_get_mark(g);
   return NULL;
 }
 
@@ -537,6 +548,8 @@ static void rnmt_decode_end(void *state) {
   if (!d) return;
   for (int i = 0; i < d->nidx; i++) free(d->idx[i]);
   free(d->idx);
+  for (int i = 0; d->bufs && i < 2 * d->nslots; i++) lv_tensor_free(d->bufs[i]);
+  free(d->bufs);
   free(d->states);
   free(d);
 }
@@ -551,6 +564,23 @@ static int32_t *kept_ids(rnmt_decode *d, int n) {
   int32_t *v = d->idx[d->nidx++] = malloc(sizeof *v * (size_t)n);
   LV_ASSERT(v);
   return v;
+}
+
+/* Copies the graph tensor *t (NULL: nothing) into buffer `slot` of the set after d->set
+ * and points *t at that buffer, which outlives the next rewind. */
+static lv_status keep_state(rnmt_decode *d, int slot, lv_tensor **t) {
+  if (!*t) return NULL;
+  lv_tensor **b = &d->bufs[(1 - d->set) * d->nslots + slot];
+  if (!*b || (*b)->dtype != (*t)->dtype || !lv_shape_eq(&(*b)->shape, &(*t)->shape)) {
+    lv_tensor_free(*b);
+    *b = lv_tensor_new_on(lv_graph_device(d->g), (*t)->dtype, (*t)->shape);
+    if (!*b)
+      return lv_status_make(LV_ERR_RESOURCE, "mt.model.RNMTModel decoder: out of memory for a state of %lld values",
+                            (long long)lv_tensor_numel(*t));
+  }
+  if (!lv_graph_copy_into(d->g, *b, 0, *t)) return graph_error(d->g, "keeping the state of step", d->step);
+  *t = *b;
+  return NULL;
 }
 
 /* Rows of x [rows, k] by idx (a graph int32 [n]). */
@@ -586,6 +616,8 @@ static lv_status rnmt_decode_step(void *state, int n, const int32_t *step_ids, c
                             "sentence %lld among the %lld rows", i, parent[i], (long long)(i % d->batch),
                             (long long)d->rows);
   }
+  /* The previous step's state is in d->bufs (or, before step 1, before the mark). */
+  lv_graph_rewind(g, &d->mark);
   /* Gather the per-row state: by parent, or from the B initial rows (row i: sentence i % B). */
   if (parent || n != d->rows) {
     int32_t *idx = kept_ids(d, n);
@@ -629,6 +661,13 @@ static lv_status rnmt_decode_step(void *state, int n, const int32_t *step_ids, c
   if (atten_probs) LV_TRY(lv_tensor_to_host(m->use_prev_atten_ctx ? d->probs : probs, atten_probs));
   d->ctx = ctx;
   d->probs = probs;
+  for (int i = 0; i < m->dec_layers; i++) {
+    LV_TRY(keep_state(d, 2 * i, &d->states[i].m));
+    LV_TRY(keep_state(d, 2 * i + 1, &d->states[i].c));
+  }
+  LV_TRY(keep_state(d, 2 * m->dec_layers, &d->ctx));
+  LV_TRY(keep_state(d, 2 * m->dec_layers + 1, &d->probs));
+  d->set = 1 - d->set;
   d->rows = n;
   d->step++;
   return NULL;
@@ -636,9 +675,10 @@ static lv_status rnmt_decode_step(void *state, int n, const int32_t *step_ids, c
 
 static int64_t rnmt_vocab_size(const lv_task *t) { return ((const rnmt_model *)t)->softmax->num_classes; }
 
-/* Per step and hyp, float32: the logits and log-probs (2 V), each layer's gates and their
- * layer norm (~8 x 4 cell_dim) and the attention's per-position hidden activations
- * (~4 x src_len x hidden). */
+/* Per hyp, float32: one step's graph memory (the graph is rewound every step): the logits
+ * and log-probs (2 V), each layer's gates and their layer norm (~8 x 4 cell_dim) and the
+ * attention's per-position hidden activations (~4 x src_len x hidden); plus the two sets of
+ * kept states (m, c per layer, context, probs). target_seq_len does not matter. */
 static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
   const rnmt_model *m = (const rnmt_model *)t;
   int64_t hidden = m->cell_dim;
@@ -646,8 +686,10 @@ static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t 
     hidden = ((const lv_additive_attention *)m->atten)->hidden_dim;
   else if (!strcmp(m->atten->base.cls->cls, "MultiHeadedAttention"))
     hidden = ((const lv_multi_headed_attention *)m->atten)->hidden_dim;
+  (void)target_seq_len;
   int64_t per_step = 2 * m->softmax->num_classes + 32 * m->cell_dim * m->dec_layers + 4 * src_len * hidden;
-  return target_seq_len * per_step * 4;
+  int64_t kept = 2 * (2 * m->cell_dim * m->dec_layers + m->ctx_dim + src_len);
+  return (per_step + kept) * 4;
 }
 
 static const lv_mt_decode_ops kRnmtDecodeOps = {
