@@ -53,15 +53,19 @@ check "decoder log has the per-mark report" grep -q 'punctuation and capitals re
 # them: lower-cased, unpunctuated; a toy model of 200 sentences does not generalize).
 norm() { sed -n "$1p" "$T/train.txt" | tr 'A-Z' 'a-z' | tr -d '[:punct:]'; }
 long=$(for i in $(seq 3000); do printf 'the dog '; done)
-printf '%s\n\n%s\n%s\nrun the cat to paris\nwhere is jos\xc3\xa9 the caf\xc3\xa9\n' "$(norm 2)" "$(norm 1)" "$long" \
-  >"$T/in.txt"
+# The last line is typed with its capitals and marks: the decoder normalizes it first.
+printf '%s\n\n%s\n%s\nrun the cat to paris\nwhere is jos\xc3\xa9 the caf\xc3\xa9\n%s\n' "$(norm 2)" "$(norm 1)" "$long" \
+  "$(sed -n 2p "$T/train.txt")" >"$T/in.txt"
 "$LV_BIN/decoder" --model=$M --logdir="$T/run" --decode_text=- --model_params_override="$O" <"$T/in.txt" \
   >"$T/out.txt" 2>"$T/err"
 check "decode_text exits 0 ($?)" test $? -eq 0
-check "one output line per input line" test "$(wc -l <"$T/out.txt")" -eq 6
+check "one output line per input line" test "$(wc -l <"$T/out.txt")" -eq 7
 check "a question gets its capitals and '?' ($(sed -n 1p "$T/out.txt"))" test "$(sed -n 1p "$T/out.txt")" = "$(sed -n 2p "$T/train.txt")"
 check "empty line -> empty line" test -z "$(sed -n 2p "$T/out.txt")"
 check "the interjection gets its comma ($(sed -n 3p "$T/out.txt"))" test "$(sed -n 3p "$T/out.txt")" = "$(sed -n 1p "$T/train.txt")"
 check "the 6,000-word line gets an answer (truncated, with a message)" test -n "$(sed -n 4p "$T/out.txt")"
 check "non-ASCII text gets an answer" test -n "$(sed -n 6p "$T/out.txt")"
+check "a line typed punctuated is normalized first: same answer ($(sed -n 7p "$T/out.txt"))" \
+  test "$(sed -n 7p "$T/out.txt")" = "$(sed -n 1p "$T/out.txt")"
+check "the log says lines are normalized" grep -q 'lower-cased and stripped of punctuation' "$T/err"
 finish

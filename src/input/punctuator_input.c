@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "input/punctuator_input.h"
 #include "input/stream_input.h"
 #include "input/tokenizer.h"
 
@@ -64,7 +65,7 @@ static lv_params *punct_params(void) {
 }
 
 /* Lingvo's Normalize: bytes.lower(), delete string.punctuation, b' '.join(split()). */
-static lv_status normalize(const char *s, size_t n, lv_tok_str *out) {
+lv_status lv_punctuator_normalize(const char *s, size_t n, lv_tok_str *out) {
   static const char kPunct[] = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
   out->n = 0;
   bool pending_space = false;
@@ -98,7 +99,7 @@ static lv_status punct_process(void *ctx, const lv_record *rec, lv_sample *out, 
   lv_tok_batch tgt = {0}, src = {0};
   lv_tok_str norm = {0};
   lv_status s = lv_tokenizer_strings_to_ids(in->tok, &line, &len, 1, (int)in->tmax, -1, &tgt);
-  if (!s) s = normalize(line, len, &norm);
+  if (!s) s = lv_punctuator_normalize(line, len, &norm);
   const char *ns = norm.s ? norm.s : "";
   size_t norm_n = norm.n;
   if (!s) s = lv_tokenizer_strings_to_ids(in->tok, &ns, &norm_n, 1, (int)in->smax, -1, &src);

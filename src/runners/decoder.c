@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/names.h"
+#include "input/punctuator_input.h"
 #include "input/tokenizer.h"
 #include "io/events.h"
 #include "models/beam_search.h"
@@ -359,8 +360,22 @@ static lv_status translate_line(dec_state *d, const char *line, size_t len, int6
     *out = strdup("");
     return NULL;
   }
+  /* The punctuator reads its source as PunctuatorInput makes it from a line: typed text
+   * with capitals and marks gets them removed first, as the training sources had. */
+  lv_tok_str norm = {0};
+  if (d->punct) {
+    lv_status ns = lv_punctuator_normalize(line, len, &norm);
+    if (ns) {
+      free(norm.s);
+      return ns;
+    }
+    line = norm.s ? norm.s : "";
+    len = norm.n;
+  }
   lv_tok_ids ids = {0};
-  LV_TRY(lv_tokenizer_encode(d->tok, line, len, &ids));
+  lv_status es = lv_tokenizer_encode(d->tok, line, len, &ids);
+  free(norm.s);
+  LV_TRY(es);
   if (ids.n == 0) {
     lv_tok_ids_free(&ids);
     *out = strdup("");
@@ -411,7 +426,9 @@ static lv_status decode_text(const lv_params *cfg, const lv_decoder_options *opt
   const lv_params *ip = lv_params_sub(cfg, "input");
   int max_src = ip && lv_params_has(ip, "source_max_length") ? (int)lv_params_int(ip, "source_max_length") : 300;
   if (max_src < 2) max_src = 2;
-  if (!s) lv_info("decode_text: translating with %s (step %lld)", prefix, (long long)lv_instance_step(d.m));
+  if (!s) lv_info("decode_text: %s with %s (step %lld)%s", d.punct ? "punctuating" : "translating", prefix,
+                  (long long)lv_instance_step(d.m),
+                  d.punct ? "; each line is first lower-cased and stripped of punctuation, as PunctuatorInput's sources are" : "");
   FILE *out = opt->out ? opt->out : stdout;
   char *line = NULL;
   size_t cap = 0;
