@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "check_util.h"
 #include "comm/comm.h"
+#include "core/ops.h"
 #include "core/variable.h"
 #include "runners/replicas.h"
 
@@ -46,6 +47,23 @@ START_TEST(test_local_comm) {
   EXPECT_OK(lv_comm_barrier(c));
   ck_assert(f[0] == 1 && f[2] == 3 && d[1] == 5 && !strcmp(b, "abc"));
   ck_assert_int_eq(lv_comm_allreduce_bytes(c), 12);
+  /* Non-blocking: done at once; one rank has nothing to overlap. */
+  lv_comm_request *r = NULL;
+  bool done = false;
+  ck_assert(lv_comm_can_overlap(c));
+  EXPECT_OK(lv_comm_iallreduce_f32(c, f, 3, &r));
+  EXPECT_OK(lv_comm_test(c, r, &done));
+  ck_assert(done);
+  EXPECT_OK(lv_comm_wait(c, r));
+  ck_assert(f[0] == 1 && f[2] == 3);
+  lv_varstore *vs = lv_varstore_create();
+  lv_var *w;
+  EXPECT_OK(lv_varstore_add(vs, "w", LV_F32, lv_shape1(5), (lv_var_init){LV_INIT_CONSTANT, 2.0}, true, &w));
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  lv_grad_overlap *o = (lv_grad_overlap *)1;
+  EXPECT_OK(lv_grad_overlap_create(c, vs, 1024, &o));
+  ck_assert_ptr_null(o);
+  lv_varstore_destroy(vs);
   EXPECT_ERR(lv_comm_broadcast(c, b, sizeof b, 1), LV_ERR_INTERNAL, "rank 1 of 1");
   EXPECT_OK(lv_comm_destroy(c));
   /* The null communicator is one process too. */
@@ -126,6 +144,41 @@ START_TEST(test_replicas_one_rank) {
 }
 END_TEST
 
+/* Gradients of loss = sum_k sum(w_k * w_k * x) (x differs per rank) summed over the ranks,
+ * by the all-reduce overlapped with backward (one bucket per variable) or by the one
+ * after it; copied into out. */
+enum { NW = 3, PER = 1000 };
+static void summed_grads(lv_comm *c, lv_varstore *vs, lv_var **w, int rank, bool overlap, float *out) {
+  lv_graph *g = lv_graph_create(0);
+  lv_varstore_zero_grads(vs);
+  lv_grad_overlap *o = NULL;
+  if (overlap) {
+    EXPECT_OK(lv_grad_overlap_create(c, vs, 4, &o));
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(lv_grad_overlap_num_buckets(o), NW);
+  }
+  float xh[PER];
+  for (int i = 0; i < PER; i++) xh[i] = 0.37f * (float)(rank + 1) * (float)(i + 1) / PER;
+  lv_tensor xv = lv_tensor_view(LV_F32, lv_shape1(PER), xh);
+  lv_tensor *x = lv_graph_from_host(g, &xv), *loss = NULL;
+  for (int k = 0; k < NW; k++) {
+    lv_tensor *t = lv_op_reduce_sum(g, lv_op_mul(g, lv_op_mul(g, &w[k]->value, &w[k]->value), x), 0, false);
+    loss = loss ? lv_op_add(g, loss, t) : t;
+  }
+  /* w_0 read again at the end of the tape: its gradient is final only after both reads. */
+  loss = lv_op_add(g, loss, lv_op_reduce_sum(g, lv_op_mul(g, &w[0]->value, x), 0, false));
+  if (o) EXPECT_OK(lv_grad_overlap_arm(o, g));
+  EXPECT_OK(lv_graph_backward(g, loss));
+  if (o) EXPECT_OK(lv_grad_overlap_finish(o));
+  else EXPECT_OK(lv_replicas_allreduce_grads(c, vs));
+  lv_grad_overlap_destroy(o);
+  int64_t n = 0;
+  const float *gr = lv_varstore_grads(vs, &n);
+  ck_assert_int_ge(n, NW * PER);
+  memcpy(out, gr, sizeof(float) * (size_t)n);
+  lv_graph_destroy(g);
+}
+
 /* Across real MPI ranks (CK_FORK=no mpirun -np N): sums, broadcasts, weighted metrics,
  * BN-statistics means and divergence detection. */
 START_TEST(test_mpi_collectives) {
@@ -201,6 +254,51 @@ START_TEST(test_mpi_collectives) {
   EXPECT_OK(lv_replicas_check_same(c, vs, 8));
   EXPECT_OK(lv_tensor_to_host(&w->value, v));
   ck_assert(v[4] == 2.0f);
+  lv_varstore_destroy(vs);
+
+  /* Non-blocking all-reduces: two at once, completed in the other order. */
+  float a[4] = {1, 2, 3, (float)rank}, b[3] = {(float)rank, 5, 6};
+  lv_comm_request *ra = NULL, *rb = NULL;
+  ck_assert(lv_comm_can_overlap(c));
+  EXPECT_OK(lv_comm_iallreduce_f32(c, a, 4, &ra));
+  EXPECT_OK(lv_comm_iallreduce_f32(c, b, 3, &rb));
+  bool done = false;
+  for (int i = 0; i < 1000000 && !done; i++) EXPECT_OK(lv_comm_test(c, rb, &done));
+  EXPECT_OK(lv_comm_wait(c, rb));
+  EXPECT_OK(lv_comm_wait(c, ra));
+  const float rsum = (float)(size * (size - 1) / 2);
+  ck_assert(a[0] == size && a[2] == 3 * size && a[3] == rsum && b[0] == rsum && b[2] == 6 * size);
+
+  /* The all-reduce overlapped with backward gives the blocking one's sums, bit for bit. */
+  vs = lv_varstore_create();
+  lv_var *ws[NW];
+  for (int k = 0; k < NW; k++) {
+    char name[8];
+    snprintf(name, sizeof name, "w%d", k);
+    EXPECT_OK(lv_varstore_add(vs, name, LV_F32, lv_shape1(PER), (lv_var_init){LV_INIT_CONSTANT, 0.5 + k}, true, &ws[k]));
+  }
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  int64_t ng = 0;
+  const float *gbase = lv_varstore_grads(vs, &ng);
+  const int64_t off1 = (const float *)ws[1]->grad.data - gbase;
+  float *g1 = malloc(sizeof *g1 * (size_t)ng), *g2 = malloc(sizeof *g2 * (size_t)ng);
+  summed_grads(c, vs, ws, rank, true, g1);
+  summed_grads(c, vs, ws, rank, false, g2);
+  ck_assert(!memcmp(g1, g2, sizeof *g1 * (size_t)ng));
+  /* d/dw_0 = (2 w_0 + 1) sum_r x_r, d/dw_1 = 2 w_1 sum_r x_r: the sums are over every rank. */
+  double xs = 0;
+  for (int r = 0; r < size; r++) xs += 0.37 * (r + 1) * 1.0 / PER;
+  ck_assert_msg(fabs(g1[0] - 2 * xs) < 1e-6, "g[0] = %g, expected %g", g1[0], 2 * xs);
+  ck_assert_msg(fabs(g1[off1] - 3 * xs) < 1e-6, "w_1's g[0] = %g, expected %g", g1[off1], 3 * xs);
+  free(g1);
+  free(g2);
+  /* Bucket sizes: everything in one bucket; no overlap object with buckets off. */
+  lv_grad_overlap *o = NULL;
+  EXPECT_OK(lv_grad_overlap_create(c, vs, 1 << 30, &o));
+  ck_assert_int_eq(lv_grad_overlap_num_buckets(o), 1);
+  lv_grad_overlap_destroy(o);
+  EXPECT_OK(lv_grad_overlap_create(c, vs, 0, &o));
+  ck_assert_ptr_null(o);
   lv_varstore_destroy(vs);
   EXPECT_OK(lv_comm_destroy(c));
 }

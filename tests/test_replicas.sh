@@ -7,7 +7,8 @@
 #    every tensor of the checkpoint within 1e-5 relative, the loss of every step within
 #    1e-6 (16 steps, across an epoch boundary);
 #  - the same run over the TCP transport (--mca btl tcp,self, as two machines use) ends
-#    with bit-identical tensors;
+#    with bit-identical tensors, and so do runs whose all-reduce overlaps backward in
+#    4 KB buckets and runs with one all-reduce after backward;
 #  - kill -9 of one rank stops the job naming the rank; the restart (over TCP) resumes
 #    from the last checkpoint and ends with exactly the weights of an uninterrupted run;
 #  - a rank's error stops every rank with a message naming it; flag errors exit 2.
@@ -98,6 +99,26 @@ check "every weight and Adam slot within 1e-5 relative of 1 x 256 (worst $worst)
 check "2 ranks over --mca btl tcp,self exit 0" [ $? -eq 0 ]
 dump "$T/tcp/train/ckpt-00000016" >"$T/wt"
 check "TCP run ends with the shared-memory run's tensors, bit for bit" cmp -s "$T/w2" "$T/wt"
+
+# 3b. The all-reduce overlapped with backward in buckets (--allreduce_bucket_mb; the run
+# above used the default 4 MB: one bucket for LeNet5): many small buckets, and none (one
+# all-reduce after backward), give the same sums, bit for bit.
+check "the default run overlaps one bucket" grep -q "overlapped with backward: 1 bucket of about 4.00 MB" "$T/two.log"
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/bk" --allreduce_bucket_mb=0.004 \
+  --model_params_override="$EQ; input.batch_size: 128" >"$T/bk.log" 2>&1
+check "2 ranks with 4 KB buckets exit 0" [ $? -eq 0 ]
+nb=$(grep -o "overlapped with backward: [0-9]* buckets" "$T/bk.log" | awk '{print $4}')
+check "4 KB buckets: several of them (${nb:-none})" [ "${nb:-0}" -ge 3 ]
+dump "$T/bk/train/ckpt-00000016" >"$T/wb"
+check "small buckets end with the one-bucket run's tensors, bit for bit" cmp -s "$T/w2" "$T/wb"
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/b0" --allreduce_bucket_mb=0 \
+  --model_params_override="$EQ; input.batch_size: 128" >"$T/b0.log" 2>&1
+check "2 ranks with --allreduce_bucket_mb=0 exit 0" [ $? -eq 0 ]
+check "no overlap logged with buckets off" bash -c "! grep -q 'overlapped with backward' '$T/b0.log'"
+dump "$T/b0/train/ckpt-00000016" >"$T/wn"
+check "one all-reduce after backward: the same tensors, bit for bit" cmp -s "$T/w2" "$T/wn"
+expect_exit 2 "--allreduce_bucket_mb=-1" trainer --logdir="$T/e0" --allreduce_bucket_mb=-1 --model_params_override="$EQ"
+err_has "--allreduce_bucket_mb=-1: expected 0 (off)"
 
 # Batch norm: each rank's moving statistics come from its own batch, then their mean
 # replaces them; the trainer compares every variable across ranks at each summary step

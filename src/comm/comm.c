@@ -79,8 +79,12 @@ static lv_status local_destroy(lv_comm *c) {
   (void)c;
   return NULL;
 }
-static const lv_comm_ops kLocalOps = {local_allreduce_f32, local_allreduce_f64, local_broadcast, local_barrier,
-                                      local_abort, local_destroy};
+static const lv_comm_ops kLocalOps = {.allreduce_f32 = local_allreduce_f32,
+                                      .allreduce_f64 = local_allreduce_f64,
+                                      .broadcast = local_broadcast,
+                                      .barrier = local_barrier,
+                                      .abort = local_abort,
+                                      .destroy = local_destroy};
 
 lv_status lv_comm_create(lv_comm_kind kind, lv_comm **out) {
   *out = NULL;
@@ -146,6 +150,55 @@ lv_status lv_comm_allreduce_f32(lv_comm *c, float *buf, int64_t n) {
   lv_status s = c->ops->allreduce_f32(c, buf, n);
   c->reduce_seconds += lv_now_monotonic() - t0;
   c->reduce_bytes += n * (int64_t)sizeof(float);
+  return s;
+}
+
+struct lv_comm_request {
+  void *impl; /* NULL: done at once (one rank) */
+};
+
+bool lv_comm_can_overlap(const lv_comm *c) { return !c || c->size == 1 || c->ops->iallreduce_f32; }
+
+lv_status lv_comm_iallreduce_f32(lv_comm *c, float *buf, int64_t n, lv_comm_request **req) {
+  *req = NULL;
+  if (n < 0) return lv_status_make(LV_ERR_INTERNAL, "all-reduce of %lld floats", (long long)n);
+  if (!lv_comm_can_overlap(c))
+    return lv_status_make(LV_ERR_INTERNAL, "the %s communicator has no non-blocking all-reduce",
+                          lv_comm_kind_names[lv_comm_kind_of(c)]);
+  lv_comm_request *q = calloc(1, sizeof *q);
+  if (!q) return lv_status_make(LV_ERR_RESOURCE, "out of memory for an all-reduce request");
+  if (c && c->size > 1) {
+    double t0 = lv_now_monotonic();
+    lv_status s = c->ops->iallreduce_f32(c, buf, n, &q->impl);
+    c->reduce_seconds += lv_now_monotonic() - t0;
+    if (s) {
+      free(q);
+      return s;
+    }
+    c->reduce_bytes += n * (int64_t)sizeof(float);
+  }
+  *req = q;
+  return NULL;
+}
+
+lv_status lv_comm_test(lv_comm *c, lv_comm_request *req, bool *done) {
+  *done = true;
+  if (!req->impl) return NULL;
+  double t0 = lv_now_monotonic();
+  lv_status s = c->ops->test(c, req->impl, done);
+  c->reduce_seconds += lv_now_monotonic() - t0;
+  return s;
+}
+
+lv_status lv_comm_wait(lv_comm *c, lv_comm_request *req) {
+  if (!req) return NULL;
+  lv_status s = NULL;
+  if (req->impl) {
+    double t0 = lv_now_monotonic();
+    s = c->ops->wait(c, req->impl);
+    c->reduce_seconds += lv_now_monotonic() - t0;
+  }
+  free(req);
   return s;
 }
 

@@ -58,6 +58,17 @@ const char *lv_comm_describe(const lv_comm *c);
  * bits. */
 lv_status lv_comm_allreduce_f32(lv_comm *c, float *buf, int64_t n);
 lv_status lv_comm_allreduce_f64(lv_comm *c, double *buf, int64_t n);
+/* Non-blocking all-reduce (sum, in place) of host float32 buf[0..n), for overlapping the
+ * gradient reduction with backward: iallreduce_f32 starts it, test advances it (MPI
+ * progresses non-blocking collectives inside its calls) and says whether it is done,
+ * wait completes it and frees the request. buf must not be touched in between. Every
+ * rank starts the same reductions in the same order. Possible when
+ * lv_comm_can_overlap: mpi (MPI_Iallreduce) and local (done at once); not nccl. */
+typedef struct lv_comm_request lv_comm_request;
+bool lv_comm_can_overlap(const lv_comm *c);
+lv_status lv_comm_iallreduce_f32(lv_comm *c, float *buf, int64_t n, lv_comm_request **req);
+lv_status lv_comm_test(lv_comm *c, lv_comm_request *req, bool *done);
+lv_status lv_comm_wait(lv_comm *c, lv_comm_request *req);
 /* Host memory: root's bytes are copied to every other rank. */
 lv_status lv_comm_broadcast(lv_comm *c, void *buf, size_t bytes, int root);
 lv_status lv_comm_barrier(lv_comm *c);
@@ -65,7 +76,9 @@ lv_status lv_comm_barrier(lv_comm *c);
  * exit code `code` (local: exits this process). Never returns. */
 _Noreturn void lv_comm_abort(lv_comm *c, int code, const char *message);
 
-/* Seconds spent in allreduce_f32 and the bytes it reduced, since creation. */
+/* Seconds spent in allreduce_f32 (and in the non-blocking calls: the time the caller
+ * waited, not the time the reduction ran beside it) and the bytes reduced, since
+ * creation. */
 double lv_comm_allreduce_seconds(const lv_comm *c);
 int64_t lv_comm_allreduce_bytes(const lv_comm *c);
 

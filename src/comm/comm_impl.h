@@ -8,6 +8,10 @@
 typedef struct lv_comm_ops {
   lv_status (*allreduce_f32)(lv_comm *c, float *buf, int64_t n);
   lv_status (*allreduce_f64)(lv_comm *c, double *buf, int64_t n);
+  /* Non-blocking (NULL: not supported): *req is the implementation's handle; wait frees it. */
+  lv_status (*iallreduce_f32)(lv_comm *c, float *buf, int64_t n, void **req);
+  lv_status (*test)(lv_comm *c, void *req, bool *done);
+  lv_status (*wait)(lv_comm *c, void *req);
   lv_status (*broadcast)(lv_comm *c, void *buf, size_t bytes, int root);
   lv_status (*barrier)(lv_comm *c);
   void (*abort)(lv_comm *c, int code); /* does not return */

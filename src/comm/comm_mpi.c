@@ -83,8 +83,57 @@ static lv_status mpi_destroy(lv_comm *c) {
   return s;
 }
 
-static const lv_comm_ops kMpiOps = {mpi_allreduce_f32, mpi_allreduce_f64, mpi_broadcast, mpi_barrier, mpi_abort,
-                                    mpi_destroy};
+/* A non-blocking all-reduce: one MPI request per piece of at most MPI_PIECE floats. */
+typedef struct mpi_req {
+  int n;
+  MPI_Request r[];
+} mpi_req;
+
+static lv_status mpi_iallreduce_f32(lv_comm *c, float *buf, int64_t n, void **out) {
+  mpi_impl *m = c->impl;
+  int pieces = (int)((n + MPI_PIECE - 1) / MPI_PIECE);
+  mpi_req *q = calloc(1, sizeof *q + sizeof(MPI_Request) * (size_t)pieces);
+  if (!q) return lv_status_make(LV_ERR_RESOURCE, "rank %d of %d: out of memory for an all-reduce request", c->rank, c->size);
+  for (int i = 0; i < pieces; i++) {
+    int64_t off = (int64_t)i * MPI_PIECE;
+    int cnt = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, m->comm, &q->r[i]);
+    if (rc != MPI_SUCCESS) {
+      /* The pieces already started cannot be cancelled (collectives): the caller stops
+       * every rank (lv_comm_abort). */
+      free(q);
+      return mpi_err(c, rc, "MPI_Iallreduce");
+    }
+    q->n = i + 1;
+  }
+  *out = q;
+  return NULL;
+}
+
+static lv_status mpi_test(lv_comm *c, void *req, bool *done) {
+  mpi_req *q = req;
+  int flag = 0;
+  LV_MPI(c, MPI_Testall(q->n, q->r, &flag, MPI_STATUSES_IGNORE));
+  *done = flag != 0;
+  return NULL;
+}
+
+static lv_status mpi_wait(lv_comm *c, void *req) {
+  mpi_req *q = req;
+  int rc = MPI_Waitall(q->n, q->r, MPI_STATUSES_IGNORE);
+  free(q);
+  return rc == MPI_SUCCESS ? NULL : mpi_err(c, rc, "MPI_Waitall(MPI_Iallreduce)");
+}
+
+static const lv_comm_ops kMpiOps = {.allreduce_f32 = mpi_allreduce_f32,
+                                    .allreduce_f64 = mpi_allreduce_f64,
+                                    .iallreduce_f32 = mpi_iallreduce_f32,
+                                    .test = mpi_test,
+                                    .wait = mpi_wait,
+                                    .broadcast = mpi_broadcast,
+                                    .barrier = mpi_barrier,
+                                    .abort = mpi_abort,
+                                    .destroy = mpi_destroy};
 
 /* "Open MPI v4.1.4": the library's version string up to its first comma or newline. */
 static void library_name(char *out, size_t n) {

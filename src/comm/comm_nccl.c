@@ -82,8 +82,13 @@ static lv_status nccl_destroy(lv_comm *c) {
   return s;
 }
 
-static const lv_comm_ops kNcclOps = {nccl_allreduce_f32, nccl_allreduce_f64, nccl_broadcast, nccl_barrier,
-                                     nccl_abort, nccl_destroy};
+/* No non-blocking all-reduce: the gradients are in device memory, reduced after backward. */
+static const lv_comm_ops kNcclOps = {.allreduce_f32 = nccl_allreduce_f32,
+                                     .allreduce_f64 = nccl_allreduce_f64,
+                                     .broadcast = nccl_broadcast,
+                                     .barrier = nccl_barrier,
+                                     .abort = nccl_abort,
+                                     .destroy = nccl_destroy};
 
 static lv_status nccl_setup(lv_comm *c, nccl_impl *m) {
   int ngpu = 0;

@@ -45,6 +45,8 @@ struct lv_graph {
   bool backward_done;
   bool failed;
   char err[1024];
+  lv_graph_backward_hook bwd_hook; /* lv_graph_set_backward_hook */
+  void *bwd_hook_ctx;
 };
 
 static void *device_alloc(void *user, size_t bytes) {
@@ -461,8 +463,28 @@ lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
   for (int i = loss->node; i >= 0 && !g->failed; i--) {
     lv_node *n = &g->nodes[i];
     if (n->out->grad) n->backward(g, n);
+    if (g->bwd_hook) g->bwd_hook(g->bwd_hook_ctx, i);
   }
   return lv_graph_status(g);
+}
+
+void lv_graph_set_backward_hook(lv_graph *g, lv_graph_backward_hook fn, void *ctx) {
+  g->bwd_hook = fn;
+  g->bwd_hook_ctx = ctx;
+}
+
+void lv_graph_visit_leaf_grads(const lv_graph *g, const float *grads, int64_t n,
+                               void (*fn)(void *ctx, int node, int64_t offset, int64_t numel), void *ctx) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const lv_node *nd = &g->nodes[i];
+    for (int j = 0; j < nd->n_in; j++) {
+      const lv_tensor *x = nd->in[j];
+      if (!x || x->node >= 0 || !x->grad || !x->grad->data) continue;
+      const float *d = x->grad->data;
+      if (d < grads || d >= grads + n) continue;
+      fn(ctx, i, d - grads, lv_tensor_numel(x->grad));
+    }
+  }
 }
 
 bool lv_graph_defer_update(lv_graph *g, lv_op op, const lv_deferred_update *u) {

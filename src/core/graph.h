@@ -49,6 +49,17 @@ void lv_graph_fail(lv_graph *g, const char *fmt, ...) __attribute__((format(prin
 /* Backpropagates from a float32 scalar; grads of every requires_grad leaf accumulate. */
 lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss);
 size_t lv_graph_arena_peak(const lv_graph *g);
+/* Called by lv_graph_backward after each tape node's backward, with the node's index
+ * (descending from the loss's): once node i is done, a leaf whose consumers all have
+ * indices >= i has its final gradient (sync replicas start reducing it then). NULL: none.
+ * Kept across resets. */
+typedef void (*lv_graph_backward_hook)(void *ctx, int node);
+void lv_graph_set_backward_hook(lv_graph *g, lv_graph_backward_hook fn, void *ctx);
+/* For every tape node and every input of it that is a leaf (a variable) whose gradient
+ * lies in grads[0, n): fn(ctx, node index, offset of that gradient in grads, its numel).
+ * Only such nodes' backward writes those gradients. */
+void lv_graph_visit_leaf_grads(const lv_graph *g, const float *grads, int64_t n,
+                               void (*fn)(void *ctx, int node, int64_t offset, int64_t numel), void *ctx);
 /* Applies the variable updates this step's ops deferred (batch norm's moving statistics,
  * lv_op_moving_average_update) as kernels and forgets them. The trainer calls it after a
  * training step the learner applied; a skipped or failed step never calls it, and reset

@@ -1,5 +1,6 @@
 #include "runners/replicas.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,138 @@ lv_status lv_replicas_allreduce_grads(lv_comm *c, lv_varstore *vs) {
   lv_status s = lv_comm_allreduce_f32(c, h, n);
   unstage(be, g, h, n, staged);
   return s ? lv_status_wrap(s, "all-reduce of %lld gradients", (long long)n) : NULL;
+}
+
+struct lv_grad_overlap {
+  lv_comm *c;
+  float *grads;
+  int64_t n;
+  int nb;
+  int64_t *start;        /* [nb + 1]: bucket b is grads[start[b], start[b + 1]) */
+  int *ready;            /* [nb]: the lowest tape node reading the bucket (INT_MAX: none) */
+  lv_comm_request **req; /* [nb] */
+  int next;              /* the next bucket to start (nb - 1 down to 0; -1: all started) */
+  int oldest;            /* the highest-numbered bucket not known to be done */
+  lv_graph *g;
+  lv_status err;
+};
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+lv_status lv_grad_overlap_create(lv_comm *c, lv_varstore *vs, int64_t bucket_bytes, lv_grad_overlap **out) {
+  *out = NULL;
+  const lv_backend *be = lv_backend_get(lv_varstore_device(vs));
+  if (lv_comm_size(c) <= 1 || !lv_comm_can_overlap(c) || bucket_bytes <= 0 || !be || !lv_device_is_host(be->device))
+    return NULL;
+  int64_t n = 0;
+  float *grads = lv_varstore_grads(vs, &n);
+  if (!grads || n <= 0) return NULL;
+  lv_grad_overlap *o = calloc(1, sizeof *o);
+  int nv = lv_varstore_count(vs);
+  o->start = malloc(sizeof *o->start * (size_t)(nv + 2));
+  LV_ASSERT(o && o->start);
+  o->c = c;
+  o->grads = grads;
+  o->n = n;
+  /* Cut at the first variable boundary past each bucket_bytes of gradients. */
+  int64_t *offs = malloc(sizeof *offs * (size_t)(nv + 1));
+  LV_ASSERT(offs);
+  int k = 0;
+  for (int i = 0; i < nv; i++) {
+    const lv_var *v = lv_varstore_get(vs, i);
+    if (v->grad.data) offs[k++] = (const float *)v->grad.data - grads;
+  }
+  qsort(offs, (size_t)k, sizeof *offs, cmp_i64);
+  o->start[0] = 0;
+  int64_t per = bucket_bytes / (int64_t)sizeof(float);
+  if (per < 1) per = 1;
+  for (int i = 0; i < k; i++)
+    if (offs[i] - o->start[o->nb] >= per && offs[i] < n) o->start[++o->nb] = offs[i];
+  o->start[++o->nb] = n;
+  free(offs);
+  o->ready = malloc(sizeof *o->ready * (size_t)o->nb);
+  o->req = calloc((size_t)o->nb, sizeof *o->req);
+  LV_ASSERT(o->ready && o->req);
+  o->next = o->oldest = -1;
+  *out = o;
+  return NULL;
+}
+
+int lv_grad_overlap_num_buckets(const lv_grad_overlap *o) { return o ? o->nb : 0; }
+
+static int bucket_of(const lv_grad_overlap *o, int64_t off) {
+  int lo = 0, hi = o->nb - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (o->start[mid] <= off) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+static void note_reader(void *ctx, int node, int64_t off, int64_t numel) {
+  lv_grad_overlap *o = ctx;
+  int last = bucket_of(o, off + (numel > 0 ? numel - 1 : 0));
+  for (int b = bucket_of(o, off); b <= last; b++)
+    if (node < o->ready[b]) o->ready[b] = node;
+}
+
+/* Starts buckets next, next - 1, ... while each is ready (its lowest reader is >= done;
+ * INT_MAX - 1 starts only unread buckets), then lets MPI progress the oldest running one. */
+static void start_ready(lv_grad_overlap *o, int done) {
+  while (!o->err && o->next >= 0 && o->ready[o->next] >= done) {
+    int b = o->next--;
+    o->err = lv_comm_iallreduce_f32(o->c, o->grads + o->start[b], o->start[b + 1] - o->start[b], &o->req[b]);
+  }
+  while (!o->err && o->oldest > o->next) {
+    bool finished = false;
+    o->err = lv_comm_test(o->c, o->req[o->oldest], &finished);
+    if (!finished) break;
+    o->oldest--;
+  }
+}
+
+static void on_backward(void *ctx, int node) { start_ready(ctx, node); }
+
+lv_status lv_grad_overlap_arm(lv_grad_overlap *o, lv_graph *g) {
+  for (int b = 0; b < o->nb; b++) o->ready[b] = INT_MAX;
+  lv_graph_visit_leaf_grads(g, o->grads, o->n, note_reader, o);
+  o->next = o->oldest = o->nb - 1;
+  o->err = NULL;
+  o->g = g;
+  lv_graph_set_backward_hook(g, on_backward, o);
+  return NULL;
+}
+
+lv_status lv_grad_overlap_finish(lv_grad_overlap *o) {
+  if (o->g) lv_graph_set_backward_hook(o->g, NULL, NULL);
+  o->g = NULL;
+  start_ready(o, INT_MIN);
+  lv_status s = o->err;
+  for (int b = o->nb - 1; b >= 0; b--) {
+    if (!o->req[b]) continue;
+    lv_status w = lv_comm_wait(o->c, o->req[b]);
+    o->req[b] = NULL;
+    if (!s) s = w;
+    else lv_status_free(w);
+  }
+  o->err = NULL;
+  o->next = o->oldest = -1;
+  return s ? lv_status_wrap(s, "all-reduce of %lld gradients in %d buckets", (long long)o->n, o->nb) : NULL;
+}
+
+void lv_grad_overlap_destroy(lv_grad_overlap *o) {
+  if (!o) return;
+  if (o->g) lv_graph_set_backward_hook(o->g, NULL, NULL);
+  for (int b = 0; b < o->nb; b++)
+    if (o->req[b]) lv_status_free(lv_comm_wait(o->c, o->req[b]));
+  free(o->start);
+  free(o->ready);
+  free(o->req);
+  free(o);
 }
 
 lv_status lv_replicas_mean_nontrainable(lv_comm *c, lv_varstore *vs) {

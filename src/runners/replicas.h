@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "comm/comm.h"
+#include "core/graph.h"
 #include "core/variable.h"
 #include "models/task.h"
 #include "runners/checkpointer.h"
@@ -39,6 +40,30 @@ typedef struct lv_replica_step {
 lv_status lv_replicas_exchange(lv_comm *c, const lv_metrics *mt, bool stop, lv_replica_step *out);
 /* Sums the variable store's gradient buffer over the ranks (in place). */
 lv_status lv_replicas_allreduce_grads(lv_comm *c, lv_varstore *vs);
+
+/* The gradient all-reduce overlapped with backward (PyTorch DDP's buckets): the gradient
+ * buffer is cut at variable boundaries into buckets of about bucket_bytes; a bucket's
+ * sum starts (a non-blocking all-reduce) as soon as backward has finished every tape
+ * node that reads its variables, and buckets start strictly from the last to the first
+ * (the order in which a forward-ordered model's gradients become final), so every rank
+ * starts the same reductions in the same order whatever its tape looks like. The sums
+ * are those of lv_replicas_allreduce_grads (each element is reduced once, by the same
+ * communicator).
+ *
+ * Per step: lv_grad_overlap_arm(o, graph) after the forward pass (it reads the tape and
+ * installs the graph's backward hook), lv_graph_backward, then lv_grad_overlap_finish
+ * (starts what is left, waits for every bucket, removes the hook) in place of
+ * lv_replicas_allreduce_grads. */
+typedef struct lv_grad_overlap lv_grad_overlap;
+/* *out = NULL when overlap does not apply: one rank, a communicator without a
+ * non-blocking all-reduce (nccl), gradients in device memory, or bucket_bytes <= 0. */
+lv_status lv_grad_overlap_create(lv_comm *c, lv_varstore *vs, int64_t bucket_bytes, lv_grad_overlap **out);
+int lv_grad_overlap_num_buckets(const lv_grad_overlap *o);
+lv_status lv_grad_overlap_arm(lv_grad_overlap *o, lv_graph *g);
+/* Also after a failed backward: the buckets started must complete on every rank. */
+lv_status lv_grad_overlap_finish(lv_grad_overlap *o);
+void lv_grad_overlap_destroy(lv_grad_overlap *o);
+
 /* Replaces every non-trainable float32 variable by its mean over the ranks. */
 lv_status lv_replicas_mean_nontrainable(lv_comm *c, lv_varstore *vs);
 /* Rank 0's items are copied to every rank (host or device memory). */

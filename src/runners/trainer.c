@@ -234,6 +234,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   const int nrep = lv_comm_size(comm);
   const bool chief = lv_comm_rank(comm) == 0; /* the only rank that writes into the logdir */
   lv_status s = NULL;
+  lv_grad_overlap *ov = NULL; /* replicas: the all-reduce overlapped with backward */
   if (lv_params_int(cfg, "cluster.worker.replicas") != nrep)
     return lv_status_make(LV_ERR_INVALID, "cluster.worker.replicas is %lld but the job runs %d replica%s (%s)",
                           (long long)lv_params_int(cfg, "cluster.worker.replicas"), nrep, nrep == 1 ? "" : "s",
@@ -308,6 +309,11 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   metric_acc acc = {0};
   bool stop = false;
   double reduce_s0 = lv_comm_allreduce_seconds(comm);
+  if ((s = lv_grad_overlap_create(comm, t.m->vs, opt->allreduce_bucket_bytes, &ov))) goto done;
+  if (ov)
+    lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.2f MB (--allreduce_bucket_mb)",
+            lv_grad_overlap_num_buckets(ov), lv_grad_overlap_num_buckets(ov) == 1 ? "" : "s",
+            (double)opt->allreduce_bucket_bytes / (1 << 20));
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
     s = lv_input_train_batch(t.m->input, step, &b);
     if (s) goto done;
@@ -325,9 +331,15 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     if (!s) {
       stop = rs.stop;
       lv_tensor *loss = rs.loss_scale == 1.0f ? mt.loss : lv_op_scale(t.m->graph, mt.loss, rs.loss_scale);
-      s = loss ? lv_graph_backward(t.m->graph, loss) : lv_graph_status(t.m->graph);
+      if (loss && ov) s = lv_grad_overlap_arm(ov, t.m->graph);
+      if (!s) s = loss ? lv_graph_backward(t.m->graph, loss) : lv_graph_status(t.m->graph);
+      if (ov) {
+        lv_status f = lv_grad_overlap_finish(ov);
+        if (!s) s = f;
+        else lv_status_free(f);
+      }
     }
-    if (!s) s = lv_replicas_allreduce_grads(comm, t.m->vs);
+    if (!s && !ov) s = lv_replicas_allreduce_grads(comm, t.m->vs);
     lv_learner_stats st;
     memset(&st, 0, sizeof st);
     if (!s) s = lv_learner_step(t.learner, step, &st);
@@ -418,6 +430,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:
+  lv_grad_overlap_destroy(ov);
   lv_metrics_free(&mt);
   lv_batch_free(&b);
   if (opt->install_signal_handlers) {

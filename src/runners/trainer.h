@@ -26,6 +26,10 @@ typedef struct lv_trainer_options {
    * process. A failure on one rank of several is returned to the caller, whose peers
    * may be blocked in a collective: the caller stops them (lv_comm_abort). */
   lv_comm *comm;
+  /* With several ranks: the gradient all-reduce starts bucket by bucket during backward
+   * (buckets of about this many bytes; runners/replicas.h, lv_grad_overlap); 0: one
+   * all-reduce of the whole buffer after backward. */
+  int64_t allreduce_bucket_bytes;
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);

@@ -102,8 +102,12 @@ static lv_status run(int argc, char **argv) {
   bool rebuild_state = false, partial_restore = false;
   flags[n++] = (lv_flag)LV_FLAG_BOOL("rebuild_checkpoint_state", &rebuild_state, "When <logdir>/train/checkpoint is missing, empty or unreadable but ckpt-* files are there: write a new one listing them and resume from the newest (without it such a start is an error: nothing is overwritten).");
   flags[n++] = (lv_flag)LV_FLAG_BOOL("allow_partial_restore", &partial_restore, "Resume from a checkpoint whose tensors differ from this run's (e.g. another task.train.optimizer): restore those that match, initialize the others (without it that is an error listing them). The checkpoint itself is kept.");
+  double bucket_mb = 4.0;
+  flags[n++] = (lv_flag)LV_FLAG_F64("allreduce_bucket_mb", &bucket_mb, "Sync replicas (mpirun -np N): sum the gradients in buckets of about this many MB, each started while backward still runs (as PyTorch DDP's buckets); 0: one all-reduce of the whole gradient buffer after backward. Same sums either way.");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
+  if (!(bucket_mb >= 0 && bucket_mb <= 1 << 20))
+    return lv_status_make(LV_ERR_INVALID, "--allreduce_bucket_mb=%g: expected 0 (off) up to %d MB", bucket_mb, 1 << 20);
   if (help) return NULL;
   if (!*c.model) return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5); see --help");
   if (!strcmp(c.mode, "inspect_params")) return inspect_params(&c, flags, n);
@@ -130,7 +134,8 @@ static lv_status run(int argc, char **argv) {
   if (lv_comm_rank(comm) != 0) lv_log_set_level(LV_LOG_ERROR);
   lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true,
                           .check_numerics = c.enable_check_numerics, .rebuild_checkpoint_state = rebuild_state,
-                          .allow_partial_restore = partial_restore, .comm = comm};
+                          .allow_partial_restore = partial_restore, .comm = comm,
+                          .allreduce_bucket_bytes = (int64_t)(bucket_mb * (1 << 20))};
   s = lv_trainer_run(p, &o);
   lv_params_free(p);
   /* A failed rank's peers may wait in a collective: stop them all. */
