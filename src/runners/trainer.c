@@ -311,7 +311,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   double reduce_s0 = lv_comm_allreduce_seconds(comm);
   if ((s = lv_grad_overlap_create(comm, t.m->vs, opt->allreduce_bucket_bytes, &ov))) goto done;
   if (ov)
-    lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.2f MB (--allreduce_bucket_mb)",
+    lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.3g MB (--allreduce_bucket_mb)",
             lv_grad_overlap_num_buckets(ov), lv_grad_overlap_num_buckets(ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
