@@ -68,4 +68,13 @@ check "non-ASCII text gets an answer" test -n "$(sed -n 6p "$T/out.txt")"
 check "a line typed punctuated is normalized first: same answer ($(sed -n 7p "$T/out.txt"))" \
   test "$(sed -n 7p "$T/out.txt")" = "$(sed -n 1p "$T/out.txt")"
 check "the log says lines are normalized" grep -q 'lower-cased and stripped of punctuation' "$T/err"
+# The same data through an MT Transformer (punctuator.codelab.TransformerTinyTest): the
+# decoder scores it with the punctuator's metrics because its input is PunctuatorInput.
+expect_exit 0 "trainer: TransformerTinyTest on the 200 sentences" "$LV_BIN/trainer" \
+  --model=punctuator.codelab.TransformerTinyTest --logdir="$T/tr" --model_params_override="$O"
+expect_exit 0 "decoder --once for the Transformer" "$LV_BIN/decoder" --model=punctuator.codelab.TransformerTinyTest \
+  --logdir="$T/tr" --once --dataset=Test --model_params_override="$O"
+S=$(ls "$T"/tr/decoder_test/score-*.txt 2>/dev/null | tail -1)
+check "Transformer: score file with exact_match and f1_comma" grep -q "^f1_comma: " "${S:-/dev/null}"
+check "Transformer: exact match reported ($(grep '^exact_match' "${S:-/dev/null}"))" grep -q "^exact_match: " "${S:-/dev/null}"
 finish

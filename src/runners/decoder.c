@@ -315,7 +315,9 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
                           "the decoder's attention probabilities, which lingvoc's %s decoder does not give; set it "
                           "to 0", d->bp.coverage_penalty, d->m->task->cls->cls);
   d->vocab = (int)d->ops->vocab_size(d->m->task);
-  d->punct = !strcmp(d->m->task->cls->cls, "punctuator.model.RNMTModel");
+  /* The punctuator codelab's task, or any MT task on PunctuatorInput's data. */
+  d->punct = !strcmp(d->m->task->cls->cls, "punctuator.model.RNMTModel") ||
+             !strcmp(lv_params_str(cfg, "input.cls"), "PunctuatorInput");
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
