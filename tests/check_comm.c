@@ -273,7 +273,7 @@ START_TEST(test_mpi_collectives) {
   vs = lv_varstore_create();
   lv_var *ws[NW];
   for (int k = 0; k < NW; k++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "w%d", k);
     EXPECT_OK(lv_varstore_add(vs, name, LV_F32, lv_shape1(PER), (lv_var_init){LV_INIT_CONSTANT, 0.5 + k}, true, &ws[k]));
   }
