@@ -427,7 +427,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
-  if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped for NaN/Inf)", (long long)step,
+  if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped: NaN/Inf, or a gradient norm over grad_norm_to_clip_to_zero)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:
   lv_grad_overlap_destroy(ov);
