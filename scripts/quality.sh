@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# quality.sh transformer|rnmt|punctuator - the quality runs of issues 10 and 11, from the
+# quality.sh transformer|rnmt|punctuator|punctuator-transformer - the quality runs of issues 10 and 11, from the
 # data to the score (never part of `make test`: they take hours):
 #
 #   transformer  mt.bible_en_es.TransformerSmall, 3 h of training, then bin/decoder on
@@ -7,6 +7,8 @@
 #   rnmt         mt.bible_en_es.RNMTSmall, 3 h, the same decode (no target: reported).
 #   punctuator   punctuator.codelab.RNMTModelSmall, 2 h, bin/decoder on the 2,432-line
 #                test split. Targets: sacrebleu >= 75 and exact_match >= 0.30.
+#   punctuator-transformer  punctuator.codelab.TransformerSmall (lingvoc's variant), the
+#                same 2 h and decode.
 #
 # The experiment files read their data from /tmp/bible and /tmp/punctuator_data: the
 # script makes it there first when it is missing (scripts/prepare_*.sh). Training stops
@@ -28,8 +30,10 @@ case "${1:-}" in
   transformer) model=mt.bible_en_es.TransformerSmall; hours=${HOURS:-3}; data=/tmp/bible ;;
   rnmt) model=mt.bible_en_es.RNMTSmall; hours=${HOURS:-3}; data=/tmp/bible ;;
   punctuator) model=punctuator.codelab.RNMTModelSmall; hours=${HOURS:-2}; data=/tmp/punctuator_data ;;
-  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
-  *) echo "usage: $0 transformer|rnmt|punctuator   (HOURS, LOGDIR, THREADS; --help)" >&2; exit 2 ;;
+  punctuator-transformer) model=punctuator.codelab.TransformerSmall; hours=${HOURS:-2}; data=/tmp/punctuator_data ;;
+  -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+  *) echo "usage: $0 transformer|rnmt|punctuator|punctuator-transformer   (HOURS, LOGDIR, THREADS; --help)" >&2
+     exit 2 ;;
 esac
 logdir=${LOGDIR:-/tmp/quality_$1}
 threads=${THREADS:-2}
@@ -40,7 +44,7 @@ fi
 for b in trainer decoder; do
   [ -x "$bin/$b" ] || { echo "quality.sh: $bin/$b is missing: run make first" >&2; exit 1; }
 done
-if [ "$1" = punctuator ]; then
+if [ "$data" = /tmp/punctuator_data ]; then
   [ -s "$data/test.txt" ] || "$here/prepare_punctuator.sh" "$data"
 else
   [ -s "$data/test.tfrecord-00000-of-00001" ] || "$here/prepare_bible_en_es.sh" "$data"
