@@ -488,10 +488,11 @@ typedef struct rnmt_decode {
   lv_rnn_state *states; /* [dec_layers] */
   lv_tensor *ctx;       /* [rows, C]: the last step's context */
   lv_tensor *probs;     /* [rows, S]: the last step's attention probabilities */
-  /* Host gather indices of every step: the graph reads host tensors in place (and checks
-   * ids later), so they live until the search ends. */
-  int32_t **idx;
-  int nidx, cap_idx;
+  /* Host ids a step's graph reads in place (and checks at its sync points): the state's
+   * gather indices and the step's ids. The rewind at the next step's start syncs and
+   * takes those checks, so the buffers are reused from step to step. */
+  int32_t *idx, *sid;
+  int cap_idx, cap_sid;
   /* Each step starts by rewinding the graph to this mark (taken after the encoder and the
    * initial state), so a search's graph memory is that of one step: the state a step
    * passes on (every layer's m and c, ctx, probs) is copied out of the graph into one of
@@ -546,24 +547,23 @@ static lv_status rnmt_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, 
 static void rnmt_decode_end(void *state) {
   rnmt_decode *d = state;
   if (!d) return;
-  for (int i = 0; i < d->nidx; i++) free(d->idx[i]);
   free(d->idx);
+  free(d->sid);
   for (int i = 0; d->bufs && i < 2 * d->nslots; i++) lv_tensor_free(d->bufs[i]);
   free(d->bufs);
   free(d->states);
   free(d);
 }
 
-/* A host buffer of n ids that lives until the search ends. */
-static int32_t *kept_ids(rnmt_decode *d, int n) {
-  if (d->nidx == d->cap_idx) {
-    d->cap_idx = d->cap_idx ? 2 * d->cap_idx : 64;
-    d->idx = realloc(d->idx, sizeof *d->idx * (size_t)d->cap_idx);
-    LV_ASSERT(d->idx);
+/* *buf holding at least n ids (valid until the next step's rewind). */
+static int32_t *step_ids_buf(int32_t **buf, int *cap, int n) {
+  if (*cap < n) {
+    free(*buf);
+    *buf = malloc(sizeof **buf * (size_t)n);
+    LV_ASSERT(*buf);
+    *cap = n;
   }
-  int32_t *v = d->idx[d->nidx++] = malloc(sizeof *v * (size_t)n);
-  LV_ASSERT(v);
-  return v;
+  return *buf;
 }
 
 /* Copies the graph tensor *t (NULL: nothing) into buffer `slot` of the set after d->set
@@ -620,7 +620,7 @@ static lv_status rnmt_decode_step(void *state, int n, const int32_t *step_ids, c
   lv_graph_rewind(g, &d->mark);
   /* Gather the per-row state: by parent, or from the B initial rows (row i: sentence i % B). */
   if (parent || n != d->rows) {
-    int32_t *idx = kept_ids(d, n);
+    int32_t *idx = step_ids_buf(&d->idx, &d->cap_idx, n);
     for (int i = 0; i < n; i++) idx[i] = parent ? parent[i] : (int32_t)(i % d->rows);
     lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(n), idx);
     lv_tensor *it = lv_graph_from_host(g, &hi);
@@ -632,7 +632,7 @@ static lv_status rnmt_decode_step(void *state, int n, const int32_t *step_ids, c
     d->ctx = gather_rows(g, d->ctx, it);
     d->probs = gather_rows(g, d->probs, it);
   }
-  int32_t *sid = kept_ids(d, n);
+  int32_t *sid = step_ids_buf(&d->sid, &d->cap_sid, n);
   memcpy(sid, step_ids, sizeof *sid * (size_t)n);
   lv_tensor hs = lv_tensor_view(LV_I32, lv_shape1(n), sid);
   lv_tensor *ids = lv_graph_from_host(g, &hs);
