@@ -150,8 +150,9 @@ static void note_reader(void *ctx, int node, int64_t off, int64_t numel) {
     if (node < o->ready[b]) o->ready[b] = node;
 }
 
-/* Starts buckets next, next - 1, ... while each is ready (its lowest reader is >= done;
- * INT_MAX - 1 starts only unread buckets), then lets MPI progress the oldest running one. */
+/* Starts buckets next, next - 1, ... while each is ready (its lowest reader is >= done,
+ * the tape node whose backward just finished; finish passes INT_MIN: all of them), then
+ * lets MPI progress the oldest running one. */
 static void start_ready(lv_grad_overlap *o, int done) {
   while (!o->err && o->next >= 0 && o->ready[o->next] >= done) {
     int b = o->next--;
