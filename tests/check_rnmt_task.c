@@ -2,12 +2,14 @@
  * config errors, stepwise decoding (bin/decoder's mt_decode ops) giving the teacher-forced
  * log-probs and attention probabilities (also with beam-style parent reordering), a batch
  * padded longer giving the same loss, and a tiny model that overfits 50 pairs: training
- * loss < 0.1, then greedy and beam search reproduce every training target exactly. */
+ * loss < 0.1, then greedy and beam search reproduce every training target exactly; the whole
+ * loss and every gradient against a PyTorch reference written from Lingvo (parity). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "att_util.h"
 #include "check_util.h"
 #include "core/ops.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -15,6 +17,7 @@
 #include "models/rnmt.h"
 #include "mt_util.h"
 #include "optim/optimizer.h"
+#include "parity.h"
 
 enum { V = 24, E = 16, H = 24 };
 
@@ -337,6 +340,71 @@ START_TEST(test_padding_invariance) {
 }
 END_TEST
 
+/* The whole model's training loss and every variable's gradient against a float64 PyTorch
+ * reference written from Lingvo's MTEncoderBiRNN and MTDecoderV1 (tests/parity/
+ * rnmt_model.py): the layers have their own parity cases, this checks how the task wires
+ * them (encoder directions and residuals, the attention's query and context timing, the
+ * softmax input, label smoothing and the per-sequence or per-word loss). Variant 0:
+ * per-sequence loss with label smoothing; 1: per-word loss, use_prev_atten_ctx. */
+START_TEST(test_parity_with_pytorch) {
+  if (!lv_parity_have_torch()) return;
+  const bool per_word = _i == 1, prev_ctx = _i == 1;
+  const double smoothing = _i == 1 ? 0.0 : 0.1;
+  lv_params *p = tiny_params_with(smoothing, per_word, prev_ctx, false);
+  lv_varstore *vs = lv_varstore_create();
+  lv_task *t = make_task(p, vs);
+  att_randomize_vars(vs, 0.4f, 77 + (uint64_t)_i);
+  host_batch *h = malloc(sizeof *h);
+  make_batch(h, 5, MAXS + 1, MAXT + 1);
+  lv_parity pp;
+  lv_parity_open(&pp, per_word ? "rnmt_model_word" : "rnmt_model_seq");
+  lv_parity_put_raw(&pp, "in:src.ids", LV_I32, lv_shape2(h->n, h->S), h->sids);
+  lv_parity_put_raw(&pp, "in:src.paddings", LV_F32, lv_shape2(h->n, h->S), h->spad);
+  lv_parity_put_raw(&pp, "in:tgt.ids", LV_I32, lv_shape2(h->n, h->T), h->tids);
+  lv_parity_put_raw(&pp, "in:tgt.paddings", LV_F32, lv_shape2(h->n, h->T), h->tpad);
+  lv_parity_put_raw(&pp, "in:tgt.labels", LV_I32, lv_shape2(h->n, h->T), h->tlab);
+  lv_parity_put_raw(&pp, "in:tgt.weights", LV_F32, lv_shape2(h->n, h->T), h->tw);
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, true); /* the tiny model has no dropout */
+  lv_batch gb;
+  lv_batch_init(&gb);
+  EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
+  lv_metrics m = {0};
+  ck_assert_msg(t->cls->fprop(t, g, &gb, false, 0, &m), "%s", lv_status_msg(lv_graph_status(g)));
+  EXPECT_OK(lv_graph_backward(g, m.loss));
+  lv_parity_put(&pp, "out:loss", m.loss);
+  double lp = mt_metric(&m, "log_pplx", NULL);
+  lv_parity_put_raw(&pp, "out:log_pplx", LV_F64, lv_shape1(1), &lp);
+  lv_parity_put_vars(&pp, vs);
+  static const char *cells[] = {"tiny/enc/L0_rnn_fwd", "tiny/enc/L0_rnn_bak", "tiny/enc/L1_rnn_fwd",
+                                "tiny/enc/L1_rnn_bak", "tiny/dec/atten_rnn", "tiny/dec/rnn1"};
+  for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+    char k[96];
+    static const char *keys[] = {"cap", "fgb", "nonlin", "eps"};
+    const double vals[] = {0.0, 0.0, 0.0, 1e-8};
+    for (int j = 0; j < 4; j++) {
+      snprintf(k, sizeof k, "%s.%s", cells[i], keys[j]);
+      lv_parity_attr(&pp, k, vals[j]);
+    }
+  }
+  lv_parity_attr(&pp, "num_heads", 2);
+  lv_parity_attr(&pp, "label_smoothing", smoothing);
+  lv_parity_attr(&pp, "per_word_avg_loss", per_word);
+  lv_parity_attr(&pp, "use_prev_atten_ctx", prev_ctx);
+  lv_parity_attr(&pp, "enc_residual_start", 1);
+  lv_parity_attr(&pp, "dec_residual_start", 1);
+  lv_parity_run(&pp, "rnmt_model.py");
+  lv_metrics_free(&m);
+  lv_batch_free(&gb);
+  lv_graph_destroy(g);
+  lv_batch_free(&h->b);
+  free(h);
+  t->cls->destroy(t);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 /* The label row b (without </s>) equals row ids[0..len-1) ending in </s>. */
 static bool same_target(const host_batch *h, int b, const int32_t *ids, int len) {
   if (len != h->tlen[b]) return false;
@@ -446,6 +514,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_step_matches_teacher_forcing, 0, 4);
   tcase_add_test(tc, test_decode_memory_constant);
   tcase_add_test(tc, test_padding_invariance);
+  tcase_add_loop_test(tc, test_parity_with_pytorch, 0, 2);
   tcase_add_test(tc, test_overfits_50_pairs);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
