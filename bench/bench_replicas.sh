@@ -9,7 +9,12 @@
 #
 #   RUNS=N         interleaved runs per configuration (default 3 LeNet5, 1 TransformerSmall)
 #   STEPS=N        LeNet5 steps per run (default 60); MT_STEPS (default 20)
-#   MODELS="lenet5 mt"  which models (mt needs scripts/prepare_bible_en_es.sh /tmp/bible)
+#   MODELS="lenet5 mt mt-fixed"  which models (mt and mt-fixed need
+#                  scripts/prepare_bible_en_es.sh /tmp/bible). mt trains on the length
+#                  buckets, so the two ranks' batches differ in shape each step and the
+#                  faster rank waits; mt-fixed is the same model on one bucket padded to
+#                  64 tokens (40 sentences, 2,560 target tokens per replica): every step
+#                  the same work on both ranks, what the replicas themselves cost.
 #   BIND=core|none mpirun's --bind-to (default core: each rank on its own core)
 # First, build/bench_allreduce (bench/bench_allreduce.c) times the bare all-reduce of
 # LeNet5's, TransformerSmall's and Transformer Base's gradient sizes over shared memory
@@ -20,7 +25,7 @@ RUNS=${RUNS:-3}
 MT_RUNS=${MT_RUNS:-1}
 STEPS=${STEPS:-60}
 MT_STEPS=${MT_STEPS:-20}
-MODELS=${MODELS:-"lenet5 mt"}
+MODELS=${MODELS:-"lenet5 mt mt-fixed"}
 FM=${LV_TEST_DATA_DIR:-/tmp/lingvoc-test-data}/fashion_mnist
 T=$(mktemp -d /tmp/bench-replicas.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -87,5 +92,12 @@ for m in $MODELS; do
         echo "TransformerSmall: skipped (run scripts/prepare_bible_en_es.sh /tmp/bible first)"; continue
       fi
       run_model TransformerSmall mt.bible_en_es.TransformerSmall "train.save_interval_steps: 100000" - "$MT_STEPS" "$MT_RUNS" ;;
+    mt-fixed)
+      if [ ! -f /tmp/bible/train.tfrecord-00000-of-00001 ]; then
+        echo "TransformerSmall (fixed shape): skipped (run scripts/prepare_bible_en_es.sh /tmp/bible first)"; continue
+      fi
+      run_model "TransformerSmall (one bucket, [40, 64])" mt.bible_en_es.TransformerSmall \
+        "train.save_interval_steps: 100000; input.bucket_upper_bound: [64]; input.bucket_batch_limit: [40]; input.pad_to_max_seq_length: true; input.source_max_length: 64; input.target_max_length: 64" \
+        40 "$MT_STEPS" "$MT_RUNS" ;;
   esac
 done
