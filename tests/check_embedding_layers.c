@@ -25,6 +25,8 @@ START_TEST(test_simple_embedding_lookup) {
   lf_open(&f, "SimpleEmbeddingLayer", LF_SET("name=emb", "vocab_size=11", "embedding_dim=4"), 3);
   ck_assert_int_eq(lv_varstore_count(f.vs), 1);
   expect_var(f.vs, "emb/wm/var", 11, 4);
+  /* A gather's gradient (Lingvo: IndexedSlices): L2/L1 regularize the looked-up rows. */
+  ck_assert(lv_varstore_find(f.vs, "emb/wm/var")->lp_looked_up_rows);
   const float *wm = lv_f32(&lv_varstore_find(f.vs, "emb/wm/var")->value);
   const int32_t ids[6] = {3, 0, 10, 3, 7, 1};
   lv_tensor *out = lv_embedding_layer_lookup((lv_embedding_layer *)f.l, f.g, lf_ids(f.g, lv_shape2(2, 3), ids));
@@ -58,6 +60,8 @@ START_TEST(test_simple_embedding_scale_sqrt_depth) {
   lf_fixture f;
   lf_open(&f, "SimpleEmbeddingLayer",
           LF_SET("name=emb", "vocab_size=5", "embedding_dim=9", "scale_sqrt_depth=True", "use_matmul=True"), 3);
+  /* use_matmul: Lingvo's one-hot matmul has a dense gradient, regularized whole. */
+  ck_assert(!lv_varstore_find(f.vs, "emb/wm/var")->lp_looked_up_rows);
   const float *wm = lv_f32(&lv_varstore_find(f.vs, "emb/wm/var")->value);
   const int32_t ids[1] = {4};
   lv_tensor *out = lv_embedding_layer_lookup((lv_embedding_layer *)f.l, f.g, lf_ids(f.g, lv_shape1(1), ids));
@@ -105,6 +109,7 @@ START_TEST(test_embedding_shard_layout) {
   for (int k = 0; k < N; k++) {
     snprintf(name, sizeof name, "emb/var_%d/var", k);
     expect_var(f.vs, name, R, D);
+    ck_assert(lv_varstore_find(f.vs, name)->lp_looked_up_rows);
     float *w = lv_f32(&lv_varstore_find(f.vs, name)->value);
     for (int r = 0; r < R; r++)
       for (int d = 0; d < D; d++) w[r * D + d] = (float)(r * N + k) + (float)d / 4096.0f;

@@ -347,10 +347,10 @@ START_TEST(test_learner_sgd_vector) {
   float hello = 0, world = 0, moon = 0, mars = 0;
   float g_hello = 1, g_world = -2, g_moon = 0, g_mars = 0;
   lv_learner_var v[] = {
-      {"hello", &hello, &g_hello, 1, true, false},
-      {"world", &world, &g_world, 1, true, false},
-      {"moon", &moon, &g_moon, 1, true, false},
-      {"mars", &mars, &g_mars, 1, false, false},
+      {"hello", &hello, &g_hello, 1, true, false, 0},
+      {"world", &world, &g_world, 1, true, false, 0},
+      {"moon", &moon, &g_moon, 1, true, false, 0},
+      {"mars", &mars, &g_mars, 1, false, false, 0},
   };
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 0.1;
@@ -383,7 +383,7 @@ END_TEST
 /* lingvo/core/base_model_test.py: grads of ones -> grad_scale 1. */
 START_TEST(test_learner_grad_scale_one) {
   float w[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
-  lv_learner_var v[] = {{"w", w, g, 4, true, false}};
+  lv_learner_var v[] = {{"w", w, g, 4, true, false, 0}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
@@ -404,7 +404,7 @@ START_TEST(test_learner_nan_inf_skipped) {
   for (int k = 0; k < 3; k++) {
     float w[3] = {1, 2, 3}, g[3] = {0.5f, bad[k], 1};
     float u[2] = {4, 5}, gu[2] = {1, 1};
-    lv_learner_var v[] = {{"w", w, g, 3, true, false}, {"u", u, gu, 2, true, false}};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0}, {"u", u, gu, 2, true, false, 0}};
     lv_learner_config c = lv_learner_defaults();
     c.learning_rate = 0.1;
     c.clip_gradient_norm_to_value = 1.0;
@@ -440,7 +440,7 @@ START_TEST(test_learner_nonfinite_update_undone) {
   for (int adam = 0; adam < 2; adam++) {
     float w[3] = {1, 2, 3}, g[3];
     const float sane[3] = {0.1f, 0.2f, 0.3f}, huge[3] = {0.5f, 1e30f, 1};
-    lv_learner_var v[] = {{"w", w, g, 3, true, false}};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0}};
     lv_learner_config c = lv_learner_defaults();
     c.learning_rate = adam ? 0.1 : 1e10;
     lv_learner *l = make_learner(c, adam ? LV_OPT_ADAM : LV_OPT_SGD, v, 1);
@@ -482,7 +482,7 @@ END_TEST
  * filled); a good step in between resets the count; 0 never stops. */
 START_TEST(test_learner_consecutive_skips_stop) {
   float w[2] = {1, 2}, g[2];
-  lv_learner_var v[] = {{"w", w, g, 2, true, false}};
+  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0}};
   lv_learner_config c = lv_learner_defaults();
   ck_assert_int_eq(c.max_consecutive_skipped_steps, 100);
   c.learning_rate = 0.1;
@@ -519,7 +519,7 @@ END_TEST
 /* base_model_test: clip_gradient_single_norm_to_value = 1 with scalars a = 10, b = 0.5. */
 START_TEST(test_learner_single_norm_clip) {
   float a = 0, b = 0, ga = 10, gb = 0.5f;
-  lv_learner_var v[] = {{"a", &a, &ga, 1, true, false}, {"b", &b, &gb, 1, true, false}};
+  lv_learner_var v[] = {{"a", &a, &ga, 1, true, false, 0}, {"b", &b, &gb, 1, true, false, 0}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   c.clip_gradient_single_norm_to_value = 1.0;
@@ -566,7 +566,7 @@ END_TEST
 START_TEST(test_learner_l2_l1) {
   float gamma[3] = {1, -2, 3}, beta[2] = {5, 6};
   float gg[3] = {0.1f, 0.2f, 0.3f}, gb[2] = {1, 1};
-  lv_learner_var v[] = {{"gamma", gamma, gg, 3, true, false}, {"beta", beta, gb, 2, true, true}};
+  lv_learner_var v[] = {{"gamma", gamma, gg, 3, true, false, 0}, {"beta", beta, gb, 2, true, true, 0}};
   lv_learner_config c = lv_learner_defaults();
   c.has_l2 = true;
   c.l2_regularizer_weight = 0.1;
@@ -588,7 +588,7 @@ START_TEST(test_learner_l2_l1) {
   lv_learner_free(l);
 
   float g2[3] = {0.1f, 0.2f, 0.3f};
-  lv_learner_var v1[] = {{"gamma", gamma, g2, 3, true, false}};
+  lv_learner_var v1[] = {{"gamma", gamma, g2, 3, true, false, 0}};
   lv_learner_config c1 = lv_learner_defaults();
   c1.has_l1 = true;
   c1.l1_regularizer_weight = 0.1;
@@ -602,9 +602,61 @@ START_TEST(test_learner_l2_l1) {
 }
 END_TEST
 
+/* An embedding's rows (lp_row_width): Lingvo's AdjustGradientsWithLpLoss on an
+ * IndexedSlices gradient regularizes only the looked-up rows (here: the rows with a
+ * nonzero gradient), in the gradient and in l2_loss / l1_loss. */
+START_TEST(test_learner_lp_looked_up_rows) {
+  for (int l1 = 0; l1 < 2; l1++) {
+    float emb[6] = {1, -2, 3, 4, -5, 6}, g[6] = {0.5f, 0, 0, 0, 0, -0.25f};
+    float w[2] = {7, 8}, gw[2] = {0, 0};
+    lv_learner_var v[] = {{"emb", emb, g, 6, true, false, 2}, {"w", w, gw, 2, true, false, 0}};
+    lv_learner_config c = lv_learner_defaults();
+    if (l1) {
+      c.has_l1 = true;
+      c.l1_regularizer_weight = 0.1;
+    } else {
+      c.has_l2 = true;
+      c.l2_regularizer_weight = 0.1;
+    }
+    lv_learner *l = make_learner(c, LV_OPT_SGD, v, 2);
+    lv_learner_stats s;
+    OK(lv_learner_step(l, 0, &s));
+    /* Rows 0 and 2 were looked up; row 1 (gradient 0) is not regularized. The dense
+     * variable w is, although its gradient is 0. */
+    if (l1) {
+      CLOSE(s.l1_loss, 0.1 * (1 + 2 + 5 + 6 + 7 + 8), 1e-9);
+      CLOSE(g[0], 0.5 + 0.1, 1e-7);
+      CLOSE(g[1], -0.1, 1e-7);
+      CLOSE(g[4], -0.1, 1e-7);
+      CLOSE(g[5], -0.25 + 0.1, 1e-7);
+      CLOSE(gw[0], 0.1, 1e-7);
+    } else {
+      CLOSE(s.l2_loss, 0.5 * 0.1 * (1 + 4 + 25 + 36 + 49 + 64), 1e-9);
+      CLOSE(g[0], 0.5 + 0.1, 1e-7);
+      CLOSE(g[1], -0.2, 1e-7);
+      CLOSE(g[4], -0.5, 1e-7);
+      CLOSE(g[5], -0.25 + 0.6, 1e-7);
+      CLOSE(gw[1], 0.8, 1e-7);
+    }
+    ck_assert(g[2] == 0 && g[3] == 0);
+    lv_learner_free(l);
+  }
+  /* A width that does not divide the variable is a programming error. */
+  float e[5] = {0}, ge[5] = {0};
+  lv_learner_var bad[] = {{"emb", e, ge, 5, true, false, 2}};
+  lv_learner *l = NULL;
+  lv_learner_config c = lv_learner_defaults();
+  lv_status st = lv_learner_create(&c, make_sched(LV_SCHED_CONTINUOUS), make_opt(lv_optimizer_defaults(LV_OPT_SGD)),
+                                   bad, 1, &l);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(lv_status_msg(st), "not rows of 2"), "%s", lv_status_msg(st));
+  lv_status_free(st);
+}
+END_TEST
+
 START_TEST(test_learner_global_norm_clip) {
   float w[2] = {0, 0}, g[2] = {3, 4};
-  lv_learner_var v[] = {{"w", w, g, 2, true, false}};
+  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   c.clip_gradient_norm_to_value = 1.0;
@@ -625,7 +677,7 @@ START_TEST(test_learner_global_norm_clip) {
 
   /* grad_norm_to_clip_to_zero: norm >= 4 -> scale 0, step skipped, not a NaN step. */
   float w2[2] = {1, 1}, h[2] = {3, 4};
-  lv_learner_var v2[] = {{"w", w2, h, 2, true, false}};
+  lv_learner_var v2[] = {{"w", w2, h, 2, true, false, 0}};
   lv_learner_config z = lv_learner_defaults();
   z.learning_rate = 1.0;
   z.grad_norm_to_clip_to_zero = 4.0;
@@ -645,7 +697,7 @@ END_TEST
 
 START_TEST(test_learner_schedule_and_scale_off) {
   float w[1] = {0}, g[1] = {NAN};
-  lv_learner_var v[] = {{"w", w, g, 1, true, false}};
+  lv_learner_var v[] = {{"w", w, g, 1, true, false, 0}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 2.0;
   c.scale_gradients = false;
@@ -675,7 +727,7 @@ END_TEST
 START_TEST(test_learner_grad_norm_tracker) {
   for (int capmin = 0; capmin < 2; capmin++) {
     float w[1] = {0}, g[1];
-    lv_learner_var v[] = {{"w", w, g, 1, true, false}};
+    lv_learner_var v[] = {{"w", w, g, 1, true, false, 0}};
     lv_learner_config c = lv_learner_defaults();
     c.has_grad_norm_tracker = true;
     c.grad_norm_tracker = lv_grad_norm_tracker_defaults();
@@ -728,9 +780,9 @@ END_TEST
 /* Per-variable norms (Lingvo's grad_norm/<var>, var_norm/<var> summaries). */
 START_TEST(test_learner_var_norms) {
   float a[2] = {3, 4}, ga[2] = {0, 2}, b[1] = {1}, gb[1] = {-1}, c0[1] = {7}, gc[1] = {7};
-  lv_learner_var v[] = {{"a", a, ga, 2, true, false},
-                        {"frozen", c0, gc, 1, false, false},
-                        {"b", b, gb, 1, true, false}};
+  lv_learner_var v[] = {{"a", a, ga, 2, true, false, 0},
+                        {"frozen", c0, gc, 1, false, false, 0},
+                        {"b", b, gb, 1, true, false, 0}};
   lv_learner *l = make_learner(lv_learner_defaults(), LV_OPT_SGD, v, 3);
   OK(lv_learner_step(l, 0, NULL));
   ck_assert_int_eq(lv_learner_num_vars(l), 2);
@@ -778,6 +830,26 @@ START_TEST(test_learner_for_vars) {
   ck_assert_int_eq(step_v, 7);
   lv_learner_free(l);
 
+  /* An embedding table (lp_looked_up_rows): L2 on its rows with a gradient only. */
+  float ev[6] = {1, 2, 3, 4, 5, 6}, eg[6] = {0, 0, 1, 0, 0, 0};
+  w.value = lv_tensor_view(LV_F32, lv_shape2(3, 2), ev);
+  w.grad = lv_tensor_view(LV_F32, lv_shape2(3, 2), eg);
+  w.lp_looked_up_rows = true;
+  lv_learner_config c2 = lv_learner_defaults();
+  c2.has_l2 = true;
+  c2.l2_regularizer_weight = 0.5;
+  OK(lv_learner_create_for_vars(&c2, make_sched(LV_SCHED_CONSTANT),
+                                make_opt(lv_optimizer_defaults(LV_OPT_SGD)), vars, 2, &l));
+  lv_learner_stats st;
+  OK(lv_learner_step(l, 0, &st));
+  CLOSE(st.l2_loss, 0.5 * 0.5 * (9 + 16), 1e-9);
+  ck_assert(eg[0] == 0 && eg[1] == 0 && eg[4] == 0 && eg[5] == 0);
+  CLOSE(eg[2], 1 + 1.5, 1e-7);
+  CLOSE(eg[3], 2, 1e-7);
+  lv_learner_free(l);
+  w.lp_looked_up_rows = false;
+  w.value = lv_tensor_view(LV_F32, lv_shape2(2, 3), wv);
+
   w.value.device = (lv_device){LV_DEVICE_CUDA, 0};
   expect_err(lv_learner_create_for_vars(&c, make_sched(LV_SCHED_CONSTANT),
                                         make_opt(lv_optimizer_defaults(LV_OPT_SGD)), vars, 2, &l),
@@ -814,6 +886,7 @@ int main(void) {
   tcase_add_test(l, test_learner_single_norm_clip);
   tcase_add_test(l, test_learner_config_errors);
   tcase_add_test(l, test_learner_l2_l1);
+  tcase_add_test(l, test_learner_lp_looked_up_rows);
   tcase_add_test(l, test_learner_global_norm_clip);
   tcase_add_test(l, test_learner_schedule_and_scale_off);
   tcase_add_test(l, test_learner_grad_norm_tracker);

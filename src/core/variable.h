@@ -21,6 +21,10 @@ typedef struct lv_var {
   lv_tensor grad;   /* view into the store's grad buffer (float32 only) */
   bool trainable;
   bool skip_lp_regularization;
+  /* Rows of a table read by gathers (EmbeddingLayer's shards): TF gives it an
+   * IndexedSlices gradient, and Lingvo's L2/L1 regularize only the rows a step looked up
+   * (the learner's lp_row_width). */
+  bool lp_looked_up_rows;
 } lv_var;
 
 /* How to fill a new variable (Lingvo's py_utils.WeightInit). */

@@ -57,11 +57,19 @@ static lv_status embedding_create(lv_layer *base, const lv_params *p, const char
   l->shards = calloc((size_t)l->num_shards, sizeof *l->shards);
   if (!l->shards) return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory", l->base.scope);
   lv_shape shape = lv_shape2(l->ids_per_shard, l->embedding_dim);
-  if (!sharded) return lv_layer_add_var(&l->base, "wm", shape, NULL, true, &l->shards[0]);
+  /* tf.nn.embedding_lookup's gradient is an IndexedSlices: Lingvo's L2/L1 regularize the
+   * looked-up rows only. SimpleEmbeddingLayer looks up that way too unless use_matmul
+   * (a one-hot matmul: a dense gradient, regularized whole). */
+  if (!sharded) {
+    LV_TRY(lv_layer_add_var(&l->base, "wm", shape, NULL, true, &l->shards[0]));
+    l->shards[0]->lp_looked_up_rows = !lv_params_bool(p, "use_matmul");
+    return NULL;
+  }
   for (int i = 0; i < l->num_shards; i++) {
     char name[32];
     snprintf(name, sizeof name, "var_%d", i);
     LV_TRY(lv_layer_add_var(&l->base, name, shape, NULL, true, &l->shards[i]));
+    l->shards[i]->lp_looked_up_rows = true;
   }
   return NULL;
 }

@@ -85,7 +85,7 @@ struct lv_learner {
   const float **grads;
   double *dev_sums;  /* [SUM_COUNT * n] device memory, written by optim_sum */
   double *sums;      /* [SUM_COUNT * n] its host copy */
-  double *scratch;   /* device memory: optim_sum's per-block partials of the largest var */
+  double *scratch;   /* device memory: optim_sum's per-block (optim_lp_add_rows' per-row) partials */
   double *gnorm, *vnorm; /* [n], last step's per-variable norms */
   int64_t nan_inf_steps, skipped_steps, consecutive_skipped;
   /* GradNormTracker variables (float32, as Lingvo keeps them). */
@@ -251,6 +251,15 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     ntrain++;
     int64_t nb = (vars[i].n + LV_OPTIM_SUM_BLOCK - 1) / LV_OPTIM_SUM_BLOCK;
     if (nb > max_blocks) max_blocks = nb;
+    if (vars[i].lp_row_width > 0) {
+      if (vars[i].n % vars[i].lp_row_width) {
+        st = lv_status_make(LV_ERR_INTERNAL, "learner: variable %s has %lld elements, not rows of %lld", vars[i].name,
+                            (long long)vars[i].n, (long long)vars[i].lp_row_width);
+        break;
+      }
+      int64_t rows = vars[i].n / vars[i].lp_row_width; /* optim_lp_add_rows' partials */
+      if (rows > max_blocks) max_blocks = rows;
+    }
   }
   if (!st) {
     l->be = lv_optimizer_backend(optimizer);
@@ -311,12 +320,18 @@ double lv_learner_learning_rate(const lv_learner *l, int64_t step) {
   return l->c.learning_rate * lv_schedule_value(l->schedule, step);
 }
 
-/* grad += w * v (L2) or w * sign(v) (L1) on the variables not marked skip_lp, and their
- * sum v^2 or sum |v| into the device sums. */
+/* grad += w * v (L2) or w * sign(v) (L1) on the variables not marked skip_lp (on an
+ * embedding's rows with a nonzero gradient only), and their sum v^2 or sum |v| (over
+ * those rows) into the device sums. */
 static void add_lp(lv_learner *l, double weight, bool l1, double *dev_sum) {
   for (int i = 0; i < l->n; i++) {
     const lv_learner_var *v = &l->v[i];
     if (v->skip_lp) continue;
+    if (v->lp_row_width > 0) {
+      l->k->optim_lp_add_rows(l->ctx, v->n / v->lp_row_width, v->lp_row_width, v->value, (float)weight, l1, v->grad,
+                              l->scratch, &dev_sum[i]);
+      continue;
+    }
     l->k->optim_lp_add(l->ctx, v->n, v->value, (float)weight, l1, v->grad);
     l->k->optim_sum(l->ctx, v->n, v->value, l1, l->scratch, &dev_sum[i]);
   }

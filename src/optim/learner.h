@@ -3,7 +3,8 @@
  * reference/lingvo.md §5.2, §5.4):
  *
  *   1. L2 (grad += w * v, l2_loss = 0.5 * w * sum v^2) then L1 (grad += w * sign(v),
- *      l1_loss = w * sum |v|) on trainable variables not marked skip_lp;
+ *      l1_loss = w * sum |v|) on trainable variables not marked skip_lp (on an embedding's
+ *      rows, only those with a nonzero gradient: lp_row_width);
  *   2. if scale_gradients: global grad norm sqrt(sum g^2), var norm, has_nan_or_inf
  *      (any non-finite gradient or a non-finite norm); then either per-variable
  *      clip_by_norm (clip_gradient_single_norm_to_value) or a global grad_scale =
@@ -51,6 +52,11 @@ typedef struct lv_learner_var {
   int64_t n;
   bool trainable;   /* false: ignored (no grad use, no update, not in norms) */
   bool skip_lp;     /* excluded from L2/L1 (Lingvo's SKIP_LP_REGULARIZATION) */
+  /* > 0: the value is [n / lp_row_width, lp_row_width] rows read by a gather (an
+   * EmbeddingLayer shard), whose TF gradient is an IndexedSlices: Lingvo's L2/L1 then
+   * regularize (gradient and loss) only the rows the step looked up. lingvoc takes those
+   * as the rows with a nonzero gradient after the all-reduce, the same on every replica. */
+  int64_t lp_row_width;
 } lv_learner_var;
 
 /* Lingvo's layers.GradNormTracker: rejects a step (scale 0) whose log(grad norm + 1)

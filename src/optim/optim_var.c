@@ -36,6 +36,7 @@ lv_status lv_learner_create_for_vars(const lv_learner_config *cfg, lv_schedule *
     lv[i].n = lv_tensor_numel(&v->value);
     lv[i].trainable = usable;
     lv[i].skip_lp = v->skip_lp_regularization;
+    if (v->lp_looked_up_rows && v->value.shape.rank == 2) lv[i].lp_row_width = v->value.shape.d[1];
   }
   lv_status st = lv_learner_create(cfg, schedule, optimizer, lv, nvars, out);
   free(lv);

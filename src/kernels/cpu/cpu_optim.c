@@ -96,6 +96,47 @@ void lv_cpu_optim_lp_add(lv_kctx *ctx, int64_t n, const float *x, float w, bool 
   lv_cpu_par(ctx, n, upd_grain(n), l1 ? l1_piece : l2_piece, &j);
 }
 
+typedef struct rows_job {
+  int64_t width;
+  const float *x;
+  float *g;
+  float w;
+  bool l1;
+  double *scratch;
+} rows_job;
+
+static void lp_rows_range(void *arg, int64_t lo, int64_t hi, int slot) {
+  const rows_job *j = arg;
+  (void)slot;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = j->x + r * j->width;
+    float *g = j->g + r * j->width;
+    bool touched = false;
+    for (int64_t i = 0; i < j->width && !touched; i++) touched = g[i] != 0.0f;
+    if (!touched) {
+      j->scratch[r] = 0.0;
+      continue;
+    }
+    if (j->l1) {
+      for (int64_t i = 0; i < j->width; i++) g[i] += j->w * (float)((x[i] > 0) - (x[i] < 0));
+      j->scratch[r] = block_sum_abs(x, j->width);
+    } else {
+      for (int64_t i = 0; i < j->width; i++) g[i] += j->w * x[i];
+      j->scratch[r] = block_sum_sq(x, j->width);
+    }
+  }
+}
+
+void lv_cpu_optim_lp_add_rows(lv_kctx *ctx, int64_t rows, int64_t width, const float *x, float w, bool l1,
+                              float *g, double *scratch, double *out) {
+  rows_job j = {.width = width, .x = x, .g = g, .w = w, .l1 = l1, .scratch = scratch};
+  const int64_t n = rows * width;
+  lv_cpu_par(ctx, rows, n >= PAR_MIN ? lv_cpu_grain(rows, (4096 + width - 1) / width) : rows, lp_rows_range, &j);
+  double total = 0;
+  for (int64_t r = 0; r < rows; r++) total += scratch[r];
+  *out = total;
+}
+
 void lv_cpu_optim_sgd(lv_kctx *ctx, int64_t n, float lr, float *restrict w,
                       const float *restrict g) {
   upd_job j = {.w = w, .g = g, .lr = lr};

@@ -152,6 +152,37 @@ extern "C" void lv_cuda_optim_lp_add(lv_kctx *ctx, int64_t n, const float *x, fl
   LV_CUDA_LAUNCHED();
 }
 
+/* One block per row: whether any gradient element is nonzero, then (if so) the update
+ * and the row's sum, else a zero partial. */
+__global__ void optim_lp_add_rows_k(int64_t width, const float *x, float w, bool l1, float *g, double *scratch) {
+  __shared__ double shd[32];
+  const float *xr = x + (int64_t)blockIdx.x * width;
+  float *gr = g + (int64_t)blockIdx.x * width;
+  int any = 0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) any |= gr[i] != 0.0f;
+  if (!__syncthreads_or(any)) {
+    if (threadIdx.x == 0) scratch[blockIdx.x] = 0.0;
+    return;
+  }
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    gr[i] += l1 ? w * (float)((xr[i] > 0) - (xr[i] < 0)) : w * xr[i];
+    s += l1 ? fabs((double)xr[i]) : (double)xr[i] * (double)xr[i];
+  }
+  s = lv_block_sum(s, shd);
+  if (threadIdx.x == 0) scratch[blockIdx.x] = s;
+}
+extern "C" void lv_cuda_optim_lp_add_rows(lv_kctx *ctx, int64_t rows, int64_t width, const float *x, float w, bool l1,
+                                          float *g, double *scratch, double *out) {
+  LV_ASSERTF(rows < (1ll << 31), "optim_lp_add_rows: %lld rows", (long long)rows);
+  if (rows > 0) {
+    optim_lp_add_rows_k<<<(unsigned)rows, SUM_THREADS, 0, ctx->stream>>>(width, x, w, l1, g, scratch);
+    LV_CUDA_LAUNCHED();
+  }
+  sum_partials_k<<<1, 1, 0, ctx->stream>>>(rows, scratch, out);
+  LV_CUDA_LAUNCHED();
+}
+
 __global__ void optim_sgd_k(int64_t n, float lr, float *w, const float *g) {
   LV_GRID_LOOP(i, n) w[i] -= g[i] * lr;
 }
