@@ -67,6 +67,12 @@ dump "$T/ka/train/ckpt-00000040" >"$T/wa"
 dump "$T/kb/train/ckpt-00000040" >"$T/wb"
 check "dumps hold the Adam slots" grep -q 'tensor_name.*/Adam_1' "$T/wa"
 check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
+# A step over grad_norm_to_clip_to_zero is skipped, and the warning names the variables
+# with the largest gradients (where a spike comes from).
+expect_exit 0 "trainer: 2 steps over grad_norm_to_clip_to_zero" "$LV_BIN/trainer" --model=$M --logdir="$T/clip" \
+  --model_params_override="input.file_pattern: $T/train.tfrecord@1; train.max_steps: 2; task.train.grad_norm_to_clip_to_zero: 1e-6"
+err_has "over grad_norm_to_clip_to_zero; largest: "
+check "the warning names a variable" grep -q 'largest: [^ ]*/var [0-9.e+-]*, ' "$T/err"
 expect_exit 0 "evaler --once on Dev" "$LV_BIN/evaler" --model=$M --logdir="$T/run" --dataset=Dev --once \
   --model_params_override="input.file_pattern: $T/dev.tfrecord@1"
 S=$T/run/eval_dev/score-00000020.txt

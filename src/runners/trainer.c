@@ -211,6 +211,32 @@ static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
 
 /* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
  * two spaces so the params keep one key per line. */
+/* "gradient norm N over grad_norm_to_clip_to_zero; largest: var a, var b, var c" (the
+ * learner's per-variable norms of the step), to find where a spike comes from. */
+static void largest_grads(const lv_learner *l, double norm, char *out, size_t cap) {
+  int top[3] = {-1, -1, -1};
+  const int n = lv_learner_num_vars(l);
+  for (int i = 0; i < n; i++) {
+    double g;
+    lv_learner_var_norms(l, i, &g, NULL);
+    for (int k = 0; k < 3; k++) {
+      double gk = 0;
+      if (top[k] >= 0) lv_learner_var_norms(l, top[k], &gk, NULL);
+      if (top[k] < 0 || g > gk) {
+        for (int j = 2; j > k; j--) top[j] = top[j - 1];
+        top[k] = i;
+        break;
+      }
+    }
+  }
+  size_t len = (size_t)snprintf(out, cap, "gradient norm %.3g over grad_norm_to_clip_to_zero; largest:", norm);
+  for (int k = 0; k < 3 && top[k] >= 0 && len < cap; k++) {
+    double g;
+    lv_learner_var_norms(l, top[k], &g, NULL);
+    len += (size_t)snprintf(out + len, cap - len, "%s %s %.3g", k ? "," : "", lv_learner_var_name(l, top[k]), g);
+  }
+}
+
 static char *markdown_lines(const char *text) {
   size_t n = strlen(text), lines = 0;
   for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
@@ -355,9 +381,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
       if (st.update_nonfinite)
         snprintf(why, sizeof why, "the update (grad norm %.3g, learning rate %.3g) made %s NaN or Inf",
                  st.grad_norm_all, st.learning_rate, st.nonfinite_update);
+      else if (st.has_nan_or_inf)
+        snprintf(why, sizeof why, "gradient of %s has NaN or Inf", st.nonfinite_var ? st.nonfinite_var : "a variable");
       else
-        snprintf(why, sizeof why, "%s", st.has_nan_or_inf ? "gradient has NaN or Inf"
-                                                           : "gradient norm over grad_norm_to_clip_to_zero");
+        largest_grads(t.learner, st.grad_norm_all, why, sizeof why);
       lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step, why,
               (long long)skipped);
     }
