@@ -854,6 +854,23 @@ static void cases_optim(void) {
   }
 }
 
+/* An embedding's L2/L1 on its looked-up rows, every third row's gradient all zero (what
+ * the rows get is checked in check_optim; here the backends must agree). */
+static void cases_optim_rows(void) {
+  static const int64_t shapes[][2] = {{0, 4}, {1, 1}, {7, 5}, {300, 256}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t rows = shapes[i][0], width = shapes[i][1], n = rows * width;
+    DESC("rows %lld width %lld", (long long)rows, (long long)width);
+    for (int l1 = 0; l1 < 2; l1++) {
+      int x = fin(n, -2, 2), g = fout(n), sc = dout(rows > 0 ? rows : 1), out = dout(1);
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < width; k++) HF(g)[r * width + k] = r % 3 == 1 ? 0.0f : 0.001f * (float)(r + k + 1);
+      g_s[sc].tol = 1e-9;
+      RUN("optim_lp_add_rows", ELEM) KT->optim_lp_add_rows(CTX, rows, width, PF(x), 0.01f, l1, PF(g), PD(sc), PD(out));
+    }
+  }
+}
+
 /* Runs every case against backend be; returns the failures. */
 static int run_all(const lv_backend *be) {
   g_be[0] = lv_backend_get(lv_device_host());
@@ -868,6 +885,7 @@ static int run_all(const lv_backend *be) {
   cases_reduce_softmax();
   cases_xent_chunks();
   cases_norm();
+  cases_optim_rows();
   cases_shape_index();
   cases_lstm();
   cases_optim();
