@@ -684,6 +684,7 @@ START_TEST(test_learner_global_norm_clip) {
   l = make_learner(z, LV_OPT_SGD, v2, 1);
   OK(lv_learner_step(l, 0, &s));
   ck_assert(s.grad_scale_all == 0.0 && s.skipped && !s.has_nan_or_inf);
+  ck_assert(s.over_clip_to_zero && !s.tracker_rejected);
   ck_assert(w2[0] == 1 && w2[1] == 1 && h[0] == 0 && h[1] == 0);
   ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
   ck_assert_int_eq(lv_learner_num_nan_inf_steps(l), 0);
@@ -759,6 +760,7 @@ START_TEST(test_learner_grad_norm_tracker) {
       ck_assert(s.grad_scale_all == 1.0 && !s.skipped && *rej == 0);
     } else {
       ck_assert(s.grad_scale_all == 0.0 && s.skipped && !s.has_nan_or_inf);
+      ck_assert(s.tracker_rejected && !s.over_clip_to_zero); /* the trainer's warning says which */
       ck_assert(*rej == 1);
       ck_assert_int_eq(lv_learner_num_skipped_steps(l), 1);
     }
@@ -766,7 +768,7 @@ START_TEST(test_learner_grad_norm_tracker) {
     float before = *mean;
     g[0] = NAN;
     OK(lv_learner_step(l, 301, &s));
-    ck_assert(s.skipped && *mean == before && *rej == (capmin ? 1 : 2));
+    ck_assert(s.skipped && *mean == before && *rej == (capmin ? 1 : 2) && !s.tracker_rejected);
     lv_learner_free(l);
   }
   lv_learner_config bad = lv_learner_defaults();

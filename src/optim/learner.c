@@ -407,9 +407,14 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
       double scale = 1.0;
       if (c->clip_gradient_norm_to_value != 0)
         scale = fmin(1.0, c->clip_gradient_norm_to_value / s.grad_norm_all);
-      if (c->grad_norm_to_clip_to_zero != 0)
-        scale *= s.grad_norm_all < c->grad_norm_to_clip_to_zero ? 1.0 : 0.0;
-      if (c->has_grad_norm_tracker) scale *= tracker_step(l, s.grad_norm_all, s.has_nan_or_inf);
+      if (c->grad_norm_to_clip_to_zero != 0 && !(s.grad_norm_all < c->grad_norm_to_clip_to_zero)) {
+        scale = 0.0;
+        s.over_clip_to_zero = true;
+      }
+      if (c->has_grad_norm_tracker && tracker_step(l, s.grad_norm_all, s.has_nan_or_inf) == 0.0f) {
+        scale = 0.0;
+        s.tracker_rejected = !s.has_nan_or_inf;
+      }
       if (s.has_nan_or_inf) scale = 0.0;
       s.grad_scale_all = (float)scale;
       if (scale != 1.0)

@@ -103,6 +103,8 @@ typedef struct lv_learner_stats {
   bool has_l2, has_l1;
   double l2_loss, l1_loss;
   bool skipped; /* no update was applied this step */
+  bool over_clip_to_zero;    /* grad_norm_all >= grad_norm_to_clip_to_zero (scale 0) */
+  bool tracker_rejected;     /* the GradNormTracker rejected the norm as an outlier (scale 0) */
   const char *nonfinite_var; /* the first variable whose gradient is NaN or Inf (or NULL);
                               * valid while the learner lives */
   bool update_nonfinite;     /* finite gradients, but the update made a variable or slot

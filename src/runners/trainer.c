@@ -211,9 +211,9 @@ static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
 
 /* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
  * two spaces so the params keep one key per line. */
-/* "gradient norm N over grad_norm_to_clip_to_zero; largest: var a, var b, var c" (the
- * learner's per-variable norms of the step), to find where a spike comes from. */
-static void largest_grads(const lv_learner *l, double norm, char *out, size_t cap) {
+/* "<why>; largest: var a N, var b N, var c N" (the learner's per-variable gradient norms
+ * of the step), to find where a spike comes from. */
+static void largest_grads(const lv_learner *l, const char *why, char *out, size_t cap) {
   int top[3] = {-1, -1, -1};
   const int n = lv_learner_num_vars(l);
   for (int i = 0; i < n; i++) {
@@ -229,7 +229,7 @@ static void largest_grads(const lv_learner *l, double norm, char *out, size_t ca
       }
     }
   }
-  size_t len = (size_t)snprintf(out, cap, "gradient norm %.3g over grad_norm_to_clip_to_zero; largest:", norm);
+  size_t len = (size_t)snprintf(out, cap, "%s; largest:", why);
   for (int k = 0; k < 3 && top[k] >= 0 && len < cap; k++) {
     double g;
     lv_learner_var_norms(l, top[k], &g, NULL);
@@ -383,8 +383,15 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                  st.grad_norm_all, st.learning_rate, st.nonfinite_update);
       else if (st.has_nan_or_inf)
         snprintf(why, sizeof why, "gradient of %s has NaN or Inf", st.nonfinite_var ? st.nonfinite_var : "a variable");
-      else
-        largest_grads(t.learner, st.grad_norm_all, why, sizeof why);
+      else {
+        char what[160];
+        if (st.over_clip_to_zero || !st.tracker_rejected)
+          snprintf(what, sizeof what, "gradient norm %.3g over grad_norm_to_clip_to_zero", st.grad_norm_all);
+        else
+          snprintf(what, sizeof what, "gradient norm %.3g rejected by the GradNormTracker (an outlier of its moving "
+                   "log-norm statistics)", st.grad_norm_all);
+        largest_grads(t.learner, what, why, sizeof why);
+      }
       lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step, why,
               (long long)skipped);
     }
@@ -454,7 +461,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
-  if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped: NaN/Inf, or a gradient norm over grad_norm_to_clip_to_zero)", (long long)step,
+  if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped: NaN/Inf, a gradient norm over grad_norm_to_clip_to_zero, or one the GradNormTracker rejected)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:
   lv_grad_overlap_destroy(ov);
