@@ -75,10 +75,16 @@ err_has "over grad_norm_to_clip_to_zero; largest: "
 check "the warning names a variable" grep -q 'largest: [^ ]*/var [0-9.e+-]*, ' "$T/err"
 expect_exit 0 "evaler --once on Dev" "$LV_BIN/evaler" --model=$M --logdir="$T/run" --dataset=Dev --once \
   --model_params_override="input.file_pattern: $T/dev.tfrecord@1"
+check "no params warning when the job's model params are the trainer's" bash -c "! grep -q 'differ from this job' '$T/err'"
 S=$T/run/eval_dev/score-00000020.txt
 check "score file written" test -f "$S"
 for tag in loss log_pplx fraction_of_correct_next_step_preds num_samples_in_batch; do
   check "score has $tag" grep -q "^$tag: " "$S"
 done
 check "eval loss finite and below ln(128)+1" awk '/^loss: / { exit !($2 > 0 && $2 < 5.85) }' "$S"
+# A job whose model params differ from the trainer's (an override it was not given) is
+# warned, with the key and both values.
+expect_exit 0 "evaler --once with another per_word_avg_loss" "$LV_BIN/evaler" --model=$M --logdir="$T/run" \
+  --dataset=Dev --once --model_params_override="input.file_pattern: $T/dev.tfrecord@1; task.decoder.per_word_avg_loss: False"
+err_has "was trained with model params that differ from this job's in 1 key: task.decoder.per_word_avg_loss : True (here: False)"
 finish

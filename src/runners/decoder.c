@@ -425,6 +425,7 @@ static lv_status decode_text(const lv_params *cfg, const lv_decoder_options *opt
   dec_state d = {0};
   lv_status s = setup(cfg, false, &d);
   if (!s) s = lv_status_wrap(lv_checkpoint_restore(prefix, d.items, d.nitems), "--decode_text");
+  if (!s) lv_warn_model_params_drift(prefix, cfg);
   const lv_params *ip = lv_params_sub(cfg, "input");
   int max_src = ip && lv_params_has(ip, "source_max_length") ? (int)lv_params_int(ip, "source_max_length") : 300;
   if (max_src < 2) max_src = 2;
@@ -490,6 +491,7 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
     s = lv_follower_next(f, prefix, sizeof prefix, &step, &done);
     if (s || done) break;
     if (!d.ev && (s = lv_events_writer_open(d.dir, 5.0, &d.ev))) break;
+    lv_warn_model_params_drift(prefix, cfg);
     s = decode_checkpoint(&d, prefix);
     if (!s && !fo.once) lv_follower_set_max_steps(f, max_steps = lv_trainer_max_steps(prefix, max_steps, own_max_steps));
     s = s ? lv_follower_failed(f, s) : lv_follower_mark_processed(f);

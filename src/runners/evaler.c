@@ -174,6 +174,7 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
     if (s || done) break;
     /* The events file only once there is something to write into it. */
     if (!e.ev && (s = lv_events_writer_open(e.dir, 5.0, &e.ev))) break;
+    lv_warn_model_params_drift(prefix, cfg);
     s = eval_checkpoint(&e, prefix);
     if (!s && !fo.once) {
       max_steps = lv_trainer_max_steps(prefix, max_steps, own_max_steps);

@@ -254,6 +254,72 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
   return v;
 }
 
+/* A "key : value" line of a params text that describes the model (see the header). */
+static bool model_line(const char *line, size_t len) {
+  if (len < 5 || strncmp(line, "task.", 5)) return false;
+  if (!strncmp(line, "task.train.", 11) || !strncmp(line, "task.eval.", 10)) return false;
+  const char *colon = memchr(line, ':', len);
+  size_t klen = colon ? (size_t)(colon - line) : len;
+  for (size_t i = 0; i + 7 <= klen; i++)
+    if (!strncmp(line + i, "dropout", 7)) return false;
+  return true;
+}
+
+/* The line of text whose key (up to " :") equals key[0..klen), or NULL; *len its length. */
+static const char *find_key(const char *text, const char *key, size_t klen, size_t *len) {
+  for (const char *p = text; p && *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n > klen && !strncmp(p, key, klen) && p[klen] == ' ' && p[klen + 1] == ':') {
+      *len = n;
+      return p;
+    }
+    p = e ? e + 1 : NULL;
+  }
+  return NULL;
+}
+
+void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {
+  static bool warned;
+  if (warned) return;
+  char *theirs = NULL;
+  lv_status s = lv_checkpoint_params_text(prefix, &theirs);
+  if (s || !theirs) {
+    lv_status_free(s);
+    free(theirs);
+    return;
+  }
+  char *ours = lv_params_to_text(cfg);
+  char msg[2048];
+  size_t m = 0;
+  int ndiff = 0;
+  for (const char *p = theirs; p && *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *colon = memchr(p, ':', n);
+    if (colon && colon > p && model_line(p, n)) {
+      size_t klen = (size_t)(colon - p - 1);
+      size_t on = 0;
+      const char *o = find_key(ours, p, klen, &on);
+      if (!o || on != n || strncmp(o, p, n)) {
+        if (ndiff < 4 && m < sizeof msg)
+          m += (size_t)snprintf(msg + m, sizeof msg - m, "%s%.*s (here: %.*s)", ndiff ? "; " : "", (int)n, p,
+                                o ? (int)(on - klen - 3) : 4, o ? o + klen + 3 : "none");
+        ndiff++;
+      }
+    }
+    p = e ? e + 1 : NULL;
+  }
+  if (ndiff) {
+    warned = true;
+    lv_warn("%s was trained with model params that differ from this job's in %d key%s: %s%s. The variables load, but "
+            "the model computes something else than was trained: give this job the trainer's --model_params_override",
+            prefix, ndiff, ndiff == 1 ? "" : "s", msg, ndiff > 4 ? "; ..." : "");
+  }
+  free(ours);
+  free(theirs);
+}
+
 lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out) {
   *out = own;
   char latest[8192];

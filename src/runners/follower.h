@@ -83,5 +83,11 @@ lv_status lv_job_dir_prepare(const lv_params *cfg, const char *kind, const char 
 int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own);
 /* The same from the newest checkpoint listed in train_dir (own when there is none). */
 lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out);
+/* Warns (once per process) when the model params this job built (cfg's task.*, less
+ * task.train.*, task.eval.* and dropout probabilities) differ from those the trainer
+ * stored in checkpoint prefix: e.g. a trainer run with --model_params_override that this
+ * job was not given, where the variables still load but the model computes something
+ * else. Names up to 4 keys with both values. */
+void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg);
 
 #endif
