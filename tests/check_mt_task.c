@@ -284,33 +284,11 @@ START_TEST(test_overfits_pairs) {
   lv_task *t = make_task(p, vs);
   host_batch h;
   make_batch(&h, MAXS, MAXT);
-  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
-  c.beta2 = 0.98;
-  c.epsilon = 1e-9;
-  lv_optimizer *o = NULL;
-  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
-  int64_t nvals = 0;
-  float *vals = lv_varstore_values(vs, &nvals);
-  EXPECT_OK(lv_optimizer_add_var(o, "all", nvals, NULL));
+  float *vals = NULL;
+  lv_optimizer *o = mt_adam(vs, 1e-9, &vals);
   double acc0 = 0, first = eval_loss(t, &h, NULL, &acc0), last = first;
   lv_graph *g = lv_graph_create(0);
-  for (int step = 0; step < 300; step++) {
-    lv_graph_reset(g);
-    lv_graph_set_training(g, true);
-    lv_varstore_zero_grads(vs);
-    lv_batch gb;
-    lv_batch_init(&gb);
-    EXPECT_OK(lv_batch_to_graph(g, &h.b, &gb));
-    lv_metrics m = {0};
-    ck_assert(t->cls->fprop(t, g, &gb, false, step, &m));
-    EXPECT_OK(lv_graph_backward(g, m.loss));
-    int64_t n;
-    float *grads = lv_varstore_grads(vs, &n);
-    const float *gp = grads;
-    EXPECT_OK(lv_optimizer_apply(o, 3e-3f, 1, &vals, &gp));
-    lv_metrics_free(&m);
-    lv_batch_free(&gb);
-  }
+  for (int step = 0; step < 300; step++) mt_train_step(t, g, vs, o, vals, &h.b, step, 3e-3f);
   lv_graph_destroy(g);
   double acc = 0;
   last = eval_loss(t, &h, NULL, &acc);

@@ -444,14 +444,8 @@ START_TEST(test_learns_to_copy_unseen) {
   lv_params *p = tiny_params(0.0, true);
   lv_varstore *vs = lv_varstore_create();
   lv_task *t = make_task(p, vs);
-  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
-  c.beta2 = 0.98;
-  c.epsilon = 1e-6;
-  lv_optimizer *o = NULL;
-  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
-  int64_t nvals = 0;
-  float *vals = lv_varstore_values(vs, &nvals);
-  EXPECT_OK(lv_optimizer_add_var(o, "all", nvals, NULL));
+  float *vals = NULL;
+  lv_optimizer *o = mt_adam(vs, 1e-6, &vals);
   host_batch *h = malloc(sizeof *h), *test = malloc(sizeof *test);
   make_copy_batch(test, MAXN, 999);
   lv_graph *g = lv_graph_create(0);
@@ -459,20 +453,7 @@ START_TEST(test_learns_to_copy_unseen) {
   const int steps = 400; /* measured: accuracy 0.85 at step 200, 0.996 at 250, 1.0 from 300 */
   for (int step = 0; step < steps; step++) {
     make_copy_batch(h, 32, (uint32_t)step + 1);
-    lv_graph_reset(g);
-    lv_graph_set_training(g, true);
-    lv_varstore_zero_grads(vs);
-    lv_batch gb;
-    lv_batch_init(&gb);
-    EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
-    lv_metrics m = {0};
-    ck_assert_msg(t->cls->fprop(t, g, &gb, false, step, &m), "%s", lv_status_msg(lv_graph_status(g)));
-    EXPECT_OK(lv_graph_backward(g, m.loss));
-    int64_t n;
-    const float *gp = lv_varstore_grads(vs, &n);
-    EXPECT_OK(lv_optimizer_apply(o, 3e-3f, 1, &vals, &gp));
-    lv_metrics_free(&m);
-    lv_batch_free(&gb);
+    mt_train_step(t, g, vs, o, vals, &h->b, step, 3e-3f);
     lv_batch_free(&h->b);
   }
   eval_loss(t, test, NULL, &acc);
@@ -504,34 +485,13 @@ START_TEST(test_overfits_50_pairs) {
   lv_task *t = make_task(p, vs);
   host_batch *h = malloc(sizeof *h);
   make_batch(h, MAXN, MAXS, MAXT);
-  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
-  c.beta2 = 0.98;
-  c.epsilon = 1e-6;
-  lv_optimizer *o = NULL;
-  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
-  int64_t nvals = 0;
-  float *vals = lv_varstore_values(vs, &nvals);
-  EXPECT_OK(lv_optimizer_add_var(o, "all", nvals, NULL));
+  float *vals = NULL;
+  lv_optimizer *o = mt_adam(vs, 1e-6, &vals);
   double first = eval_loss(t, h, NULL, NULL), last = first, acc = 0;
   lv_graph *g = lv_graph_create(0);
   int step = 0;
   for (; step < 1500; step++) {
-    lv_graph_reset(g);
-    lv_graph_set_training(g, true);
-    lv_varstore_zero_grads(vs);
-    lv_batch gb;
-    lv_batch_init(&gb);
-    EXPECT_OK(lv_batch_to_graph(g, &h->b, &gb));
-    lv_metrics m = {0};
-    ck_assert_msg(t->cls->fprop(t, g, &gb, false, step, &m), "%s", lv_status_msg(lv_graph_status(g)));
-    double loss = lv_metrics_value(&m, 0);
-    EXPECT_OK(lv_graph_backward(g, m.loss));
-    int64_t n;
-    float *grads = lv_varstore_grads(vs, &n);
-    const float *gp = grads;
-    EXPECT_OK(lv_optimizer_apply(o, 1e-2f, 1, &vals, &gp));
-    lv_metrics_free(&m);
-    lv_batch_free(&gb);
+    double loss = mt_train_step(t, g, vs, o, vals, &h->b, step, 1e-2f);
     if (loss < 0.02) break;
   }
   last = eval_loss(t, h, NULL, &acc);

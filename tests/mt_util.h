@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "check_util.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "models/task.h"
+#include "optim/optimizer.h"
 
 /* decoder.per_word_avg_loss and, if smoothing > 0, a UniformLabelSmoother; then freezes p. */
 static inline lv_params *mt_loss_params(lv_params *p, double smoothing, bool per_word) {
@@ -69,6 +71,42 @@ static inline double mt_eval_loss(lv_task *t, lv_batch *hb, double *weight, doub
   lv_metrics_free(&m);
   lv_batch_free(&gb);
   lv_graph_destroy(g);
+  return loss;
+}
+
+/* Adam (beta2 0.98, epsilon eps) over all of vs's values as one variable; *vals is that
+ * buffer. */
+static inline lv_optimizer *mt_adam(lv_varstore *vs, double eps, float **vals) {
+  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAM);
+  c.beta2 = 0.98;
+  c.epsilon = eps;
+  lv_optimizer *o = NULL;
+  EXPECT_OK(lv_optimizer_create(&c, lv_cpu_backend(), &o));
+  int64_t n = 0;
+  *vals = lv_varstore_values(vs, &n);
+  EXPECT_OK(lv_optimizer_add_var(o, "all", n, NULL));
+  return o;
+}
+
+/* One training step of t on host batch hb (g rewound, gradients zeroed, fprop, backward,
+ * o at learning rate lr); returns the step's loss. */
+static inline double mt_train_step(lv_task *t, lv_graph *g, lv_varstore *vs, lv_optimizer *o, float *vals,
+                                   lv_batch *hb, int64_t step, float lr) {
+  lv_graph_reset(g);
+  lv_graph_set_training(g, true);
+  lv_varstore_zero_grads(vs);
+  lv_batch gb;
+  lv_batch_init(&gb);
+  EXPECT_OK(lv_batch_to_graph(g, hb, &gb));
+  lv_metrics m = {0};
+  ck_assert_msg(t->cls->fprop(t, g, &gb, false, step, &m), "%s", lv_status_msg(lv_graph_status(g)));
+  double loss = lv_metrics_value(&m, 0);
+  EXPECT_OK(lv_graph_backward(g, m.loss));
+  int64_t n;
+  const float *gp = lv_varstore_grads(vs, &n);
+  EXPECT_OK(lv_optimizer_apply(o, lr, 1, &vals, &gp));
+  lv_metrics_free(&m);
+  lv_batch_free(&gb);
   return loss;
 }
 
