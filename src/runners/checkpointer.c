@@ -697,15 +697,23 @@ lv_status lv_checkpoint_params_text(const char *prefix, char **text) {
   return s;
 }
 
-bool lv_params_text_int(const char *text, const char *key, int64_t *out) {
-  size_t kl = strlen(key);
+const char *lv_params_text_value(const char *text, const char *key, size_t klen, size_t *vlen) {
   for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-    if (strncmp(p, key, kl) || strncmp(p + kl, " : ", 3)) continue;
-    char *end;
-    long long v = strtoll(p + kl + 3, &end, 10);
-    if (end == p + kl + 3 || (*end && *end != '\n')) return false;
-    *out = v;
-    return true;
+    if (strncmp(p, key, klen) || strncmp(p + klen, " : ", 3)) continue;
+    const char *v = p + klen + 3, *e = strchr(v, '\n');
+    *vlen = e ? (size_t)(e - v) : strlen(v);
+    return v;
   }
-  return false;
+  return NULL;
+}
+
+bool lv_params_text_int(const char *text, const char *key, int64_t *out) {
+  size_t vl = 0;
+  const char *v = lv_params_text_value(text, key, strlen(key), &vl);
+  if (!v) return false;
+  char *end;
+  long long x = strtoll(v, &end, 10);
+  if (end == v || end != v + vl) return false;
+  *out = x;
+  return true;
 }

@@ -86,6 +86,9 @@ int lv_checkpoint_clean_stale_temps(const char *train_dir);
 /* The trainer's params text stored in a checkpoint (*text = NULL and OK when the
  * checkpoint has none, e.g. one written by keras2ckpt); caller frees. */
 lv_status lv_checkpoint_params_text(const char *prefix, char **text);
+/* The value of the "key : value" line of a params text whose key is key[0..klen), or
+ * NULL; *vlen its length (up to the line's end). */
+const char *lv_params_text_value(const char *text, const char *key, size_t klen, size_t *vlen);
 /* The integer value of a "key : value" line of a params text; false if absent. */
 bool lv_params_text_int(const char *text, const char *key, int64_t *out);
 

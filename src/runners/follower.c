@@ -265,20 +265,6 @@ static bool model_line(const char *line, size_t len) {
   return true;
 }
 
-/* The line of text whose key (up to " :") equals key[0..klen), or NULL; *len its length. */
-static const char *find_key(const char *text, const char *key, size_t klen, size_t *len) {
-  for (const char *p = text; p && *p;) {
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    if (n > klen && !strncmp(p, key, klen) && p[klen] == ' ' && p[klen + 1] == ':') {
-      *len = n;
-      return p;
-    }
-    p = e ? e + 1 : NULL;
-  }
-  return NULL;
-}
-
 void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {
   static bool warned;
   if (warned) return;
@@ -297,14 +283,14 @@ void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);
     const char *colon = memchr(p, ':', n);
-    if (colon && colon > p && model_line(p, n)) {
-      size_t klen = (size_t)(colon - p - 1);
-      size_t on = 0;
-      const char *o = find_key(ours, p, klen, &on);
-      if (!o || on != n || strncmp(o, p, n)) {
+    if (colon && colon > p && colon + 2 <= p + n && model_line(p, n)) {
+      const size_t klen = (size_t)(colon - p - 1), tl = n - klen - 3; /* "key : value" */
+      size_t ol = 0;
+      const char *o = lv_params_text_value(ours, p, klen, &ol);
+      if (!o || ol != tl || strncmp(o, colon + 2, tl)) {
         if (ndiff < 4 && m < sizeof msg)
           m += (size_t)snprintf(msg + m, sizeof msg - m, "%s%.*s (here: %.*s)", ndiff ? "; " : "", (int)n, p,
-                                o ? (int)(on - klen - 3) : 4, o ? o + klen + 3 : "none");
+                                o ? (int)ol : 4, o ? o : "none");
         ndiff++;
       }
     }

@@ -209,34 +209,26 @@ static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
   return NULL;
 }
 
-/* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
- * two spaces so the params keep one key per line. */
 /* "<why>; largest: var a N, var b N, var c N" (the learner's per-variable gradient norms
  * of the step), to find where a spike comes from. */
 static void largest_grads(const lv_learner *l, const char *why, char *out, size_t cap) {
   int top[3] = {-1, -1, -1};
-  const int n = lv_learner_num_vars(l);
-  for (int i = 0; i < n; i++) {
+  double norm[3] = {0, 0, 0};
+  for (int i = 0; i < lv_learner_num_vars(l); i++) {
     double g;
     lv_learner_var_norms(l, i, &g, NULL);
-    for (int k = 0; k < 3; k++) {
-      double gk = 0;
-      if (top[k] >= 0) lv_learner_var_norms(l, top[k], &gk, NULL);
-      if (top[k] < 0 || g > gk) {
-        for (int j = 2; j > k; j--) top[j] = top[j - 1];
-        top[k] = i;
-        break;
-      }
-    }
+    int k = 3;
+    while (k > 0 && (top[k - 1] < 0 || g > norm[k - 1])) k--; /* g's rank among the top 3 */
+    for (int j = 2; j > k; j--) top[j] = top[j - 1], norm[j] = norm[j - 1];
+    if (k < 3) top[k] = i, norm[k] = g;
   }
   size_t len = (size_t)snprintf(out, cap, "%s; largest:", why);
-  for (int k = 0; k < 3 && top[k] >= 0 && len < cap; k++) {
-    double g;
-    lv_learner_var_norms(l, top[k], &g, NULL);
-    len += (size_t)snprintf(out + len, cap - len, "%s %s %.3g", k ? "," : "", lv_learner_var_name(l, top[k]), g);
-  }
+  for (int k = 0; k < 3 && top[k] >= 0 && len < cap; k++)
+    len += (size_t)snprintf(out + len, cap - len, "%s %s %.3g", k ? "," : "", lv_learner_var_name(l, top[k]), norm[k]);
 }
 
+/* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
+ * two spaces so the params keep one key per line. */
 static char *markdown_lines(const char *text) {
   size_t n = strlen(text), lines = 0;
   for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
