@@ -322,6 +322,13 @@ START_TEST(spm_errors) {
   EXPECT_ERR(make_err("SentencePieceTokenizer", NULL), LV_ERR_INVALID, "tokenizer.spm_model");
   EXPECT_ERR(make_err("SentencePieceTokenizer", (const char *const[]){"spm_model", "/nonexistent/x.model", NULL}),
              LV_ERR_NOT_FOUND, "x.model");
+  /* Sampling is refused before the model is read: the message says what is accepted. */
+  EXPECT_ERR(make_err("SentencePieceTokenizer",
+                      (const char *const[]){"spm_model", "/nonexistent/x.model", "nbest_size", "64", NULL}),
+             LV_ERR_INVALID, "tokenizer.nbest_size", "not implemented", "expected 0 or 1, found 64");
+  EXPECT_ERR(make_err("SentencePieceTokenizer",
+                      (const char *const[]){"spm_model", "/nonexistent/x.model", "nbest_size", "-1", NULL}),
+             LV_ERR_INVALID, "tokenizer.nbest_size", "found -1");
 }
 END_TEST
 

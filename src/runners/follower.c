@@ -243,25 +243,22 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
   if (s) {
     lv_warn("cannot read the trainer's params from %s: %s", prefix, lv_status_msg(s));
     lv_status_free(s);
-  } else if (text && lv_params_text_int(text, "train.max_steps", &v)) {
-    if (v != current && v != own)
-      lv_info("train.max_steps is %lld in the trainer's params (%s); this job's params say %lld: stopping after "
-              "step %lld", (long long)v, prefix, (long long)own, (long long)v);
-  } else {
-    v = current;
+  } else if (text && lv_params_text_int(text, "train.max_steps", &v) && v != current && v != own) {
+    /* lv_params_text_int leaves v at current when the key is missing or not an integer. */
+    lv_info("train.max_steps is %lld in the trainer's params (%s); this job's params say %lld: stopping after "
+            "step %lld", (long long)v, prefix, (long long)own, (long long)v);
   }
   free(text);
   return v;
 }
 
-/* A "key : value" line of a params text that describes the model (see the header). */
-static bool model_line(const char *line, size_t len) {
-  if (len < 5 || strncmp(line, "task.", 5)) return false;
-  if (!strncmp(line, "task.train.", 11) || !strncmp(line, "task.eval.", 10)) return false;
-  const char *colon = memchr(line, ':', len);
-  size_t klen = colon ? (size_t)(colon - line) : len;
+/* Whether the key (klen bytes) of a "key : value" params line describes the model (see the header). */
+static bool model_key(const char *key, size_t klen) {
+  if (klen < 5 || strncmp(key, "task.", 5)) return false;
+  if ((klen >= 11 && !strncmp(key, "task.train.", 11)) || (klen >= 10 && !strncmp(key, "task.eval.", 10)))
+    return false;
   for (size_t i = 0; i + 7 <= klen; i++)
-    if (!strncmp(line + i, "dropout", 7)) return false;
+    if (!strncmp(key + i, "dropout", 7)) return false;
   return true;
 }
 
@@ -283,7 +280,7 @@ void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);
     const char *colon = memchr(p, ':', n);
-    if (colon && colon > p && colon + 2 <= p + n && model_line(p, n)) {
+    if (colon && colon > p && colon + 2 <= p + n && model_key(p, (size_t)(colon - p))) {
       const size_t klen = (size_t)(colon - p - 1), tl = n - klen - 3; /* "key : value" */
       size_t ol = 0;
       const char *o = lv_params_text_value(ours, p, klen, &ol);
