@@ -13,6 +13,7 @@
 #include "core/graph.h"
 #include "core/ops.h"
 #include "core/variable.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #define EPS 1e-2
 #define TOL 1e-2
@@ -599,6 +600,45 @@ START_TEST(fwd_softmax_stable_and_xent) {
 }
 END_TEST
 
+/* The softmax kernels' exp against the correctly rounded one (exp in double, rounded):
+ * every 997th float of [-87.3, 0] (by bit pattern, so every binade), the edges, and the
+ * special values. */
+START_TEST(fwd_cpu_exp_le0_accuracy) {
+  enum { N = 4096 };
+  static float x[N], y[N];
+  int64_t worst = 0;
+  float at = 0;
+  const float lo = -87.3f;
+  uint32_t end;
+  memcpy(&end, &lo, 4);
+  int n = 0;
+  for (uint32_t b = 0x80000000u;; b += 997) {
+    bool last = b >= end;
+    if (!last) memcpy(&x[n++], &b, 4);
+    if (n < N && !last) continue;
+    lv_cpu_exp_le0(n, x, y);
+    for (int i = 0; i < n; i++) {
+      float ref = (float)exp((double)x[i]);
+      int32_t u0, u1;
+      memcpy(&u0, &y[i], 4);
+      memcpy(&u1, &ref, 4);
+      int64_t u = llabs((long long)u0 - (long long)u1);
+      if (u > worst) worst = u, at = x[i];
+    }
+    n = 0;
+    if (last) break;
+  }
+  ck_assert_msg(worst <= 1, "exp_le0 is %lld ulp off at %.9g", (long long)worst, at);
+  const float sx[6] = {0.0f, -0.0f, -87.0f, -88.0f, -INFINITY, NAN};
+  float sy[6];
+  lv_cpu_exp_le0(6, sx, sy);
+  ck_assert(sy[0] == 1.0f && sy[1] == 1.0f);
+  ck_assert_float_eq_tol(sy[2], (float)exp(-87.0), 1e-43);
+  ck_assert(sy[3] == 0.0f && sy[4] == 0.0f);
+  ck_assert(isnan(sy[5]));
+}
+END_TEST
+
 START_TEST(fwd_dropout_deterministic) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(10000));
@@ -1132,6 +1172,7 @@ int main(void) {
   tcase_add_test(fw, fwd_conv_values);
   tcase_add_test(fw, fwd_per_image_std_in_top_k_argmax);
   tcase_add_test(fw, fwd_softmax_stable_and_xent);
+  tcase_add_test(fw, fwd_cpu_exp_le0_accuracy);
   tcase_add_test(fw, fwd_dropout_deterministic);
   tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
   tcase_add_test(fw, conv_chunked_matches_reference);

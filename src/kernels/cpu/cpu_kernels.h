@@ -62,6 +62,9 @@ const lv_backend *lv_cpu_backend(void);
 void lv_cpu_blas_init(void);
 /* OpenBLAS's core name after lv_cpu_blas_init ("SkylakeX", "Haswell", ...). */
 const char *lv_cpu_blas_core(void);
+/* y[i] = exp(x[i]) for x[i] <= 0: the vectorized exp of the softmax kernels
+ * (cpu_softmax.c); within 1 ulp of the correctly rounded value down to -87.3, 0 below. */
+void lv_cpu_exp_le0(int64_t n, const float *x, float *y);
 
 #define K(name, params, args) void lv_cpu_##name params;
 #define KR(type, name, params, args) type lv_cpu_##name params;
