@@ -90,8 +90,12 @@ check "no new events file on a finished log directory" [ "$(ls "$T/run/eval_test
 # Flags own what they name: another run's inspect_params dump does not move this run to
 # that run's logdir, nor swap the dataset's input.
 expect_exit 0 "inspect_params" "$TR" --model=$M --logdir="$T/other" --mode=inspect_params --model_params_override="$OV"
-expect_exit 0 "evaler with another run's train params file" timeout 120 "$EV" --model=$M --logdir="$T/run" --once \
-  --model_params_file_override="$T/other/train-params.txt"
+# The Test input reads the experiment file's /tmp/mnist/mnist, which only a machine that
+# ran the quick start has: a copy of the experiments points it at this run's data.
+cp -r "$LV_ROOT/experiments" "$T/exp"
+sed -i "s|/tmp/mnist/mnist|$FM|g" "$T/exp/image/mnist.cfg"
+expect_exit 0 "evaler with another run's train params file" env LINGVOC_EXPERIMENTS="$T/exp" timeout 120 "$EV" \
+  --model=$M --logdir="$T/run" --once --model_params_file_override="$T/other/train-params.txt"
 err_has "sets cluster.logdir to '$T/other', but --logdir owns it"
 err_has "--dataset owns input.*"
 check "the scores went to this run's logdir" [ ! -e "$T/other/eval_test" ]
