@@ -111,10 +111,12 @@ static void reduce_rows(void *arg, int64_t lo, int64_t hi, int slot) {
       _Pragma("omp simd") for (int64_t j = 0; j < w; j++) acc[j] += row[j];
     }
     float *d = J->dst + j0;
-    if (J->acc)
-      for (int64_t j = 0; j < w; j++) d[j] += J->alpha * acc[j];
-    else
-      for (int64_t j = 0; j < w; j++) d[j] = J->alpha * acc[j];
+    const float alpha = J->alpha; /* a local: d might alias *J, which kept these loops scalar */
+    if (J->acc) {
+      _Pragma("omp simd") for (int64_t j = 0; j < w; j++) d[j] += alpha * acc[j];
+    } else {
+      _Pragma("omp simd") for (int64_t j = 0; j < w; j++) d[j] = alpha * acc[j];
+    }
   }
 }
 

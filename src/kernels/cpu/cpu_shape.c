@@ -23,10 +23,11 @@ LV_CPU_PAR_LOOP(copy_block_outer, blk_job, o, {
   const int64_t run = J->run;
   const float *s = J->src + (o * J->src_n + J->src_off) * J->inner;
   float *d = J->dst + (o * J->dst_n + J->dst_off) * J->inner;
-  if (J->acc)
-    for (int64_t i = 0; i < run; i++) d[i] += s[i];
-  else
+  if (J->acc) {
+    _Pragma("omp simd") for (int64_t i = 0; i < run; i++) d[i] += s[i];
+  } else {
     memcpy(d, s, sizeof(float) * (size_t)run);
+  }
 })
 
 void lv_cpu_copy_block(lv_kctx *ctx, int64_t outer, int64_t len, int64_t inner, const float *src, int64_t src_n,
