@@ -111,6 +111,10 @@ ifneq ($(MAKECMDGOALS),clean)
 $(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS)' | cmp -s - $(FLAGS_FILE) || \
           echo '$(CC) $(CFLAGS)' >$(FLAGS_FILE); })
 endif
+# (`make clean all` removes it after the line above wrote it.)
+$(FLAGS_FILE):
+	@mkdir -p $(BUILD)
+	echo '$(CC) $(CFLAGS)' >$@
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(PROTO_H) $(FLAGS_FILE)
 	$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
