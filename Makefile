@@ -25,6 +25,7 @@ X86_LEVEL := $(shell $(CC) -march=native -E -dM - </dev/null 2>/dev/null | \
                grep -cE '__(AVX2|BMI2|F16C|FMA|LZCNT|MOVBE)__' | \
                awk '{ print ($$1 == 6 ? "x86-64-v3" : "x86-64-v2") }')
 endif
+export X86_LEVEL # `make test` and `make asan` run make again: detect once
 # -fno-trapping-math lets loops with conditionals (clamps, NaN tests) vectorize, and
 # -fno-math-errno inlines sqrtf and friends; nothing here reads FP exceptions or errno of
 # a math function (PyTorch builds its kernels with the same two flags).
@@ -107,14 +108,15 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: src/io/proto/%.proto
 # Objects depend on the compile command: a changed OPT, X86_LEVEL or CFLAGS rebuilds them
 # (make alone only sees changed files). The command is rewritten only when it differs.
 FLAGS_FILE := $(BUILD)/cflags.txt
+COMPILE_CMD = $(CC) $(CFLAGS)
 ifneq ($(MAKECMDGOALS),clean)
-$(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS)' | cmp -s - $(FLAGS_FILE) || \
-          echo '$(CC) $(CFLAGS)' >$(FLAGS_FILE); })
+$(shell mkdir -p $(BUILD) && { echo '$(COMPILE_CMD)' | cmp -s - $(FLAGS_FILE) || \
+          echo '$(COMPILE_CMD)' >$(FLAGS_FILE); })
 endif
 # (`make clean all` removes it after the line above wrote it.)
 $(FLAGS_FILE):
 	@mkdir -p $(BUILD)
-	echo '$(CC) $(CFLAGS)' >$@
+	echo '$(COMPILE_CMD)' >$@
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(PROTO_H) $(FLAGS_FILE)
 	$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@

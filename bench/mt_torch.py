@@ -227,7 +227,8 @@ def main():
 
     model.train()
     total = 0.0
-    for step in range(steps + 2):  # steps 0 and 1 warm up, as on lingvoc's side
+    warmup = 2  # steps 0 and 1 warm up, as on lingvoc's side (mt_bench.c's WARMUP)
+    for step in range(steps + warmup):
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = 0.7 * transformer_schedule(step)
@@ -236,7 +237,7 @@ def main():
         loss.backward()
         opt.step()
         value = loss.item()
-        if step >= 2:
+        if step >= warmup:
             total += time.perf_counter() - t0
         assert math.isfinite(value), "loss %r at step %d" % (value, step)
 
