@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "core/variable.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_math.h"
 
 #define EPS 1e-2
 #define TOL 1e-2
@@ -639,6 +640,119 @@ START_TEST(fwd_cpu_exp_le0_accuracy) {
 }
 END_TEST
 
+/* ulp distance between two finite floats of the same sign region (bit patterns as
+ * sign-magnitude integers). */
+static int64_t ulp_dist(float a, float b) {
+  int32_t ua, ub;
+  memcpy(&ua, &a, 4);
+  memcpy(&ub, &b, 4);
+  int64_t ia = ua < 0 ? -(int64_t)(ua & 0x7fffffff) : ua, ib = ub < 0 ? -(int64_t)(ub & 0x7fffffff) : ub;
+  return ia > ib ? ia - ib : ib - ia;
+}
+
+/* The tanh and sigmoid activation kernels (kernel_math.h's branch-free forms, which the
+ * LSTM gates use too) against the correctly rounded values (double, rounded): every 997th
+ * float of each sign (by bit pattern, so every binade), then the edges and the specials. */
+START_TEST(fwd_cpu_tanh_sigmoid_accuracy) {
+  enum { N = 4096 };
+  static float x[N], yt[N], ys[N];
+  int64_t worst_t = 0, worst_s = 0;
+  float at_t = 0, at_s = 0;
+  for (uint32_t sign = 0; sign < 2; sign++) {
+    int n = 0;
+    for (uint64_t b = 0;; b += 997) {
+      bool last = b >= 0x7f800000u;
+      if (!last) {
+        uint32_t u = (uint32_t)b | (sign << 31);
+        memcpy(&x[n++], &u, 4);
+      }
+      if (n < N && !last) continue;
+      lv_cpu_act_fwd(NULL, LV_ACT_TANH, n, x, yt);
+      lv_cpu_act_fwd(NULL, LV_ACT_SIGMOID, n, x, ys);
+      for (int i = 0; i < n; i++) {
+        int64_t u = ulp_dist(yt[i], (float)tanh((double)x[i]));
+        if (u > worst_t) worst_t = u, at_t = x[i];
+        float rs = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+        if (rs >= 1.17549435e-38f) {
+          u = ulp_dist(ys[i], rs);
+          if (u > worst_s) worst_s = u, at_s = x[i];
+        } else {
+          ck_assert_msg(ys[i] >= 0.0f && ys[i] <= 1.2e-38f, "sigmoid(%.9g) = %.9g", x[i], ys[i]);
+        }
+      }
+      n = 0;
+      if (last) break;
+    }
+  }
+  ck_assert_msg(worst_t <= 2, "tanh is %lld ulp off at %.9g", (long long)worst_t, at_t);
+  ck_assert_msg(worst_s <= 2, "sigmoid is %lld ulp off at %.9g", (long long)worst_s, at_s);
+  const float sx[9] = {0.0f, -0.0f, 0.625f, -0.625f, 9.5f, -9.5f, INFINITY, -INFINITY, NAN};
+  float st[9], ss[9];
+  lv_cpu_act_fwd(NULL, LV_ACT_TANH, 9, sx, st);
+  lv_cpu_act_fwd(NULL, LV_ACT_SIGMOID, 9, sx, ss);
+  ck_assert(st[0] == 0.0f && !signbit(st[0]) && st[1] == 0.0f && signbit(st[1]));
+  ck_assert(ulp_dist(st[2], (float)tanh(0.625)) <= 2 && st[3] == -st[2]);
+  ck_assert(st[4] == 1.0f && st[5] == -1.0f && st[6] == 1.0f && st[7] == -1.0f && isnan(st[8]));
+  ck_assert(ss[0] == 0.5f && ss[1] == 0.5f && ss[6] == 1.0f && ss[7] == 0.0f && isnan(ss[8]));
+  /* The activation's backward from y: gy * (1 - y^2) and gy * y (1 - y), accumulating. */
+  const float gy[3] = {1.0f, -2.0f, 0.5f}, yy[3] = {0.25f, -0.5f, 0.75f};
+  float gx[3] = {1.0f, 1.0f, 1.0f};
+  lv_cpu_act_bwd(NULL, LV_ACT_TANH, 3, sx, yy, gy, gx, true);
+  ck_assert(gx[0] == 1.0f + 0.9375f && gx[1] == 1.0f - 1.5f && gx[2] == 1.0f + 0.21875f);
+  lv_cpu_act_bwd(NULL, LV_ACT_SIGMOID, 3, sx, yy, gy, gx, false);
+  ck_assert(gx[0] == 0.1875f && gx[1] == -2.0f * -0.75f && gx[2] == 0.09375f);
+}
+END_TEST
+
+/* The LSTM step's vectorized rows against the same formulas written plainly (fwd) and
+ * against the kernel's own general rows (bwd: with gm_prev NULL the kernel takes them),
+ * bit for bit, for every combination of cell cap, output nonlinearity, missing gc / gm
+ * and accumulation, with a width that leaves a vector tail. */
+START_TEST(lstm_step_simd_rows_match_plain) {
+  enum { B = 5, H = 37 };
+  static float gates[B * 4 * H], cp[B * H], mp[B * H], gc[B * H], gm[B * H], c[B * H], m[B * H];
+  static float gg1[B * 4 * H], gg2[B * 4 * H], gcp1[B * H], gcp2[B * H], gmp[B * H];
+  lv_rng r;
+  lv_rng_init(&r, 7, 0);
+  for (int i = 0; i < B * 4 * H; i++) gates[i] = 8.0f * lv_rng_uniform(&r) - 4.0f;
+  for (int i = 0; i < B * H; i++) {
+    cp[i] = 4.0f * lv_rng_uniform(&r) - 2.0f;
+    mp[i] = 2.0f * lv_rng_uniform(&r) - 1.0f;
+    gc[i] = 2.0f * lv_rng_uniform(&r) - 1.0f;
+    gm[i] = 2.0f * lv_rng_uniform(&r) - 1.0f;
+  }
+  const float pad[B] = {0, 1, 0, 0, 0};
+  for (int v = 0; v < 64; v++) {
+    const float cap = v & 1 ? 0.9f : 0.0f;
+    const bool out_nl = v & 2, no_gc = v & 4, no_gm = v & 8, acc = v & 16, with_pad = v & 32;
+    lv_cpu_lstm_step_fwd(NULL, B, H, gates, cp, mp, with_pad ? pad : NULL, 1.0f, cap, out_nl, c, m);
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        const float *g = gates + b * 4 * H;
+        float nc = lv_ksigm(g[2 * H + j] + 1.0f) * cp[b * H + j] + lv_ksigm(g[H + j]) * lv_ktanh(g[j]);
+        if (cap > 0) nc = nc < -cap ? -cap : (nc > cap ? cap : nc);
+        float mm = lv_ksigm(g[3 * H + j]) * (out_nl ? lv_ktanh(nc) : nc);
+        if (with_pad && pad[b] > 0.5f) nc = cp[b * H + j], mm = mp[b * H + j];
+        ck_assert_msg(c[b * H + j] == nc && m[b * H + j] == mm, "fwd variant %d row %d unit %d", v, b, j);
+      }
+    for (int i = 0; i < B * 4 * H; i++) gg1[i] = gg2[i] = (float)i / 100.0f;
+    for (int i = 0; i < B * H; i++) gcp1[i] = gcp2[i] = gmp[i] = (float)i / 50.0f;
+    /* With gm_prev (the vectorized rows), then without (the general rows). */
+    lv_cpu_lstm_step_bwd(NULL, B, H, gates, cp, with_pad ? pad : NULL, 1.0f, cap, out_nl, no_gc ? NULL : gc,
+                         no_gm ? NULL : gm, gg1, acc, gcp1, !acc, gmp, acc);
+    lv_cpu_lstm_step_bwd(NULL, B, H, gates, cp, with_pad ? pad : NULL, 1.0f, cap, out_nl, no_gc ? NULL : gc,
+                         no_gm ? NULL : gm, gg2, acc, gcp2, !acc, NULL, acc);
+    ck_assert_msg(!memcmp(gg1, gg2, sizeof gg1), "bwd ggates, variant %d", v);
+    ck_assert_msg(!memcmp(gcp1, gcp2, sizeof gcp1), "bwd gc_prev, variant %d", v);
+    for (int i = 0; i < B * H; i++) {
+      /* A padded row passes gm through; the others give m_prev no gradient here. */
+      float d = with_pad && pad[i / H] > 0.5f && !no_gm ? gm[i] : 0.0f;
+      ck_assert(gmp[i] == (acc ? (float)i / 50.0f + d : d));
+    }
+  }
+}
+END_TEST
+
 START_TEST(fwd_dropout_deterministic) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(10000));
@@ -1173,6 +1287,8 @@ int main(void) {
   tcase_add_test(fw, fwd_per_image_std_in_top_k_argmax);
   tcase_add_test(fw, fwd_softmax_stable_and_xent);
   tcase_add_test(fw, fwd_cpu_exp_le0_accuracy);
+  tcase_add_test(fw, fwd_cpu_tanh_sigmoid_accuracy);
+  tcase_add_test(fw, lstm_step_simd_rows_match_plain);
   tcase_add_test(fw, fwd_dropout_deterministic);
   tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
   tcase_add_test(fw, conv_chunked_matches_reference);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/dtype.h"
 #include "kernels/activation.h"
@@ -21,16 +22,58 @@
 
 #define LV_LEAKY_ALPHA 0.2f /* tf.nn.leaky_relu's default */
 
-/* tanh through one double exp: (e - 1) / (e + 1) with e = exp(2x) keeps float precision
- * (within 1.5 ulp of tanh; measured over every float) at half the cost of tanhf, which
- * was an eighth of an LSTM step (and, as the tanh activation, a tenth of an RNMT training
- * step: additive attention). Below |x| = 0.004 e - 1 would cancel: the series there. */
+/* exp(x) for x <= 0 in a form that vectorizes (no calls, no branches), where expf is a
+ * call per element: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' polynomial, 2^n
+ * put in the exponent bits. Within 1 ulp of the correctly rounded exp on [-87.3, 0]
+ * (tests/check_core.c); 0 below -87.34 (where expf is subnormal); NaN stays NaN. n comes
+ * out of the 1.5 * 2^23 rounding trick, not a float-to-int cast. The softmaxes' exp and
+ * the base of lv_ksigm and lv_ktanh. */
+LV_KFN float lv_kexp_le0(float x) {
+  const float lo = -87.33654475f;
+  float xc = x < lo ? lo : x;
+  xc = xc > 0.0f ? 0.0f : xc;
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = t - 12582912.0f;
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t eb = (tb - 0x4B400000u + 127u) << 23; /* n + 127 in the exponent field */
+  float scale;
+  memcpy(&scale, &eb, sizeof scale);
+  return x < lo ? 0.0f : (x != x ? x : p * scale);
+}
+
+/* tanh without calls or branches, so the LSTM's gate loops and the tanh activation (the
+ * additive attention's [rows, S, hidden] tanh) vectorize: Cephes' odd polynomial below
+ * |x| = 0.625, (1 - e) / (1 + e) with e = exp(-2|x|) above (no cancellation there: e <=
+ * 0.29). Within 2 ulp of tanh over every float (tests/check_core.c); +-1 from |x| = 9.1;
+ * NaN stays NaN; tanh(-0) = -0. Both sides are computed and one is selected. */
 LV_KFN float lv_ktanh(float x) {
-  if (fabsf(x) < 0.004f) return x * (1.0f - x * x * (1.0f / 3.0f));
-  if (x > 20.0f) return 1.0f;
-  if (x < -20.0f) return -1.0f;
-  double e = exp(2.0 * (double)x);
-  return (float)((e - 1.0) / (e + 1.0));
+  const float a = fabsf(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float e = lv_kexp_le0(-2.0f * a);
+  return copysignf(a < 0.625f ? p * z * a + a : (1.0f - e) / (1.0f + e), x);
+}
+
+/* The logistic sigmoid without calls or branches (see lv_ktanh): with e = exp(-|x|) <= 1,
+ * 1 / (1 + e) for x >= 0 and e / (1 + e) below, so neither side overflows or loses the
+ * small values' relative precision. Within 2 ulp of 1 / (1 + exp(-x)) wherever that is a
+ * normal float (tests/check_core.c); 0 below x = -87.34; NaN stays NaN. */
+LV_KFN float lv_ksigm(float x) {
+  const float e = lv_kexp_le0(-fabsf(x)), d = 1.0f + e;
+  return x >= 0.0f ? 1.0f / d : (x != x ? x : e / d);
 }
 
 /* y = act(x) for an lv_activation. */
@@ -38,7 +81,7 @@ LV_KFN float lv_kact(int a, float x) {
   switch (a) {
     case LV_ACT_RELU: return x > 0 ? x : 0;
     case LV_ACT_RELU6: return x < 0 ? 0 : (x > 6 ? 6 : x);
-    case LV_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case LV_ACT_SIGMOID: return lv_ksigm(x);
     case LV_ACT_TANH: return lv_ktanh(x);
     case LV_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case LV_ACT_SILU: return x / (1.0f + expf(-x));
@@ -78,7 +121,6 @@ LV_KFN float lv_kdact(int a, float x, float y) {
   }
 }
 
-LV_KFN float lv_ksigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* x[i] ranks before x[j] in top_k: larger, or equal with the lower index (NaN largest). */
 LV_KFN bool lv_kbetter(float vi, int64_t i, float vj, int64_t j) {

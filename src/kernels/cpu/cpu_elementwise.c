@@ -177,6 +177,9 @@ LV_CPU_PAR_SIMD_LOOP(relu_fwd, ew, i, {
   J->out[i] = v > 0.0f ? v : 0.0f;
 })
 LV_CPU_PAR_LOOP(act_fwd, ew, i, J->out[i] = lv_kact(J->a, J->x[i]);)
+/* tanh and sigmoid (the attention's tanh, gates) vectorize apart from lv_kact's switch. */
+LV_CPU_PAR_SIMD_LOOP(tanh_fwd, ew, i, J->out[i] = lv_ktanh(J->x[i]);)
+LV_CPU_PAR_SIMD_LOOP(sigm_fwd, ew, i, J->out[i] = lv_ksigm(J->x[i]);)
 LV_CPU_PAR_SIMD_LOOP(relu_bwd_acc, ew, i, {
   float g = J->gy[i];
   J->gx[i] += J->r[i] > 0.0f ? g : 0.0f;
@@ -189,6 +192,15 @@ LV_CPU_PAR_LOOP(act_bwd, ew, i, {
   float g = J->gy[i] * lv_kdact(J->a, J->x[i], J->y[i]);
   J->gx[i] = J->acc ? J->gx[i] + g : g;
 })
+/* lv_kdact's tanh and sigmoid cases, from y alone. */
+LV_CPU_PAR_SIMD_LOOP(tanh_bwd, ew, i, {
+  float y = J->y[i], g = J->gy[i] * (1.0f - y * y);
+  J->gx[i] = J->acc ? J->gx[i] + g : g;
+})
+LV_CPU_PAR_SIMD_LOOP(sigm_bwd, ew, i, {
+  float y = J->y[i], g = J->gy[i] * (y * (1.0f - y));
+  J->gx[i] = J->acc ? J->gx[i] + g : g;
+})
 
 void lv_cpu_act_fwd(lv_kctx *ctx, int a, int64_t n, const float *x, float *y) {
   ew e = {.a = a, .x = x, .out = y};
@@ -196,7 +208,8 @@ void lv_cpu_act_fwd(lv_kctx *ctx, int a, int64_t n, const float *x, float *y) {
     lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, relu_fwd, &e);
     return;
   }
-  lv_cpu_par(ctx, n, n > PAR_MIN / 8 ? lv_cpu_grain(n, 4096) : n, act_fwd, &e);
+  lv_cpu_par_fn fn = a == LV_ACT_TANH ? tanh_fwd : (a == LV_ACT_SIGMOID ? sigm_fwd : act_fwd);
+  lv_cpu_par(ctx, n, n > PAR_MIN / 8 ? lv_cpu_grain(n, 4096) : n, fn, &e);
 }
 
 void lv_cpu_act_bwd(lv_kctx *ctx, int a, int64_t n, const float *x, const float *y, const float *gy, float *gx,
@@ -209,7 +222,10 @@ void lv_cpu_act_bwd(lv_kctx *ctx, int a, int64_t n, const float *x, const float 
     return;
   }
   ew e = {.a = a, .x = x, .y = y, .gy = gy, .gx = gx, .acc = acc};
-  lv_cpu_par(ctx, n, n > PAR_MIN / 8 ? lv_cpu_grain(n, 4096) : n, act_bwd, &e);
+  lv_cpu_par_fn fn = act_bwd;
+  if (y && a == LV_ACT_TANH) fn = tanh_bwd;
+  if (y && a == LV_ACT_SIGMOID) fn = sigm_bwd;
+  lv_cpu_par(ctx, n, n > PAR_MIN / 8 ? lv_cpu_grain(n, 4096) : n, fn, &e);
 }
 
 /* lv_philox4x32 for LANES consecutive counters at once, written lane-wise so the

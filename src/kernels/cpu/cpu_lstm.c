@@ -1,8 +1,12 @@
 /* The fused LSTMCellSimple gate step (Lingvo's rnn_cell.py): one pass over the 4H gate
  * pre-activations of each row computes the new c and m; the backward pass recomputes the
  * same values from the gates and c_prev instead of keeping them. Rows are independent,
- * so splitting them over threads never changes a bit. */
+ * so splitting them over threads never changes a bit. Within a row the loop over units
+ * vectorizes: kernel_math.h's sigmoid and tanh have no calls or branches, and the job's
+ * flags select through bit masks (GCC does not vectorize a select on a loop-invariant
+ * scalar bool), which picks the same bits as the branches they replace. */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernel_math.h"
@@ -16,6 +20,19 @@ typedef struct lstm_job {
 } lstm_job;
 
 static inline bool padded(const lstm_job *J, int64_t r) { return J->pad && J->pad[r] > 0.5f; }
+
+/* a where m is all ones, b where it is 0: a select that vectorizes. */
+static inline float pick(uint32_t m, float a, float b) {
+  uint32_t ua, ub;
+  memcpy(&ua, &a, sizeof ua);
+  memcpy(&ub, &b, sizeof ub);
+  const uint32_t ur = (ua & m) | (ub & ~m);
+  float r;
+  memcpy(&r, &ur, sizeof r);
+  return r;
+}
+static inline uint32_t mask(bool b) { return b ? 0xffffffffu : 0u; }
+static inline float clamp(float x, float cap) { return x < -cap ? -cap : (x > cap ? cap : x); }
 
 static void fwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
   const lstm_job *J = arg;
@@ -33,16 +50,55 @@ static void fwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
       continue;
     }
     const float *ii = J->gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
+    /* The job's fields in locals: the stores through c and m could alias them. */
+    const float fgb = J->fgb, cap = J->cap;
+    const uint32_t capped = mask(cap > 0), out_nl = mask(J->out_nl);
+#pragma omp simd
     for (int64_t j = 0; j < h; j++) {
-      float nc = lv_ksigm(fg[j] + J->fgb) * cp[j] + lv_ksigm(ig[j]) * lv_ktanh(ii[j]);
-      if (J->cap > 0) nc = nc < -J->cap ? -J->cap : (nc > J->cap ? J->cap : nc);
+      float nc = lv_ksigm(fg[j] + fgb) * cp[j] + lv_ksigm(ig[j]) * lv_ktanh(ii[j]);
+      nc = pick(capped, clamp(nc, cap), nc);
       c[j] = nc;
-      m[j] = lv_ksigm(og[j]) * (J->out_nl ? lv_ktanh(nc) : nc);
+      m[j] = lv_ksigm(og[j]) * pick(out_nl, lv_ktanh(nc), nc);
     }
   }
 }
 
 static inline void put(float *p, bool acc, float v) { *p = acc ? *p + v : v; }
+
+/* One unpadded row's backward with ggates, gc_prev and gm_prev all present (every step
+ * but a sequence's first, whose zero state has no gradient): bwd_row's loop without its
+ * branches. */
+static void bwd_row_simd(const lstm_job *J, int64_t r) {
+  const int64_t h = J->h;
+  const float *cp = J->c_prev + r * h;
+  const float *ii = J->gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
+  /* A missing gc or gm reads c_prev (any valid row) and picks 0: no conditional loads. */
+  const float *gc = J->gc ? J->gc + r * h : cp, *gm = J->gm ? J->gm + r * h : cp;
+  float *gg = J->ggates + r * 4 * h, *gcp = J->gc_prev + r * h, *gmp = J->gm_prev + r * h;
+  const float fgb = J->fgb, cap = J->cap;
+  const uint32_t capped = mask(cap > 0), out_nl = mask(J->out_nl), has_gc = mask(J->gc), has_gm = mask(J->gm);
+  const uint32_t gg_acc = mask(J->ggates_acc), gc_acc = mask(J->gc_acc), gm_acc = mask(J->gm_acc);
+#pragma omp simd
+  for (int64_t j = 0; j < h; j++) {
+    float f = lv_ksigm(fg[j] + fgb), i = lv_ksigm(ig[j]), t = lv_ktanh(ii[j]), o = lv_ksigm(og[j]);
+    float nc0 = f * cp[j] + i * t;
+    const bool inside = nc0 >= -cap && nc0 <= cap;
+    const float nc = pick(capped, clamp(nc0, cap), nc0);
+    float dm = pick(has_gm, gm[j], 0.0f), dc = pick(has_gc, gc[j], 0.0f);
+    const float tc = lv_ktanh(nc);
+    const float dog = pick(out_nl, dm * tc, dm * nc);
+    dc += pick(out_nl, dm * o * (1.0f - tc * tc), dm * o);
+    dc = pick(capped, inside ? dc : 0.0f, dc);
+    const float v0 = dc * i * (1.0f - t * t), v1 = dc * t * i * (1.0f - i);
+    const float v2 = dc * cp[j] * f * (1.0f - f), v3 = dog * o * (1.0f - o), vc = dc * f;
+    gg[j] = pick(gg_acc, gg[j] + v0, v0);
+    gg[h + j] = pick(gg_acc, gg[h + j] + v1, v1);
+    gg[2 * h + j] = pick(gg_acc, gg[2 * h + j] + v2, v2);
+    gg[3 * h + j] = pick(gg_acc, gg[3 * h + j] + v3, v3);
+    gcp[j] = pick(gc_acc, gcp[j] + vc, vc);
+    gmp[j] = pick(gm_acc, gmp[j] + 0.0f, 0.0f);
+  }
+}
 
 static void bwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
   const lstm_job *J = arg;
@@ -57,6 +113,10 @@ static void bwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
         if (J->gc_prev) put(J->gc_prev + r * h + j, J->gc_acc, gc ? gc[j] : 0.0f);
         if (J->gm_prev) put(J->gm_prev + r * h + j, J->gm_acc, gm ? gm[j] : 0.0f);
       }
+      continue;
+    }
+    if (J->ggates && J->gc_prev && J->gm_prev) {
+      bwd_row_simd(J, r);
       continue;
     }
     const float *cp = J->c_prev + r * h;

@@ -6,40 +6,13 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_math.h"
 
 #define PAR_ROWS 64
 
-/* exp(x) for x <= 0 (softmax's x - max, log-probabilities) in a form that vectorizes,
- * where expf is a call per element: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
- * polynomial, 2^n put in the exponent bits. Within 1 ulp of the correctly rounded exp on
- * [-87.3, 0] (tests/check_backend_ops.c); 0 below that (where expf is subnormal); NaN
- * stays NaN. n comes out of the 1.5 * 2^23 rounding trick, not a float-to-int cast. */
-static inline float exp_le0(float x) {
-  const float lo = -87.33654475f;
-  float xc = x < lo ? lo : x;
-  xc = xc > 0.0f ? 0.0f : xc;
-  const float t = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = t - 12582912.0f;
-  uint32_t tb;
-  memcpy(&tb, &t, sizeof tb);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const uint32_t eb = (tb - 0x4B400000u + 127u) << 23; /* n + 127 in the exponent field */
-  float scale;
-  memcpy(&scale, &eb, sizeof scale);
-  return x < lo ? 0.0f : (x != x ? x : p * scale);
-}
-
 void lv_cpu_exp_le0(int64_t n, const float *x, float *y) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; i++) y[i] = exp_le0(x[i]);
+  for (int64_t i = 0; i < n; i++) y[i] = lv_kexp_le0(x[i]);
 }
 
 /* p[j] <- exp(p[j]) in place; returns their sum in double (a fixed lane-wise order: the
@@ -48,7 +21,7 @@ static double exp_sum(int64_t c, float *p) {
   double s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t j = 0; j < c; j++) {
-    p[j] = exp_le0(p[j]);
+    p[j] = lv_kexp_le0(p[j]);
     s += p[j];
   }
   return s;
@@ -100,7 +73,7 @@ LV_CPU_PAR_LOOP(softmax_bwd_rows, sm_job, r, {
   if (J->log_) {
     for (int64_t j = 0; j < c; j++) s += gr[j];
     for (int64_t j = 0; j < c; j++) {
-      float g = gr[j] - exp_le0(yr[j]) * (float)s;
+      float g = gr[j] - lv_kexp_le0(yr[j]) * (float)s;
       xr[j] = J->acc ? xr[j] + g : g;
     }
   } else {
