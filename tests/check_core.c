@@ -601,6 +601,16 @@ START_TEST(fwd_softmax_stable_and_xent) {
 }
 END_TEST
 
+/* ulp distance between two finite floats of the same sign region (bit patterns as
+ * sign-magnitude integers). */
+static int64_t ulp_dist(float a, float b) {
+  int32_t ua, ub;
+  memcpy(&ua, &a, 4);
+  memcpy(&ub, &b, 4);
+  int64_t ia = ua < 0 ? -(int64_t)(ua & 0x7fffffff) : ua, ib = ub < 0 ? -(int64_t)(ub & 0x7fffffff) : ub;
+  return ia > ib ? ia - ib : ib - ia;
+}
+
 /* The softmax kernels' exp against the correctly rounded one (exp in double, rounded):
  * every 997th float of [-87.3, 0] (by bit pattern, so every binade), the edges, and the
  * special values. */
@@ -619,11 +629,7 @@ START_TEST(fwd_cpu_exp_le0_accuracy) {
     if (n < N && !last) continue;
     lv_cpu_exp_le0(n, x, y);
     for (int i = 0; i < n; i++) {
-      float ref = (float)exp((double)x[i]);
-      int32_t u0, u1;
-      memcpy(&u0, &y[i], 4);
-      memcpy(&u1, &ref, 4);
-      int64_t u = llabs((long long)u0 - (long long)u1);
+      int64_t u = ulp_dist(y[i], (float)exp((double)x[i]));
       if (u > worst) worst = u, at = x[i];
     }
     n = 0;
@@ -639,16 +645,6 @@ START_TEST(fwd_cpu_exp_le0_accuracy) {
   ck_assert(isnan(sy[5]));
 }
 END_TEST
-
-/* ulp distance between two finite floats of the same sign region (bit patterns as
- * sign-magnitude integers). */
-static int64_t ulp_dist(float a, float b) {
-  int32_t ua, ub;
-  memcpy(&ua, &a, 4);
-  memcpy(&ub, &b, 4);
-  int64_t ia = ua < 0 ? -(int64_t)(ua & 0x7fffffff) : ua, ib = ub < 0 ? -(int64_t)(ub & 0x7fffffff) : ub;
-  return ia > ib ? ia - ib : ib - ia;
-}
 
 /* The tanh and sigmoid activation kernels (kernel_math.h's branch-free forms, which the
  * LSTM gates use too) against the correctly rounded values (double, rounded): every 997th

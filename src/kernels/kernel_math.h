@@ -121,7 +121,6 @@ LV_KFN float lv_kdact(int a, float x, float y) {
   }
 }
 
-
 /* x[i] ranks before x[j] in top_k: larger, or equal with the lower index (NaN largest). */
 LV_KFN bool lv_kbetter(float vi, int64_t i, float vj, int64_t j) {
   bool ni = isnan(vi), nj = isnan(vj);

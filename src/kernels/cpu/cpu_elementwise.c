@@ -177,9 +177,10 @@ LV_CPU_PAR_SIMD_LOOP(relu_fwd, ew, i, {
   J->out[i] = v > 0.0f ? v : 0.0f;
 })
 LV_CPU_PAR_LOOP(act_fwd, ew, i, J->out[i] = lv_kact(J->a, J->x[i]);)
-/* tanh and sigmoid (the attention's tanh, gates) vectorize apart from lv_kact's switch. */
-LV_CPU_PAR_SIMD_LOOP(tanh_fwd, ew, i, J->out[i] = lv_ktanh(J->x[i]);)
-LV_CPU_PAR_SIMD_LOOP(sigm_fwd, ew, i, J->out[i] = lv_ksigm(J->x[i]);)
+/* act_fwd with the activation a constant, for tanh (the attention's) and sigmoid: the
+ * switch folds away and the loop vectorizes. */
+LV_CPU_PAR_SIMD_LOOP(tanh_fwd, ew, i, J->out[i] = lv_kact(LV_ACT_TANH, J->x[i]);)
+LV_CPU_PAR_SIMD_LOOP(sigm_fwd, ew, i, J->out[i] = lv_kact(LV_ACT_SIGMOID, J->x[i]);)
 LV_CPU_PAR_SIMD_LOOP(relu_bwd_acc, ew, i, {
   float g = J->gy[i];
   J->gx[i] += J->r[i] > 0.0f ? g : 0.0f;
@@ -192,13 +193,14 @@ LV_CPU_PAR_LOOP(act_bwd, ew, i, {
   float g = J->gy[i] * lv_kdact(J->a, J->x[i], J->y[i]);
   J->gx[i] = J->acc ? J->gx[i] + g : g;
 })
-/* lv_kdact's tanh and sigmoid cases, from y alone. */
+/* act_bwd with the activation a constant (so lv_kdact's switch folds away): tanh and
+ * sigmoid, whose derivatives need y alone. */
 LV_CPU_PAR_SIMD_LOOP(tanh_bwd, ew, i, {
-  float y = J->y[i], g = J->gy[i] * (1.0f - y * y);
+  float g = J->gy[i] * lv_kdact(LV_ACT_TANH, 0.0f, J->y[i]);
   J->gx[i] = J->acc ? J->gx[i] + g : g;
 })
 LV_CPU_PAR_SIMD_LOOP(sigm_bwd, ew, i, {
-  float y = J->y[i], g = J->gy[i] * (y * (1.0f - y));
+  float g = J->gy[i] * lv_kdact(LV_ACT_SIGMOID, 0.0f, J->y[i]);
   J->gx[i] = J->acc ? J->gx[i] + g : g;
 })
 

@@ -65,9 +65,30 @@ static void fwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
 
 static inline void put(float *p, bool acc, float v) { *p = acc ? *p + v : v; }
 
+/* One unit's gradients: gates (input, input gate, forget gate, output gate) and c_prev. */
+typedef struct unit_grads {
+  float gi, gig, gfg, gog, gc;
+} unit_grads;
+
+/* The backward of one unit from its gate pre-activations, c_prev and the incoming dc, dm
+ * (0 where absent); capped and out_nl are masks (see pick), so this vectorizes inline. */
+static inline unit_grads unit_bwd(float ii, float ig, float fg, float og, float cp, float fgb, float cap,
+                                  uint32_t capped, uint32_t out_nl, float dm, float dc) {
+  const float f = lv_ksigm(fg + fgb), i = lv_ksigm(ig), t = lv_ktanh(ii), o = lv_ksigm(og);
+  const float nc0 = f * cp + i * t;
+  const bool inside = nc0 >= -cap && nc0 <= cap;
+  const float nc = pick(capped, clamp(nc0, cap), nc0);
+  const float tc = lv_ktanh(nc);
+  const float dog = pick(out_nl, dm * tc, dm * nc);
+  dc += pick(out_nl, dm * o * (1.0f - tc * tc), dm * o);
+  dc = pick(capped, inside ? dc : 0.0f, dc);
+  return (unit_grads){.gi = dc * i * (1.0f - t * t), .gig = dc * t * i * (1.0f - i),
+                      .gfg = dc * cp * f * (1.0f - f), .gog = dog * o * (1.0f - o), .gc = dc * f};
+}
+
 /* One unpadded row's backward with ggates, gc_prev and gm_prev all present (every step
- * but a sequence's first, whose zero state has no gradient): bwd_row's loop without its
- * branches. */
+ * but a sequence's first, whose zero state has no gradient): no branches, so the loop
+ * vectorizes. */
 static void bwd_row_simd(const lstm_job *J, int64_t r) {
   const int64_t h = J->h;
   const float *cp = J->c_prev + r * h;
@@ -80,22 +101,13 @@ static void bwd_row_simd(const lstm_job *J, int64_t r) {
   const uint32_t gg_acc = mask(J->ggates_acc), gc_acc = mask(J->gc_acc), gm_acc = mask(J->gm_acc);
 #pragma omp simd
   for (int64_t j = 0; j < h; j++) {
-    float f = lv_ksigm(fg[j] + fgb), i = lv_ksigm(ig[j]), t = lv_ktanh(ii[j]), o = lv_ksigm(og[j]);
-    float nc0 = f * cp[j] + i * t;
-    const bool inside = nc0 >= -cap && nc0 <= cap;
-    const float nc = pick(capped, clamp(nc0, cap), nc0);
-    float dm = pick(has_gm, gm[j], 0.0f), dc = pick(has_gc, gc[j], 0.0f);
-    const float tc = lv_ktanh(nc);
-    const float dog = pick(out_nl, dm * tc, dm * nc);
-    dc += pick(out_nl, dm * o * (1.0f - tc * tc), dm * o);
-    dc = pick(capped, inside ? dc : 0.0f, dc);
-    const float v0 = dc * i * (1.0f - t * t), v1 = dc * t * i * (1.0f - i);
-    const float v2 = dc * cp[j] * f * (1.0f - f), v3 = dog * o * (1.0f - o), vc = dc * f;
-    gg[j] = pick(gg_acc, gg[j] + v0, v0);
-    gg[h + j] = pick(gg_acc, gg[h + j] + v1, v1);
-    gg[2 * h + j] = pick(gg_acc, gg[2 * h + j] + v2, v2);
-    gg[3 * h + j] = pick(gg_acc, gg[3 * h + j] + v3, v3);
-    gcp[j] = pick(gc_acc, gcp[j] + vc, vc);
+    const unit_grads u = unit_bwd(ii[j], ig[j], fg[j], og[j], cp[j], fgb, cap, capped, out_nl,
+                                  pick(has_gm, gm[j], 0.0f), pick(has_gc, gc[j], 0.0f));
+    gg[j] = pick(gg_acc, gg[j] + u.gi, u.gi);
+    gg[h + j] = pick(gg_acc, gg[h + j] + u.gig, u.gig);
+    gg[2 * h + j] = pick(gg_acc, gg[2 * h + j] + u.gfg, u.gfg);
+    gg[3 * h + j] = pick(gg_acc, gg[3 * h + j] + u.gog, u.gog);
+    gcp[j] = pick(gc_acc, gcp[j] + u.gc, u.gc);
     gmp[j] = pick(gm_acc, gmp[j] + 0.0f, 0.0f);
   }
 }
@@ -119,34 +131,21 @@ static void bwd_rows(void *arg, int64_t lo, int64_t hi, int slot) {
       bwd_row_simd(J, r);
       continue;
     }
+    /* Some output absent: the same unit gradients, stored where asked. */
     const float *cp = J->c_prev + r * h;
     const float *ii = J->gates + r * 4 * h, *ig = ii + h, *fg = ig + h, *og = fg + h;
     float *gg = J->ggates ? J->ggates + r * 4 * h : NULL;
+    const uint32_t capped = mask(J->cap > 0), out_nl = mask(J->out_nl);
     for (int64_t j = 0; j < h; j++) {
-      float f = lv_ksigm(fg[j] + J->fgb), i = lv_ksigm(ig[j]), t = lv_ktanh(ii[j]), o = lv_ksigm(og[j]);
-      float nc = f * cp[j] + i * t;
-      bool pass = true;
-      if (J->cap > 0) {
-        pass = nc >= -J->cap && nc <= J->cap;
-        nc = nc < -J->cap ? -J->cap : (nc > J->cap ? J->cap : nc);
-      }
-      float dm = gm ? gm[j] : 0.0f, dc = gc ? gc[j] : 0.0f, dog;
-      if (J->out_nl) {
-        float tc = lv_ktanh(nc);
-        dog = dm * tc;
-        dc += dm * o * (1.0f - tc * tc);
-      } else {
-        dog = dm * nc;
-        dc += dm * o;
-      }
-      if (!pass) dc = 0.0f;
+      const unit_grads u = unit_bwd(ii[j], ig[j], fg[j], og[j], cp[j], J->fgb, J->cap, capped, out_nl,
+                                    gm ? gm[j] : 0.0f, gc ? gc[j] : 0.0f);
       if (gg) {
-        put(gg + j, J->ggates_acc, dc * i * (1.0f - t * t));
-        put(gg + h + j, J->ggates_acc, dc * t * i * (1.0f - i));
-        put(gg + 2 * h + j, J->ggates_acc, dc * cp[j] * f * (1.0f - f));
-        put(gg + 3 * h + j, J->ggates_acc, dog * o * (1.0f - o));
+        put(gg + j, J->ggates_acc, u.gi);
+        put(gg + h + j, J->ggates_acc, u.gig);
+        put(gg + 2 * h + j, J->ggates_acc, u.gfg);
+        put(gg + 3 * h + j, J->ggates_acc, u.gog);
       }
-      if (J->gc_prev) put(J->gc_prev + r * h + j, J->gc_acc, dc * f);
+      if (J->gc_prev) put(J->gc_prev + r * h + j, J->gc_acc, u.gc);
       if (J->gm_prev) put(J->gm_prev + r * h + j, J->gm_acc, 0.0f);
     }
   }
