@@ -31,3 +31,48 @@ ensure_fashion_mnist() {
   mkdir -p "$DATA_DIR"
   "$LV_BIN/keras2ckpt" --dataset=fashion_mnist --out="$FM" >/dev/null
 }
+
+# gen_mt_pairs SEED LINES DIR: a toy parallel corpus DIR/train.en, DIR/train.es of LINES
+# pairs (3-6 words of 1-2 syllables; the target reverses each word's syllables and the
+# word order through a fixed syllable map), deterministic for SEED.
+gen_mt_pairs() {
+  awk -v seed="$1" -v lines="$2" -v out="$3" 'BEGIN {
+    ns = split("ka to ri en an do mi su ne lo pa ve ra", s, " ")
+    split("ño la sé re el los ma ga di bre tar qué çi", t, " ")
+    x = seed
+    for (l = 0; l < lines; l++) {
+      x = (x * 16807) % 2147483647; nw = 3 + x % 4; src = ""; tgt = ""
+      for (w = 0; w < nw; w++) {
+        x = (x * 16807) % 2147483647; k = 1 + x % 2; ws = ""; wt = ""
+        for (j = 0; j < k; j++) { x = (x * 16807) % 2147483647; i = 1 + x % ns; ws = ws s[i]; wt = t[i] wt }
+        src = src (w ? " " : "") ws; tgt = wt (w ? " " : "") tgt
+      }
+      print src "." > (out "/train.en"); print tgt "." > (out "/train.es")
+    }
+  }'
+}
+# gen_punct_text SEED LINES: LINES sentences (to stdout) whose punctuation and capitals
+# follow rules (questions, a comma after an interjection, "Run ...!", capitalized names).
+gen_punct_text() {
+  awk -v seed="$1" -v lines="$2" 'function cap(t) { return toupper(substr(t, 1, 1)) substr(t, 2) }
+  BEGIN {
+    nq = split("where who why how", q, " "); ni = split("yes no well now", it, " ")
+    nn = split("john mary paris rome", nm, " ")
+    nw = split("the dog cat walked to house big small went saw a old new we they", w, " ")
+    x = seed
+    for (l = 0; l < lines; l++) {
+      x = (x * 16807) % 2147483647; kind = x % 4
+      x = (x * 16807) % 2147483647; n = 3 + x % 5; s = ""
+      for (i = 0; i < n; i++) {
+        x = (x * 16807) % 2147483647; r = x % (nw + nn)
+        s = s (i ? " " : "") (r < nw ? w[r + 1] : cap(nm[r - nw + 1]))
+      }
+      x = (x * 16807) % 2147483647
+      if (kind == 0) s = cap(q[1 + x % nq]) " " s "?"
+      else if (kind == 1) s = cap(it[1 + x % ni]) ", " s "."
+      else if (kind == 2) s = "Run " s "!"
+      else s = cap(s) "."
+      print s
+    }
+  }'
+}

@@ -16,20 +16,7 @@ for c in spm_train spm_export_vocab; do
     exit 0
   fi
 done
-awk -v seed=7 -v lines=20 -v out="$T" 'BEGIN {
-  ns = split("ka to ri en an do mi su ne lo pa ve ra", s, " ")
-  split("ño la sé re el los ma ga di bre tar qué çi", t, " ")
-  x = seed
-  for (l = 0; l < lines; l++) {
-    x = (x * 16807) % 2147483647; nw = 3 + x % 4; src = ""; tgt = ""
-    for (w = 0; w < nw; w++) {
-      x = (x * 16807) % 2147483647; k = 1 + x % 2; ws = ""; wt = ""
-      for (j = 0; j < k; j++) { x = (x * 16807) % 2147483647; i = 1 + x % ns; ws = ws s[i]; wt = t[i] wt }
-      src = src (w ? " " : "") ws; tgt = wt (w ? " " : "") tgt
-    }
-    print src "." > (out "/train.en"); print tgt "." > (out "/train.es")
-  }
-}'
+gen_mt_pairs 7 20 "$T"
 expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
   sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.en,$T/train.es" --vocab_size=128 --out="$T/wpm.voc"
 expect_exit 0 "wpm_encode_file" "$LV_BIN/wpm_encode_file" --source_filepaths="$T/train.en" \

@@ -12,27 +12,7 @@ if ! command -v spm_train >/dev/null 2>&1; then
   echo "test_punctuator_toy: skipped (spm_train not installed: apt-get install sentencepiece)"
   exit 0
 fi
-awk -v seed=11 -v lines=200 'function cap(t) { return toupper(substr(t, 1, 1)) substr(t, 2) }
-BEGIN {
-  nq = split("where who why how", q, " "); ni = split("yes no well now", it, " ")
-  nn = split("john mary paris rome", nm, " ")
-  nw = split("the dog cat walked to house big small went saw a old new we they", w, " ")
-  x = seed
-  for (l = 0; l < lines; l++) {
-    x = (x * 16807) % 2147483647; kind = x % 4
-    x = (x * 16807) % 2147483647; n = 3 + x % 5; s = ""
-    for (i = 0; i < n; i++) {
-      x = (x * 16807) % 2147483647; r = x % (nw + nn)
-      s = s (i ? " " : "") (r < nw ? w[r + 1] : cap(nm[r - nw + 1]))
-    }
-    x = (x * 16807) % 2147483647
-    if (kind == 0) s = cap(q[1 + x % nq]) " " s "?"
-    else if (kind == 1) s = cap(it[1 + x % ni]) ", " s "."
-    else if (kind == 2) s = "Run " s "!"
-    else s = cap(s) "."
-    print s
-  }
-}' >"$T/train.txt"
+gen_punct_text 11 200 >"$T/train.txt"
 expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
   sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.txt" --vocab_size=128 --out="$T/wpm.voc"
 M=punctuator.codelab.RNMTTinyTest
