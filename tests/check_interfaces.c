@@ -367,17 +367,18 @@ END_TEST
 
 /* A toy decoding task: the hypothesis of example i is the argmax of its "logits" row,
  * the reference its "label"; both are written as words ("w3") for BLEU. */
-static lv_status toy_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_nmap *dec_out) {
+static lv_status toy_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out) {
   (void)t;
-  lv_tensor *hyp = lv_op_argmax(g, lv_batch_get(b, "logits"));
+  lv_tensor *logits = lv_graph_from_host(g, lv_batch_get(b, "logits"));
+  lv_tensor *hyp = logits ? lv_op_argmax(g, logits) : NULL;
   if (!hyp) return lv_graph_status(g);
-  LV_TRY(lv_nmap_set(dec_out, "hyp", hyp));
-  return lv_nmap_set(dec_out, "ref", lv_batch_get(b, "label"));
+  LV_TRY(lv_decode_out_set(dec_out, "hyp", hyp));
+  return lv_decode_out_set(dec_out, "ref", lv_batch_get(b, "label"));
 }
 
-static lv_status toy_post(lv_task *t, const lv_nmap *dec_out, lv_metric_set *ms, lv_kv_list *out) {
+static lv_status toy_post(lv_task *t, const lv_decode_out *dec_out, lv_metric_set *ms, lv_kv_list *out) {
   (void)t;
-  lv_tensor *hyp = lv_nmap_get(dec_out, "hyp"), *ref = lv_nmap_get(dec_out, "ref");
+  lv_tensor *hyp = lv_decode_out_get(dec_out, "hyp"), *ref = lv_decode_out_get(dec_out, "ref");
   int64_t n = lv_tensor_numel(hyp);
   int32_t h[16], r[16];
   LV_TRY(lv_tensor_to_host(hyp, h));

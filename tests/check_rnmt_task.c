@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/beam_search.h"
 #include "models/rnmt.h"
+#include "models/seq_decode.h"
 #include "mt_util.h"
 #include "optim/optimizer.h"
 #include "parity.h"
@@ -167,7 +168,7 @@ START_TEST(test_variable_names) {
   /* 1 + 1 embedding shards (too small for 2), 4 encoder cells and 2 decoder cells of 3 vars each, proj 2,
    * attention 4 projections + 3 inner vars, softmax 2 x 2. */
   ck_assert_int_eq(lv_varstore_count(vs), 2 + 6 * 3 + 2 + 7 + 4);
-  ck_assert_int_eq(lv_mt_rnmt_model.mt_decode->vocab_size(t), V);
+  ck_assert_int_eq(lv_mt_rnmt_model.seq_decode->vocab_size(t), V);
   t->cls->destroy(t);
   lv_varstore_destroy(vs);
   lv_params_free(p);
@@ -196,8 +197,15 @@ START_TEST(test_bad_params) {
 }
 END_TEST
 
+/* The decode ops' begin on host batch b (its attention lengths are not checked here). */
+static lv_status begin_host(const lv_seq_decode_ops *ops, lv_task *t, lv_graph *g, const lv_batch *b, void **st) {
+  int64_t atten_len = 0;
+  int32_t atten_lens[MAXN];
+  return ops->begin(t, g, b, &atten_len, atten_lens, st);
+}
+
 typedef struct step_ctx {
-  const lv_mt_decode_ops *ops;
+  const lv_seq_decode_ops *ops;
   void *st;
   int n;
 } step_ctx;
@@ -215,7 +223,7 @@ START_TEST(test_step_matches_teacher_forcing) {
   lv_params *p = tiny_params_with(0.1, true, _i & 1, _i & 2);
   lv_varstore *vs = lv_varstore_create();
   lv_task *t = make_task(p, vs);
-  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  const lv_seq_decode_ops *ops = lv_mt_rnmt_model.seq_decode;
   ck_assert(ops && ops->atten_probs);
   enum { NB = 4 };
   host_batch h;
@@ -233,7 +241,7 @@ START_TEST(test_step_matches_teacher_forcing) {
   ck_assert_int_eq(ap->shape.d[2], MAXS);
   for (int beam = 1; beam <= 2; beam++) {
     void *st = NULL;
-    EXPECT_OK(ops->begin(t, g, sids, spad, &st));
+    EXPECT_OK(begin_host(ops, t, g, &h.b, &st));
     int n = beam * NB;
     int32_t ids[2 * NB], parent[2 * NB];
     float out[2 * NB * V], atten[2 * NB * MAXS];
@@ -275,12 +283,11 @@ END_TEST
  * passes on lives in buffers outside it, so the peak does not grow with the steps (it did,
  * linearly, when every step's states and attention stayed in the graph). */
 static size_t decode_peak(lv_task *t, host_batch *h, int nb, int steps) {
-  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  const lv_seq_decode_ops *ops = lv_mt_rnmt_model.seq_decode;
   lv_graph *g = lv_graph_create(0);
   lv_graph_set_training(g, false);
-  lv_tensor *sids = lv_graph_from_host(g, &h->t[0]), *spad = lv_graph_from_host(g, &h->t[1]);
   void *st = NULL;
-  EXPECT_OK(ops->begin(t, g, sids, spad, &st));
+  EXPECT_OK(begin_host(ops, t, g, &h->b, &st));
   enum { K = 3 };
   int n = K * nb;
   int32_t *ids = malloc(sizeof *ids * n), *parent = malloc(sizeof *parent * n);
@@ -498,13 +505,12 @@ START_TEST(test_overfits_50_pairs) {
   ck_assert_msg(first > 2.0 && last < 0.1, "loss %g -> %g after %d steps", first, last, step);
   ck_assert_msg(acc == 1.0, "next-step accuracy %g after training", acc);
 
-  const lv_mt_decode_ops *ops = lv_mt_rnmt_model.mt_decode;
+  const lv_seq_decode_ops *ops = lv_mt_rnmt_model.seq_decode;
   /* Greedy search. */
   lv_graph_reset(g);
   lv_graph_set_training(g, false);
   step_ctx sc = {.ops = ops, .n = MAXN};
-  lv_tensor *sids = lv_graph_from_host(g, &h->t[0]), *spad = lv_graph_from_host(g, &h->t[1]);
-  EXPECT_OK(ops->begin(t, g, sids, spad, &sc.st));
+  EXPECT_OK(begin_host(ops, t, g, &h->b, &sc.st));
   lv_greedy_search_params gp = lv_greedy_search_params_default();
   gp.target_seq_len = 12;
   lv_greedy_search_result gr = {0};
@@ -516,8 +522,6 @@ START_TEST(test_overfits_50_pairs) {
   lv_greedy_search_result_free(&gr);
   /* Beam search (4 hyps, MTDecoderV1's length normalization and coverage penalty). */
   lv_graph_reset(g);
-  sids = lv_graph_from_host(g, &h->t[0]);
-  spad = lv_graph_from_host(g, &h->t[1]);
   lv_beam_search_params bp = lv_beam_search_params_default();
   bp.num_hyps_per_beam = 4;
   bp.length_normalization = 0.2f;
@@ -525,7 +529,7 @@ START_TEST(test_overfits_50_pairs) {
   bp.target_seq_len = 12;
   EXPECT_OK(lv_beam_search_params_validate(&bp, V));
   sc.n = MAXN * bp.num_hyps_per_beam;
-  EXPECT_OK(ops->begin(t, g, sids, spad, &sc.st));
+  EXPECT_OK(begin_host(ops, t, g, &h->b, &sc.st));
   int32_t src_lens[MAXN];
   for (int b = 0; b < MAXN; b++) src_lens[b] = h->slen[b];
   lv_beam_search_result br = {0};

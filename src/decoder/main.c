@@ -45,7 +45,8 @@ static lv_status run(int argc, char **argv) {
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(&c, flags, n, dataset, &p));
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
-                          .timeout_secs = timeout, .decode_text = *decode_text ? decode_text : NULL};
+                          .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
+                          .decode_kind = "text"};
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
   return s;

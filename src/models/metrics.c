@@ -9,7 +9,7 @@
 #include "base/log.h"
 
 const char *const lv_metric_kind_names[LV_METRIC_KIND_COUNT] = {"AverageMetric", "UniqueAverageMetric", "F1Metric",
-                                                                "MCCMetric", "CorpusBleuMetric"};
+                                                                "MCCMetric", "CorpusBleuMetric", "CustomMetric"};
 _Static_assert(LV_ARRAY_LEN(lv_metric_kind_names) == LV_METRIC_KIND_COUNT, "one name per metric kind");
 
 /* The longest suffix a summary tag adds to a metric's name. */
@@ -33,6 +33,8 @@ struct lv_metric {
   int64_t nkeys, cap_keys, nmismatch;
   int64_t *slots;
   int64_t nslots;
+  const lv_metric_custom_ops *custom; /* Custom */
+  void *ctx;
 };
 
 static lv_metric *metric_new(lv_metric_kind kind) {
@@ -59,8 +61,26 @@ lv_metric *lv_metric_corpus_bleu_new(lv_bleu_separator sep) {
   return m;
 }
 
+lv_metric *lv_metric_custom_new(const lv_metric_custom_ops *ops, void *ctx) {
+  lv_metric *m = metric_new(LV_METRIC_CUSTOM);
+  if (!m) {
+    ops->free(ctx);
+    return NULL;
+  }
+  m->custom = ops;
+  m->ctx = ctx;
+  return m;
+}
+
+void *lv_metric_custom_ctx(lv_metric *m, const lv_metric_custom_ops *ops) {
+  LV_ASSERTF(m->kind == LV_METRIC_CUSTOM && m->custom == ops, "lv_metric_custom_ctx on a %s",
+             m->kind == LV_METRIC_CUSTOM ? m->custom->kind_name : lv_metric_kind_names[m->kind]);
+  return m->ctx;
+}
+
 void lv_metric_free(lv_metric *m) {
   if (!m) return;
+  if (m->custom) m->custom->free(m->ctx);
   for (int64_t i = 0; i < m->nkeys; i++) free(m->keys[i].key);
   free(m->keys);
   free(m->slots);
@@ -259,6 +279,8 @@ lv_status lv_metric_value(const lv_metric *m, double *value) {
     case LV_METRIC_CORPUS_BLEU:
       *value = lv_bleu_score(&m->bleu);
       return NULL;
+    case LV_METRIC_CUSTOM:
+      return m->custom->value(m->ctx, value);
     case LV_METRIC_KIND_COUNT:
       break;
   }
@@ -271,8 +293,18 @@ static void summary_value(lv_summary_value *v, const char *name, const char *suf
   v->value = value;
 }
 
+int lv_metric_summary_count(const lv_metric *m) {
+  if (m->kind == LV_METRIC_CUSTOM) return m->custom->summary_count(m->ctx);
+  return m->kind == LV_METRIC_UNIQUE_AVERAGE ? 4 : 1;
+}
+
 lv_status lv_metric_summary(const lv_metric *m, const char *name, lv_summary_value *out, int *n) {
   *n = 0;
+  if (m->kind == LV_METRIC_CUSTOM) {
+    LV_TRY(m->custom->summary(m->ctx, name, out));
+    *n = m->custom->summary_count(m->ctx);
+    return NULL;
+  }
   if (strlen(name) + TAG_SUFFIX_MAX > LV_METRIC_TAG_MAX)
     return lv_status_make(LV_ERR_INVALID, "metric name %s: longer than %d characters", name,
                           LV_METRIC_TAG_MAX - TAG_SUFFIX_MAX);
@@ -371,7 +403,9 @@ lv_metric *lv_metric_set_at(const lv_metric_set *s, int i) {
 lv_status lv_metric_set_summaries(const lv_metric_set *s, lv_summary_value **out, int *n) {
   *out = NULL;
   *n = 0;
-  lv_summary_value *v = malloc((size_t)(s->n ? s->n : 1) * LV_METRIC_SUMMARY_MAX * sizeof *v);
+  size_t total = 1;
+  for (int i = 0; i < s->n; i++) total += (size_t)lv_metric_summary_count(s->items[i].m);
+  lv_summary_value *v = malloc(total * sizeof *v);
   if (!v) return lv_status_make(LV_ERR_RESOURCE, "metric summaries: out of memory");
   int k = 0;
   for (int i = 0; i < s->n; i++) {

@@ -13,6 +13,9 @@
  *                        and F1 0 where their denominators are 0.
  *   MCCMetric            F1Metric plus true negatives: (tp*tn-fp*fn)/sqrt(...) or 0.
  *   CorpusBleuMetric     update(ref, hyp) strings: Lingvo's BleuScorer (models/bleu.h).
+ *   a custom metric      an accumulator a task defines (sacrebleu, the punctuator's marks):
+ *                        its owner updates it through its context; it gives its value and
+ *                        any number of summary values through its ops.
  *
  * Each lv_metric is owned by whoever created it, or by the lv_metric_set it was added to.
  * Updating a metric with the update function of another kind is a programmer error. */
@@ -30,6 +33,7 @@ typedef enum lv_metric_kind {
   LV_METRIC_F1,
   LV_METRIC_MCC,
   LV_METRIC_CORPUS_BLEU,
+  LV_METRIC_CUSTOM,
   LV_METRIC_KIND_COUNT
 } lv_metric_kind;
 
@@ -81,16 +85,35 @@ const lv_bleu_scorer *lv_metric_bleu_scorer(const lv_metric *m);
  * logged and the average returned. */
 lv_status lv_metric_value(const lv_metric *m, double *value);
 
-/* Summary(name): the scalar (tag, value) pairs Lingvo writes for the metric, in its
- * order: name itself, then for UniqueAverageMetric name/total_count, name/total_value,
- * name/total_weight. */
 #define LV_METRIC_SUMMARY_MAX 4
 #define LV_METRIC_TAG_MAX 128
 typedef struct lv_summary_value {
   char tag[LV_METRIC_TAG_MAX];
   double value;
 } lv_summary_value;
-/* out has room for LV_METRIC_SUMMARY_MAX; *n is set to the count. A name too long for a
+
+/* A custom metric's behaviour. ctx is what lv_metric_custom_new was given. */
+typedef struct lv_metric_custom_ops {
+  const char *kind_name; /* for messages, e.g. "SacreBleuMetric" */
+  lv_status (*value)(const void *ctx, double *value);
+  /* How many summary values it writes, and the values for metric `name` (tags of its
+   * own choosing, at most LV_METRIC_TAG_MAX - 1 bytes each). */
+  int (*summary_count)(const void *ctx);
+  lv_status (*summary)(const void *ctx, const char *name, lv_summary_value *out);
+  void (*free)(void *ctx);
+} lv_metric_custom_ops;
+/* Takes ctx (freed with ops->free when the metric is, also when this returns NULL). */
+lv_metric *lv_metric_custom_new(const lv_metric_custom_ops *ops, void *ctx);
+/* The context of a custom metric made with ops (a programmer error for another). */
+void *lv_metric_custom_ctx(lv_metric *m, const lv_metric_custom_ops *ops);
+
+/* Summary(name): the scalar (tag, value) pairs Lingvo writes for the metric, in its
+ * order: name itself, then for UniqueAverageMetric name/total_count, name/total_value,
+ * name/total_weight. */
+/* How many values lv_metric_summary writes (at most LV_METRIC_SUMMARY_MAX but for a
+ * custom metric). */
+int lv_metric_summary_count(const lv_metric *m);
+/* out has room for lv_metric_summary_count(m); *n is set to the count. A name too long for a
  * tag is LV_ERR_INVALID. */
 lv_status lv_metric_summary(const lv_metric *m, const char *name, lv_summary_value *out, int *n);
 

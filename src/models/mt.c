@@ -12,6 +12,7 @@
 #include "core/ops.h"
 #include "layers/embedding.h"
 #include "layers/full_softmax.h"
+#include "models/seq_decode.h"
 
 #define MT_MAX_LAYERS 64
 #define MT_MAX_CHILD_PARAMS (2 * MT_MAX_LAYERS + 8)
@@ -72,43 +73,6 @@ static lv_params *encoder_params(void) {
   return p;
 }
 
-lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
-  lv_params *bs = lv_params_new_cls("BeamSearchHelper");
-  lv_params_define_int(bs, "num_hyps_per_beam", 8, "Num of hyps to keep per beam during decoding.");
-  lv_params_define_float(bs, "target_seq_length_ratio", 1.0, "Ratio of the average target sequence length over the "
-                         "average source sequence length.");
-  lv_params_define_float(bs, "length_normalization", length_normalization, "Beam search length normalization ratio.");
-  lv_params_define_float(bs, "coverage_penalty", coverage_penalty, "Beam search coverage penalty.");
-  lv_params_define_float(bs, "valid_eos_max_logit_delta", 5.0, "During beam search, allow </s> to terminate a hyp "
-                         "only if its logit is no more than this value away from the logit of the best candidate.");
-  lv_params_define_float(bs, "local_eos_threshold", -100.0, "During beam search, allow </s> to terminate a hyp if "
-                         "the local score for </s> is greater than local_eos_threshold.");
-  lv_params_define_float(bs, "beam_size", 3.0, "The maximum difference between best hyp and the worst in a beam. "
-                         "This allows to prune our search when none of the active hyp is close enough to the "
-                         "current best.");
-  lv_params_define_bool(bs, "force_eos_in_last_step", false, "For all active hyps that are still on the beam after "
-                        "target_seq_len steps, return partial hyps with EOS set as the last token.");
-  lv_params_define_bool(bs, "force_eos_in_top_k", false, "Whether to always consider the eos token to be among the "
-                        "top k tokens for every step.");
-  lv_params_define_bool(bs, "ensure_full_beam", false, "If True, we will not terminate the search until both of "
-                        "these conditions are satisfied: we have found at least num_hyps_per_beam terminated hyps "
-                        "AND no active hyps have a score within beam_size of the best terminated hyp.");
-  lv_params_define_bool(bs, "terminate_beams_independently", false, "Whether each beam in the same batch can "
-                        "independently terminate.");
-  return bs;
-}
-
-void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty) {
-  lv_params_define_params(p, "label_smoothing", NULL, "Label smoothing class (UniformLabelSmoother).");
-  lv_params_define_bool(p, "per_word_avg_loss", false,
-                        "Compute loss averaged per word. If False loss is computed averaged per sequence.");
-  lv_params_define_int(p, "target_seq_len", 300, "Target seq length.");
-  lv_params_define_int(p, "target_sos_id", 1, "Id of the target sequence sos symbol.");
-  lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
-  lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(length_normalization, coverage_penalty),
-                          "BeamSearchHelper params.");
-}
-
 static lv_params *decoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerDecoder");
   LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
@@ -151,6 +115,7 @@ static void mt_destroy(lv_task *t) {
   }
   lv_layer_free((lv_layer *)m->softmax);
   for (int i = 0; i < m->nchild_params; i++) lv_params_free(m->child_params[i]);
+  lv_task_free_decode_state(t);
   free(m);
 }
 
@@ -214,23 +179,6 @@ static lv_status build_side(mt_model *m, const lv_params *p, const char *key, co
     side->layers[i] = (lv_transformer_layer *)l;
     side->num_layers = i + 1;
   }
-  return NULL;
-}
-
-lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty) {
-  *uncertainty = 0;
-  const lv_params *ls = lv_params_sub(dp, "label_smoothing");
-  if (!ls) return NULL;
-  if (strcmp(lv_params_str(ls, "cls"), "UniformLabelSmoother"))
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.cls: only UniformLabelSmoother is "
-                          "supported, found %s", lv_params_str(ls, "cls"));
-  if (lv_params_is_set(ls, "token_id_uncertainty_larger"))
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.token_id_uncertainty_larger is not "
-                          "supported by %s (leave it None)", task_cls);
-  double u = lv_params_float(ls, "uncertainty");
-  if (!(u >= 0 && u < 1))
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.label_smoothing.uncertainty must be in [0, 1), got %g", u);
-  *uncertainty = (float)u;
   return NULL;
 }
 
@@ -340,82 +288,6 @@ bool lv_mt_transformer_log_probs(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_te
   if (!x) return false;
   *log_probs = lv_op_log_softmax(g, lv_softmax_layer_logits(m->softmax, g, x));
   return *log_probs != NULL;
-}
-
-static bool graph_ok(lv_graph *g) {
-  lv_status s = lv_graph_status(g);
-  bool ok = s == NULL;
-  lv_status_free(s);
-  return ok;
-}
-
-/* Fraction of argmax == label over weighted positions, on the host (eval only). */
-static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
-                                    double *num) {
-  int64_t n = lv_tensor_numel(weights);
-  int32_t *am = malloc(sizeof(int32_t) * (size_t)(n + 1)), *lb = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  float *w = malloc(sizeof(float) * (size_t)(n + 1));
-  LV_ASSERT(am && lb && w);
-  lv_status s = lv_tensor_to_host(xo->per_example_argmax, am);
-  if (!s) s = lv_tensor_to_host(labels, lb);
-  if (!s) s = lv_tensor_to_host(weights, w);
-  double c = 0, tot = 0;
-  for (int64_t i = 0; !s && i < n; i++) {
-    tot += w[i];
-    if (am[i] == lb[i]) c += w[i];
-  }
-  free(am);
-  free(lb);
-  free(w);
-  *acc = c / (tot > 0 ? tot : 1.0);
-  *num = tot;
-  return s;
-}
-
-bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
-                           float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt) {
-  lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [T, B] */
-  lv_xent_output xo;
-  if (!labels || !weights || !lv_softmax_layer_fprop(sm, g, x, weights, labels, NULL, smoothing, &xo))
-    return false;
-  double total_weight = 0;
-  if (lv_tensor_item(xo.total_weight, &total_weight)) {
-    lv_graph_fail(g, "%s: cannot read the total target weight", who);
-    return false;
-  }
-  int64_t batch = tgt_labels->shape.d[0];
-  if (per_word_avg_loss) {
-    lv_metrics_add(mt, "loss", xo.avg_xent, total_weight);
-  } else {
-    lv_tensor *per_seq_total = lv_op_reduce_sum(g, lv_op_mul(g, xo.per_example_xent, weights), LV_ALL_AXES, false);
-    lv_metrics_add(mt, "loss", lv_op_scale(g, per_seq_total, 1.0f / (float)batch), (double)batch);
-  }
-  lv_metrics_add(mt, "log_pplx", xo.avg_xent, total_weight);
-  if (is_eval) {
-    double acc = 0, num = 0;
-    lv_status s = next_step_accuracy(&xo, labels, weights, &acc, &num);
-    if (s) {
-      lv_graph_fail(g, "%s", lv_status_msg(s));
-      lv_status_free(s);
-      return false;
-    }
-    lv_metrics_add_const(mt, "fraction_of_correct_next_step_preds", acc, num);
-  }
-  return graph_ok(g);
-}
-
-bool lv_mt_batch_get(lv_graph *g, lv_batch *b, const char *who, lv_mt_batch *out) {
-  out->src_ids = lv_batch_get(b, "src.ids");
-  out->src_paddings = lv_batch_get(b, "src.paddings");
-  out->tgt_ids = lv_batch_get(b, "tgt.ids");
-  out->tgt_paddings = lv_batch_get(b, "tgt.paddings");
-  out->tgt_labels = lv_batch_get(b, "tgt.labels");
-  out->tgt_weights = lv_batch_get(b, "tgt.weights");
-  if (out->src_ids && out->src_paddings && out->tgt_ids && out->tgt_paddings && out->tgt_labels && out->tgt_weights)
-    return true;
-  lv_graph_fail(g, "%s needs batch keys src.ids, src.paddings, tgt.ids, tgt.paddings, tgt.labels, tgt.weights (an "
-                   "NmtInput dataset)", who);
-  return false;
 }
 
 static bool mt_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
@@ -639,10 +511,13 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
   return NULL;
 }
 
-/* ---- bin/decoder's interface (lv_mt_decode_ops) ---- */
+/* ---- the decoder job's incremental decoder (models/seq_decode.h) ---- */
 
-static lv_status tr_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, void **state) {
+static lv_status tr_decode_begin(lv_task *t, lv_graph *g, const lv_batch *b, int64_t *atten_len, int32_t *atten_lens,
+                                void **state) {
   *state = NULL;
+  lv_tensor *src_ids, *src_paddings;
+  LV_TRY(lv_mt_decode_source(g, b, "mt decoder", &src_ids, &src_paddings, atten_len, atten_lens));
   lv_tensor *vecs, *pads;
   if (!lv_mt_transformer_encode(t, g, src_ids, src_paddings, &vecs, &pads)) {
     lv_status s = lv_graph_status(g);
@@ -676,13 +551,14 @@ static int64_t tr_vocab_size(const lv_task *t) { return lv_mt_transformer_vocab_
 
 /* float32 key/value caches outside the graph (two pairs per layer, up to 2T steps as they
  * double) and one step's graph memory (attention over T steps and S sources, logits). */
-static int64_t tr_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
+static int64_t tr_row_bytes(const lv_task *t, const lv_batch *b, int64_t target_seq_len) {
   const mt_model *m = (const mt_model *)t;
+  int64_t src_len = lv_mt_source_len(b);
   int64_t T = target_seq_len, D = m->dec.model_dim, L = m->dec.num_layers;
   return 4 * (4 * L * 2 * T * D + 16 * (T + src_len) * D + 2 * m->softmax->num_classes);
 }
 
-static const lv_mt_decode_ops kTransformerDecodeOps = {
+static const lv_seq_decode_ops kTransformerDecodeOps = {
     .vocab_size = tr_vocab_size,
     .atten_probs = true,
     .row_bytes = tr_row_bytes,
@@ -697,5 +573,5 @@ const lv_task_class lv_mt_transformer_model = {
     .create = mt_create,
     .fprop = mt_fprop,
     .destroy = mt_destroy,
-    .mt_decode = &kTransformerDecodeOps,
+    LV_SEQ_DECODE_HOOKS(lv_seq_decoder_setup, &kTransformerDecodeOps),
 };

@@ -14,68 +14,18 @@
  * per-sequence sums, weight = batch size), `log_pplx` (avg_xent including label smoothing,
  * as Lingvo reports it), and in eval `fraction_of_correct_next_step_preds`.
  *
- * Incremental decoding for beam search (beam_search.h's step callback): encode once,
- * then step with per-layer key/value caches. All tensors live in the caller's graph,
- * which must not be reset between the steps of one search. */
+ * Incremental decoding for beam search (the decoder job: models/seq_decode.h): encode
+ * once, then step with per-layer key/value caches. All tensors live in the caller's
+ * graph, which must not be reset between the steps of one search. */
 #ifndef LV_MODELS_MT_H
 #define LV_MODELS_MT_H
 
 #include "layers/full_softmax.h"
+#include "models/mt_base.h"
 #include "layers/transformer.h"
 #include "models/task.h"
 
 extern const lv_task_class lv_mt_transformer_model;
-
-/* How bin/decoder drives an MT task (lv_task_class.mt_decode), whatever its model: encode
- * a batch of sources once, then step every hypothesis of a beam or greedy search
- * (models/beam_search.h's step callback). All tensors live in the caller's graph, which
- * must not be reset between begin and end. */
-struct lv_mt_decode_ops {
-  /* Vocabulary size of the decoder's softmax (the width of log_probs). */
-  int64_t (*vocab_size)(const lv_task *t);
-  /* Whether step writes attention probabilities (which the coverage penalty needs). */
-  bool atten_probs;
-  /* About how many bytes of graph memory one hyp of a search of target_seq_len steps over
-   * sources of src_len tokens holds until the search ends (the decoder sizes its chunks
-   * of sentences by it). */
-  int64_t (*row_bytes)(const lv_task *t, int64_t target_seq_len, int64_t src_len);
-  /* Encodes src_ids int32 [B, S] and src_paddings [B, S] (1.0 = padded; tensors of g, eval
-   * mode) into a new decoder state (*state, released by end, also after an error). */
-  lv_status (*begin)(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, void **state);
-  /* One step for n rows (n a multiple of B; row i decodes source sentence i % B): the
-   * per-row state is first gathered by parent [n] (rows of the previous step; NULL: each
-   * row starts from or continues its own row, which needs the same n), then step_ids [n]
-   * are consumed; log_probs [n, V] (host) receive the next token's log-probabilities and,
-   * when atten_probs is true and the pointer is not NULL, atten_probs [n, S] the attention
-   * over the source that produced them. */
-  lv_status (*step)(void *state, int n, const int32_t *step_ids, const int32_t *parent, float *log_probs,
-                    float *atten_probs);
-  void (*end)(void *state);
-};
-
-/* ---- shared by the MT decoders (Lingvo's MTBaseDecoder) ---- */
-
-/* BeamSearchHelper params as task.decoder.beam_search, with the decoder's defaults. */
-lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty);
-/* Defines MTBaseDecoder's label_smoothing (None), per_word_avg_loss, target_seq_len,
- * target_sos_id, target_eos_id and beam_search in decoder params p. */
-void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty);
-/* An NmtInput batch's tensors (Lingvo's input_batch.src / .tgt). */
-typedef struct lv_mt_batch {
-  lv_tensor *src_ids, *src_paddings;                          /* [B, S] */
-  lv_tensor *tgt_ids, *tgt_paddings, *tgt_labels, *tgt_weights; /* [B, T] */
-} lv_mt_batch;
-/* False with the graph's error set (naming who and the keys) when b lacks one. */
-bool lv_mt_batch_get(lv_graph *g, lv_batch *b, const char *who, lv_mt_batch *out);
-/* task.decoder.label_smoothing (dp = the decoder params): None -> 0, else the
- * UniformLabelSmoother's uncertainty; other smoothers are errors naming task_cls. */
-lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty);
-/* _FPropSoftmax + _ComputeSoftmaxMetrics: the softmax input x [T, B, D] against
- * tgt_labels / tgt_weights [B, T] -> metrics `loss` (per word, or per sequence averaged
- * over the batch), `log_pplx` and in eval `fraction_of_correct_next_step_preds`. False
- * with the graph's error set (naming who). */
-bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
-                           float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt);
 
 /* Vocabulary size of the decoder's softmax. */
 int64_t lv_mt_transformer_vocab_size(const lv_task *t);

@@ -1,6 +1,8 @@
 /* Punctuator decoder metrics: see punct_metrics.h for the definitions. */
 #include "models/punct_metrics.h"
 
+#include "models/metrics.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,4 +252,60 @@ int lv_punct_metrics_format(const lv_punct_metrics *m, char *buf, size_t n) {
   }
 #undef PUT
   return (int)used;
+}
+
+/* ---- as a decoder metric ---- */
+
+static const char *const kClassTags[LV_PUNCT_CLASS_COUNT] = {"comma", "period", "question", "exclamation",
+                                                             "semicolon", "colon", "quote", "marks", "capital"};
+
+static lv_status metric_value(const void *ctx, double *value) {
+  *value = lv_punct_exact_rate(ctx);
+  return NULL;
+}
+
+static int metric_summary_count(const void *ctx) {
+  (void)ctx;
+  return 1 + 3 * LV_PUNCT_CLASS_COUNT;
+}
+
+static lv_status metric_summary(const void *ctx, const char *name, lv_summary_value *sv) {
+  (void)name;
+  const lv_punct_metrics *pm = ctx;
+  int n = 0;
+  snprintf(sv[n].tag, sizeof sv[n].tag, "exact_match");
+  sv[n++].value = lv_punct_exact_rate(pm);
+  for (int c = 0; c < LV_PUNCT_CLASS_COUNT; c++) {
+    double p, r, f;
+    lv_punct_prf(&pm->counts[c], &p, &r, &f);
+    snprintf(sv[n].tag, sizeof sv[n].tag, "precision_%s", kClassTags[c]);
+    sv[n++].value = p;
+    snprintf(sv[n].tag, sizeof sv[n].tag, "recall_%s", kClassTags[c]);
+    sv[n++].value = r;
+    snprintf(sv[n].tag, sizeof sv[n].tag, "f1_%s", kClassTags[c]);
+    sv[n++].value = f;
+  }
+  return NULL;
+}
+
+static const lv_metric_custom_ops kPunctMetricOps = {.kind_name = "PunctuationMetric",
+                                                     .value = metric_value,
+                                                     .summary_count = metric_summary_count,
+                                                     .summary = metric_summary,
+                                                     .free = free};
+
+lv_metric *lv_punct_metric_new(void) {
+  lv_punct_metrics *pm = malloc(sizeof *pm);
+  if (!pm) return NULL;
+  lv_status s = lv_punct_metrics_init(pm);
+  LV_ASSERTF(!s, "%s", lv_status_msg(s)); /* default sacrebleu options */
+  return lv_metric_custom_new(&kPunctMetricOps, pm);
+}
+
+lv_status lv_punct_metric_add(lv_metric *m, const char *hyp, const char *ref) {
+  return lv_punct_metrics_add(lv_metric_custom_ctx(m, &kPunctMetricOps), hyp, ref);
+}
+
+int lv_punct_metric_format(lv_metric *m, char *buf, size_t n) {
+  return lv_punct_metrics_format(lv_metric_custom_ctx(m, &kPunctMetricOps), buf, n);
 }

@@ -99,4 +99,15 @@ lv_status lv_punct_trivial_answer(const char *ref, char **out);
  * returns. */
 int lv_punct_metrics_format(const lv_punct_metrics *m, char *buf, size_t n);
 
+/* The same accumulator as a decoder metric (models/metrics.h custom kind): its summary
+ * values are exact_match and per class (comma, period, question, exclamation, semicolon,
+ * colon, quote, marks, capital) precision_X, recall_X and f1_X; its value the exact-match
+ * rate. NULL when out of memory. */
+typedef struct lv_metric lv_metric;
+lv_metric *lv_punct_metric_new(void);
+/* Adds one sentence pair to a metric made by lv_punct_metric_new. */
+lv_status lv_punct_metric_add(lv_metric *m, const char *hyp, const char *ref);
+/* Its report (lv_punct_metrics_format) into buf. */
+int lv_punct_metric_format(lv_metric *m, char *buf, size_t n);
+
 #endif

@@ -14,6 +14,7 @@
 #include "layers/embedding.h"
 #include "layers/projection.h"
 #include "layers/rnn_layers.h"
+#include "models/seq_decode.h"
 
 #define RNMT_MAX_LAYERS 32
 #define RNMT_MAX_OWNED (4 * RNMT_MAX_LAYERS + 16)
@@ -143,6 +144,7 @@ static void rnmt_destroy(lv_task *t) {
   rnmt_model *m = (rnmt_model *)t;
   for (int i = m->n_owned_l - 1; i >= 0; i--) lv_layer_free(m->owned_l[i]);
   for (int i = 0; i < m->n_owned_p; i++) lv_params_free(m->owned_p[i]);
+  lv_task_free_decode_state(t);
   free(m);
 }
 
@@ -508,9 +510,12 @@ static lv_status graph_error(lv_graph *g, const char *what, int step) {
            : lv_status_make(LV_ERR_INTERNAL, "mt.model.RNMTModel decoder %s %d failed", what, step);
 }
 
-static lv_status rnmt_decode_begin(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings,
-                                   void **state) {
+static lv_status rnmt_decode_begin(lv_task *t, lv_graph *g, const lv_batch *b, int64_t *atten_len,
+                                   int32_t *atten_lens, void **state) {
   rnmt_model *m = (rnmt_model *)t;
+  *state = NULL;
+  lv_tensor *src_ids, *src_paddings;
+  LV_TRY(lv_mt_decode_source(g, b, "mt.model.RNMTModel decoder", &src_ids, &src_paddings, atten_len, atten_lens));
   rnmt_decode *d = calloc(1, sizeof *d);
   LV_ASSERT(d);
   *state = d;
@@ -679,8 +684,9 @@ static int64_t rnmt_vocab_size(const lv_task *t) { return ((const rnmt_model *)t
  * and log-probs (2 V), each layer's gates and their layer norm (~8 x 4 cell_dim) and the
  * attention's per-position hidden activations (~4 x src_len x hidden); plus the two sets of
  * kept states (m, c per layer, context, probs). target_seq_len does not matter. */
-static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t src_len) {
+static int64_t rnmt_row_bytes(const lv_task *t, const lv_batch *b, int64_t target_seq_len) {
   const rnmt_model *m = (const rnmt_model *)t;
+  int64_t src_len = lv_mt_source_len(b);
   int64_t hidden = m->cell_dim;
   if (!strcmp(m->atten->base.cls->cls, "AdditiveAttention"))
     hidden = ((const lv_additive_attention *)m->atten)->hidden_dim;
@@ -692,7 +698,7 @@ static int64_t rnmt_row_bytes(const lv_task *t, int64_t target_seq_len, int64_t 
   return (per_step + kept) * 4;
 }
 
-static const lv_mt_decode_ops kRnmtDecodeOps = {
+static const lv_seq_decode_ops kRnmtDecodeOps = {
     .vocab_size = rnmt_vocab_size,
     .atten_probs = true,
     .row_bytes = rnmt_row_bytes,
@@ -707,7 +713,7 @@ const lv_task_class lv_mt_rnmt_model = {
     .create = rnmt_create,
     .fprop = rnmt_fprop,
     .destroy = rnmt_destroy,
-    .mt_decode = &kRnmtDecodeOps,
+    LV_SEQ_DECODE_HOOKS(lv_seq_decoder_setup, &kRnmtDecodeOps),
 };
 
 /* lingvo/tasks/punctuator/model.py: the MT model (its Inference graph is bin/decoder's
@@ -718,5 +724,5 @@ const lv_task_class lv_punctuator_rnmt_model = {
     .create = rnmt_create,
     .fprop = rnmt_fprop,
     .destroy = rnmt_destroy,
-    .mt_decode = &kRnmtDecodeOps,
+    LV_SEQ_DECODE_HOOKS(lv_seq_decoder_setup_punct, &kRnmtDecodeOps),
 };

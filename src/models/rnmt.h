@@ -20,11 +20,11 @@
  * N/dec/atten/... (the attention's own: query_proj, source_proj, inner_att/... for
  * MultiHeadedAttention), N/dec/rnn<i>/..., N/dec/softmax/{weight_k,bias_k}/var.
  *
- * Metrics are MTBaseDecoder's (models/mt.h lv_mt_softmax_metrics): loss, log_pplx and in
+ * Metrics are MTBaseDecoder's (models/mt_base.h lv_mt_softmax_metrics): loss, log_pplx and in
  * eval fraction_of_correct_next_step_preds. Dropout streams are a function of the step,
  * so a resumed run draws the masks an uninterrupted one would.
  *
- * Decoding (lv_task_class.mt_decode): per hyp the LSTM states {m, c} of every decoder
+ * Decoding (lv_task_class.seq_decode, models/seq_decode.h): per hyp the LSTM states {m, c} of every decoder
  * layer, the attention context and probabilities; a step gathers them by parent, feeds
  * the token, and gives log-probs and the attention probabilities (the coverage penalty). */
 #ifndef LV_MODELS_RNMT_H

@@ -1,5 +1,7 @@
 #include "models/sacrebleu.h"
 
+#include "models/metrics.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,4 +462,42 @@ int lv_sacrebleu_signature(const lv_sacrebleu_opts *opts, int nrefs, char *buf, 
   const char *tok = (unsigned)opts->tokenizer < LV_SACREBLEU_TOK_COUNT ? lv_sacrebleu_tokenizer_names[opts->tokenizer] : "?";
   return snprintf(buf, n, "nrefs:%s|case:mixed|eff:%s|tok:%s|smooth:%s", nr, opts->effective_order ? "yes" : "no",
                   tok, smooth);
+}
+
+/* ---- as a decoder metric ---- */
+
+static lv_status metric_value(const void *ctx, double *value) {
+  *value = lv_sacrebleu_value(ctx);
+  return NULL;
+}
+
+static int metric_summary_count(const void *ctx) {
+  (void)ctx;
+  return 1;
+}
+
+static lv_status metric_summary(const void *ctx, const char *name, lv_summary_value *sv) {
+  if (strlen(name) >= sizeof sv->tag)
+    return lv_status_make(LV_ERR_INVALID, "metric name %s: longer than %zu characters", name, sizeof sv->tag - 1);
+  snprintf(sv->tag, sizeof sv->tag, "%s", name);
+  sv->value = lv_sacrebleu_value(ctx);
+  return NULL;
+}
+
+static const lv_metric_custom_ops kSacrebleuMetricOps = {.kind_name = "SacreBleuMetric",
+                                                         .value = metric_value,
+                                                         .summary_count = metric_summary_count,
+                                                         .summary = metric_summary,
+                                                         .free = free};
+
+lv_metric *lv_sacrebleu_metric_new(void) {
+  lv_sacrebleu *sb = malloc(sizeof *sb);
+  if (!sb) return NULL;
+  lv_status s = lv_sacrebleu_init(sb, NULL);
+  LV_ASSERTF(!s, "%s", lv_status_msg(s)); /* the default options are valid */
+  return lv_metric_custom_new(&kSacrebleuMetricOps, sb);
+}
+
+lv_status lv_sacrebleu_metric_add(lv_metric *m, const char *ref, const char *hyp) {
+  return lv_sacrebleu_add_sentence(lv_metric_custom_ctx(m, &kSacrebleuMetricOps), ref, hyp);
 }

@@ -118,4 +118,12 @@ int lv_sacrebleu_format(const lv_sacrebleu_score *r, char *buf, size_t n);
  * "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" (floor / add-k: "smooth:floor[0.10]"). */
 int lv_sacrebleu_signature(const lv_sacrebleu_opts *opts, int nrefs, char *buf, size_t n);
 
+/* sacrebleu with the default options as a decoder metric (models/metrics.h custom kind):
+ * value and its one summary value (tagged with the metric's name) the score x100. NULL
+ * when out of memory. */
+typedef struct lv_metric lv_metric;
+lv_metric *lv_sacrebleu_metric_new(void);
+/* Adds one sentence pair to a metric made by lv_sacrebleu_metric_new. */
+lv_status lv_sacrebleu_metric_add(lv_metric *m, const char *ref, const char *hyp);
+
 #endif

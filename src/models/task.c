@@ -92,29 +92,87 @@ lv_status lv_batch_to_graph(lv_graph *g, const lv_batch *b, lv_batch *out) {
   return s;
 }
 
+void lv_decode_out_init(lv_decode_out *o) { memset(o, 0, sizeof *o); }
+
+void lv_decode_out_free(lv_decode_out *o) {
+  for (int i = 0; i < o->nowned; i++) lv_tensor_free(o->owned[i]);
+  free(o->owned);
+  lv_nmap_free(&o->map);
+  lv_decode_out_init(o);
+}
+
+lv_status lv_decode_out_set(lv_decode_out *o, const char *key, lv_tensor *t) { return lv_nmap_set(&o->map, key, t); }
+
+lv_status lv_decode_out_take(lv_decode_out *o, const char *key, lv_tensor *t) {
+  if (!t) return lv_status_make(LV_ERR_RESOURCE, "decode output %s: out of memory", key);
+  if (o->nowned == o->cap_owned) {
+    int cap = o->cap_owned ? 2 * o->cap_owned : 8;
+    lv_tensor **n = realloc(o->owned, sizeof *n * (size_t)cap);
+    if (!n) {
+      lv_tensor_free(t);
+      return lv_status_make(LV_ERR_RESOURCE, "decode output %s: out of memory", key);
+    }
+    o->owned = n;
+    o->cap_owned = cap;
+  }
+  o->owned[o->nowned++] = t;
+  return lv_nmap_set(&o->map, key, t);
+}
+
+void lv_task_free_decode_state(lv_task *t) {
+  if (t->decode_state && t->decode_state_free) t->decode_state_free(t->decode_state);
+  t->decode_state = NULL;
+  t->decode_state_free = NULL;
+}
+
+bool lv_task_class_decodes(const lv_task_class *c) { return c->decode && c->post_process_decode_out; }
+
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out) {
   const lv_task_class *c = t->cls;
-  if (!c->decode || !c->post_process_decode_out)
+  if (!lv_task_class_decodes(c))
     return lv_status_make(LV_ERR_INVALID, "task %s has no decode path (Decode / PostProcessDecodeOut)", c->cls);
   lv_graph_reset(g);
   lv_graph_set_training(g, false);
-  lv_batch db;
-  lv_batch_init(&db);
-  lv_nmap dec_out;
-  lv_nmap_init(&dec_out);
-  lv_status s = lv_batch_to_graph(g, b, &db);
-  if (!s) s = c->decode(t, g, &db, &dec_out);
+  lv_decode_out dec_out;
+  lv_decode_out_init(&dec_out);
+  lv_status s = c->decode(t, g, b, &dec_out);
   if (!s) s = lv_graph_status(g);
   if (!s) s = c->post_process_decode_out(t, &dec_out, metrics, out);
-  lv_nmap_free(&dec_out);
-  lv_batch_free(&db);
+  lv_decode_out_free(&dec_out);
   return s ? lv_status_wrap(s, "decode") : NULL;
 }
+
+lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line) {
+  const lv_task_class *c = t->cls;
+  *line = NULL;
+  if (!c->decode || !c->decode_out_to_line)
+    return lv_status_make(LV_ERR_INVALID, "task %s does not decode lines", c->cls);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_decode_out dec_out;
+  lv_decode_out_init(&dec_out);
+  lv_status s = c->decode(t, g, b, &dec_out);
+  if (!s) s = lv_graph_status(g);
+  if (!s) s = c->decode_out_to_line(t, &dec_out, line);
+  lv_decode_out_free(&dec_out);
+  return s;
+}
+
+/* Classes added at run time (lv_task_class_register), after tasks.def's. */
+#define MAX_EXTRA_TASKS 16
+static const lv_task_class *g_extra[MAX_EXTRA_TASKS];
+static int g_nextra;
+static pthread_mutex_t g_extra_mu = PTHREAD_MUTEX_INITIALIZER;
 
 const lv_task_class *lv_task_class_find(const char *cls) {
   for (size_t i = 0; i < LV_ARRAY_LEN(kTasks); i++)
     if (!strcmp(kTasks[i]->cls, cls)) return kTasks[i];
-  return NULL;
+  pthread_mutex_lock(&g_extra_mu);
+  const lv_task_class *c = NULL;
+  for (int i = 0; !c && i < g_nextra; i++)
+    if (!strcmp(g_extra[i]->cls, cls)) c = g_extra[i];
+  pthread_mutex_unlock(&g_extra_mu);
+  return c;
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -126,6 +184,19 @@ static void register_all(void) {
   for (size_t i = 0; i < LV_ARRAY_LEN(kTasks); i++) lv_registry_add(kTasks[i]->cls, kTasks[i]->params);
 }
 void lv_tasks_register_all(void) { pthread_once(&g_once, register_all); }
+
+lv_status lv_task_class_register(const lv_task_class *c) {
+  lv_tasks_register_all();
+  if (lv_task_class_find(c->cls)) return lv_status_make(LV_ERR_INVALID, "task class %s is already registered", c->cls);
+  pthread_mutex_lock(&g_extra_mu);
+  bool room = g_nextra < MAX_EXTRA_TASKS;
+  if (room) g_extra[g_nextra++] = c;
+  pthread_mutex_unlock(&g_extra_mu);
+  if (!room) return lv_status_make(LV_ERR_RESOURCE, "task class %s: more than %d classes registered at run time", c->cls,
+                                   MAX_EXTRA_TASKS);
+  lv_registry_add(c->cls, c->params);
+  return NULL;
+}
 
 static lv_params *train_params(void) {
   lv_params *tp = lv_params_new();

@@ -38,16 +38,36 @@ double lv_metrics_value(const lv_metrics *m, int i);
 
 typedef struct lv_task lv_task;
 typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
-typedef struct lv_mt_decode_ops lv_mt_decode_ops; /* models/mt.h */
+typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* models/seq_decode.h */
 
-/* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs: the
- * decoder writes them to decoder_out files). Strings are owned by the list. */
+/* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs): the
+ * decoder job writes each pair to its decoder_out file as the key's line, the value's
+ * lines and an empty line. Strings are owned by the list. */
 typedef struct lv_kv_list {
   int n, cap;
   char **key, **value;
 } lv_kv_list;
 void lv_kv_list_free(lv_kv_list *l);
 lv_status lv_kv_list_add(lv_kv_list *l, const char *key, const char *value);
+
+/* What a task's decode leaves for its post-processing: named tensors that are the
+ * graph's (valid until the graph is reset), the host batch's (valid until the input's
+ * next batch) or host tensors the decode made and handed over (lv_decode_out_take: freed
+ * with the map). */
+typedef struct lv_decode_out {
+  lv_nmap map;
+  lv_tensor **owned;
+  int nowned, cap_owned;
+} lv_decode_out;
+void lv_decode_out_init(lv_decode_out *o);
+void lv_decode_out_free(lv_decode_out *o);
+/* Sets key to t, borrowed. */
+lv_status lv_decode_out_set(lv_decode_out *o, const char *key, lv_tensor *t);
+/* Sets key to t and takes t (also when it fails; a NULL t is an out-of-memory error). */
+lv_status lv_decode_out_take(lv_decode_out *o, const char *key, lv_tensor *t);
+static inline lv_tensor *lv_decode_out_get(const lv_decode_out *o, const char *key) {
+  return lv_nmap_get(&o->map, key);
+}
 
 typedef struct lv_task_class {
   const char *cls;
@@ -56,6 +76,7 @@ typedef struct lv_task_class {
   lv_status (*create)(const lv_params *task_p, const lv_params *input_p, lv_varstore *vs, lv_task **out);
   /* Returns false when the graph recorded an error. */
   bool (*fprop)(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *m);
+  /* Frees what create made, and the decoder state (lv_task_free_decode_state). */
   void (*destroy)(lv_task *t);
   /* Optional (NULL: none). Called by the evaler with the first eval batch of each
    * checkpoint and that batch's metrics, to write the task's own summaries (the
@@ -63,42 +84,82 @@ typedef struct lv_task_class {
    * memory; metric and per-example tensors are read through host copies. */
   lv_status (*eval_summaries)(lv_task *t, const lv_batch *b, const lv_metrics *m, int64_t step, lv_events_writer *ev);
 
-  /* The decoder job (Lingvo's CreateDecoderMetrics / Decode / PostProcessDecodeOut);
-   * all three NULL for a task that does not decode. */
-  /* Adds the task's decoder metrics (corpus_bleu, ...) to an empty set. */
+  /* ---- The decoder job (bin/decoder; Lingvo's CreateDecoderMetrics / Decode /
+   * PostProcessDecodeOut). All NULL for a task that does not decode; the runner knows
+   * nothing else of a task's decoding. ---- */
+  /* Once per decoder job, before anything else below: reads what decoding needs from the
+   * whole experiment cfg (search params, the tokenizer of input.tokenizer, ...) into the
+   * task's decode_state. Errors name the key and say how to fix it. */
+  lv_status (*decoder_setup)(lv_task *t, const lv_params *cfg);
+  /* Adds the task's decoder metrics (corpus_bleu, num_samples_in_batch, ...) to an empty
+   * set; called once per checkpoint. */
   lv_status (*create_decoder_metrics)(lv_task *t, lv_metric_set *metrics);
-  /* Decoder outputs for a batch as arena tensors in g (eval mode), e.g. "topk_ids",
-   * "topk_lens", "topk_scores", plus whatever post-processing needs from the batch. */
-  lv_status (*decode)(lv_task *t, lv_graph *g, const lv_batch *b, lv_nmap *dec_out);
+  /* Decodes batch b (host memory, as the input gave it: the task copies onto g what it
+   * needs, and may decode in parts, resetting g between them) in eval mode, leaving in
+   * out whatever post-processing reads (e.g. "topk_ids", "topk_lens", "topk_scores" and
+   * the batch's reference tensors). */
+  lv_status (*decode)(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out);
   /* Reads dec_out (through host copies), updates the metrics and appends one key/value
-   * pair per example to out (the decoder_out file's lines). */
-  lv_status (*post_process_decode_out)(lv_task *t, const lv_nmap *dec_out, lv_metric_set *metrics, lv_kv_list *out);
+   * pair per example to out (the decoder_out file's entries). */
+  lv_status (*post_process_decode_out)(lv_task *t, const lv_decode_out *dec_out, lv_metric_set *metrics,
+                                       lv_kv_list *out);
+  /* Optional: the log line's text for a checkpoint's metrics (*headline, e.g.
+   * "corpus_bleu: 0.2, sacrebleu: 20.1") and an optional longer report (*detail, NULL
+   * for none); both malloc'd. Without it the runner lists every summary value. */
+  lv_status (*decoder_report)(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
 
-  /* Optional (NULL: none): incremental decoding for bin/decoder's beam search (MT tasks;
-   * models/mt.h). */
-  const lv_mt_decode_ops *mt_decode;
+  /* ---- Interactive decoding (bin/decoder --decode_<kind>=FILE|-: kind "text",
+   * "audio"); NULL for a task that has none. ---- */
+  /* What the task does to each line, for the start-up log: a verb ("translating") and a
+   * note appended to the line ("" for none). A kind the task does not take is
+   * LV_ERR_INVALID saying which kinds it takes. */
+  lv_status (*line_describe)(lv_task *t, const char *kind, const char **verb, const char **note);
+  /* One input line (its bytes; lineno counts from 1) into a batch of one example, whose
+   * tensors the task owns until its next call; *empty: nothing to decode (the output line
+   * is empty; a line the task cannot read is logged and counted as empty). */
+  lv_status (*line_to_batch)(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
+                             lv_batch *b, bool *empty);
+  /* The decoded example of a one-example batch as its output line (malloc'd). */
+  lv_status (*decode_out_to_line)(lv_task *t, const lv_decode_out *dec_out, char **line);
+
+  /* For tasks that decode with models/seq_decode.h's beam search: their incremental
+   * decoder (NULL otherwise). Only models/ reads it. */
+  const lv_seq_decode_ops *seq_decode;
 } lv_task_class;
 
 struct lv_task {
   const lv_task_class *cls;
   const lv_params *p;
+  /* The decoder job's state, made by the class's decoder_setup and freed with
+   * decode_state_free by lv_task_free_decode_state (NULL outside a decoder job). */
+  void *decode_state;
+  void (*decode_state_free)(void *state);
 };
+
+/* Frees t's decode state, if any (each class's destroy calls it). */
+void lv_task_free_decode_state(lv_task *t);
 
 /* Brings host batch b into g's step: every tensor copied onto g's device
  * (lv_graph_from_host), under the same keys, into out (cleared first; same size). The
  * error is the graph's (arena, device) or the map's. */
 lv_status lv_batch_to_graph(lv_graph *g, const lv_batch *b, lv_batch *out);
 
-/* One decoder step of batch b (host memory; copied onto g's device): resets g, runs the
- * task's decode in eval mode and its post_process_decode_out, which updates metrics
- * and appends to out. A task without a decode path is an LV_ERR_INVALID error naming
- * its class. */
+/* Whether the task class has a decoder job (decode and post_process_decode_out). */
+bool lv_task_class_decodes(const lv_task_class *c);
+/* One decoder step of batch b (host memory): resets g in eval mode, runs the task's
+ * decode and its post_process_decode_out, which updates metrics and appends to out. A
+ * task without a decode path is an LV_ERR_INVALID error naming its class. */
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out);
+/* One decode of a one-example batch made by the task's line_to_batch into *line. */
+lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
 
 /* BaseTask params shared by every task: layer base + train + eval (§5.2, §5.3). */
 lv_params *lv_task_base_params(const char *cls);
 const lv_task_class *lv_task_class_find(const char *cls);
 /* Registers every task class (tasks.def) and their dependencies (layers, optimizers). */
 void lv_tasks_register_all(void);
+/* Adds a task class at run time, as a line of tasks.def would (a program or test that
+ * links the library with a task of its own). A class name already known is an error. */
+lv_status lv_task_class_register(const lv_task_class *c);
 
 #endif

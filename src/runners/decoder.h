@@ -1,18 +1,16 @@
-/* The decoder job (Lingvo's Decoder, job decoder_<dataset>) for the MT tasks
- * (mt.model.TransformerModel, mt.model.RNMTModel: any task class with mt_decode ops,
- * models/mt.h): follows <logdir>/train's checkpoints as the evaler does (runners/follower.h), and for
- * each one decodes the dataset's eval pass with beam search (task.decoder.beam_search,
- * task.decoder.target_seq_len; models/beam_search.h), writing
- * <logdir>/decoder_<ds>/decoder_out_%09d (per sentence: source, reference and the top
- * hyps with their scores, as text), score-%08d.txt and events with corpus_bleu (Lingvo's
- * BleuScorer, a fraction), sacrebleu (x100), num_samples_in_batch and examples/sec,
- * params.txt and processed_ckpts.txt. Text comes from input.tokenizer (required).
+/* The decoder job (Lingvo's Decoder, job decoder_<dataset>) for any task with a decoder
+ * job (lv_task_class's decoder hooks, models/task.h): follows <logdir>/train's
+ * checkpoints as the evaler does (runners/follower.h), and for each one runs the
+ * dataset's eval pass through the task's decode and post_process_decode_out, writing
+ * <logdir>/decoder_<ds>/decoder_out_%09d (the task's key/value pairs: per pair the key's
+ * line, the value's lines and an empty line), score-%08d.txt and events with the task's
+ * decoder metrics (sorted by tag) and examples/sec, params.txt and processed_ckpts.txt.
+ * The runner knows no task: what is decoded, how and how it is scored is the task's.
  *
- * decode_text: translate raw lines (a file or "-" for stdin) with one checkpoint (the
- * given one or the latest) to out, one output line per input line, flushed per line. An
- * empty line gives an empty line; a line that is not valid UTF-8 gives an empty line and
- * a message on stderr; a line longer than input.source_max_length pieces (</s> included)
- * is truncated to it, with a message on stderr. */
+ * Interactive decoding (decode_input): the lines of a file or "-" (stdin) with one
+ * checkpoint (the given one or the latest) to out, one output line per input line,
+ * flushed per line; the task's line hooks turn a line of kind decode_kind ("text",
+ * "audio") into a batch and the decoded example into the output line. */
 #ifndef LV_RUNNERS_DECODER_H
 #define LV_RUNNERS_DECODER_H
 
@@ -25,10 +23,11 @@
 typedef struct lv_decoder_options {
   const char *dataset;     /* "Test" */
   bool once;
-  const char *checkpoint;  /* with once / decode_text: a prefix or directory; NULL = latest */
+  const char *checkpoint;  /* with once / decode_input: a prefix or directory; NULL = latest */
   double max_poll_secs;
   double timeout_secs;
-  const char *decode_text; /* NULL: the decoder job; else a file name or "-" */
+  const char *decode_input; /* NULL: the decoder job; else a file name or "-" */
+  const char *decode_kind;  /* with decode_input: what its lines are ("text", "audio") */
   FILE *out;               /* decode_text's output; NULL = stdout */
 } lv_decoder_options;
 

@@ -11,7 +11,7 @@
 #include "comm/comm.h"
 #include "models/model.h"
 #include "runners/cli.h"
-#include "runners/inspect_input.h"
+#include "input/inspect_input.h"
 #include "runners/instance.h"
 #include "runners/trainer.h"
 

@@ -2,8 +2,8 @@
  * checks the data before training: per batch its size, every key (sorted, Lingvo's
  * NestedMap order) with dtype and shape, the bucket keys where the input buckets, and the
  * first example's values. */
-#ifndef LV_RUNNERS_INSPECT_INPUT_H
-#define LV_RUNNERS_INSPECT_INPUT_H
+#ifndef LV_INPUT_INSPECT_INPUT_H
+#define LV_INPUT_INSPECT_INPUT_H
 
 #include <stdio.h>
 

@@ -1,4 +1,4 @@
-#include "runners/inspect_input.h"
+#include "input/inspect_input.h"
 
 #include <stdlib.h>
 
