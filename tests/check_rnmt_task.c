@@ -233,7 +233,7 @@ START_TEST(test_step_matches_teacher_forcing) {
   lv_tensor *sids = lv_graph_from_host(g, &h.t[0]), *spad = lv_graph_from_host(g, &h.t[1]);
   lv_tensor *tids = lv_graph_from_host(g, &h.t[2]), *tpad = lv_graph_from_host(g, &h.t[3]);
   lv_tensor *enc, *pads, *lp, *ap;
-  ck_assert(lv_rnmt_encode(t, g, sids, spad, 0, &enc, &pads));
+  ck_assert(lv_rnmt_encode(t, g, sids, spad, &enc, &pads));
   ck_assert_int_eq(enc->shape.d[0], MAXS);
   ck_assert_int_eq(enc->shape.d[2], H);
   ck_assert(lv_rnmt_log_probs(t, g, enc, pads, tids, tpad, &lp, &ap));

@@ -94,6 +94,7 @@ static inline double mt_train_step(lv_task *t, lv_graph *g, lv_varstore *vs, lv_
                                    lv_batch *hb, int64_t step, float lr) {
   lv_graph_reset(g);
   lv_graph_set_training(g, true);
+  lv_graph_set_step(g, step); /* the step's dropout masks, as the trainer draws them */
   lv_varstore_zero_grads(vs);
   lv_batch gb;
   lv_batch_init(&gb);

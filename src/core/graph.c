@@ -112,7 +112,9 @@ void lv_graph_reset(lv_graph *g) {
 
 void lv_graph_set_training(lv_graph *g, bool training) { g->training = training; }
 void lv_graph_set_step(lv_graph *g, int64_t step) { g->step = step; }
-uint64_t lv_graph_next_stream(lv_graph *g) { return ((uint64_t)g->step << 24) + g->stream_calls++; }
+int64_t lv_graph_step(const lv_graph *g) { return g->step; }
+uint64_t lv_graph_stream(const lv_graph *g, uint64_t per_step, uint64_t k) { return (uint64_t)g->step * per_step + k; }
+uint64_t lv_graph_next_stream(lv_graph *g) { return lv_graph_stream(g, (uint64_t)1 << 24, g->stream_calls++); }
 bool lv_graph_is_training(const lv_graph *g) { return g->training; }
 size_t lv_graph_arena_peak(const lv_graph *g) { return lv_arena_peak(g->arena); }
 bool lv_graph_failed(const lv_graph *g) { return g->failed; }

@@ -33,10 +33,15 @@ void lv_graph_destroy(lv_graph *g);
 /* Drops the tape and every arena tensor; clears the sticky error. */
 void lv_graph_reset(lv_graph *g);
 /* The training step this graph computes (kept across resets; 0 until set). Random ops
- * draw their streams from it: lv_graph_next_stream gives (step, n-th call since the
- * reset), so a step's dropout masks depend on the step and the order of the ops in it,
- * never on how many steps this process ran before (a resumed run repeats them). */
+ * draw their streams from it, in one scheme: stream k of the step is step * per_step + k,
+ * so a step's dropout masks depend on the step and on k, never on how many steps this
+ * process ran before (a resumed run repeats them). lv_graph_stream takes k from its
+ * caller (a layer that numbers its own dropouts, below per_step);
+ * lv_graph_next_stream numbers them in the order of the ops since the reset
+ * (per_step 2^24). */
 void lv_graph_set_step(lv_graph *g, int64_t step);
+int64_t lv_graph_step(const lv_graph *g);
+uint64_t lv_graph_stream(const lv_graph *g, uint64_t per_step, uint64_t k);
 uint64_t lv_graph_next_stream(lv_graph *g);
 /* Training mode: dropout active; records tape. Eval mode records no tape. */
 void lv_graph_set_training(lv_graph *g, bool training);

@@ -168,6 +168,7 @@ static lv_tensor *weighted_accuracy(lv_graph *g, lv_tensor *logits, lv_tensor *l
 }
 
 static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *m) {
+  (void)step; /* the graph's step picks the dropout masks */
   classifier *c = (classifier *)t;
   lv_tensor *raw = lv_batch_get(b, "raw"), *label = lv_batch_get(b, "label"), *weight = lv_batch_get(b, "weight");
   LV_ASSERT(raw && label && weight);
@@ -178,7 +179,7 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
     act = lv_layer_fprop_act(c->conv[i], g, act);
     act = lv_layer_fprop_act(c->pool[i], g, act);
     if (c->dropout_prob > 0.0 && !is_eval)
-      act = lv_op_dropout(g, act, (float)(1.0 - c->dropout_prob), c->seed, (uint64_t)step * MAX_BLOCKS + (uint64_t)i);
+      act = lv_op_dropout(g, act, (float)(1.0 - c->dropout_prob), c->seed, lv_graph_stream(g, MAX_BLOCKS, (uint64_t)i));
   }
   act = lv_op_reshape(g, act, lv_shape2(n, -1));
   act = lv_layer_fprop_act(c->fc, g, act);

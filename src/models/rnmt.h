@@ -37,10 +37,10 @@ extern const lv_task_class lv_mt_rnmt_model;
 extern const lv_task_class lv_punctuator_rnmt_model;
 
 /* The encoder: src_ids int32 [B, S], src_paddings [B, S] -> *encoded [S, B, encoder_out_dim],
- * *paddings [S, B]. step picks the dropout masks (training only). False with the graph's
- * error set. */
-bool lv_rnmt_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, int64_t step,
-                    lv_tensor **encoded, lv_tensor **paddings);
+ * *paddings [S, B]. The graph's step picks the dropout masks (training only). False with
+ * the graph's error set. */
+bool lv_rnmt_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, lv_tensor **encoded,
+                    lv_tensor **paddings);
 /* Teacher-forced decoder: tgt_ids int32 [B, T], tgt_paddings [B, T] given the encoder's
  * output -> *log_probs [T, B, V] and (if not NULL) *atten_probs [T, B, S]. */
 bool lv_rnmt_log_probs(lv_task *t, lv_graph *g, lv_tensor *encoded, lv_tensor *paddings, lv_tensor *tgt_ids,

@@ -123,12 +123,13 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
 }
 
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
-  LV_TRY(lv_instance_create(cfg, with_input, lv_input_no_shard(), &d->m));
+  LV_TRY(lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
   lv_task *t = d->m->task;
   if (!lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics)
     return lv_status_make(LV_ERR_INVALID, "task %s has no decoder job (no Decode / PostProcessDecodeOut): run "
                           "bin/evaler for its metrics", t->cls->cls);
   if (t->cls->decoder_setup) LV_TRY(t->cls->decoder_setup(t, cfg));
+  if (with_input) LV_TRY(lv_instance_create_input(d->m, lv_input_no_shard()));
   d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
 }

@@ -13,6 +13,21 @@ lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_sha
   return lv_instance_create_on(cfg, dev, with_input, shard, out);
 }
 
+lv_status lv_instance_create_input(lv_instance *m, lv_input_shard shard) {
+  LV_ASSERT(!m->input);
+  lv_status s = lv_input_create(lv_params_sub(m->cfg, "input"), shard, &m->input);
+  if (s && lv_status_code(s) == LV_ERR_NOT_FOUND) {
+    /* Data that is not there yet: say where the recipe is ("model" is key@file). */
+    const char *at = strchr(lv_params_str(m->cfg, "model"), '@');
+    lv_status h = lv_status_make(LV_ERR_NOT_FOUND, "%s\n  The data is made as the comments at the top of %s say; "
+                                 "data elsewhere: --model_params_override='input.file_pattern: \"...\"'",
+                                 lv_status_msg(s), at ? at + 1 : "the experiment file");
+    lv_status_free(s);
+    s = h;
+  }
+  return s;
+}
+
 lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
                                 lv_instance **out) {
   *out = NULL;
@@ -43,18 +58,7 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
   uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
   if (!s) s = lv_varstore_finalize(m->vs, seed);
-  if (!s && with_input) {
-    s = lv_input_create(lv_params_sub(cfg, "input"), shard, &m->input);
-    if (s && lv_status_code(s) == LV_ERR_NOT_FOUND) {
-      /* Data that is not there yet: say where the recipe is ("model" is key@file). */
-      const char *at = strchr(lv_params_str(cfg, "model"), '@');
-      lv_status h = lv_status_make(LV_ERR_NOT_FOUND, "%s\n  The data is made as the comments at the top of %s say; "
-                                   "data elsewhere: --model_params_override='input.file_pattern: \"...\"'",
-                                   lv_status_msg(s), at ? at + 1 : "the experiment file");
-      lv_status_free(s);
-      s = h;
-    }
-  }
+  if (!s && with_input) s = lv_instance_create_input(m, shard);
   if (s) {
     lv_instance_destroy(m);
     return s;

@@ -25,6 +25,9 @@ typedef struct lv_instance {
 /* with_input: also create the input generator (inspect_model needs only the model, so
  * it runs without the dataset). The input serves replica `shard`. */
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out);
+/* Creates the input generator of an instance made without one (the decoder first sets the
+ * task's decoding up, whose errors come before the dataset's). */
+lv_status lv_instance_create_input(lv_instance *m, lv_input_shard shard);
 /* The same with variables and step graph on device dev (the input stays on the host;
  * each batch is copied in by lv_instance_fprop). */
 lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
