@@ -119,20 +119,16 @@ END_TEST
 /* With one rank the replica helpers are the single-process computation. */
 START_TEST(test_replicas_one_rank) {
   lv_metrics mt;
-  memset(&mt, 0, sizeof mt);
-  mt.n = 2;
-  snprintf(mt.name[0], sizeof mt.name[0], "loss");
-  mt.constant[0] = 0.75;
-  mt.weight[0] = 0;
-  snprintf(mt.name[1], sizeof mt.name[1], "accuracy");
-  mt.constant[1] = 0.5;
-  mt.weight[1] = 128;
+  lv_metrics_init(&mt);
+  lv_metrics_add_const(&mt, "loss", 0.75, 0);
+  lv_metrics_add_const(&mt, "accuracy", 0.5, 128);
   lv_replica_step rs;
   EXPECT_OK(lv_replicas_exchange(NULL, &mt, true, &rs));
   ck_assert(rs.stop);
   ck_assert(rs.loss_scale == 1.0f);
   ck_assert(rs.value[0] == 0.75 && rs.weight[0] == 0); /* a lone rank keeps its value at weight 0 */
   ck_assert(rs.value[1] == 0.5 && rs.weight[1] == 128);
+  lv_metrics_free(&mt);
   lv_varstore *vs = lv_varstore_create();
   lv_var *w;
   EXPECT_OK(lv_varstore_add(vs, "w", LV_F32, lv_shape1(5), (lv_var_init){LV_INIT_CONSTANT, 2.0}, true, &w));
@@ -213,11 +209,8 @@ START_TEST(test_mpi_collectives) {
 
   /* Metrics: loss v_r = r + 1 with weight w_r = r + 1; loss_scale = w_r / sum w. */
   lv_metrics mt;
-  memset(&mt, 0, sizeof mt);
-  mt.n = 1;
-  snprintf(mt.name[0], sizeof mt.name[0], "loss");
-  mt.constant[0] = rank + 1;
-  mt.weight[0] = rank + 1;
+  lv_metrics_init(&mt);
+  lv_metrics_add_const(&mt, "loss", rank + 1, rank + 1);
   lv_replica_step rs;
   EXPECT_OK(lv_replicas_exchange(c, &mt, rank == size - 1, &rs));
   double wsum = 0, vwsum = 0;
@@ -226,6 +219,7 @@ START_TEST(test_mpi_collectives) {
   ck_assert(fabs(rs.value[0] - vwsum / wsum) < 1e-12);
   ck_assert(rs.weight[0] == wsum);
   ck_assert(rs.loss_scale == (float)((rank + 1) / wsum));
+  lv_metrics_free(&mt);
 
   /* Variables: the gradient sum, the mean of non-trainable ones, divergence and the
    * broadcast that repairs it. */

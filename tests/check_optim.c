@@ -68,6 +68,75 @@ START_TEST(test_optimizer_names) {
 }
 END_TEST
 
+/* Every class of the table: defaults from its params, TF's slot names "<var>/<slot>",
+ * its non-slot scalars, and one update of each that moves the variable. */
+START_TEST(test_optimizer_classes) {
+  for (int t = 0; t < LV_OPT_COUNT; t++) {
+    const lv_optimizer_class *k = lv_optimizer_class_of((lv_optimizer_type)t);
+    ck_assert_ptr_nonnull(k->update);
+    ck_assert(k->nslots >= 0 && k->nslots <= LV_OPT_MAX_SLOTS);
+    ck_assert(k->nnonslot >= 0 && k->nnonslot <= LV_OPT_MAX_NONSLOT);
+    lv_optimizer_config c = lv_optimizer_defaults((lv_optimizer_type)t);
+    ck_assert_int_eq(c.type, t);
+    for (int i = 0; i < k->nparams; i++) {
+      const lv_optim_param *p = &k->params[i];
+      const char *f = (const char *)&c + p->off;
+      if (p->kind == LV_OPTP_BOOL) ck_assert(*(const bool *)f == (p->def != 0));
+      else ck_assert(*(const double *)f == p->def);
+    }
+    lv_optimizer *o = make_opt(c);
+    OK(lv_optimizer_add_var(o, "fc/w/var", 3, NULL));
+    ck_assert_int_eq(lv_optimizer_num_slot_vars(o), k->nslots);
+    for (int i = 0; i < k->nslots; i++) {
+      const char *name;
+      int64_t n;
+      lv_optimizer_slot_var(o, i, &name, NULL, &n);
+      char want[128];
+      snprintf(want, sizeof want, "fc/w/var/%s", k->slot_names[i]);
+      ck_assert_str_eq(name, want);
+      ck_assert_int_eq(n, 3);
+      ck_assert_ptr_nonnull(lv_optimizer_find_slot(o, want, NULL));
+    }
+    ck_assert_int_eq(lv_optimizer_num_nonslot(o), k->nnonslot);
+    for (int i = 0; i < k->nnonslot; i++) {
+      const char *name;
+      float *v;
+      lv_optimizer_nonslot(o, i, &name, &v);
+      ck_assert_str_eq(name, k->nonslot_names[i]);
+    }
+    float w[3] = {1, 2, 3}, g[3] = {0.5f, -0.5f, 1};
+    float *ws[1] = {w};
+    const float *gs[1] = {g};
+    OK(lv_optimizer_apply(o, 0.1f, 1, ws, gs));
+    ck_assert_msg(w[0] < 1 && w[1] > 2 && w[2] < 3, "%s: %g %g %g", lv_optimizer_type_names[t], w[0], w[1], w[2]);
+    lv_optimizer_free(o);
+  }
+}
+END_TEST
+
+/* The range checks of the class table name the class, the param and the value; NaN is
+ * never in range. */
+START_TEST(test_optimizer_ranges) {
+  lv_optimizer *o = NULL;
+  lv_optimizer_config r = lv_optimizer_defaults(LV_OPT_RMSPROP);
+  r.decay = 1.5;
+  expect_err(lv_optimizer_create(&r, lv_cpu_backend(), &o), LV_ERR_INVALID, "RMSProp: decay must be in [0, 1], found 1.5");
+  lv_optimizer_config m = lv_optimizer_defaults(LV_OPT_MOMENTUM);
+  m.alpha = -1;
+  expect_err(lv_optimizer_create(&m, lv_cpu_backend(), &o), LV_ERR_INVALID, "Momentum: alpha must be >= 0, found -1");
+  lv_optimizer_config d = lv_optimizer_defaults(LV_OPT_ADADELTA);
+  d.epsilon = 0;
+  expect_err(lv_optimizer_create(&d, lv_cpu_backend(), &o), LV_ERR_INVALID, "AdaDelta: epsilon must be > 0, found 0");
+  lv_optimizer_config a = lv_optimizer_defaults(LV_OPT_ADAM);
+  a.beta2 = NAN;
+  expect_err(lv_optimizer_create(&a, lv_cpu_backend(), &o), LV_ERR_INVALID, "Adam: beta2 must be in [0, 1)");
+  a = lv_optimizer_defaults(LV_OPT_ADAM);
+  a.epsilon = 0; /* TF's Adam accepts epsilon 0 */
+  lv_optimizer_free(make_opt(a));
+  ck_assert_ptr_null(o);
+}
+END_TEST
+
 START_TEST(test_optimizer_validation) {
   lv_optimizer *o = NULL;
   lv_optimizer_config a = lv_optimizer_defaults(LV_OPT_ADAM);
@@ -871,6 +940,8 @@ int main(void) {
   TCase *o = tcase_create("optimizer");
   tcase_add_test(o, test_optimizer_names);
   tcase_add_test(o, test_optimizer_validation);
+  tcase_add_test(o, test_optimizer_classes);
+  tcase_add_test(o, test_optimizer_ranges);
   tcase_add_test(o, test_adam_three_steps);
   tcase_add_test(o, test_sgd);
   tcase_add_test(o, test_momentum);

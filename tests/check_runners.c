@@ -13,6 +13,7 @@
 #include "check_util.h"
 #include "io/ckpt_state.h"
 #include "io/caption.h"
+#include "models/task.h"
 #include "runners/checkpointer.h"
 #include "runners/follower.h"
 
@@ -53,6 +54,33 @@ static int listed_steps(int64_t *out, int max) {
   free(steps);
   return n;
 }
+
+/* lv_metrics grows as a task adds metrics: no cap, every one kept in order. */
+START_TEST(test_metrics_grow) {
+  lv_metrics m;
+  lv_metrics_init(&m);
+  enum { N = 3 * LV_MAX_METRICS + 5 };
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    if (i == N - 1) snprintf(name, sizeof name, "loss");
+    else snprintf(name, sizeof name, "metric_%d", i);
+    lv_metrics_add_const(&m, name, 0.5 * i, i + 1);
+  }
+  ck_assert_int_eq(m.n, N);
+  for (int i = 0; i < N - 1; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "metric_%d", i);
+    ck_assert_str_eq(m.name[i], name);
+    ck_assert(lv_metrics_value(&m, i) == 0.5 * i && m.weight[i] == i + 1);
+  }
+  ck_assert_str_eq(m.name[N - 1], "loss");
+  lv_metrics_free(&m);
+  ck_assert_int_eq(m.n, 0);
+  lv_metrics_add_const(&m, "again", 1, 1);
+  ck_assert_int_eq(m.n, 1);
+  lv_metrics_free(&m);
+}
+END_TEST
 
 START_TEST(test_should_save_and_retention) {
   lv_params *tp = train_params(3, 10);
@@ -666,6 +694,7 @@ int main(void) {
   Suite *s = suite_create("runners");
   TCase *tc = tcase_create("checkpointer");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_metrics_grow);
   tcase_add_test(tc, test_should_save_and_retention);
   tcase_add_test(tc, test_restore_lists_every_mismatch);
   tcase_add_test(tc, test_state_paths_are_relative);

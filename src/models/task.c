@@ -23,11 +23,25 @@ void lv_metrics_init(lv_metrics *m) { memset(m, 0, sizeof *m); }
 
 void lv_metrics_free(lv_metrics *m) {
   lv_nmap_free(&m->per_example);
+  free(m->name);
+  free(m->value);
+  free(m->constant);
+  free(m->weight);
   lv_metrics_init(m);
 }
 
+static void metrics_grow(lv_metrics *m) {
+  int cap = m->cap ? 2 * m->cap : 16;
+  m->name = realloc(m->name, sizeof *m->name * (size_t)cap);
+  m->value = realloc(m->value, sizeof *m->value * (size_t)cap);
+  m->constant = realloc(m->constant, sizeof *m->constant * (size_t)cap);
+  m->weight = realloc(m->weight, sizeof *m->weight * (size_t)cap);
+  LV_ASSERT(m->name && m->value && m->constant && m->weight);
+  m->cap = cap;
+}
+
 void lv_metrics_add(lv_metrics *m, const char *name, lv_tensor *value, double weight) {
-  LV_ASSERT(m->n < LV_MAX_METRICS);
+  if (m->n == m->cap) metrics_grow(m);
   snprintf(m->name[m->n], LV_METRIC_NAME_MAX, "%s", name);
   m->value[m->n] = value;
   m->weight[m->n] = weight;

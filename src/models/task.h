@@ -13,16 +13,20 @@
 #include "io/events.h"
 #include "params/params.h"
 
+/* The most metrics one lv_replicas_exchange carries (runners/replicas.h sizes its
+ * arrays by it; the trainer exchanges more in several calls). Not a limit of lv_metrics,
+ * which grows as metrics are added. */
 #define LV_MAX_METRICS 16
 #define LV_METRIC_NAME_MAX 64
 
+/* A step's metrics; arrays of n entries (cap allocated), owned by the struct. */
 typedef struct lv_metrics {
-  int n;
-  char name[LV_MAX_METRICS][LV_METRIC_NAME_MAX];
-  lv_tensor *value[LV_MAX_METRICS]; /* float32 scalars in the step arena */
-  double constant[LV_MAX_METRICS];  /* the value when value[i] is NULL */
-  double weight[LV_MAX_METRICS];
-  lv_tensor *loss;                  /* the `loss` metric's value */
+  int n, cap;
+  char (*name)[LV_METRIC_NAME_MAX];
+  lv_tensor **value; /* float32 scalars in the step arena */
+  double *constant;  /* the value when value[i] is NULL */
+  double *weight;
+  lv_tensor *loss;   /* the `loss` metric's value */
   /* Lingvo's per_example tensors ([B, ...], e.g. the classifier's "predictions"): read
    * by the task's own summaries and by decoders. lv_metrics_free releases the map. */
   lv_nmap per_example;
@@ -31,6 +35,8 @@ typedef struct lv_metrics {
 /* An empty set of metrics (what a zeroed struct is). */
 void lv_metrics_init(lv_metrics *m);
 void lv_metrics_free(lv_metrics *m);
+/* Any number of metrics may be added (running out of host memory aborts with file:line).
+ * Names longer than LV_METRIC_NAME_MAX - 1 are cut. */
 void lv_metrics_add(lv_metrics *m, const char *name, lv_tensor *value, double weight);
 void lv_metrics_add_const(lv_metrics *m, const char *name, double value, double weight);
 /* The metric's value as a double (reads the scalar tensor, or the constant). */

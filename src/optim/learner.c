@@ -486,8 +486,8 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
 
 int lv_learner_stats_metrics(const lv_learner_stats *s, const char **names, double *values,
                              int max) {
-  const char *n[9];
-  double v[9];
+  const char *n[LV_LEARNER_MAX_STATS_METRICS];
+  double v[LV_LEARNER_MAX_STATS_METRICS];
   int k = 0;
   n[k] = "learning_rate", v[k++] = s->learning_rate;
   n[k] = "lr_schedule", v[k++] = s->lr_schedule;

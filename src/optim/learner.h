@@ -114,8 +114,9 @@ typedef struct lv_learner_stats {
 
 /* Fills names/values with the step's eval metrics under Lingvo's names ("learning_rate",
  * "lr_schedule", "grad_norm/all", "var_norm/all", "grad_scale_all", "has_nan_or_inf",
- * "grad_norm_is_nan_or_inf", then "l2_loss"/"l1_loss" where enabled); returns the count
- * (at most 9). */
+ * "grad_norm_is_nan_or_inf", then "l2_loss"/"l1_loss" where enabled), at most max of them;
+ * returns the count (at most LV_LEARNER_MAX_STATS_METRICS). */
+#define LV_LEARNER_MAX_STATS_METRICS 9
 int lv_learner_stats_metrics(const lv_learner_stats *s, const char **names, double *values,
                              int max);
 

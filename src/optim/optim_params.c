@@ -209,36 +209,11 @@ lv_params *lv_optimizer_params(lv_optimizer_type t) {
   lv_params_define_none(p, "clear_variable_scope", LV_PV_BOOL,
                         "Whether to clear the variable scope when creating the optimizer's "
                         "slot variables.");
-  switch (t) {
-    case LV_OPT_SGD:
-      break;
-    case LV_OPT_MOMENTUM:
-      lv_params_define_float(p, "alpha", 0.9, "The damping factor in the momentum optimizer.");
-      lv_params_define_bool(p, "use_nesterov", false, "True iff use Nesterov.");
-      break;
-    case LV_OPT_RMSPROP:
-      lv_params_define_float(p, "decay", 0.9, "Discounting factor for the history/coming gradient.");
-      lv_params_define_float(p, "momentum", 0.9, "Momentum in RMSProp.");
-      lv_params_define_float(p, "epsilon", 1.0,
-                             "Epsilon term for RMSProp. Small value to avoid zero denominator.");
-      break;
-    case LV_OPT_ADAGRAD:
-      lv_params_define_float(p, "initial_accumulator_value", 1.0,
-                             "Adagrad's initial_accumulator_value.");
-      break;
-    case LV_OPT_ADADELTA:
-      lv_params_define_float(p, "decay", 0.95,
-                             "Discounting factor for the history/coming gradient.");
-      lv_params_define_float(p, "epsilon", 1e-8, "A constant epsilon used to better condition "
-                             "the grad update.");
-      break;
-    case LV_OPT_ADAM:
-      lv_params_define_float(p, "beta1", 0.9, "Beta1 for Adam.");
-      lv_params_define_float(p, "beta2", 0.999, "Beta2 for Adam.");
-      lv_params_define_float(p, "epsilon", 1e-6, "Epsilon for Adam.");
-      break;
-    case LV_OPT_COUNT:
-      break;
+  const lv_optimizer_class *k = lv_optimizer_class_of(t);
+  for (int i = 0; i < k->nparams; i++) {
+    const lv_optim_param *op = &k->params[i];
+    if (op->kind == LV_OPTP_BOOL) lv_params_define_bool(p, op->name, op->def != 0, op->desc);
+    else lv_params_define_float(p, op->name, op->def, op->desc);
   }
   return p;
 }
@@ -251,32 +226,12 @@ lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_
   if (!lv_optimizer_type_from_name(cls, &t))
     return lv_status_make(LV_ERR_INVALID, "cls: %s is not an optimizer", cls);
   lv_optimizer_config c = lv_optimizer_defaults(t);
-  switch (t) {
-    case LV_OPT_SGD:
-      break;
-    case LV_OPT_MOMENTUM:
-      c.alpha = getf(p, "alpha");
-      c.use_nesterov = lv_params_bool(p, "use_nesterov");
-      break;
-    case LV_OPT_RMSPROP:
-      c.decay = getf(p, "decay");
-      c.momentum = getf(p, "momentum");
-      c.epsilon = getf(p, "epsilon");
-      break;
-    case LV_OPT_ADAGRAD:
-      c.initial_accumulator_value = getf(p, "initial_accumulator_value");
-      break;
-    case LV_OPT_ADADELTA:
-      c.decay = getf(p, "decay");
-      c.epsilon = getf(p, "epsilon");
-      break;
-    case LV_OPT_ADAM:
-      c.beta1 = getf(p, "beta1");
-      c.beta2 = getf(p, "beta2");
-      c.epsilon = getf(p, "epsilon");
-      break;
-    case LV_OPT_COUNT:
-      break;
+  const lv_optimizer_class *k = lv_optimizer_class_of(t);
+  for (int i = 0; i < k->nparams; i++) {
+    const lv_optim_param *op = &k->params[i];
+    char *f = (char *)&c + op->off;
+    if (op->kind == LV_OPTP_BOOL) *(bool *)f = lv_params_bool(p, op->name);
+    else *(double *)f = getf(p, op->name);
   }
   return lv_optimizer_create(&c, be, out);
 }
@@ -301,8 +256,10 @@ static lv_params *grad_norm_tracker_params(void) {
 
 #define SCHED_CTOR(T) \
   static lv_params *ctor_##T(void) { return lv_schedule_params(T); }
-#define OPT_CTOR(T) \
-  static lv_params *ctor_##T(void) { return lv_optimizer_params(T); }
+/* The registry's constructors take no argument: one per optimizer type by its number,
+ * so adding an optimizer class adds nothing here. */
+#define OPT_CTOR(i) \
+  static lv_params *opt_ctor_##i(void) { return lv_optimizer_params((lv_optimizer_type)(i)); }
 
 SCHED_CTOR(LV_SCHED_CONSTANT)
 SCHED_CTOR(LV_SCHED_CONSTANT_ONE)
@@ -331,12 +288,22 @@ SCHED_CTOR(LV_SCHED_SQRT_DECAY)
 SCHED_CTOR(LV_SCHED_SQRT_DECAY_TO_ZERO)
 SCHED_CTOR(LV_SCHED_INVERSE_SIGMOID)
 SCHED_CTOR(LV_SCHED_EMA_DECAY)
-OPT_CTOR(LV_OPT_SGD)
-OPT_CTOR(LV_OPT_MOMENTUM)
-OPT_CTOR(LV_OPT_RMSPROP)
-OPT_CTOR(LV_OPT_ADAGRAD)
-OPT_CTOR(LV_OPT_ADADELTA)
-OPT_CTOR(LV_OPT_ADAM)
+OPT_CTOR(0)
+OPT_CTOR(1)
+OPT_CTOR(2)
+OPT_CTOR(3)
+OPT_CTOR(4)
+OPT_CTOR(5)
+OPT_CTOR(6)
+OPT_CTOR(7)
+OPT_CTOR(8)
+OPT_CTOR(9)
+OPT_CTOR(10)
+OPT_CTOR(11)
+static const lv_params_ctor k_opt_ctors[] = {opt_ctor_0, opt_ctor_1, opt_ctor_2, opt_ctor_3,
+                                            opt_ctor_4, opt_ctor_5, opt_ctor_6, opt_ctor_7,
+                                            opt_ctor_8, opt_ctor_9, opt_ctor_10, opt_ctor_11};
+_Static_assert(LV_OPT_COUNT <= LV_ARRAY_LEN(k_opt_ctors), "more optimizer types than OPT_CTORs: add some");
 
 void lv_optim_register_all(void) {
   static const lv_params_ctor scheds[LV_SCHED_COUNT] = {
@@ -368,16 +335,11 @@ void lv_optim_register_all(void) {
       [LV_SCHED_INVERSE_SIGMOID] = ctor_LV_SCHED_INVERSE_SIGMOID,
       [LV_SCHED_EMA_DECAY] = ctor_LV_SCHED_EMA_DECAY,
   };
-  static const lv_params_ctor opts[LV_OPT_COUNT] = {
-      [LV_OPT_SGD] = ctor_LV_OPT_SGD,         [LV_OPT_MOMENTUM] = ctor_LV_OPT_MOMENTUM,
-      [LV_OPT_RMSPROP] = ctor_LV_OPT_RMSPROP, [LV_OPT_ADAGRAD] = ctor_LV_OPT_ADAGRAD,
-      [LV_OPT_ADADELTA] = ctor_LV_OPT_ADADELTA, [LV_OPT_ADAM] = ctor_LV_OPT_ADAM,
-  };
   for (int i = 0; i < LV_SCHED_COUNT; i++) {
     LV_ASSERTF(scheds[i], "schedule %s has no ctor", lv_schedule_type_names[i]);
     lv_registry_add(lv_schedule_type_names[i], scheds[i]);
   }
-  for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], opts[i]);
+  for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], k_opt_ctors[i]);
   lv_registry_add("GradNormTracker", grad_norm_tracker_params);
 }
 

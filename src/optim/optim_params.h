@@ -7,7 +7,9 @@
  * Schedule params come from the class table of schedule.h (lv_schedule_class_of): every
  * class there is registered, the composites too (CombinedMinimumSchedule,
  * PiecewiseSchedule, CycleSchedule: `schedules` is a list of params, built recursively).
- * DevBasedSchedule is not implemented (it needs the early-stop metric history). */
+ * DevBasedSchedule is not implemented (it needs the early-stop metric history).
+ * Optimizer params likewise come from the class table of optimizer.h
+ * (lv_optimizer_class_of): the common keys, then the class's own. */
 #ifndef LV_OPTIM_OPTIM_PARAMS_H
 #define LV_OPTIM_OPTIM_PARAMS_H
 

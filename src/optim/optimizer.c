@@ -13,79 +13,169 @@ const char *const lv_optimizer_type_names[LV_OPT_COUNT] = {
 };
 _Static_assert(LV_OPT_COUNT == 6, "lv_optimizer_type_names must list every optimizer");
 
-/* Slot suffixes as TF names them: the optimizer's name, then _1 for the second slot of
- * the same variable (TF uniquifies "<var>/<opt name>"). */
-static const char *const k_slot_names[LV_OPT_COUNT][2] = {
-    [LV_OPT_SGD] = {NULL, NULL},
-    [LV_OPT_MOMENTUM] = {"Momentum", NULL},
-    [LV_OPT_RMSPROP] = {"RMSProp", "RMSProp_1"},
-    [LV_OPT_ADAGRAD] = {"Adagrad", NULL},
-    [LV_OPT_ADADELTA] = {"Adadelta", "Adadelta_1"},
-    [LV_OPT_ADAM] = {"Adam", "Adam_1"},
-};
-
 bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out) {
   int i = lv_name_index(lv_optimizer_type_names, LV_OPT_COUNT, name);
   if (i >= 0) *out = (lv_optimizer_type)i;
   return i >= 0;
 }
 
+/* ---------------- the classes ---------------- */
+
+static void update_sgd(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate, int64_t n,
+                       float *w, const float *g, float *const *slot) {
+  (void)c;
+  (void)slot;
+  k->optim_sgd(ctx, n, rate, w, g);
+}
+
+static void update_momentum(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate,
+                            int64_t n, float *w, const float *g, float *const *slot) {
+  k->optim_momentum(ctx, n, rate, (float)c->alpha, c->use_nesterov, w, g, slot[0]);
+}
+
+/* TF1 RMSProp: ms starts at 1, momentum at 0. */
+static float slot_init_rmsprop(const lv_optimizer_config *c, int slot) {
+  (void)c;
+  return slot == 0 ? 1.0f : 0.0f;
+}
+static void update_rmsprop(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate,
+                           int64_t n, float *w, const float *g, float *const *slot) {
+  k->optim_rmsprop(ctx, n, rate, (float)c->decay, (float)c->momentum, (float)c->epsilon, w, g, slot[0], slot[1]);
+}
+
+static float slot_init_adagrad(const lv_optimizer_config *c, int slot) {
+  (void)slot;
+  return (float)c->initial_accumulator_value;
+}
+static void update_adagrad(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate,
+                           int64_t n, float *w, const float *g, float *const *slot) {
+  (void)c;
+  k->optim_adagrad(ctx, n, rate, w, g, slot[0]);
+}
+
+static void update_adadelta(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate,
+                            int64_t n, float *w, const float *g, float *const *slot) {
+  k->optim_adadelta(ctx, n, rate, (float)c->decay, (float)c->epsilon, w, g, slot[0], slot[1]);
+}
+
+/* TF1 Adam creates both powers with the betas as initial values. */
+static void nonslot_init_adam(const lv_optimizer_config *c, float *p) {
+  p[0] = (float)c->beta1;
+  p[1] = (float)c->beta2;
+}
+static void nonslot_advance_adam(const lv_optimizer_config *c, float *p) {
+  p[0] *= (float)c->beta1;
+  p[1] *= (float)c->beta2;
+}
+/* TF computes Adam's step size once per step in float32 from the current powers. */
+static float step_rate_adam(const lv_optimizer_config *c, float lr, const float *p) {
+  (void)c;
+  return lr * sqrtf(1.0f - p[1]) / (1.0f - p[0]);
+}
+static void update_adam(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate,
+                        int64_t n, float *w, const float *g, float *const *slot) {
+  k->optim_adam(ctx, n, rate, (float)c->beta1, (float)c->beta2, (float)c->epsilon, w, g, slot[0], slot[1]);
+}
+
+#define OFF(field) offsetof(lv_optimizer_config, field)
+#define PFLOAT(name, def, range, field, desc) {name, LV_OPTP_FLOAT, def, range, desc, OFF(field)}
+#define PBOOL(name, def, field, desc) {name, LV_OPTP_BOOL, def, LV_OPTR_ANY, desc, OFF(field)}
+
+static const lv_optim_param p_momentum[] = {
+    PFLOAT("alpha", 0.9, LV_OPTR_NONNEG, alpha, "The damping factor in the momentum optimizer."),
+    PBOOL("use_nesterov", 0, use_nesterov, "True iff use Nesterov."),
+};
+static const lv_optim_param p_rmsprop[] = {
+    PFLOAT("decay", 0.9, LV_OPTR_UNIT, decay, "Discounting factor for the history/coming gradient."),
+    PFLOAT("momentum", 0.9, LV_OPTR_NONNEG, momentum, "Momentum in RMSProp."),
+    PFLOAT("epsilon", 1.0, LV_OPTR_POSITIVE, epsilon, "Epsilon term for RMSProp. Small value to avoid zero denominator."),
+};
+static const lv_optim_param p_adagrad[] = {
+    PFLOAT("initial_accumulator_value", 1.0, LV_OPTR_POSITIVE, initial_accumulator_value,
+           "Adagrad's initial_accumulator_value."),
+};
+static const lv_optim_param p_adadelta[] = {
+    PFLOAT("decay", 0.95, LV_OPTR_UNIT, decay, "Discounting factor for the history/coming gradient."),
+    PFLOAT("epsilon", 1e-8, LV_OPTR_POSITIVE, epsilon, "A constant epsilon used to better condition the grad update."),
+};
+static const lv_optim_param p_adam[] = {
+    PFLOAT("beta1", 0.9, LV_OPTR_UNIT_OPEN, beta1, "Beta1 for Adam."),
+    PFLOAT("beta2", 0.999, LV_OPTR_UNIT_OPEN, beta2, "Beta2 for Adam."),
+    PFLOAT("epsilon", 1e-6, LV_OPTR_NONNEG, epsilon, "Epsilon for Adam."),
+};
+
+#define PARAMS(p) .params = p, .nparams = (int)LV_ARRAY_LEN(p)
+
+static const lv_optimizer_class g_classes[LV_OPT_COUNT] = {
+    [LV_OPT_SGD] = {.update = update_sgd},
+    [LV_OPT_MOMENTUM] = {PARAMS(p_momentum), .nslots = 1, .slot_names = {"Momentum"}, .update = update_momentum},
+    [LV_OPT_RMSPROP] = {PARAMS(p_rmsprop), .nslots = 2, .slot_names = {"RMSProp", "RMSProp_1"},
+                        .slot_init = slot_init_rmsprop, .update = update_rmsprop},
+    [LV_OPT_ADAGRAD] = {PARAMS(p_adagrad), .nslots = 1, .slot_names = {"Adagrad"}, .slot_init = slot_init_adagrad,
+                        .update = update_adagrad},
+    [LV_OPT_ADADELTA] = {PARAMS(p_adadelta), .nslots = 2, .slot_names = {"Adadelta", "Adadelta_1"},
+                         .update = update_adadelta},
+    [LV_OPT_ADAM] = {PARAMS(p_adam), .nslots = 2, .slot_names = {"Adam", "Adam_1"}, .nnonslot = 2,
+                     .nonslot_names = {"beta1_power", "beta2_power"}, .nonslot_init = nonslot_init_adam,
+                     .nonslot_advance = nonslot_advance_adam, .step_rate = step_rate_adam, .update = update_adam},
+};
+
+const lv_optimizer_class *lv_optimizer_class_of(lv_optimizer_type t) {
+  LV_ASSERTF((int)t >= 0 && t < LV_OPT_COUNT && g_classes[t].update, "bad optimizer type %d", (int)t);
+  return &g_classes[t];
+}
+
 lv_optimizer_config lv_optimizer_defaults(lv_optimizer_type t) {
+  const lv_optimizer_class *k = lv_optimizer_class_of(t);
   lv_optimizer_config c;
   memset(&c, 0, sizeof c);
   c.type = t;
-  switch (t) {
-    case LV_OPT_SGD:
-      break;
-    case LV_OPT_MOMENTUM:
-      c.alpha = 0.9;
-      c.use_nesterov = false;
-      break;
-    case LV_OPT_RMSPROP:
-      c.decay = 0.9;
-      c.momentum = 0.9;
-      c.epsilon = 1.0;
-      break;
-    case LV_OPT_ADAGRAD:
-      c.initial_accumulator_value = 1.0;
-      break;
-    case LV_OPT_ADADELTA:
-      c.decay = 0.95;
-      c.epsilon = 1e-8;
-      break;
-    case LV_OPT_ADAM:
-      c.beta1 = 0.9;
-      c.beta2 = 0.999;
-      c.epsilon = 1e-6;
-      break;
-    case LV_OPT_COUNT:
-      LV_ASSERT(!"bad optimizer type");
+  for (int i = 0; i < k->nparams; i++) {
+    const lv_optim_param *p = &k->params[i];
+    char *f = (char *)&c + p->off;
+    if (p->kind == LV_OPTP_BOOL) *(bool *)f = p->def != 0;
+    else *(double *)f = p->def;
   }
   return c;
+}
+
+/* Lingvo's constructor assertions: "<class>: <param> must be <range>, found <value>". */
+static lv_status check_range(const char *cls, const lv_optim_param *p, double v) {
+  static const char *const what[LV_OPTR_COUNT] = {
+      [LV_OPTR_ANY] = "", [LV_OPTR_NONNEG] = ">= 0", [LV_OPTR_POSITIVE] = "> 0",
+      [LV_OPTR_UNIT] = "in [0, 1]", [LV_OPTR_UNIT_OPEN] = "in [0, 1)",
+  };
+  bool ok = true;
+  switch (p->range) {
+    case LV_OPTR_ANY: break;
+    case LV_OPTR_NONNEG: ok = v >= 0; break;
+    case LV_OPTR_POSITIVE: ok = v > 0; break;
+    case LV_OPTR_UNIT: ok = v >= 0 && v <= 1; break;
+    case LV_OPTR_UNIT_OPEN: ok = v >= 0 && v < 1; break;
+    case LV_OPTR_COUNT: LV_ASSERT(!"bad optimizer param range");
+  }
+  return ok ? NULL : lv_status_make(LV_ERR_INVALID, "%s: %s must be %s, found %g", cls, p->name, what[p->range], v);
 }
 
 typedef struct opt_var {
   char *name;
   int64_t n;
-  float *slot[2]; /* [n] device memory */
-  float *host[2]; /* [n] host copies for checkpoints */
-  char *slot_name[2];
+  float *slot[LV_OPT_MAX_SLOTS]; /* [n] device memory */
+  float *host[LV_OPT_MAX_SLOTS]; /* [n] host copies for checkpoints */
+  char *slot_name[LV_OPT_MAX_SLOTS];
 } opt_var;
 
 struct lv_optimizer {
   lv_optimizer_config c;
+  const lv_optimizer_class *cls;
   const lv_backend *be;
   const lv_kernel_table *k;
   lv_kctx *ctx;
   int nslots; /* per variable */
   int nvars, cap;
   opt_var *vars;
-  float beta1_power, beta2_power;
+  float nonslot[LV_OPT_MAX_NONSLOT];
 };
-
-static int slots_per_var(lv_optimizer_type t) {
-  return (k_slot_names[t][0] != NULL) + (k_slot_names[t][1] != NULL);
-}
 
 lv_status lv_optimizer_create(const lv_optimizer_config *cfg, const lv_backend *be,
                                lv_optimizer **out) {
@@ -94,69 +184,26 @@ lv_status lv_optimizer_create(const lv_optimizer_config *cfg, const lv_backend *
   if ((int)cfg->type < 0 || cfg->type >= LV_OPT_COUNT)
     return lv_status_make(LV_ERR_INVALID, "unknown optimizer type %d", (int)cfg->type);
   const char *nm = lv_optimizer_type_names[cfg->type];
-  switch (cfg->type) {
-    case LV_OPT_SGD:
-      break;
-    case LV_OPT_MOMENTUM:
-      if (!(cfg->alpha >= 0))
-        return lv_status_make(LV_ERR_INVALID, "%s: alpha must be >= 0, found %g", nm, cfg->alpha);
-      break;
-    case LV_OPT_RMSPROP:
-      if (!(cfg->decay >= 0 && cfg->decay <= 1))
-        return lv_status_make(LV_ERR_INVALID, "%s: decay must be in [0, 1], found %g", nm,
-                              cfg->decay);
-      if (!(cfg->momentum >= 0))
-        return lv_status_make(LV_ERR_INVALID, "%s: momentum must be >= 0, found %g", nm,
-                              cfg->momentum);
-      if (!(cfg->epsilon > 0))
-        return lv_status_make(LV_ERR_INVALID, "%s: epsilon must be > 0, found %g", nm,
-                              cfg->epsilon);
-      break;
-    case LV_OPT_ADAGRAD:
-      if (!(cfg->initial_accumulator_value > 0))
-        return lv_status_make(LV_ERR_INVALID,
-                              "%s: initial_accumulator_value must be > 0, found %g", nm,
-                              cfg->initial_accumulator_value);
-      break;
-    case LV_OPT_ADADELTA:
-      if (!(cfg->decay >= 0 && cfg->decay <= 1))
-        return lv_status_make(LV_ERR_INVALID, "%s: decay must be in [0, 1], found %g", nm,
-                              cfg->decay);
-      if (!(cfg->epsilon > 0))
-        return lv_status_make(LV_ERR_INVALID, "%s: epsilon must be > 0, found %g", nm,
-                              cfg->epsilon);
-      break;
-    case LV_OPT_ADAM:
-      if (!(cfg->beta1 >= 0 && cfg->beta1 < 1))
-        return lv_status_make(LV_ERR_INVALID, "%s: beta1 must be in [0, 1), found %g", nm,
-                              cfg->beta1);
-      if (!(cfg->beta2 >= 0 && cfg->beta2 < 1))
-        return lv_status_make(LV_ERR_INVALID, "%s: beta2 must be in [0, 1), found %g", nm,
-                              cfg->beta2);
-      if (!(cfg->epsilon >= 0))
-        return lv_status_make(LV_ERR_INVALID, "%s: epsilon must be >= 0, found %g", nm,
-                              cfg->epsilon);
-      break;
-    case LV_OPT_COUNT:
-      break;
-  }
+  const lv_optimizer_class *cls = lv_optimizer_class_of(cfg->type);
+  for (int i = 0; i < cls->nparams; i++)
+    if (cls->params[i].kind == LV_OPTP_FLOAT)
+      LV_TRY(check_range(nm, &cls->params[i], *(const double *)((const char *)cfg + cls->params[i].off)));
   lv_optimizer *o = calloc(1, sizeof *o);
   if (!o) return lv_status_make(LV_ERR_RESOURCE, "out of memory creating optimizer %s", nm);
   o->c = *cfg;
+  o->cls = cls;
   o->be = be;
   o->k = be->kernels;
   o->ctx = lv_optim_ctx(be);
-  o->nslots = slots_per_var(cfg->type);
-  /* TF1 Adam creates both powers with the betas as initial values. */
-  o->beta1_power = (float)cfg->beta1;
-  o->beta2_power = (float)cfg->beta2;
+  o->nslots = cls->nslots;
+  if (cls->nonslot_init) cls->nonslot_init(cfg, o->nonslot);
   *out = o;
   return NULL;
 }
 
 static void free_var(const lv_optimizer *o, opt_var *v) {
   free(v->name);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < LV_OPT_MAX_SLOTS; k++) {
     lv_optim_free(o->be, v->slot[k]);
     free(v->host[k]);
     free(v->slot_name[k]);
@@ -194,15 +241,13 @@ lv_status lv_optimizer_add_var(lv_optimizer *o, const char *var_name, int64_t n,
   v->name = strdup(var_name);
   bool ok = v->name != NULL;
   for (int k = 0; ok && k < o->nslots; k++) {
-    const char *suffix = k_slot_names[o->c.type][k];
+    const char *suffix = o->cls->slot_names[k];
     size_t bytes = (size_t)n * sizeof(float);
     v->slot[k] = lv_optim_alloc(o->be, bytes);
     v->host[k] = malloc(bytes ? bytes : 1);
     ok = v->slot[k] && v->host[k] && asprintf(&v->slot_name[k], "%s/%s", var_name, suffix) >= 0;
     if (!ok) break;
-    float init = 0.0f;
-    if (o->c.type == LV_OPT_ADAGRAD) init = (float)o->c.initial_accumulator_value;
-    if (o->c.type == LV_OPT_RMSPROP && k == 0) init = 1.0f; /* TF1 RMSProp: ms starts at 1 */
+    float init = o->cls->slot_init ? o->cls->slot_init(&o->c, k) : 0.0f;
     o->k->optim_fill(o->ctx, n, v->slot[k], init);
     lv_optim_to_host(o->be, v->host[k], v->slot[k], bytes);
   }
@@ -221,45 +266,10 @@ lv_status lv_optimizer_apply(lv_optimizer *o, float lr, int nvars, float *const 
   if (nvars != o->nvars)
     return lv_status_make(LV_ERR_INTERNAL, "optimizer %s: applied to %d variables, %d registered",
                           lv_optimizer_type_names[o->c.type], nvars, o->nvars);
-  const lv_optimizer_config *c = &o->c;
-  const lv_kernel_table *k = o->k;
-  /* TF computes Adam's step size once per step in float32 from the current powers. */
-  const float alpha =
-      lr * sqrtf(1.0f - o->beta2_power) / (1.0f - o->beta1_power);
-  for (int i = 0; i < nvars; i++) {
-    opt_var *v = &o->vars[i];
-    float *w = values[i];
-    const float *g = grads[i];
-    switch (c->type) {
-      case LV_OPT_SGD:
-        k->optim_sgd(o->ctx, v->n, lr, w, g);
-        break;
-      case LV_OPT_MOMENTUM:
-        k->optim_momentum(o->ctx, v->n, lr, (float)c->alpha, c->use_nesterov, w, g, v->slot[0]);
-        break;
-      case LV_OPT_RMSPROP:
-        k->optim_rmsprop(o->ctx, v->n, lr, (float)c->decay, (float)c->momentum, (float)c->epsilon,
-                         w, g, v->slot[0], v->slot[1]);
-        break;
-      case LV_OPT_ADAGRAD:
-        k->optim_adagrad(o->ctx, v->n, lr, w, g, v->slot[0]);
-        break;
-      case LV_OPT_ADADELTA:
-        k->optim_adadelta(o->ctx, v->n, lr, (float)c->decay, (float)c->epsilon, w, g, v->slot[0],
-                          v->slot[1]);
-        break;
-      case LV_OPT_ADAM:
-        k->optim_adam(o->ctx, v->n, alpha, (float)c->beta1, (float)c->beta2, (float)c->epsilon, w,
-                      g, v->slot[0], v->slot[1]);
-        break;
-      case LV_OPT_COUNT:
-        LV_ASSERT(!"bad optimizer type");
-    }
-  }
-  if (c->type == LV_OPT_ADAM) {
-    o->beta1_power *= (float)c->beta1;
-    o->beta2_power *= (float)c->beta2;
-  }
+  const lv_optimizer_class *cls = o->cls;
+  const float rate = cls->step_rate ? cls->step_rate(&o->c, lr, o->nonslot) : lr;
+  for (int i = 0; i < nvars; i++) cls->update(o->k, o->ctx, &o->c, rate, o->vars[i].n, values[i], grads[i], o->vars[i].slot);
+  if (cls->nonslot_advance) cls->nonslot_advance(&o->c, o->nonslot);
   return NULL;
 }
 
@@ -305,10 +315,10 @@ float *lv_optimizer_find_slot(lv_optimizer *o, const char *name, int64_t *n) {
   return NULL;
 }
 
-int lv_optimizer_num_nonslot(const lv_optimizer *o) { return o->c.type == LV_OPT_ADAM ? 2 : 0; }
+int lv_optimizer_num_nonslot(const lv_optimizer *o) { return o->cls->nnonslot; }
 
 void lv_optimizer_nonslot(lv_optimizer *o, int i, const char **name, float **value) {
-  LV_ASSERT(o->c.type == LV_OPT_ADAM && i >= 0 && i < 2);
-  if (name) *name = i == 0 ? "beta1_power" : "beta2_power";
-  if (value) *value = i == 0 ? &o->beta1_power : &o->beta2_power;
+  LV_ASSERT(i >= 0 && i < o->cls->nnonslot);
+  if (name) *name = o->cls->nonslot_names[i];
+  if (value) *value = &o->nonslot[i];
 }

@@ -21,6 +21,7 @@
 #define LV_OPTIM_OPTIMIZER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -43,6 +44,7 @@ typedef enum {
 extern const char *const lv_optimizer_type_names[LV_OPT_COUNT];
 bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out);
 
+/* The hyperparameters of every class; a class reads the fields its params table names. */
 typedef struct lv_optimizer_config {
   lv_optimizer_type type;
   double alpha;                     /* Momentum: momentum (0.9) */
@@ -54,7 +56,69 @@ typedef struct lv_optimizer_config {
   double beta1, beta2;              /* Adam (0.9, 0.999) */
 } lv_optimizer_config;
 
-/* Lingvo's default params for type t. */
+/* ---- optimizer classes ----
+ * Every optimizer type is one class (the table in optimizer.c): its params (Lingvo name,
+ * kind, default, description, the range Lingvo's constructor accepts, and the
+ * lv_optimizer_config field the value lands in), its slots (TF's names and initial
+ * values), its non-slot scalars and its update (one backend optim_* kernel per
+ * variable). lv_optimizer_defaults, lv_optimizer_create/add_var/apply, the non-slot
+ * accessors and the params binding (optim_params.c: defining, reading and registering
+ * every class) all walk this one table. Adding an optimizer = an enum value and its name
+ * above (config fields for new hyperparameters), a class entry, and its kernel. */
+typedef enum {
+  LV_OPTP_FLOAT, /* float param -> double field */
+  LV_OPTP_BOOL,  /* bool param -> bool field */
+} lv_optim_param_kind;
+
+/* The values a param accepts (checked by lv_optimizer_create; NaN is never accepted). */
+typedef enum {
+  LV_OPTR_ANY,
+  LV_OPTR_NONNEG,    /* >= 0 */
+  LV_OPTR_POSITIVE,  /* > 0 */
+  LV_OPTR_UNIT,      /* in [0, 1] */
+  LV_OPTR_UNIT_OPEN, /* in [0, 1) */
+  LV_OPTR_COUNT
+} lv_optim_range;
+
+typedef struct {
+  const char *name; /* Lingvo's param name */
+  lv_optim_param_kind kind;
+  double def; /* BOOL: 0 or 1 */
+  lv_optim_range range;
+  const char *desc;
+  size_t off; /* offsetof(lv_optimizer_config, ...) of the value */
+} lv_optim_param;
+
+#define LV_OPT_MAX_SLOTS 2   /* slot variables per variable */
+#define LV_OPT_MAX_NONSLOT 2 /* non-slot scalars per optimizer */
+
+typedef struct {
+  const lv_optim_param *params; /* in Lingvo's definition order */
+  int nparams;
+  /* TF's slot suffixes ("<var>/<slot>"), the first nslots used; TF uniquifies a second
+   * slot of the same variable with _1. */
+  int nslots;
+  const char *slot_names[LV_OPT_MAX_SLOTS];
+  /* Slot k's initial value (NULL: every slot starts at 0). */
+  float (*slot_init)(const lv_optimizer_config *c, int k);
+  /* Non-slot scalars (checkpointed by name), their initial values and their advance
+   * after every step (NULL: none). */
+  int nnonslot;
+  const char *nonslot_names[LV_OPT_MAX_NONSLOT];
+  void (*nonslot_init)(const lv_optimizer_config *c, float *nonslot);
+  void (*nonslot_advance)(const lv_optimizer_config *c, float *nonslot);
+  /* The step's rate from the learning rate and the non-slot state, computed once per
+   * step (NULL: lr itself). */
+  float (*step_rate)(const lv_optimizer_config *c, float lr, const float *nonslot);
+  /* Updates w[n] from g[n] and the variable's slots with the backend's kernel. */
+  void (*update)(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate, int64_t n,
+                 float *w, const float *g, float *const *slot);
+} lv_optimizer_class;
+
+/* The class of type t (its name is lv_optimizer_type_names[t]). */
+const lv_optimizer_class *lv_optimizer_class_of(lv_optimizer_type t);
+
+/* Lingvo's default params for type t (the class table's defaults). */
 lv_optimizer_config lv_optimizer_defaults(lv_optimizer_type t);
 
 typedef struct lv_optimizer lv_optimizer;
@@ -90,7 +154,8 @@ float *lv_optimizer_slot_host(lv_optimizer *o, int i);
 void lv_optimizer_slots_to_host(lv_optimizer *o);
 void lv_optimizer_slots_from_host(lv_optimizer *o);
 
-/* Non-slot scalar state (Adam: "beta1_power", "beta2_power"; none for the others). */
+/* Non-slot scalar state (the class's: Adam's "beta1_power", "beta2_power"; none for the
+ * others). */
 int lv_optimizer_num_nonslot(const lv_optimizer *o);
 void lv_optimizer_nonslot(lv_optimizer *o, int i, const char **name, float **value);
 

@@ -80,6 +80,13 @@ typedef struct train_state {
   lv_saveable *items;
   int nitems;
   char *params_text;
+  /* What a training step reads and leaves, kept from step to step. */
+  lv_comm *comm;
+  lv_grad_overlap *ov; /* replicas: the all-reduce overlapped with backward */
+  lv_batch batch;
+  lv_metrics mt;
+  int nvalues;
+  double *value, *weight; /* [mt.n] each metric's mean over the replicas, its total weight */
 } train_state;
 
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
@@ -162,23 +169,39 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
   return NULL;
 }
 
+/* Every metric's weighted sum since the last log line, by name. */
 typedef struct metric_acc {
-  int n;
-  char name[LV_MAX_METRICS + 16][LV_METRIC_NAME_MAX];
-  double sum[LV_MAX_METRICS + 16], wsum[LV_MAX_METRICS + 16];
+  int n, cap;
+  char (*name)[LV_METRIC_NAME_MAX];
+  double *sum, *wsum;
+  int *order; /* [n] scratch: the names' sort order */
 } metric_acc;
 
 static void acc_add(metric_acc *a, const char *name, double v, double w) {
   int i = 0;
   while (i < a->n && strcmp(a->name[i], name)) i++;
   if (i == a->n) {
-    if (a->n >= (int)LV_ARRAY_LEN(a->name)) return;
+    if (a->n == a->cap) {
+      a->cap = a->cap ? 2 * a->cap : 32;
+      a->name = realloc(a->name, sizeof *a->name * (size_t)a->cap);
+      a->sum = realloc(a->sum, sizeof *a->sum * (size_t)a->cap);
+      a->wsum = realloc(a->wsum, sizeof *a->wsum * (size_t)a->cap);
+      a->order = realloc(a->order, sizeof *a->order * (size_t)a->cap);
+      LV_ASSERT(a->name && a->sum && a->wsum && a->order);
+    }
     snprintf(a->name[a->n], LV_METRIC_NAME_MAX, "%s", name);
     a->sum[i] = a->wsum[i] = 0;
     a->n++;
   }
   a->sum[i] += v * w;
   a->wsum[i] += w;
+}
+
+static void acc_free(metric_acc *a) {
+  free(a->name);
+  free(a->sum);
+  free(a->wsum);
+  free(a->order);
 }
 
 static int cmp_names(const void *x, const void *y) { return strcmp((const char *)x, (const char *)y); }
@@ -227,6 +250,128 @@ static void largest_grads(const lv_learner *l, const char *why, char *out, size_
     len += (size_t)snprintf(out + len, cap - len, "%s %s %.3g", k ? "," : "", lv_learner_var_name(l, top[k]), norm[k]);
 }
 
+/* The step's metrics, exchanged with the other replicas into t->value and t->weight
+ * (mt's order); *loss_scale is this rank's share of the global loss, *stop whether a
+ * replica asked to stop. An lv_replica_step carries LV_MAX_METRICS metrics, so more are
+ * exchanged in parts; the parts without `loss` give a loss scale of exactly 1. */
+static lv_status exchange_metrics(train_state *t, bool stop_requested, float *loss_scale, bool *stop) {
+  const lv_metrics *mt = &t->mt;
+  if (mt->n > t->nvalues) {
+    t->nvalues = mt->n;
+    t->value = realloc(t->value, sizeof *t->value * (size_t)mt->n);
+    t->weight = realloc(t->weight, sizeof *t->weight * (size_t)mt->n);
+    LV_ASSERT(t->value && t->weight);
+  }
+  *loss_scale = 1.0f;
+  *stop = false;
+  int k = 0;
+  do {
+    lv_metrics part = *mt;
+    part.n = mt->n - k < LV_MAX_METRICS ? mt->n - k : LV_MAX_METRICS;
+    if (k) {
+      part.name += k;
+      part.value += k;
+      part.constant += k;
+      part.weight += k;
+    }
+    lv_replica_step rs;
+    LV_TRY(lv_replicas_exchange(t->comm, &part, stop_requested, &rs));
+    for (int i = 0; i < part.n; i++) t->value[k + i] = rs.value[i], t->weight[k + i] = rs.weight[i];
+    *loss_scale *= rs.loss_scale;
+    *stop |= rs.stop;
+    k += part.n;
+  } while (k < mt->n);
+  return NULL;
+}
+
+/* Forward pass of t->batch in training mode, the loss checked, the metrics exchanged. */
+static lv_status step_forward(train_state *t, const lv_trainer_options *opt, int64_t step, float *loss_scale,
+                              bool *stop) {
+  lv_metrics *mt = &t->mt;
+  LV_TRY(lv_instance_fprop(t->m, &t->batch, true, step, mt));
+  for (int i = 0; opt->check_numerics && i < mt->n; i++)
+    if (!strcmp(mt->name[i], "loss") && !isfinite(lv_metrics_value(mt, i)))
+      return lv_status_make(LV_ERR_INTERNAL, "step %lld: the loss is %g (--enable_check_numerics stops here, as "
+                            "Lingvo's CheckNumerics does; with --noenable_check_numerics such steps are skipped "
+                            "and counted)", (long long)step, lv_metrics_value(mt, i));
+  /* Replicas agree on the step's metrics, on stopping, and on each one's share of the
+   * global loss; the summed gradients are the global batch's. */
+  return exchange_metrics(t, g_stop_signal != 0, loss_scale, stop);
+}
+
+/* The gradients of this rank's share of the loss, summed over the replicas. */
+static lv_status step_backward(train_state *t, float loss_scale) {
+  lv_tensor *loss = loss_scale == 1.0f ? t->mt.loss : lv_op_scale(t->m->graph, t->mt.loss, loss_scale);
+  lv_status s = NULL;
+  if (loss && t->ov) s = lv_grad_overlap_arm(t->ov, t->m->graph);
+  if (!s) s = loss ? lv_graph_backward(t->m->graph, loss) : lv_graph_status(t->m->graph);
+  if (t->ov) {
+    lv_status f = lv_grad_overlap_finish(t->ov);
+    if (!s) s = f;
+    else lv_status_free(f);
+  }
+  if (!s && !t->ov) s = lv_replicas_allreduce_grads(t->comm, t->m->vs);
+  return s;
+}
+
+/* The learner's update; *st says whether it was applied or skipped, and why. */
+static lv_status step_update(train_state *t, const lv_trainer_options *opt, int64_t step, lv_learner_stats *st) {
+  LV_TRY(lv_learner_step(t->learner, step, st));
+  if (opt->check_numerics && st->has_nan_or_inf)
+    return lv_status_make(LV_ERR_INTERNAL, "step %lld: the gradient of %s is not finite (--enable_check_numerics "
+                          "stops here, as Lingvo's CheckNumerics does; with --noenable_check_numerics such steps "
+                          "are skipped and counted); variables unchanged", (long long)step,
+                          st->nonfinite_var ? st->nonfinite_var : "a variable (the norm overflows float32)");
+  return NULL;
+}
+
+/* After an applied update: the deferred variable updates (batch norm's moving
+ * statistics), then the replicas' mean of the non-trainable variables. */
+static lv_status step_after_update(train_state *t) {
+  LV_TRY(lv_graph_apply_updates(t->m->graph));
+  return lv_replicas_mean_nontrainable(t->comm, t->m->vs);
+}
+
+/* One training step at global step `step` (before its increment) on t->batch:
+ * forward, backward, update, and the work that follows an applied update. Weight noise,
+ * which only training applies, belongs before step_forward; moving averages of the
+ * variables at the end of step_after_update, so that a skipped update leaves them too.
+ * *st is filled as far as the step got (the learner's stats of a failed update
+ * included); *stop says whether the replicas stop after this step. */
+static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64_t step, lv_learner_stats *st,
+                            bool *stop) {
+  memset(st, 0, sizeof *st);
+  *stop = false;
+  lv_varstore_zero_grads(t->m->vs);
+  float loss_scale = 1.0f;
+  LV_TRY(step_forward(t, opt, step, &loss_scale, stop));
+  LV_TRY(step_backward(t, loss_scale));
+  LV_TRY(step_update(t, opt, step, st));
+  if (!st->skipped) LV_TRY(step_after_update(t));
+  return NULL;
+}
+
+/* The warning for a skipped step, with what made the learner skip it. */
+static void warn_skipped(const train_state *t, const lv_learner_stats *st, int64_t step, int64_t skipped) {
+  char why[512];
+  if (st->update_nonfinite)
+    snprintf(why, sizeof why, "the update (grad norm %.3g, learning rate %.3g) made %s NaN or Inf",
+             st->grad_norm_all, st->learning_rate, st->nonfinite_update);
+  else if (st->has_nan_or_inf)
+    snprintf(why, sizeof why, "gradient of %s has NaN or Inf", st->nonfinite_var ? st->nonfinite_var : "a variable");
+  else {
+    char what[160];
+    if (st->over_clip_to_zero || !st->tracker_rejected)
+      snprintf(what, sizeof what, "gradient norm %.3g over grad_norm_to_clip_to_zero", st->grad_norm_all);
+    else
+      snprintf(what, sizeof what, "gradient norm %.3g rejected by the GradNormTracker (an outlier of its moving "
+               "log-norm statistics)", st->grad_norm_all);
+    largest_grads(t->learner, what, why, sizeof why);
+  }
+  lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step, why,
+          (long long)skipped);
+}
+
 /* TensorBoard renders text summaries as markdown: as Lingvo does, end every line with
  * two spaces so the params keep one key per line. */
 static char *markdown_lines(const char *text) {
@@ -244,15 +389,14 @@ static char *markdown_lines(const char *text) {
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   train_state t = {0};
-  lv_batch b;
-  lv_batch_init(&b);
-  lv_metrics mt;
-  lv_metrics_init(&mt);
+  metric_acc acc = {0};
+  lv_batch_init(&t.batch);
+  lv_metrics_init(&t.mt);
   lv_comm *comm = opt->comm;
+  t.comm = comm;
   const int nrep = lv_comm_size(comm);
   const bool chief = lv_comm_rank(comm) == 0; /* the only rank that writes into the logdir */
   lv_status s = NULL;
-  lv_grad_overlap *ov = NULL; /* replicas: the all-reduce overlapped with backward */
   if (lv_params_int(cfg, "cluster.worker.replicas") != nrep)
     return lv_status_make(LV_ERR_INVALID, "cluster.worker.replicas is %lld but the job runs %d replica%s (%s)",
                           (long long)lv_params_int(cfg, "cluster.worker.replicas"), nrep, nrep == 1 ? "" : "s",
@@ -263,7 +407,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (chief) s = lock_train_dir(t.m->train_dir, &lock_fd);
   if (s) {
     lv_instance_destroy(t.m);
-    lv_batch_free(&b);
+    lv_batch_free(&t.batch);
     return s;
   }
   const lv_params *train_p = lv_params_sub(cfg, "train");
@@ -324,86 +468,33 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   double t_start = lv_now_monotonic(), t_log = t_start;
   int64_t step_log = step, start_step = step, skipped = 0;
   const int64_t log_every = opt->log_interval_steps > 0 ? opt->log_interval_steps : 100;
-  metric_acc acc = {0};
   bool stop = false;
   double reduce_s0 = lv_comm_allreduce_seconds(comm);
-  if ((s = lv_grad_overlap_create(comm, t.m->vs, opt->allreduce_bucket_bytes, &ov))) goto done;
-  if (ov)
+  if ((s = lv_grad_overlap_create(comm, t.m->vs, opt->allreduce_bucket_bytes, &t.ov))) goto done;
+  if (t.ov)
     lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.3g MB (--allreduce_bucket_mb)",
-            lv_grad_overlap_num_buckets(ov), lv_grad_overlap_num_buckets(ov) == 1 ? "" : "s",
+            lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
-    s = lv_input_train_batch(t.m->input, step, &b);
-    if (s) goto done;
-    lv_varstore_zero_grads(t.m->vs);
-    s = lv_instance_fprop(t.m, &b, true, step, &mt);
-    for (int i = 0; !s && opt->check_numerics && i < mt.n; i++)
-      if (!strcmp(mt.name[i], "loss") && !isfinite(lv_metrics_value(&mt, i)))
-        s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the loss is %g (--enable_check_numerics stops here, as Lingvo's "
-                           "CheckNumerics does; with --noenable_check_numerics such steps are skipped and counted)",
-                           (long long)step, lv_metrics_value(&mt, i));
-    /* Replicas agree on the step's metrics, on stopping, and on each one's share of the
-     * global loss; the summed gradients are the global batch's. */
-    lv_replica_step rs;
-    if (!s) s = lv_replicas_exchange(comm, &mt, g_stop_signal != 0, &rs);
-    if (!s) {
-      stop = rs.stop;
-      lv_tensor *loss = rs.loss_scale == 1.0f ? mt.loss : lv_op_scale(t.m->graph, mt.loss, rs.loss_scale);
-      if (loss && ov) s = lv_grad_overlap_arm(ov, t.m->graph);
-      if (!s) s = loss ? lv_graph_backward(t.m->graph, loss) : lv_graph_status(t.m->graph);
-      if (ov) {
-        lv_status f = lv_grad_overlap_finish(ov);
-        if (!s) s = f;
-        else lv_status_free(f);
-      }
-    }
-    if (!s && !ov) s = lv_replicas_allreduce_grads(comm, t.m->vs);
+    if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) goto done;
     lv_learner_stats st;
-    memset(&st, 0, sizeof st);
-    if (!s) s = lv_learner_step(t.learner, step, &st);
-    if (!s && opt->check_numerics && st.has_nan_or_inf)
-      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the gradient of %s is not finite (--enable_check_numerics stops "
-                         "here, as Lingvo's CheckNumerics does; with --noenable_check_numerics such steps are skipped "
-                         "and counted); variables unchanged", (long long)step,
-                         st.nonfinite_var ? st.nonfinite_var : "a variable (the norm overflows float32)");
+    s = train_step(&t, opt, step, &st, &stop);
     /* Logged also when the learner stops the run for too many skipped steps in a row. */
-    if (st.skipped && !(opt->check_numerics && st.has_nan_or_inf)) {
-      skipped++;
-      char why[512];
-      if (st.update_nonfinite)
-        snprintf(why, sizeof why, "the update (grad norm %.3g, learning rate %.3g) made %s NaN or Inf",
-                 st.grad_norm_all, st.learning_rate, st.nonfinite_update);
-      else if (st.has_nan_or_inf)
-        snprintf(why, sizeof why, "gradient of %s has NaN or Inf", st.nonfinite_var ? st.nonfinite_var : "a variable");
-      else {
-        char what[160];
-        if (st.over_clip_to_zero || !st.tracker_rejected)
-          snprintf(what, sizeof what, "gradient norm %.3g over grad_norm_to_clip_to_zero", st.grad_norm_all);
-        else
-          snprintf(what, sizeof what, "gradient norm %.3g rejected by the GradNormTracker (an outlier of its moving "
-                   "log-norm statistics)", st.grad_norm_all);
-        largest_grads(t.learner, what, why, sizeof why);
-      }
-      lv_warn("step %lld: %s: step skipped (variables unchanged); %lld skipped so far", (long long)step, why,
-              (long long)skipped);
-    }
+    if (st.skipped && !(opt->check_numerics && st.has_nan_or_inf)) warn_skipped(&t, &st, step, ++skipped);
     if (s) goto done;
-    /* Deferred variable updates (batch norm's moving statistics) follow the step. */
-    if (!st.skipped && (s = lv_graph_apply_updates(t.m->graph))) goto done;
-    if (!st.skipped && (s = lv_replicas_mean_nontrainable(comm, t.m->vs))) goto done;
     step++;
     if (lv_log_verbosity(__FILE__) >= 1) {
-      for (int i = 0; i < mt.n; i++)
-        if (!strcmp(mt.name[i], "loss"))
-          lv_vlog(1, "step %lld: loss %.9g, grad norm %.9g%s", (long long)step, rs.value[i],
+      for (int i = 0; i < t.mt.n; i++)
+        if (!strcmp(t.mt.name[i], "loss"))
+          lv_vlog(1, "step %lld: loss %.9g, grad norm %.9g%s", (long long)step, t.value[i],
                   st.grad_norm_all, st.skipped ? " (skipped)" : "");
     }
     if ((s = lv_tensor_from_host(&t.m->global_step->value, &step))) goto done;
-    for (int i = 0; i < mt.n; i++) acc_add(&acc, mt.name[i], rs.value[i], rs.weight[i]);
+    for (int i = 0; i < t.mt.n; i++) acc_add(&acc, t.mt.name[i], t.value[i], t.weight[i]);
     {
-      const char *names[16];
-      double values[16];
-      int nlm = lv_learner_stats_metrics(&st, names, values, 16);
+      const char *names[LV_LEARNER_MAX_STATS_METRICS];
+      double values[LV_LEARNER_MAX_STATS_METRICS];
+      int nlm = lv_learner_stats_metrics(&st, names, values, LV_LEARNER_MAX_STATS_METRICS);
       for (int i = 0; i < nlm; i++) acc_add(&acc, names[i], values[i], 1);
     }
     double now = lv_now_monotonic();
@@ -413,31 +504,35 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
       double dt = now - t_log, rate = dt > 0 ? (double)(step - step_log) / dt : 0;
       double overall = (double)(step - start_step) / (now - t_start);
-      char eta[32], line[2048];
+      char eta[32], *line = NULL;
+      size_t line_len = 0;
       format_eta((double)(max_steps - step) / overall, eta, sizeof eta);
-      int off = snprintf(line, sizeof line, "step: %6lld, steps/sec: %0.2f, examples/sec: %0.2f", (long long)step, rate,
-                         rate * (double)batch);
-      int order[LV_ARRAY_LEN(acc.name)];
-      for (int i = 0; i < acc.n; i++) order[i] = i;
+      FILE *lf = open_memstream(&line, &line_len);
+      LV_ASSERT(lf);
+      fprintf(lf, "step: %6lld, steps/sec: %0.2f, examples/sec: %0.2f", (long long)step, rate, rate * (double)batch);
+      for (int i = 0; i < acc.n; i++) acc.order[i] = i;
       for (int i = 1; i < acc.n; i++)
-        for (int j = i; j > 0 && cmp_names(acc.name[order[j]], acc.name[order[j - 1]]) < 0; j--) {
-          int tmp = order[j];
-          order[j] = order[j - 1];
-          order[j - 1] = tmp;
+        for (int j = i; j > 0 && cmp_names(acc.name[acc.order[j]], acc.name[acc.order[j - 1]]) < 0; j--) {
+          int tmp = acc.order[j];
+          acc.order[j] = acc.order[j - 1];
+          acc.order[j - 1] = tmp;
         }
-      for (int k = 0; k < acc.n && off < (int)sizeof line - 64; k++) {
-        int i = order[k];
+      for (int k = 0; k < acc.n; k++) {
+        int i = acc.order[k];
         double v = acc.wsum[i] > 0 ? acc.sum[i] / acc.wsum[i] : 0;
-        off += snprintf(line + off, sizeof line - (size_t)off, " %s:%.8g", acc.name[i], v);
+        fprintf(lf, " %s:%.8g", acc.name[i], v);
         if (do_summary) lv_events_scalar(t.ev, acc.name[i], step, v);
       }
-      if (nrep > 1 && off < (int)sizeof line - 48) {
+      if (nrep > 1) {
         double rs_now = lv_comm_allreduce_seconds(comm);
-        snprintf(line + off, sizeof line - (size_t)off, " allreduce_ms/step:%.2f",
-                 step > step_log ? 1e3 * (rs_now - reduce_s0) / (double)(step - step_log) : 0.0);
+        fprintf(lf, " allreduce_ms/step:%.2f",
+                step > step_log ? 1e3 * (rs_now - reduce_s0) / (double)(step - step_log) : 0.0);
         reduce_s0 = rs_now;
       }
+      int closed = fclose(lf);
+      LV_ASSERT(closed == 0 && line);
       lv_info("%s ETA %s", line, eta);
+      free(line);
       if (do_summary) {
         lv_events_scalar(t.ev, "global_step/sec", step, rate);
         lv_events_scalar(t.ev, "examples/sec", step, rate * (double)batch);
@@ -456,9 +551,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped: NaN/Inf, a gradient norm over grad_norm_to_clip_to_zero, or one the GradNormTracker rejected)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
 done:
-  lv_grad_overlap_destroy(ov);
-  lv_metrics_free(&mt);
-  lv_batch_free(&b);
+  acc_free(&acc);
+  lv_grad_overlap_destroy(t.ov);
+  lv_metrics_free(&t.mt);
+  lv_batch_free(&t.batch);
+  free(t.value);
+  free(t.weight);
   if (opt->install_signal_handlers) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
