@@ -1,5 +1,5 @@
 /* Batch digests for the input suites: two batches are the same when their digests are
- * (keys in order, dtypes, shapes, sizes and every byte of data). */
+ * (keys in order, dtypes, shapes, sizes and every byte of data; a string tensor's strings). */
 #ifndef LV_TESTS_BATCH_UTIL_H
 #define LV_TESTS_BATCH_UTIL_H
 
@@ -24,7 +24,14 @@ static inline uint64_t lv_test_batch_digest(const lv_batch *b) {
     h = lv_test_fnv(h, &dt, sizeof dt);
     h = lv_test_fnv(h, &rank, sizeof rank);
     h = lv_test_fnv(h, t->shape.d, sizeof(int64_t) * (size_t)t->shape.rank);
-    h = lv_test_fnv(h, t->data, lv_tensor_nbytes(t));
+    if (t->dtype != LV_STRING) {
+      h = lv_test_fnv(h, t->data, lv_tensor_nbytes(t));
+      continue;
+    }
+    for (int64_t j = 0; j < lv_tensor_numel(t); j++) {
+      const char *s = lv_tensor_str(t, j);
+      h = lv_test_fnv(h, s, strlen(s) + 1);
+    }
   }
   return h;
 }

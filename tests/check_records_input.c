@@ -378,7 +378,7 @@ static lv_batcher *text_batcher(const char *lines, int64_t flush, int64_t pad_to
   lv_record_yielder *y = NULL;
   EXPECT_OK(lv_record_yielder_create(&yo, &y));
   lv_batcher_opts o = {.n_features = 2,
-                       .features = {{"x.ids", LV_I32, 7, pad_to}, {"x.halves", LV_F32, -1, 0}},
+                       .features = {{"x.ids", LV_I32, 7, pad_to, lv_shape0()}, {"x.halves", LV_F32, -1, 0, lv_shape0()}},
                        .n_buckets = 2,
                        .bucket_upper_bound = {3, 6},
                        .bucket_batch_limit = {2, 3},
@@ -465,7 +465,7 @@ START_TEST(test_bucketing_flush_and_pad_to) {
   lv_record_yielder_opts yo = opts_for("iota:3");
   lv_record_yielder *y = NULL;
   EXPECT_OK(lv_record_yielder_create(&yo, &y));
-  lv_batcher_opts o = {.n_features = 1, .features = {{"x", LV_I32, 0, 0}}, .n_buckets = 2,
+  lv_batcher_opts o = {.n_features = 1, .features = {{"x", LV_I32, 0, 0, lv_shape0()}}, .n_buckets = 2,
                        .bucket_upper_bound = {6, 3}, .bucket_batch_limit = {1, 1}, .process = text_proc};
   EXPECT_ERR(lv_batcher_create(&o, "input", y, &b), LV_ERR_INVALID, "input.bucket_upper_bound", "ascending");
   lv_batch_free(&bt);

@@ -101,6 +101,15 @@ static void expect_f32(const lv_batch *b, const char *key, int64_t rows, int64_t
     ck_assert_msg(lv_f32(t)[i] == want[i], "%s[%lld] = %g, want %g", key, (long long)i, lv_f32(t)[i], want[i]);
 }
 
+static void expect_strs(const lv_batch *b, const char *key, int64_t rows, const char *const *want) {
+  lv_tensor *t = lv_batch_get(b, key);
+  ck_assert_msg(t, "no %s", key);
+  ck_assert_int_eq(t->dtype, LV_STRING);
+  ck_assert_int_eq(t->shape.rank, 1);
+  ck_assert_int_eq(t->shape.d[0], rows);
+  for (int64_t i = 0; i < rows; i++) ck_assert_str_eq(lv_tensor_str(t, i), want[i]);
+}
+
 static void one_minus(const float *a, float *out, int n) {
   for (int i = 0; i < n; i++) out[i] = 1.0f - a[i];
 }
@@ -446,7 +455,8 @@ START_TEST(test_lm_contents) {
   EXPECT_OK(lv_input_next_eval(in, &b, &done));
   ck_assert(!done);
   ck_assert_int_eq(b.size, 2);
-  ck_assert_int_eq(lv_nmap_count(&b.map), 6);
+  ck_assert_int_eq(lv_nmap_count(&b.map), 7);
+  expect_strs(&b, "text", 2, (const char *const[]){"Hi there", ""});
   /* "Hi there" (8 chars, cut to 7 by the tokenizer) and "" */
   expect_i32(&b, "ids", 2, 8, (const int32_t[]){1, 12, 13, 3, 24, 12, 9, 22, 1, 2, 2, 2, 2, 2, 2, 2});
   expect_i32(&b, "labels", 2, 8, (const int32_t[]){12, 13, 3, 24, 12, 9, 22, 2, 2, 2, 2, 2, 2, 2, 2, 2});
@@ -464,12 +474,14 @@ START_TEST(test_lm_contents) {
   expect_i32(&b, "labels", 1, 8, (const int32_t[]){0, 0, 24, 0, 0, 3, 28, 2});
   expect_f32(&b, "paddings", 1, 8, (const float[]){0, 0, 0, 0, 0, 0, 0, 0});
   expect_i32(&b, "word_count", 1, 0, (const int32_t[]){2});
+  expect_strs(&b, "text", 1, (const char *const[]){"\xc3\xa9t\xc3\xa9 x"});
   EXPECT_OK(lv_input_next_eval(in, &b, &done));
   ck_assert_int_eq(b.size, 1);
   expect_i32(&b, "ids", 1, 8, (const int32_t[]){1, 3, 3, 5, 3, 3, 6, 3});
   expect_i32(&b, "labels", 1, 8, (const int32_t[]){3, 3, 5, 3, 3, 6, 3, 2});
   expect_i32(&b, "word_count", 1, 0, (const int32_t[]){3});
   expect_i32(&b, "bucket_keys", 1, 0, (const int32_t[]){3});
+  expect_strs(&b, "text", 1, (const char *const[]){"  a  b c "});
   EXPECT_OK(lv_input_next_eval(in, &b, &done));
   ck_assert(done);
   lv_input_destroy(in);
@@ -498,6 +510,24 @@ START_TEST(test_lm_contents) {
   ck_assert_int_eq(b.size, 2);
   expect_i32(&b, "labels", 2, 6, (const int32_t[]){5, 6, 2, 2, 2, 2, 5, 3, 6, 3, 7, 2});
   expect_f32(&b, "paddings", 2, 6, (const float[]){0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0});
+  expect_strs(&b, "text", 2, (const char *const[]){"ab", "a b c"});
+  lv_input_destroy(in);
+  lv_params_free(p);
+
+  /* a line's text ends at its first NUL byte: words, key and tokens are of "a b" */
+  FILE *f = fopen(path_of("nul.txt"), "wb");
+  ck_assert_ptr_nonnull(f);
+  fwrite("a b\0c d e\n", 1, 10, f);
+  fclose(f);
+  snprintf(pat, sizeof pat, "text:%s", path_of("nul.txt"));
+  p = params_for("LmInput", pat);
+  EXPECT_OK(lv_params_set_bool(p, "tokenizer.pad_to_max_length", false));
+  in = create(p, lv_input_no_shard());
+  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  ck_assert_int_eq(b.size, 1);
+  expect_strs(&b, "text", 1, (const char *const[]){"a b"});
+  expect_i32(&b, "word_count", 1, 0, (const int32_t[]){2});
+  expect_i32(&b, "labels", 1, 4, (const int32_t[]){5, 3, 6, 2});
   lv_input_destroy(in);
   lv_batch_free(&b);
   lv_params_free(p);

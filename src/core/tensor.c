@@ -12,6 +12,7 @@ static lv_status no_backend(const char *what, lv_device d) {
 }
 
 lv_tensor *lv_tensor_new_on(lv_device dev, lv_dtype dtype, lv_shape shape) {
+  if (dtype == LV_STRING && !lv_device_is_host(dev)) return NULL;
   const lv_backend *be = lv_backend_get(dev);
   if (!be) return NULL;
   lv_tensor *t = calloc(1, sizeof *t);
@@ -20,7 +21,7 @@ lv_tensor *lv_tensor_new_on(lv_device dev, lv_dtype dtype, lv_shape shape) {
   t->shape = shape;
   t->device = dev;
   t->node = -1;
-  size_t bytes = (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype);
+  size_t bytes = (size_t)lv_shape_numel(&shape) * lv_tensor_elem_size(dtype);
   size_t alloc = bytes ? (bytes + 63) & ~(size_t)63 : 64;
   if (!(t->data = be->alloc(be->ctx, alloc))) {
     free(t);
@@ -38,11 +39,36 @@ lv_tensor *lv_tensor_new(lv_dtype dtype, lv_shape shape) {
 void lv_tensor_free(lv_tensor *t) {
   if (!t) return;
   if (t->owns_data) {
+    lv_tensor_free_strs(t);
     const lv_backend *be = lv_backend_get(t->device);
     LV_ASSERT(be);
     be->free(be->ctx, t->data);
   }
   free(t);
+}
+
+const char *lv_tensor_str(const lv_tensor *t, int64_t i) {
+  LV_ASSERT(t->dtype == LV_STRING && i >= 0 && i < lv_tensor_numel(t));
+  const char *s = lv_str(t)[i];
+  return s ? s : "";
+}
+
+void lv_tensor_set_str(lv_tensor *t, int64_t i, const char *s, size_t n) {
+  LV_ASSERT(t->dtype == LV_STRING && lv_device_is_host(t->device) && i >= 0 && i < lv_tensor_numel(t));
+  char *copy = malloc(n + 1);
+  LV_ASSERT(copy);
+  if (n) memcpy(copy, s, n);
+  copy[n] = 0;
+  free(lv_str(t)[i]);
+  lv_str(t)[i] = copy;
+}
+
+void lv_tensor_free_strs(lv_tensor *t) {
+  if (t->dtype != LV_STRING || !t->data) return;
+  for (int64_t i = 0; i < lv_tensor_numel(t); i++) {
+    free(lv_str(t)[i]);
+    lv_str(t)[i] = NULL;
+  }
 }
 
 lv_tensor lv_tensor_view(lv_dtype dtype, lv_shape shape, void *data) {

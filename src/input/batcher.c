@@ -9,18 +9,31 @@
 
 struct lv_sample {
   int n_features;
+  const lv_batcher_feature *ft; /* the batcher's [n_features] */
   int64_t key;
-  int64_t len[LV_BATCHER_MAX_FEATURES];
-  void *data[LV_BATCHER_MAX_FEATURES]; /* 4-byte elements */
+  int64_t len[LV_BATCHER_MAX_FEATURES];  /* steps; bytes of a string */
+  void *data[LV_BATCHER_MAX_FEATURES];   /* [len, inner...] 4-byte elements; a string's bytes + NUL */
 };
 
 void lv_sample_set(lv_sample *s, int f, const void *vals, int64_t n) {
-  LV_ASSERT(f >= 0 && f < s->n_features && n >= 0);
+  LV_ASSERT(f >= 0 && f < s->n_features && n >= 0 && s->ft[f].dtype != LV_STRING);
+  size_t bytes = (size_t)n * (size_t)lv_shape_numel(&s->ft[f].inner) * 4;
   free(s->data[f]);
-  s->data[f] = malloc(n > 0 ? (size_t)n * 4 : 1);
+  s->data[f] = malloc(bytes ? bytes : 1);
   LV_ASSERT(s->data[f]);
-  if (n > 0) memcpy(s->data[f], vals, (size_t)n * 4);
+  if (bytes) memcpy(s->data[f], vals, bytes);
   s->len[f] = n;
+}
+
+void lv_sample_set_str(lv_sample *s, int f, const char *str, size_t n) {
+  LV_ASSERT(f >= 0 && f < s->n_features && s->ft[f].dtype == LV_STRING && n < INT64_MAX);
+  free(s->data[f]);
+  char *copy = malloc(n + 1);
+  LV_ASSERT(copy);
+  if (n) memcpy(copy, str, n);
+  copy[n] = 0;
+  s->data[f] = copy;
+  s->len[f] = (int64_t)n;
 }
 
 static void sample_free(lv_sample *s) {
@@ -37,12 +50,14 @@ void lv_batch_store_init(lv_batch_store *st) {
 }
 
 void lv_batch_store_free(lv_batch_store *st) {
+  for (int i = 0; i < st->n; i++) lv_tensor_free_strs(&st->t[i]);
   for (int i = 0; i < LV_BATCH_STORE_MAX; i++) free(st->buf[i]);
   lv_batch_free(&st->batch);
   memset(st, 0, sizeof *st);
 }
 
 void lv_batch_store_clear(lv_batch_store *st) {
+  for (int i = 0; i < st->n; i++) lv_tensor_free_strs(&st->t[i]);
   lv_nmap_clear(&st->batch.map);
   st->batch.size = 0;
   st->n = 0;
@@ -53,17 +68,34 @@ lv_status lv_batch_store_add(lv_batch_store *st, const char *key, lv_dtype dtype
   if (st->n == LV_BATCH_STORE_MAX)
     return lv_status_make(LV_ERR_INVALID, "batch: more than %d tensors (adding %s)", LV_BATCH_STORE_MAX, key);
   int i = st->n;
-  size_t need = (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype);
+  size_t need = (size_t)lv_shape_numel(&shape) * lv_tensor_elem_size(dtype);
   if (need + 4 > st->cap[i]) { /* + 4: never a zero-byte buffer */
     free(st->buf[i]);
     st->cap[i] = need + 4 > 2 * st->cap[i] ? need + 4 : 2 * st->cap[i];
     st->buf[i] = malloc(st->cap[i]);
     LV_ASSERT(st->buf[i]);
   }
+  if (dtype == LV_STRING) memset(st->buf[i], 0, need);
   st->t[i] = lv_tensor_view(dtype, shape, st->buf[i]);
   LV_TRY(lv_nmap_set(&st->batch.map, key, &st->t[i]));
   st->n++;
   *out = &st->t[i];
+  return NULL;
+}
+
+lv_status lv_batch_store_add_copy(lv_batch_store *st, const char *key, const lv_tensor *src, lv_tensor **out) {
+  LV_ASSERT(lv_device_is_host(src->device));
+  lv_tensor *t;
+  LV_TRY(lv_batch_store_add(st, key, src->dtype, src->shape, &t));
+  if (src->dtype == LV_STRING) {
+    for (int64_t i = 0; i < lv_tensor_numel(src); i++) {
+      const char *str = lv_tensor_str(src, i);
+      lv_tensor_set_str(t, i, str, strlen(str));
+    }
+  } else if (lv_tensor_nbytes(src)) {
+    memcpy(t->data, src->data, lv_tensor_nbytes(src));
+  }
+  if (out) *out = t;
   return NULL;
 }
 
@@ -139,10 +171,21 @@ lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_rec
   if (!s && (opts->n_features < 1 || opts->n_features > LV_BATCHER_MAX_FEATURES || !opts->process))
     s = lv_status_make(LV_ERR_INVALID, "%s: the batcher needs a processor and 1 to %d features", who,
                        LV_BATCHER_MAX_FEATURES);
-  for (int f = 0; !s && f < opts->n_features; f++)
-    if (opts->features[f].dtype != LV_I32 && opts->features[f].dtype != LV_F32)
-      s = lv_status_make(LV_ERR_INVALID, "%s: feature %s: the batcher holds int32 or float32, not %s", who,
-                         opts->features[f].name, lv_dtype_names[opts->features[f].dtype]);
+  for (int f = 0; !s && f < opts->n_features; f++) {
+    const lv_batcher_feature *ft = &opts->features[f];
+    const lv_shape *in = &ft->inner;
+    bool dims_ok = in->rank >= 0 && in->rank <= LV_MAX_RANK - 2 && (ft->dtype != LV_STRING || in->rank == 0);
+    for (int d = 0; dims_ok && d < in->rank; d++) dims_ok = in->d[d] >= 1 && in->d[d] <= (1 << 24);
+    if ((unsigned)ft->dtype >= LV_DTYPE_COUNT ||
+        (ft->dtype != LV_I32 && ft->dtype != LV_F32 && ft->dtype != LV_STRING))
+      s = lv_status_make(LV_ERR_INVALID, "%s: feature %s: the batcher holds int32, float32 or string, not %s", who,
+                         ft->name, (unsigned)ft->dtype < LV_DTYPE_COUNT ? lv_dtype_names[ft->dtype] : "?");
+    else if (!dims_ok)
+      s = lv_status_make(LV_ERR_INVALID,
+                         "%s: feature %s: bad per-step shape (rank %d; want rank 0 to %d, dims 1 to 2^24, "
+                         "rank 0 for strings)",
+                         who, ft->name, in->rank, LV_MAX_RANK - 2);
+  }
   if (s) {
     lv_record_yielder_destroy(y);
     return s;
@@ -166,6 +209,13 @@ static lv_status merge(lv_batcher *b, group *g, lv_batch_store *out) {
   lv_batch_store_clear(out);
   for (int f = 0; f < b->o.n_features; f++) {
     const lv_batcher_feature *ft = &b->o.features[f];
+    lv_tensor *t;
+    if (ft->dtype == LV_STRING) {
+      LV_TRY(lv_batch_store_add(out, ft->name, LV_STRING, lv_shape1(B), &t));
+      for (int64_t i = 0; i < B; i++)
+        if (g->s[i]->data[f]) lv_tensor_set_str(t, i, g->s[i]->data[f], (size_t)g->s[i]->len[f]);
+      continue;
+    }
     int64_t T = 0;
     for (int i = 0; i < B; i++) T = g->s[i]->len[f] > T ? g->s[i]->len[f] : T;
     if (ft->pad_to > 0) {
@@ -176,18 +226,22 @@ static lv_status merge(lv_batcher *b, group *g, lv_batch_store *out) {
                               ft->name, (long long)T, (long long)ft->pad_to);
       T = ft->pad_to;
     }
-    lv_tensor *t;
-    LV_TRY(lv_batch_store_add(out, ft->name, ft->dtype, lv_shape2(B, T), &t));
+    /* [B, T, inner...]: K values per step */
+    const int64_t K = lv_shape_numel(&ft->inner);
+    lv_shape shape = lv_shape2(B, T);
+    for (int d = 0; d < ft->inner.rank; d++) shape.d[shape.rank++] = ft->inner.d[d];
+    LV_TRY(lv_batch_store_add(out, ft->name, ft->dtype, shape, &t));
     for (int64_t i = 0; i < B; i++) {
       const lv_sample *s = g->s[i];
+      const int64_t used = s->len[f] * K;
       if (ft->dtype == LV_F32) {
-        float *row = (float *)t->data + i * T;
-        memcpy(row, s->data[f], (size_t)s->len[f] * 4);
-        for (int64_t j = s->len[f]; j < T; j++) row[j] = (float)ft->pad;
+        float *row = (float *)t->data + i * T * K;
+        memcpy(row, s->data[f], (size_t)used * 4);
+        for (int64_t j = used; j < T * K; j++) row[j] = (float)ft->pad;
       } else {
-        int32_t *row = (int32_t *)t->data + i * T;
-        memcpy(row, s->data[f], (size_t)s->len[f] * 4);
-        for (int64_t j = s->len[f]; j < T; j++) row[j] = (int32_t)ft->pad;
+        int32_t *row = (int32_t *)t->data + i * T * K;
+        memcpy(row, s->data[f], (size_t)used * 4);
+        for (int64_t j = used; j < T * K; j++) row[j] = (int32_t)ft->pad;
       }
     }
   }
@@ -213,6 +267,7 @@ static lv_status add_one(lv_batcher *b) {
   lv_sample *s = calloc(1, sizeof *s);
   LV_ASSERT(s);
   s->n_features = b->o.n_features;
+  s->ft = b->o.features;
   int64_t key = 0;
   lv_status ps = b->o.process(b->o.ctx, &rec, s, &key);
   if (ps && lv_status_code(ps) != LV_ERR_CANCELLED) {

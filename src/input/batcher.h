@@ -12,10 +12,13 @@
  * data (finite repeat_count, e.g. an eval pass) the partial buckets come out as the last
  * batches, in bucket order.
  *
- * Merge: each feature becomes a [B, T] tensor, T the longest of the batch (or the
- * feature's pad_to, when > 0: pad_to_max_seq_length; a longer sample is an error),
- * shorter rows filled with the feature's pad constant; plus `bucket_keys` [B] int32.
- * Feature dtypes: LV_I32 or LV_F32.
+ * Merge: each LV_I32 or LV_F32 feature becomes a [B, T, inner...] tensor ([B, T] for
+ * the usual scalar steps; speech frames with inner [80] give [B, T, 80]), T the longest
+ * of the batch (or the feature's pad_to, when > 0: pad_to_max_seq_length; a longer
+ * sample is an error); shorter rows are filled along T only, every padded step's values
+ * the feature's pad constant. An LV_STRING feature (an utterance id, a transcript) holds
+ * one string per sample and becomes a [B] string tensor (no inner shape, no padding).
+ * Plus `bucket_keys` [B] int32.
  *
  * Everything runs on the caller's thread except the reading (the yielder's thread); the
  * streaming inputs call the batcher from their prefetch thread (stream_input.h), so a
@@ -42,16 +45,20 @@
 
 typedef struct lv_batcher_feature {
   const char *name; /* key in the batch, e.g. "src.ids" */
-  lv_dtype dtype;   /* LV_I32 or LV_F32 */
+  lv_dtype dtype;   /* LV_I32, LV_F32 or LV_STRING */
   double pad;       /* dynamic padding constant */
   int64_t pad_to;   /* > 0: pad every batch to this length */
+  lv_shape inner;   /* shape of one step: rank 0 (zeroed) for scalar steps, [80] for frames */
 } lv_batcher_feature;
 
-/* What the processor fills: sample->len[f] values at sample->data[f] for each feature
- * (set them with lv_sample_set). */
+/* What the processor fills for each feature: its steps (lv_sample_set) or its string
+ * (lv_sample_set_str). */
 typedef struct lv_sample lv_sample;
-/* Copies n values of feature f (in the feature's dtype) into the sample. */
+/* Copies n steps of numeric feature f (n * numel(inner) values in the feature's dtype,
+ * row-major [n, inner...]) into the sample. */
 void lv_sample_set(lv_sample *s, int f, const void *vals, int64_t n);
+/* Copies the n bytes at str as the string of LV_STRING feature f. */
+void lv_sample_set_str(lv_sample *s, int f, const char *str, size_t n);
 
 typedef lv_status (*lv_record_processor)(void *ctx, const lv_record *rec, lv_sample *out, int64_t *bucket_key);
 
@@ -77,7 +84,8 @@ typedef struct lv_batcher_stats {
 } lv_batcher_stats;
 
 /* A batch that owns its tensors' memory: `batch` maps each key to one of t[], whose
- * buffers the store keeps (and reuses, growing them) from one batch to the next. Used to
+ * buffers the store keeps (and reuses, growing them) from one batch to the next; the
+ * strings of its string tensors are the store's too, freed by clear and free. Used to
  * hand finished batches from a producing thread to a consumer. */
 #define LV_BATCH_STORE_MAX 16
 typedef struct lv_batch_store {
@@ -90,18 +98,22 @@ typedef struct lv_batch_store {
 
 void lv_batch_store_init(lv_batch_store *st);
 void lv_batch_store_free(lv_batch_store *st);
-/* Empties the batch (size 0, no keys), keeping the buffers. */
+/* Empties the batch (size 0, no keys), keeping the buffers and freeing the strings. */
 void lv_batch_store_clear(lv_batch_store *st);
 /* Adds `key`: a tensor of dtype and shape over a buffer of the store, contents
- * undefined, into *out. Errors: more than LV_BATCH_STORE_MAX keys, a bad key. */
+ * undefined (a string tensor's: all NULL, set with lv_tensor_set_str), into *out.
+ * Errors: more than LV_BATCH_STORE_MAX keys, a bad key. */
 lv_status lv_batch_store_add(lv_batch_store *st, const char *key, lv_dtype dtype, lv_shape shape, lv_tensor **out);
+/* Adds `key` as a copy of host tensor src (its strings copied too), into *out if out is
+ * not NULL. */
+lv_status lv_batch_store_add_copy(lv_batch_store *st, const char *key, const lv_tensor *src, lv_tensor **out);
 /* Points out's map at st's tensors (borrowed: valid while st keeps this batch). */
 lv_status lv_batch_store_view(const lv_batch_store *st, lv_batch *out);
 
 typedef struct lv_batcher lv_batcher;
 
-/* Validates opts (bounds ascending, limits > 0, feature dtypes) with errors naming
- * `who` (e.g. "input"); takes ownership of y (also on error). */
+/* Validates opts (bounds ascending, limits > 0, feature dtypes and inner shapes) with
+ * errors naming `who` (e.g. "input"); takes ownership of y (also on error). */
 lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_record_yielder *y, lv_batcher **out);
 /* The next batch into out (cleared first); *done (and out->size 0) at the end of the
  * data. */

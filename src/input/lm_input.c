@@ -14,7 +14,9 @@
  * StringsToIds(lines, target_max_length) together, so the layout is exactly the
  * tokenizer class's (tokenizer.h, lv_tok_layout): ids [B,L] int32 (with <s>), labels
  * [B,L] int32 (with </s>), paddings [B,L] float; weights = 1 - paddings; word_count [B]
- * int32; bucket_keys [B] int32. L is target_max_length when the tokenizer's
+ * int32; bucket_keys [B] int32; and lingvoc's text [B] string, the lines themselves
+ * (host only, for scoring and decoding to read). A line's text ends at its first NUL
+ * byte (string tensors hold C strings): words, key and tokens are those of that text. L is target_max_length when the tokenizer's
  * pad_to_max_length is true (the default of every tokenizer, and what Lingvo's LmInput
  * relies on: it forces pad_to_max_seq_length, which its batch does not otherwise read;
  * that param and fixed_input_shape are kept for configs and have no effect here), else
@@ -72,44 +74,33 @@ static int32_t count_words(const uint8_t *s, size_t n) {
  * stream and an eval pass may run them at once): every buffer is their own. */
 static lv_status lm_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
   (void)ctx;
-  if (rec->len > INT32_MAX / 4) return lv_status_make(LV_ERR_INVALID, "a record of %zu bytes is too long", rec->len);
-  int32_t *bytes = malloc((rec->len + 1) * sizeof(int32_t));
-  LV_ASSERT(bytes);
-  for (size_t i = 0; i < rec->len; i++) bytes[i] = rec->data[i];
-  int32_t wc = count_words(rec->data, rec->len);
-  lv_sample_set(out, 0, bytes, (int64_t)rec->len);
+  const uint8_t *nul = memchr(rec->data, 0, rec->len);
+  const size_t len = nul ? (size_t)(nul - rec->data) : rec->len;
+  if (len > INT32_MAX / 4) return lv_status_make(LV_ERR_INVALID, "a record of %zu bytes is too long", len);
+  int32_t wc = count_words(rec->data, len);
+  lv_sample_set_str(out, 0, (const char *)rec->data, len);
   lv_sample_set(out, 1, &wc, 1);
-  free(bytes);
   *key = wc;
   return NULL;
 }
 
-/* The batcher's batch of lines (raw: text [B,W] bytes padded with -1, word_count [B,1],
- * bucket_keys [B]) -> Lingvo's LM batch in out. */
+/* The batcher's batch of lines (raw: text [B] string, word_count [B,1], bucket_keys [B])
+ * -> Lingvo's LM batch in out, plus the text. */
 static lv_status lm_finish(void *ctx, const lv_batch *raw, lv_batch_store *out) {
   const lm_input *in = ctx;
   const lv_tensor *text = lv_batch_get(raw, "text"), *wc = lv_batch_get(raw, "word_count");
   const lv_tensor *keys = lv_batch_get(raw, "bucket_keys");
-  LV_ASSERT(text && wc && keys);
-  const int64_t B = raw->size, W = text->shape.d[1];
-  char *chars = malloc((size_t)(B * W) + 1);
+  LV_ASSERT(text && text->dtype == LV_STRING && wc && keys);
+  const int64_t B = raw->size;
   const char **strs = malloc(sizeof(char *) * (size_t)(B + 1));
   size_t *lens = malloc(sizeof(size_t) * (size_t)(B + 1));
-  LV_ASSERT(chars && strs && lens);
-  const int32_t *bytes = lv_i32(text);
+  LV_ASSERT(strs && lens);
   for (int64_t b = 0; b < B; b++) {
-    char *row = chars + b * W;
-    int64_t n = 0;
-    while (n < W && bytes[b * W + n] >= 0) {
-      row[n] = (char)bytes[b * W + n];
-      n++;
-    }
-    strs[b] = row;
-    lens[b] = (size_t)n;
+    strs[b] = lv_tensor_str(text, b);
+    lens[b] = strlen(strs[b]);
   }
   lv_tok_batch tb = {0};
   lv_status s = lv_tokenizer_strings_to_ids(in->tok, strs, lens, (int)B, (int)in->tmax, -1, &tb);
-  free(chars);
   free(strs);
   free(lens);
   if (s) return lv_status_wrap(s, "input.tokenizer");
@@ -121,6 +112,7 @@ static lv_status lm_finish(void *ctx, const lv_batch *raw, lv_batch_store *out) 
   if (!s) s = lv_batch_store_add(out, "weights", LV_F32, lv_shape2(B, L), &weights);
   if (!s) s = lv_batch_store_add(out, "word_count", LV_I32, lv_shape1(B), &word_count);
   if (!s) s = lv_batch_store_add(out, "bucket_keys", LV_I32, lv_shape1(B), &bucket_keys);
+  if (!s) s = lv_batch_store_add_copy(out, "text", text, NULL);
   if (!s) {
     memcpy(ids->data, tb.ids, sizeof(int32_t) * (size_t)(B * L));
     memcpy(labels->data, tb.labels, sizeof(int32_t) * (size_t)(B * L));
@@ -157,8 +149,8 @@ static lv_status lm_create(const lv_params *p, lv_input_shard shard, lv_input **
   }
   lv_batcher_opts *o = &in->st.bopts;
   o->n_features = 2;
-  o->features[0] = (lv_batcher_feature){"text", LV_I32, -1, 0};
-  o->features[1] = (lv_batcher_feature){"word_count", LV_I32, 0, 0};
+  o->features[0] = (lv_batcher_feature){"text", LV_STRING, 0, 0, lv_shape0()};
+  o->features[1] = (lv_batcher_feature){"word_count", LV_I32, 0, 0, lv_shape0()};
   o->process = lm_process;
   o->ctx = in;
   in->st.finish = lm_finish;

@@ -129,7 +129,7 @@ static lv_status nmt_create(const lv_params *p, lv_input_shard shard, lv_input *
   o->n_features = 6;
   for (int f = 0; f < 6; f++)
     o->features[f] = (lv_batcher_feature){names[f], f % 2 == 0 ? LV_I32 : LV_F32, pads[f],
-                                          pad ? (f < 2 ? smax : tmax) : 0};
+                                          pad ? (f < 2 ? smax : tmax) : 0, lv_shape0()};
   o->process = nmt_process;
   *out = &in->base;
   return NULL;

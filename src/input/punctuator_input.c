@@ -159,7 +159,7 @@ static lv_status punct_create(const lv_params *p, lv_input_shard shard, lv_input
   o->n_features = 6;
   for (int f = 0; f < 6; f++)
     o->features[f] = (lv_batcher_feature){names[f], (f == 1 || f >= 4) ? LV_F32 : LV_I32, pads[f],
-                                          pad ? (f < 2 ? in->smax : in->tmax) : 0};
+                                          pad ? (f < 2 ? in->smax : in->tmax) : 0, lv_shape0()};
   o->process = punct_process;
   o->ctx = in;
   *out = &in->st.base;

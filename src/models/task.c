@@ -100,7 +100,8 @@ lv_status lv_batch_to_graph(lv_graph *g, const lv_batch *b, lv_batch *out) {
   lv_status s = NULL;
   for (int i = 0; !s && i < lv_nmap_count(&b->map); i++) {
     const lv_nmap_entry *e = lv_nmap_at(&b->map, i);
-    lv_tensor *t = lv_graph_from_host(g, e->t);
+    /* strings never leave the host: the task reads the batch's own tensor */
+    lv_tensor *t = e->t->dtype == LV_STRING ? e->t : lv_graph_from_host(g, e->t);
     s = t ? lv_nmap_set(&out->map, e->key, t) : lv_graph_status(g);
   }
   return s;
