@@ -12,7 +12,16 @@ PKGS=(
   python3-torch
   dataset-fashion-mnist
   sentencepiece libsword-utils sword-text-web sword-text-sparv
+  perl strace
 )
+# Every tool the tests call is here, so that on a machine with these packages only the
+# tests that need a GPU skip (exit 77, counted by scripts/run-tests.sh): spm_* from
+# sentencepiece, mod2imp and the WEB text from the sword packages (tests/test_spm_parity.sh,
+# the punctuator and MT data scripts), perl (scripts/build_wpm_vocab.sh), strace (the
+# kill-between-renames case of tests/test_ckpt_hardening.sh), protoc and python3-protobuf
+# (tests/read_events.py), mpirun (tests/test_replicas.sh). The optional sacrebleu
+# cross-check of tests/test_sacrebleu.sh needs a Python sacrebleu, which Debian 12 does
+# not package.
 # Open MPI: the trainer's sync replicas (mpirun -np N bin/trainer ...; linked by default,
 # a trainer started without mpirun runs as one process).
 # python3-torch is the peer of the layer parity tests (tests/parity/) and the benchmarks.

@@ -6,7 +6,8 @@
  *
  * Backends under test: the guarded CPU backend cpu:1 (always: it proves the harness, as
  * both run the same kernels, bit for bit), and cuda:0 where this build has CUDA and a GPU
- * is visible (otherwise one line says why it is skipped). A kernel of kernels.def with no
+ * is visible (otherwise one line says why, and the suite exits 77: skipped, not passed,
+ * whatever cpu:1 showed; a failure still fails it). A kernel of kernels.def with no
  * case here fails the suite. */
 #include <check.h>
 #include <math.h>
@@ -913,8 +914,8 @@ END_TEST
 START_TEST(cuda0_matches_cpu0) {
   int n = lv_cuda_device_count();
   if (n <= 0) {
-    printf("check_backend_ops: cuda:0 skipped: %s\n",
-           n < 0 ? "this build has no CUDA (make CUDA=1)" : "no GPU is visible");
+    lv_test_skip("check_backend_ops: cuda:0 against cpu:0: %s",
+                 n < 0 ? "this build has no CUDA (make CUDA=1)" : "no GPU is visible");
     return;
   }
   const lv_backend *be = lv_backend_get(lv_device_make(LV_DEVICE_CUDA, 0));

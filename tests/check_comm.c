@@ -15,22 +15,6 @@
 #include "core/variable.h"
 #include "runners/replicas.h"
 
-/* Saves an environment variable and restores it at the end of a test. */
-typedef struct saved_env {
-  const char *name;
-  char *value;
-} saved_env;
-
-static saved_env env_save(const char *name) {
-  const char *v = getenv(name);
-  return (saved_env){name, v ? strdup(v) : NULL};
-}
-static void env_restore(saved_env *e) {
-  if (e->value) setenv(e->name, e->value, 1);
-  else unsetenv(e->name);
-  free(e->value);
-}
-
 START_TEST(test_local_comm) {
   lv_comm *c = NULL;
   EXPECT_OK(lv_comm_create(LV_COMM_LOCAL, &c));
@@ -73,34 +57,24 @@ START_TEST(test_local_comm) {
 END_TEST
 
 START_TEST(test_launch_detection) {
-  static const char *const kNames[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK",
-                                       "PMIX_SIZE", "PMIX_RANK"};
-  saved_env e[6];
-  for (int i = 0; i < 6; i++) {
-    e[i] = env_save(kNames[i]);
-    unsetenv(kNames[i]);
-  }
+  lv_env e = {0};
   int size = -1, rank = -1;
-  ck_assert(!lv_comm_launched_by_mpi(&size, &rank));
+  ck_assert(!lv_comm_launched_by_mpi_env(&e, &size, &rank));
   ck_assert_int_eq(size, 1);
   ck_assert_int_eq(rank, 0);
-  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
-  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
-  ck_assert(lv_comm_launched_by_mpi(&size, &rank));
+  e.launcher_size[0] = "4", e.launcher_rank[0] = "3"; /* OMPI_COMM_WORLD_SIZE / _RANK */
+  ck_assert(lv_comm_launched_by_mpi_env(&e, &size, &rank));
   ck_assert_int_eq(size, 4);
   ck_assert_int_eq(rank, 3);
   /* Malformed or inconsistent values are not a launch. */
-  setenv("OMPI_COMM_WORLD_RANK", "4", 1);
-  ck_assert(!lv_comm_launched_by_mpi(&size, &rank));
-  setenv("OMPI_COMM_WORLD_RANK", "1x", 1);
-  ck_assert(!lv_comm_launched_by_mpi(&size, &rank));
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  unsetenv("OMPI_COMM_WORLD_RANK");
-  setenv("PMI_SIZE", "2", 1);
-  setenv("PMI_RANK", "0", 1);
-  ck_assert(lv_comm_launched_by_mpi(&size, &rank));
+  e.launcher_rank[0] = "4";
+  ck_assert(!lv_comm_launched_by_mpi_env(&e, &size, &rank));
+  e.launcher_rank[0] = "1x";
+  ck_assert(!lv_comm_launched_by_mpi_env(&e, &size, &rank));
+  e.launcher_size[0] = e.launcher_rank[0] = NULL;
+  e.launcher_size[1] = "2", e.launcher_rank[1] = "0"; /* PMI_SIZE / PMI_RANK */
+  ck_assert(lv_comm_launched_by_mpi_env(&e, &size, &rank));
   ck_assert_int_eq(size, 2);
-  for (int i = 0; i < 6; i++) env_restore(&e[i]);
 }
 END_TEST
 

@@ -8,7 +8,9 @@
 #include "check_util.h"
 #include "core/graph.h"
 #include "core/ops.h"
+#include "core/variable.h"
 #include "layers/conv.h"
+#include "layers/layer.h"
 #include "layers/pooling.h"
 #include "layers/projection.h"
 #include "layers/full_softmax.h"
@@ -230,6 +232,43 @@ START_TEST(test_conv_pool_shapes) {
 }
 END_TEST
 
+/* PoolingLayer as experiment files name it (cls "PoolingLayer", built through the
+ * registry): 2x2 windows with stride 2 on a known [1, 4, 4, 1] input, MAX and AVG. */
+START_TEST(test_pooling_layer_by_class) {
+  static const char *const kTypes[2] = {"MAX", "AVG"};
+  static const float kWant[2][4] = {{5, 7, 13, 15}, {2.5f, 4.5f, 10.5f, 12.5f}};
+  lv_layers_register_all();
+  for (int k = 0; k < 2; k++) {
+    lv_params *p = NULL;
+    int64_t win[2] = {2, 2};
+    EXPECT_OK(lv_registry_instantiate("PoolingLayer", &p));
+    EXPECT_OK(lv_params_set_string(p, "name", "pool"));
+    EXPECT_OK(lv_params_set_list(p, "window_shape", lv_pvalue_ints(2, win)));
+    EXPECT_OK(lv_params_set_list(p, "window_stride", lv_pvalue_ints(2, win)));
+    EXPECT_OK(lv_params_set_string(p, "pooling_type", kTypes[k]));
+    lv_params_freeze(p);
+    lv_varstore *vs = lv_varstore_create();
+    lv_layer *l = NULL;
+    EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
+    EXPECT_OK(lv_varstore_finalize(vs, 1));
+    ck_assert_int_eq(lv_varstore_count(vs), 0);
+    lv_graph *g = lv_graph_create(0);
+    lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape4(1, 4, 4, 1));
+    for (int i = 0; i < 16; i++) lv_f32(x)[i] = (float)i;
+    lv_tensor *y = lv_layer_fprop_act(l, g, x);
+    ck_assert_msg(y, "%s", lv_status_msg(lv_graph_status(g)));
+    ck_assert(y->shape.rank == 4 && y->shape.d[1] == 2 && y->shape.d[2] == 2 && y->shape.d[3] == 1);
+    for (int i = 0; i < 4; i++)
+      ck_assert_msg(lv_f32(y)[i] == kWant[k][i], "%s pool [%d] = %g, want %g", kTypes[k], i, lv_f32(y)[i],
+                    kWant[k][i]);
+    lv_graph_destroy(g);
+    lv_layer_free(l);
+    lv_varstore_destroy(vs);
+    lv_params_free(p);
+  }
+}
+END_TEST
+
 int main(void) {
   lv_tasks_register_all();
   Suite *s = suite_create("layers");
@@ -241,6 +280,7 @@ int main(void) {
   tcase_add_test(tc, test_model_errors);
   tcase_add_test(tc, test_layer_param_errors);
   tcase_add_test(tc, test_conv_pool_shapes);
+  tcase_add_test(tc, test_pooling_layer_by_class);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

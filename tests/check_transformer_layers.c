@@ -267,6 +267,36 @@ START_TEST(test_transformer_finite_differences) {
 }
 END_TEST
 
+/* TransformerFeedForwardLayer on its own: Lingvo's variables, and finite differences of
+ * its input and variables (padded rows included). */
+static lv_tensor *ff_loss(lv_graph *g, void *ctx, lv_tensor **grad_in) {
+  fd_case *c = ctx;
+  static const int lens[2] = {3, 1};
+  lv_tensor *x = att_input(g, lv_shape3(3, 2, 4), c->x);
+  *grad_in = x;
+  lv_tensor *y = lv_tr_ff_layer_fprop((lv_tr_ff_layer *)c->l, g, x, att_pads(g, 3, 2, lens));
+  return y ? att_weighted_sum(g, y) : NULL;
+}
+
+START_TEST(test_feed_forward_layer) {
+  lv_varstore *vs = lv_varstore_create();
+  lv_params *p;
+  fd_case c;
+  c.l = att_layer("TransformerFeedForwardLayer", "name : 'ff'; input_dim : 4; hidden_dim : 6", vs, &p);
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  ATT_EXPECT_VAR(vs, "ff/fflayer_ln/scale/var", 4);
+  ATT_EXPECT_VAR(vs, "ff/fflayer/fflayer_0/w/var", 4, 6);
+  ATT_EXPECT_VAR(vs, "ff/fflayer/fflayer_1/w/var", 6, 4);
+  ATT_EXPECT_VAR(vs, "ff/fflayer/fflayer_1/b/var", 4);
+  att_randomize_vars(vs, 0.5f, 9);
+  att_fill(c.x, 24, 1.0f, 10);
+  att_gradcheck("TransformerFeedForwardLayer", vs, ff_loss, &c, c.x, 24, 5, 2e-3, 3e-2);
+  lv_layer_free(c.l);
+  lv_params_free(p);
+  lv_varstore_destroy(vs);
+}
+END_TEST
+
 START_TEST(test_nmap_interface_and_errors) {
   lv_varstore *vs = lv_varstore_create();
   lv_params *p;
@@ -384,6 +414,7 @@ int main(void) {
   tcase_add_test(tc, test_causal_and_padding_masks);
   tcase_add_test(tc, test_extend_step_matches_fprop);
   tcase_add_test(tc, test_transformer_finite_differences);
+  tcase_add_test(tc, test_feed_forward_layer);
   tcase_add_test(tc, test_nmap_interface_and_errors);
   tcase_add_test(tc, test_dropout_training_only);
   suite_add_tcase(s, tc);

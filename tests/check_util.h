@@ -3,6 +3,7 @@
 #define LV_TESTS_CHECK_UTIL_H
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,58 @@ static inline void expect_err_(lv_status s, lv_code code, const char *const *sub
 #define EXPECT_ERR(expr, code, ...) \
   expect_err_((expr), (code), (const char *const[]){__VA_ARGS__, NULL}, #expr)
 
-/* Runs every test of suite s; the suite's exit code (1 if any test failed). */
+/* The exit code of a suite that could not run (scripts/run-tests.sh counts it as
+ * skipped, as automake does). */
+#define LV_TEST_SKIPPED 77
+
+/* Reasons given to lv_test_skip, one a line, in a file that lv_test_run opens before
+ * Check forks the cases (so a forked case's reason reaches the suite). */
+static FILE *lv_test_skips_;
+
+/* A case that cannot run what it is for (no GPU, a missing tool) says why and returns;
+ * the suite then exits LV_TEST_SKIPPED unless a case failed, so a skip is never counted
+ * as a pass. */
+static inline __attribute__((format(printf, 1, 2))) void lv_test_skip(const char *fmt, ...) {
+  char why[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  for (char *c = why; *c; c++)
+    if (*c == '\n') *c = ' ';
+  printf("SKIP: %s\n", why);
+  fflush(stdout);
+  if (lv_test_skips_) {
+    fprintf(lv_test_skips_, "%s\n", why);
+    fflush(lv_test_skips_);
+  }
+}
+
+/* Runs every test of suite s; the suite's exit code: 1 if any test failed, else
+ * LV_TEST_SKIPPED (after one line per distinct reason) if any case skipped, else 0. */
 static inline int lv_test_run(Suite *s) {
+  lv_test_skips_ = tmpfile();
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
-  return failed ? 1 : 0;
+  int skipped = 0;
+  if (lv_test_skips_) {
+    char seen[8][512], line[512];
+    rewind(lv_test_skips_);
+    while (fgets(line, sizeof line, lv_test_skips_)) {
+      line[strcspn(line, "\n")] = 0;
+      int dup = 0;
+      for (int i = 0; i < skipped && i < 8; i++) dup |= !strcmp(seen[i], line);
+      if (dup) continue;
+      if (skipped < 8) snprintf(seen[skipped], sizeof seen[skipped], "%s", line);
+      skipped++;
+      printf("skipped: %s\n", line);
+    }
+    fclose(lv_test_skips_);
+    lv_test_skips_ = NULL;
+  }
+  return failed ? 1 : skipped ? LV_TEST_SKIPPED : 0;
 }
 
 /* A fresh directory /tmp/<prefix>_XXXXXX in buf (size n), and its removal. */

@@ -1,12 +1,19 @@
 /* The finite-difference gradient checker shared by the Check suites (header-only; each
  * suite is its own executable). gradcheck runs an op's forward on inputs built from
  * specs, backpropagates loss = sum(out * w) for a fixed pseudo-random w, and compares
- * every checked input's gradient with central differences. */
+ * every checked input's gradient with central differences.
+ *
+ * A check's name is a string literal in the call that starts with the ops.def names of
+ * the ops it checks ("reshape+transpose", "concat+slice axis 0"; a choice between
+ * literals where a loop checks several): tests/check_coverage.c reads these names and
+ * fails naming every differentiable op that has no gradient check. gradcheck_detail, when
+ * set, is added to the name in failure messages (which activation, which case). */
 #ifndef LV_TESTS_GRADCHECK_H
 #define LV_TESTS_GRADCHECK_H
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +31,8 @@ typedef struct spec {
 } spec;
 
 typedef lv_tensor *(*fwd_fn)(lv_graph *g, lv_tensor **in, const void *ctx);
+
+static const char *gradcheck_detail;
 
 static inline float *rand_floats(int64_t n, uint64_t seed, float lo, float hi) {
   float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
@@ -71,6 +80,9 @@ static inline double eval_loss(lv_graph *g, int n, spec *in, fwd_fn f, const voi
 
 static inline void gradcheck(const char *name, int n, spec *in, fwd_fn f, const void *ctx, double eps,
                       double tol) {
+  char full[160];
+  snprintf(full, sizeof full, "%s%s%s", name, gradcheck_detail ? " " : "", gradcheck_detail ? gradcheck_detail : "");
+  name = full;
   lv_graph *g = lv_graph_create(0);
   lv_tensor *t[MAXIN];
   for (int i = 0; i < n; i++) t[i] = make_input(g, &in[i], true);

@@ -14,7 +14,7 @@
  * "<name> <dtype f32|i32|f64> <rank> <d0> ... <dn-1>\n" followed by the raw data.
  *
  * PyTorch comes from Debian's python3-torch for /usr/bin/python3 (LV_PYTHON overrides);
- * when it cannot be imported the case is skipped with a message saying so. */
+ * when it cannot be imported the case is skipped (lv_test_skip: the suite exits 77). */
 #ifndef LV_TESTS_PARITY_H
 #define LV_TESTS_PARITY_H
 
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/status.h"
+#include "check_util.h"
 #include "core/graph.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -49,9 +50,9 @@ static inline bool lv_parity_have_torch(void) {
     snprintf(cmd, sizeof cmd, "%s -c 'import torch, numpy' >/dev/null 2>&1", lv_parity_python());
     have = system(cmd) == 0;
     if (!have)
-      fprintf(stderr, "SKIP: PyTorch parity checks: %s cannot import torch and numpy (install "
-                      "python3-torch: scripts/install-deps.sh does, or set LV_PYTHON)\n",
-              lv_parity_python());
+      lv_test_skip("PyTorch parity checks: %s cannot import torch and numpy (install python3-torch: "
+                   "scripts/install-deps.sh does, or set LV_PYTHON)",
+                   lv_parity_python());
   }
   return have == 1;
 }

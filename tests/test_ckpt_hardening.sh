@@ -117,7 +117,7 @@ if command -v strace >/dev/null; then
   expect_exit 0 "and the run resumes" train --logdir="$T/L3b" --model_params_override="$O; train.max_steps: 42"
   check "every checkpoint is valid after the resumed run" all_valid "$T/L3b"
 else
-  echo "skip: strace not installed (kill -9 between the renames of a checkpoint)"
+  skip_part "strace not installed (kill -9 between the renames of a checkpoint)"
 fi
 
 # 4. Another optimizer on resume: exit 2 naming the differences; the flag restores what

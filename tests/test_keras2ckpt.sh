@@ -39,7 +39,7 @@ if [ -d "$FM" ] || [ -d "$HOME/.keras/datasets/fashion-mnist" ]; then
     [ ! -e "$tmp/b/b.index" ] && ok "nothing written for a broken source" || fail "index written for a broken source"
   fi
 else
-  echo "skip - Fashion-MNIST absent ($FM, ~/.keras/datasets/fashion-mnist); run scripts/install-deps.sh"
+  skip_part "Fashion-MNIST absent ($FM, ~/.keras/datasets/fashion-mnist); run scripts/install-deps.sh"
 fi
 
 # An .npz source (Keras' mnist.npz layout), deflated, built with Python's zipfile.
@@ -69,7 +69,7 @@ PY
   expect_eq "corrupt npz exits 2" "$rc" 2
   expect_has "corrupt npz message" "$err" "$tmp/npz/mnist.npz"
 else
-  echo "skip - python3 absent: no .npz test"
+  skip_part "python3 absent: no .npz test"
 fi
 
 # Missing data, unknown and unsupported datasets: exit 2 with guidance.

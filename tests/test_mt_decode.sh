@@ -12,8 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 for c in spm_train spm_export_vocab; do
   if ! command -v "$c" >/dev/null 2>&1; then
-    echo "test_mt_decode: skipped ($c not installed: apt-get install sentencepiece)"
-    exit 0
+    skip "$c not installed (apt-get install sentencepiece)"
   fi
 done
 gen_mt_pairs 7 20 "$T"

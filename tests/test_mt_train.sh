@@ -8,8 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 for c in spm_train spm_export_vocab; do
   if ! command -v "$c" >/dev/null 2>&1; then
-    echo "test_mt_train: skipped ($c not installed: apt-get install sentencepiece)"
-    exit 0
+    skip "$c not installed (apt-get install sentencepiece)"
   fi
 done
 awk -v seed=7 -v lines=200 -v out="$T" 'BEGIN {

@@ -9,8 +9,7 @@
 # with one line when sentencepiece is not installed.
 . "$(dirname "$0")/lib.sh"
 if ! command -v spm_train >/dev/null 2>&1; then
-  echo "test_punctuator_toy: skipped (spm_train not installed: apt-get install sentencepiece)"
-  exit 0
+  skip "spm_train not installed (apt-get install sentencepiece)"
 fi
 gen_punct_text 11 200 >"$T/train.txt"
 expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \

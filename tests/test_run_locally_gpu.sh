@@ -18,9 +18,9 @@ err_has "this build has no CUDA"
 
 CUDA_TRAINER="$LV_ROOT/build-cuda/bin/trainer"
 if [ ! -x "$CUDA_TRAINER" ]; then
-  echo "skip: no CUDA build (make CUDA=1) to check its no-GPU message"
+  skip_part "no CUDA build (make CUDA=1) to check its no-GPU message"
 elif nvidia-smi -L >/dev/null 2>&1; then
-  echo "skip: a GPU is visible; the CUDA build's no-GPU message is not reachable here"
+  skip_part "a GPU is visible; the CUDA build's no-GPU message is not reachable here"
 else
   expect_exit 2 "CUDA build, no GPU visible" "$CUDA_TRAINER" --model=$M --logdir="$T/g" --run_locally=gpu
   err_has "no GPU is visible"

@@ -9,17 +9,14 @@
 TOOLS=${LV_DATA_TOOLS:-$LV_ROOT/scripts/data}
 for c in spm_train spm_encode mod2imp; do
   if ! command -v "$c" >/dev/null 2>&1; then
-    echo "test_spm_parity: skipped ($c not installed: apt-get install sentencepiece libsword-utils sword-text-web)"
-    exit 0
+    skip "$c not installed (apt-get install sentencepiece libsword-utils sword-text-web)"
   fi
 done
 if [ ! -f "$TOOLS/bible_sentences.sh" ]; then
-  echo "test_spm_parity: skipped ($TOOLS/bible_sentences.sh not found; set LV_DATA_TOOLS)"
-  exit 0
+  skip "$TOOLS/bible_sentences.sh not found (set LV_DATA_TOOLS)"
 fi
 if ! sh "$TOOLS/bible_sentences.sh" "$T/web.txt" >"$T/sent.log" 2>&1; then
-  echo "test_spm_parity: skipped (bible_sentences.sh failed: $(tail -1 "$T/sent.log"))"
-  exit 0
+  skip "bible_sentences.sh failed: $(tail -1 "$T/sent.log")"
 fi
 n=$(wc -l <"$T/web.txt")
 check "at least 10000 WEB sentences ($n)" test "$n" -ge 10000

@@ -11,8 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 for c in spm_train spm_encode spm_export_vocab perl; do
   if ! command -v "$c" >/dev/null 2>&1; then
-    echo "test_wpm_tools: skipped ($c not installed: apt-get install sentencepiece perl)"
-    exit 0
+    skip "$c not installed (apt-get install sentencepiece perl)"
   fi
 done
 BUILD_VOCAB=$LV_ROOT/scripts/build_wpm_vocab.sh

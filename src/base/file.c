@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/env.h"
+
 static lv_status os_error(const char *what, const char *path) {
   int e = errno;
   return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s %s: %s", what, path,
@@ -195,7 +197,7 @@ int64_t lv_file_size(const char *path) {
 }
 
 void lv_file_expand_home(const char *path, char *out, size_t n) {
-  const char *home = getenv("HOME");
+  const char *home = lv_env_get()->home;
   if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home)
     snprintf(out, n, "%s%s", home, path + 1);
   else

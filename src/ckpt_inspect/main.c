@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/flags.h"
 #include "base/file.h"
 #include "io/bundle.h"
@@ -199,6 +200,7 @@ static lv_status run(const char *file_name, const char *tensor_name, bool all, b
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   const char *file_name = "", *tensor_name = "", *printoptions = "";
   bool all = false, names = false;
   lv_flag flags[] = {

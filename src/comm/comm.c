@@ -5,15 +5,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "comm/comm_impl.h"
 
 const char *const lv_comm_kind_names[LV_COMM_KIND_COUNT] = {"local", "mpi", "nccl"};
 _Static_assert(sizeof lv_comm_kind_names / sizeof *lv_comm_kind_names == LV_COMM_KIND_COUNT, "comm kind names");
 
-/* A launcher variable as a non-negative int; false when unset or not a number. */
-static bool env_int(const char *name, int *out) {
-  const char *v = getenv(name);
+/* A launcher variable's value as a non-negative int; false when unset or not a number. */
+static bool env_int(const char *v, int *out) {
   if (!v || !*v) return false;
   char *end;
   long x = strtol(v, &end, 10);
@@ -22,15 +22,12 @@ static bool env_int(const char *name, int *out) {
   return true;
 }
 
-bool lv_comm_launched_by_mpi(int *size, int *rank) {
-  static const char *const kVars[][2] = {
-      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, /* Open MPI's mpirun */
-      {"PMI_SIZE", "PMI_RANK"},                         /* MPICH's hydra, srun --mpi=pmi2 */
-      {"PMIX_SIZE", "PMIX_RANK"},
-  };
-  for (size_t i = 0; i < sizeof kVars / sizeof *kVars; i++) {
+bool lv_comm_launched_by_mpi(int *size, int *rank) { return lv_comm_launched_by_mpi_env(lv_env_get(), size, rank); }
+
+bool lv_comm_launched_by_mpi_env(const lv_env *env, int *size, int *rank) {
+  for (size_t i = 0; i < sizeof env->launcher_size / sizeof *env->launcher_size; i++) {
     int s, r;
-    if (env_int(kVars[i][0], &s) && env_int(kVars[i][1], &r) && s >= 1 && r < s) {
+    if (env_int(env->launcher_size[i], &s) && env_int(env->launcher_rank[i], &r) && s >= 1 && r < s) {
       *size = s;
       *rank = r;
       return true;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/env.h"
 #include "base/status.h"
 
 typedef enum { LV_COMM_LOCAL, LV_COMM_MPI, LV_COMM_NCCL, LV_COMM_KIND_COUNT } lv_comm_kind;
@@ -34,8 +35,10 @@ typedef struct lv_comm lv_comm;
 
 /* The launcher's view, read from the environment before any library is initialized
  * (Open MPI's OMPI_COMM_WORLD_SIZE / _RANK, MPICH's and Slurm's PMI_SIZE / PMI_RANK):
- * *size = 1, *rank = 0 and false when no MPI launcher started this process. */
+ * *size = 1, *rank = 0 and false when no MPI launcher started this process. The _env
+ * form reads the given variables (base/env.h) instead of the process's. */
 bool lv_comm_launched_by_mpi(int *size, int *rank);
+bool lv_comm_launched_by_mpi_env(const lv_env *env, int *size, int *rank);
 /* Whether this build has kind (local always; mpi with MPI=1; nccl with CUDA=1). */
 bool lv_comm_kind_built(lv_comm_kind kind);
 

@@ -10,6 +10,8 @@
  * documented API and left for the first GPU machine to prove. */
 #include "comm/comm_impl.h"
 
+#include "base/env.h"
+
 #if defined(LV_HAVE_NCCL) && defined(LV_HAVE_MPI)
 
 #include <cuda_runtime.h>
@@ -96,7 +98,7 @@ static lv_status nccl_setup(lv_comm *c, nccl_impl *m) {
   if (ngpu < 1) return lv_status_make(LV_ERR_INVALID, "rank %d of %d: the NCCL communicator needs a GPU; none is visible", c->rank, c->size);
   /* Ranks on one host take consecutive GPUs: local rank from a shared-memory split. */
   int local_rank = 0;
-  const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char *lr = lv_env_get()->ompi_local_rank;
   if (lr) local_rank = atoi(lr);
   m->gpu = local_rank % ngpu;
   LV_CUDART(c, cudaSetDevice(m->gpu));

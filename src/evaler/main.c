@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/file.h"
 #include "runners/cli.h"
 #include "runners/evaler.h"
@@ -43,4 +44,7 @@ static lv_status run(int argc, char **argv) {
   return s;
 }
 
-int main(int argc, char **argv) { return lv_status_report(lv_cli_prog(argv[0]), run(argc, argv)); }
+int main(int argc, char **argv) {
+  lv_env_init();
+  return lv_status_report(lv_cli_prog(argv[0]), run(argc, argv));
+}

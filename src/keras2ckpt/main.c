@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/file.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -166,6 +167,7 @@ static lv_status run(const char *dataset, const char *out, const char *source_di
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   const char *dataset = "", *out = "", *source = "";
   lv_flag flags[] = {
       LV_FLAG_STR("dataset", &dataset, "Keras dataset: mnist, fashion_mnist (cifar10 is not supported)."),

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "models/task.h"
@@ -76,7 +77,7 @@ lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n) 
     snprintf(out, n, "%s", flag_value);
     return NULL;
   }
-  const char *env = getenv("LINGVOC_EXPERIMENTS");
+  const char *env = lv_env_get()->experiments;
   if (env && *env && lv_file_is_dir(env)) {
     snprintf(out, n, "%s", env);
     return NULL;

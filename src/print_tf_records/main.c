@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "io/example.h"
@@ -220,6 +221,7 @@ static lv_status run(void) {
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   lv_flag flags[] = {
       LV_FLAG_STR("input_filepattern", &flag_pattern, "File pattern (glob) of binary TFRecord files."),
       LV_FLAG_STR("input_format", &flag_format, "Input format: only \"tf.Example\" is supported."),

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/env.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "base/text_lines.h"
@@ -86,6 +87,7 @@ static lv_status run(void) {
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   lv_flag flags[] = {
       LV_FLAG_STR("ref", &flag_ref, "Reference sentences, one per line."),
       LV_FLAG_STR("hyp", &flag_hyp, "Restored sentences, one per line ('-': stdin)."),

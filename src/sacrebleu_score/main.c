@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "base/text_lines.h"
@@ -143,6 +144,7 @@ static lv_status run(bool smooth_value_set) {
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   lv_flag flags[] = {
       LV_FLAG_STR("ref", &flag_ref, "Reference file(s), comma-separated for several references per line."),
       LV_FLAG_STR("hyp", &flag_hyp, "Hypothesis file, one segment per line ('-': stdin)."),

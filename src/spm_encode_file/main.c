@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "input/tokenizer.h"
@@ -75,6 +76,7 @@ static lv_status run(void) {
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   lv_flag flags[] = {
       LV_FLAG_STR("model", &flag_model, "SentencePiece .model file (SentencePieceTokenizer)."),
       LV_FLAG_STR("input", &flag_input, "Text file to encode, one sentence per line (default: stdin)."),

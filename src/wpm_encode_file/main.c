@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/file.h"
 #include "base/flags.h"
 #include "base/status.h"
@@ -535,6 +536,7 @@ static lv_status run(void) {
 }
 
 int main(int argc, char **argv) {
+  lv_env_init();
   lv_flag flags[] = {
       LV_FLAG_STR("source_filepaths", &flag_source, "Comma-separated list of source files. Must align with target."),
       LV_FLAG_STR("target_filepaths", &flag_target, "Comma-separated list of target files."),

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/env.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 /* Present in DYNAMIC_ARCH builds of OpenBLAS (Debian's); weak so other builds link. */
@@ -21,7 +22,7 @@ extern char *openblas_get_corename(void) __attribute__((weak));
 
 static void fix_core(void) {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || !openblas_get_corename) return;
-  if (getenv("OPENBLAS_CORETYPE")) return;
+  if (lv_env_get()->openblas_coretype) return;
   const char *core = openblas_get_corename();
   if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 &&
                 strcasecmp(core, "nehalem") != 0 && strcasecmp(core, "sandybridge") != 0))

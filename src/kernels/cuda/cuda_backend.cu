@@ -6,6 +6,10 @@
 
 #include "kernels/cuda/cuda_kernels.cuh"
 
+extern "C" {
+#include "base/env.h"
+}
+
 static bool g_tf32_env_read, g_tf32;
 
 extern "C" int lv_cuda_device_count(void) {
@@ -20,8 +24,7 @@ extern "C" int lv_cuda_device_count(void) {
 
 static bool tf32_wanted(void) {
   if (!g_tf32_env_read) {
-    const char *e = getenv("LINGVOC_CUDA_TF32");
-    if (e && !strcmp(e, "1")) g_tf32 = true;
+    if (lv_env_get()->cuda_tf32) g_tf32 = true;
     g_tf32_env_read = true;
   }
   return g_tf32;
