@@ -12,8 +12,8 @@
 # download_brown_corpus.py splits Brown; the vocabulary from scripts/build_wpm_vocab.sh
 # on the training split only (Lingvo's brown_corpus_wpm.16000.vocab is 16,000 pieces,
 # a multiple of the 16 softmax shards). Without --lingvo_filters no sentence is
-# dropped: that is the split the figures (2,432 test sentences) refer to. With
-# it, Brown's sentence filters (odd quotes, unbalanced brackets, no letter, not starting
+# dropped: that is the split (2,432 test sentences) of README.md's punctuator figures.
+# With it, Brown's sentence filters (odd quotes, unbalanced brackets, no letter, not starting
 # with a letter or digit; outer quotes stripped) also apply: 39,064 / 2,056 sentences.
 # Brown's repeated-mark fixes ("!!" -> "!", "--" -> "-", ...) change nothing on the WEB
 # (none of those pairs occurs), so they are not repeated here.

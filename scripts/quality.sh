@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# quality.sh transformer|rnmt|punctuator|punctuator-transformer - the quality runs of issues 10 and 11, from the
+# quality.sh transformer|rnmt|punctuator|punctuator-transformer - the MT and punctuator quality runs, from the
 # data to the score (never part of `make test`: they take hours):
 #
 #   transformer  mt.bible_en_es.TransformerSmall, 3 h of training, then bin/decoder on
@@ -18,7 +18,7 @@
 #   HOURS=N     training budget in hours (default 3, punctuator 2; fractions allowed)
 #   LOGDIR=D    run directory (default /tmp/quality_<name>); a directory with checkpoints
 #               resumes, and the budget then counts from this start only
-#   THREADS=N   kernel threads (default 2, the issues' 2 cores)
+#   THREADS=N   kernel threads (default 2: the targets are for 2 cores)
 #
 # Exit 0 when the run and the decode finished (whatever the score), 2 bad arguments, 1
 # a step failed.

@@ -1,4 +1,4 @@
-/* The interfaces of issue 7: input classes (registry, sharding, resume determinism,
+/* The interfaces between modules: input classes (registry, sharding, resume determinism,
  * errors), named maps, the generic layer interface (create by cls, fprop over named
  * maps, stacks from params text, batch norm updates after the step) and the task's
  * decode path with Lingvo's metric classes. */

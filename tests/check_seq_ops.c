@@ -1,4 +1,4 @@
-/* The sequence ops of ops.h (issue 9): forward values against references computed here
+/* The sequence ops of ops.h: forward values against references computed here
  * in double, gradients by finite differences (gradcheck.h), edge cases (padded rows,
  * empty sequences, k == N, chunks that do not divide C), shape/dtype errors, and the
  * same bits with 1 and 2 threads. */

@@ -1,5 +1,5 @@
-/* Text inputs: PunctuatorInput and LmInput (issue 8 §4) on text files and vocabularies
- * that each test writes: exact batch contents (Normalize included), bucketing and drops,
+/* Text inputs: PunctuatorInput and LmInput on text files and vocabularies that each
+ * test writes: exact batch contents (Normalize included), bucketing and drops,
  * one eval pass with a partial last batch, sharding, resume, empty and non-ASCII lines,
  * errors naming input.<key>. */
 #include <check.h>

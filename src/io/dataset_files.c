@@ -421,9 +421,10 @@ lv_status lv_npz_read(const char *path, const char *const *names, int n, lv_ndar
     uint8_t *data;
     s = zip_extract(path, (const uint8_t *)file, len, z, &data);
     if (s) break;
-    char what[600];
-    snprintf(what, sizeof what, "%s:%s", path, want);
+    char *what = NULL;
+    LV_ASSERT(asprintf(&what, "%s:%s", path, want) >= 0);
     s = lv_npy_parse(what, data, z->usize, &out[i]);
+    free(what);
     free(data);
   }
   free(m);

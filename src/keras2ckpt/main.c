@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "io/bundle.h"
 #include "io/dataset_files.h"
 
@@ -23,7 +24,7 @@ static const char *const kIdx[4] = {"train-images-idx3-ubyte", "train-labels-idx
                                     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 
 typedef struct {
-  char tried[8][4200];
+  char tried[8][LV_PATH_MAX];
   int ntried;
 } search_log;
 
@@ -31,12 +32,14 @@ static void note(search_log *sl, const char *what) {
   if (sl->ntried < 8) snprintf(sl->tried[sl->ntried++], sizeof sl->tried[0], "%s", what);
 }
 
-/* DIR/NAME.gz or DIR/NAME (gzopen reads both). */
-static bool idx_path(const char *dir, const char *name, char *out, size_t n) {
-  snprintf(out, n, "%s/%s.gz", dir, name);
-  if (lv_file_exists(out)) return true;
-  snprintf(out, n, "%s/%s", dir, name);
-  return lv_file_exists(out);
+/* DIR/NAME.gz or DIR/NAME (gzopen reads both): *exists says whether out names a file. */
+static lv_status idx_path(const char *dir, const char *name, char *out, size_t n, bool *exists) {
+  LV_TRY(lv_path_fmt(out, n, "%s/%s.gz", dir, name));
+  *exists = lv_file_exists(out);
+  if (*exists) return NULL;
+  LV_TRY(lv_path_fmt(out, n, "%s/%s", dir, name));
+  *exists = lv_file_exists(out);
+  return NULL;
 }
 
 /* Loads the four arrays from dir if it holds them (npz name or the IDX files). Sets
@@ -44,25 +47,28 @@ static bool idx_path(const char *dir, const char *name, char *out, size_t n) {
 static lv_status try_dir(const char *dir, const char *npz, lv_ndarray a[4], bool *found,
                          search_log *sl, char *source, size_t source_n) {
   *found = false;
-  char path[4200];
+  char path[LV_PATH_MAX];
   if (npz) {
-    snprintf(path, sizeof path, "%s/%s", dir, npz);
+    LV_TRY(lv_path_fmt(path, sizeof path, "%s/%s", dir, npz));
     note(sl, path);
     if (lv_file_exists(path)) {
+      LV_TRY(lv_path_fmt(source, source_n, "%s", path));
       *found = true;
-      snprintf(source, source_n, "%s", path);
       return lv_npz_read(path, kNames, 4, a);
     }
   }
-  char paths[4][4200];
-  for (int i = 0; i < 4; i++)
-    if (!idx_path(dir, kIdx[i], paths[i], sizeof paths[i])) {
-      snprintf(path, sizeof path, "%s/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", dir);
+  char paths[4][LV_PATH_MAX];
+  for (int i = 0; i < 4; i++) {
+    bool exists = false;
+    LV_TRY(idx_path(dir, kIdx[i], paths[i], sizeof paths[i], &exists));
+    if (!exists) {
+      LV_TRY(lv_path_fmt(path, sizeof path, "%s/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", dir));
       note(sl, path);
       return NULL;
     }
+  }
+  LV_TRY(lv_path_fmt(source, source_n, "%s", dir));
   *found = true;
-  snprintf(source, source_n, "%s", dir);
   for (int i = 0; i < 4; i++) {
     lv_status s = lv_idx_read(paths[i], &a[i]);
     if (s) {
@@ -103,21 +109,21 @@ static lv_status run(const char *dataset, const char *out, const char *source_di
   if (!mnist && !fashion)
     return lv_status_make(LV_ERR_INVALID,
                           "--dataset=\"%s\" is unknown; supported: mnist, fashion_mnist", dataset);
-  char home[4096], def_out[512];
+  char home[LV_PATH_MAX], def_out[LV_PATH_MAX];
   const char *dirs[4];
   int ndirs = 0;
+  /* Keras' cache, ~/.keras/datasets ("~" stays when $HOME is not set). */
+  const char *home_env = getenv("HOME");
   if (source_dir && *source_dir) {
     dirs[ndirs++] = source_dir;
-  } else if (mnist) {
-    lv_file_expand_home("~/.keras/datasets", home, sizeof home);
-    dirs[ndirs++] = home;
   } else {
-    lv_file_expand_home("~/.keras/datasets/fashion-mnist", home, sizeof home);
+    LV_TRY(lv_status_wrap(lv_path_fmt(home, sizeof home, "%s/.keras/datasets%s", home_env ? home_env : "~",
+                                      mnist ? "" : "/fashion-mnist"), "$HOME"));
     dirs[ndirs++] = home;
-    dirs[ndirs++] = "/usr/share/datasets/fashion-mnist";
+    if (fashion) dirs[ndirs++] = "/usr/share/datasets/fashion-mnist";
   }
   if (!out || !*out) {
-    snprintf(def_out, sizeof def_out, "/tmp/%s/%s", dataset, dataset);
+    LV_TRY(lv_path_fmt(def_out, sizeof def_out, "/tmp/%s/%s", dataset, dataset));
     out = def_out;
   }
   /* "/tmp/" would write /tmp/.index: a prefix must end in a file name. */
@@ -128,11 +134,11 @@ static lv_status run(const char *dataset, const char *out, const char *source_di
   search_log sl = {0};
   lv_ndarray a[4];
   bool found = false;
-  char source[4200] = "";
+  char source[LV_PATH_MAX] = "";
   for (int i = 0; i < ndirs && !found; i++)
     LV_TRY(try_dir(dirs[i], mnist ? "mnist.npz" : NULL, a, &found, &sl, source, sizeof source));
   if (!found) {
-    char msg[8 * 4300] = "";
+    char msg[8 * (LV_PATH_MAX + 4)] = "";
     size_t k = 0;
     for (int i = 0; i < sl.ntried; i++)
       k += (size_t)snprintf(msg + k, sizeof msg - k, "\n  %s", sl.tried[i]);

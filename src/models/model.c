@@ -11,6 +11,7 @@
 #include "base/env.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "models/task.h"
 
 static const char *const kDatasets[] = {"Train", "Dev", "Test"};
@@ -74,56 +75,48 @@ lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n) 
   if (flag_value && *flag_value) {
     if (!lv_file_is_dir(flag_value))
       return lv_status_make(LV_ERR_NOT_FOUND, "--experiments_dir=%s is not a directory", flag_value);
-    snprintf(out, n, "%s", flag_value);
-    return NULL;
+    return lv_status_wrap(lv_path_fmt(out, n, "%s", flag_value), "--experiments_dir");
   }
   const char *env = lv_env_get()->experiments;
   if (env && *env && lv_file_is_dir(env)) {
-    snprintf(out, n, "%s", env);
-    return NULL;
+    return lv_status_wrap(lv_path_fmt(out, n, "%s", env), "$LINGVOC_EXPERIMENTS");
   }
-  char exe[4096];
+  char exe[LV_PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
+  if (len > 0 && (size_t)len < sizeof exe - 1) {
     exe[len] = 0;
-    char cand[4200];
-    snprintf(cand, sizeof cand, "%s/../experiments", dirname(exe));
-    if (lv_file_is_dir(cand)) {
-      snprintf(out, n, "%s", cand);
-      return NULL;
-    }
+    char cand[LV_PATH_MAX];
+    LV_TRY(lv_path_fmt(cand, sizeof cand, "%s/../experiments", dirname(exe)));
+    if (lv_file_is_dir(cand)) return lv_path_fmt(out, n, "%s", cand);
   }
-  if (lv_file_is_dir("experiments")) {
-    snprintf(out, n, "experiments");
-    return NULL;
-  }
+  if (lv_file_is_dir("experiments")) return lv_path_fmt(out, n, "experiments");
   return lv_status_make(LV_ERR_NOT_FOUND, "cannot find the experiments directory (tried $LINGVOC_EXPERIMENTS, "
                         "<bin>/../experiments and ./experiments); pass --experiments_dir");
 }
 
 /* Lists "dir.sub.Group" model names under root into buf. */
 static void list_models(const char *root, const char *rel, char *buf, size_t n) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+  char *path = NULL;
+  LV_ASSERT(asprintf(&path, "%s%s%s", root, *rel ? "/" : "", rel) >= 0);
   DIR *d = opendir(path);
+  free(path);
   if (!d) return;
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
-    char sub[1024], full[4200];
-    snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-    snprintf(full, sizeof full, "%s/%s", root, sub);
-    if (lv_file_is_dir(full)) {
-      list_models(root, sub, buf, n);
-      continue;
-    }
+    char *sub = NULL, *full = NULL;
+    LV_ASSERT(asprintf(&sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >= 0);
+    LV_ASSERT(asprintf(&full, "%s/%s", root, sub) >= 0);
     size_t l = strlen(sub);
-    if (l < 5 || strcmp(sub + l - 4, ".cfg")) continue;
     char **groups = NULL;
     int ng = 0;
-    lv_status s = lv_params_cfg_groups(full, &groups, &ng);
-    if (s) {
+    lv_status s = NULL;
+    if (lv_file_is_dir(full)) list_models(root, sub, buf, n);
+    else if (l >= 5 && !strcmp(sub + l - 4, ".cfg")) s = lv_params_cfg_groups(full, &groups, &ng);
+    free(full);
+    if (s || !groups) {
       lv_status_free(s);
+      free(sub);
       continue;
     }
     sub[l - 4] = 0;
@@ -134,6 +127,7 @@ static void list_models(const char *root, const char *rel, char *buf, size_t n) 
       if (used + strlen(sub) + strlen(groups[i]) + 4 < n) snprintf(buf + used, n - used, "\n  %s.%s", sub, groups[i]);
     }
     free(groups);
+    free(sub);
   }
   closedir(d);
 }
@@ -141,7 +135,7 @@ static void list_models(const char *root, const char *rel, char *buf, size_t n) 
 static lv_status resolve(const lv_model_options *o, char *path, size_t pn, char *group, size_t gn) {
   if (!o->model || !*o->model)
     return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5)");
-  char dir[4096];
+  char dir[LV_PATH_MAX];
   LV_TRY(lv_model_experiments_dir(o->experiments_dir, dir, sizeof dir));
   const char *dot = strrchr(o->model, '.');
   if (!dot || dot == o->model || !dot[1]) {
@@ -149,13 +143,14 @@ static lv_status resolve(const lv_model_options *o, char *path, size_t pn, char 
     list_models(dir, "", known, sizeof known);
     return lv_status_make(LV_ERR_INVALID, "--model=%s: expected <task>.<file>.<Group>; known models:%s", o->model, known);
   }
-  char rel[1024];
-  snprintf(rel, sizeof rel, "%.*s", (int)(dot - o->model), o->model);
+  char rel[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(rel, sizeof rel, "%.*s", (int)(dot - o->model), o->model), "--model"));
   for (char *c = rel; *c; c++)
     if (*c == '.') *c = '/';
-  if (snprintf(path, pn, "%s/%s.cfg", dir, rel) >= (int)pn)
-    return lv_status_make(LV_ERR_INVALID, "--model=%s: path too long", o->model);
-  snprintf(group, gn, "%s", dot + 1);
+  LV_TRY(lv_status_wrap(lv_path_fmt(path, pn, "%s/%s.cfg", dir, rel), "--model=%s", o->model));
+  if (strlen(dot + 1) >= gn)
+    return lv_status_make(LV_ERR_INVALID, "--model=%s: the group name is longer than %zu bytes", o->model, gn - 1);
+  memcpy(group, dot + 1, strlen(dot + 1) + 1);
   char **groups = NULL;
   int ng = 0;
   bool found = false;
@@ -272,12 +267,11 @@ static lv_status own_input(lv_params *p, lv_params *before, const char *dataset,
     char diff[1024] = "";
     int nd = 0;
     for (char *save = NULL, *line = strtok_r(b, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-      char needle[600];
-      snprintf(needle, sizeof needle, "\n%s\n", line);
-      char *hay = NULL;
-      if (asprintf(&hay, "\n%s\n", a) < 0) break;
+      char *needle = NULL, *hay = NULL;
+      LV_ASSERT(asprintf(&needle, "\n%s\n", line) >= 0 && asprintf(&hay, "\n%s\n", a) >= 0);
       bool same = strstr(hay, needle) != NULL;
       free(hay);
+      free(needle);
       if (same) continue;
       if (nd++ < 4) {
         strncat(diff, "\n  input.", sizeof diff - strlen(diff) - 1);
@@ -308,8 +302,8 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
                        o->dataset ? o->dataset : "Train", avail);
   if (!s) s = lv_params_set_params(p, "input", lv_params_copy(lv_params_sub(p, key)));
   if (!s) lv_params_delete(p, "datasets");
-  char model_str[4500];
-  snprintf(model_str, sizeof model_str, "%s@%s", o->model, path);
+  char *model_str = NULL;
+  LV_ASSERT(asprintf(&model_str, "%s@%s", o->model, path) >= 0);
   if (!s) s = lv_params_set_string(p, "model", model_str);
   int64_t task_max_steps = lv_params_int(p, "task.train.max_steps");
   /* Lingvo applies the overrides first and the flags after them: a flag owns the params
@@ -328,6 +322,7 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   if (!s && o->mode && *o->mode) s = own_string(p, "cluster.mode", before[2], o->mode, "--mode", src, from_file);
   if (!s && o->job && *o->job) s = own_string(p, "cluster.job", before[3], o->job, "--job", src, from_file);
   for (int i = 0; i < 4; i++) free(before[i]);
+  free(model_str);
   if (!s && o->job && (!strncmp(o->job, "evaler", 6) || !strncmp(o->job, "decoder", 7)))
     s = lv_params_set_bool(p, "cluster.do_eval", true);
   if (!s && from_file) s = own_input(p, input_before, o->dataset ? o->dataset : "Train", src);

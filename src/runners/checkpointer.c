@@ -15,13 +15,14 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/path.h"
 #include "core/tensor.h"
 #include "base/log.h"
 #include "io/bundle.h"
 #include "io/ckpt_state.h"
 
 typedef struct pending {
-  char prefix[4200];
+  char prefix[LV_PATH_MAX];
   int64_t step;
   int n;
   lv_saveable *items; /* data point into buf */
@@ -32,7 +33,7 @@ typedef struct pending {
 } pending;
 
 struct lv_checkpointer {
-  char train_dir[4096];
+  char train_dir[LV_PATH_MAX];
   bool async;
   int64_t save_interval_steps; /* <= 0: by seconds */
   double save_interval_seconds;
@@ -49,9 +50,14 @@ struct lv_checkpointer {
 };
 
 lv_status lv_checkpointer_create(const char *train_dir, const lv_params *train_p, bool async, lv_checkpointer **out) {
+  *out = NULL;
   lv_checkpointer *ck = calloc(1, sizeof *ck);
   LV_ASSERT(ck);
-  snprintf(ck->train_dir, sizeof ck->train_dir, "%s", train_dir);
+  lv_status s = lv_path_fmt(ck->train_dir, sizeof ck->train_dir, "%s", train_dir);
+  if (s) {
+    free(ck);
+    return lv_status_wrap(s, "checkpoint directory");
+  }
   ck->async = async;
   ck->save_interval_steps = lv_params_is_set(train_p, "save_interval_steps") ? lv_params_int(train_p, "save_interval_steps") : 0;
   ck->save_interval_seconds = lv_params_float(train_p, "save_interval_seconds");
@@ -92,8 +98,6 @@ int64_t lv_checkpoint_step(const char *prefix) {
   return v;
 }
 
-/* A path from the state file: relative ones are relative to the train directory (as in
- * TF), absolute ones (older Lingvo-style files) are kept. */
 /* Copies an item's data to (to_host) or from host memory, through its device's backend. */
 static lv_status saveable_copy(const lv_saveable *it, void *host, bool to_host) {
   lv_tensor t = lv_tensor_view(it->dtype, it->shape, it->data);
@@ -101,9 +105,11 @@ static lv_status saveable_copy(const lv_saveable *it, void *host, bool to_host) 
   return to_host ? lv_tensor_to_host(&t, host) : lv_tensor_from_host(&t, host);
 }
 
-static void resolve_path(const char *train_dir, const char *path, char *out, size_t n) {
-  if (path[0] == '/') snprintf(out, n, "%s", path);
-  else snprintf(out, n, "%s/%s", train_dir, path);
+/* A path from the state file: relative ones are relative to the train directory (as in
+ * TF), absolute ones (older Lingvo-style files) are kept. */
+static lv_status resolve_path(const char *train_dir, const char *path, char *out, size_t n) {
+  if (path[0] == '/') return lv_path_fmt(out, n, "%s", path);
+  return lv_path_fmt(out, n, "%s/%s", train_dir, path);
 }
 
 /* Whether name is "ckpt-" and digits only (a checkpoint prefix this code writes). */
@@ -147,20 +153,21 @@ static bool is_data_shard_of(const char *file, const char *base) {
 
 /* Deletes the files of checkpoint train_dir/<base> by their exact names: the index first
  * (the checkpoint disappears at once), then the data shards and a V1 .meta. */
+static void unlink_in(const char *dir, const char *name, const char *ext) {
+  char *path = NULL;
+  LV_ASSERT(asprintf(&path, "%s/%s%s", dir, name, ext) >= 0);
+  unlink(path);
+  free(path);
+}
+
 static void delete_ckpt_files(const char *train_dir, const char *base) {
-  char path[8192];
-  snprintf(path, sizeof path, "%s/%s.index", train_dir, base);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/%s.meta", train_dir, base);
-  unlink(path);
+  unlink_in(train_dir, base, ".index");
+  unlink_in(train_dir, base, ".meta");
   DIR *d = opendir(train_dir);
   if (!d) return;
   struct dirent *e;
-  while ((e = readdir(d))) {
-    if (!is_data_shard_of(e->d_name, base)) continue;
-    snprintf(path, sizeof path, "%s/%s", train_dir, e->d_name);
-    unlink(path);
-  }
+  while ((e = readdir(d)))
+    if (is_data_shard_of(e->d_name, base)) unlink_in(train_dir, e->d_name, "");
   closedir(d);
 }
 
@@ -273,8 +280,8 @@ lv_status lv_checkpointer_wait(lv_checkpointer *ck) {
  * error; an unlisted one (left by a crash before its state update) is replaced, which the
  * bundle writer does without ever pairing an old index with new data. */
 static lv_status check_not_listed(const lv_checkpointer *ck, const char *prefix) {
-  char index[4300];
-  snprintf(index, sizeof index, "%s.index", prefix);
+  char index[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(index, sizeof index, "%s.index", prefix));
   if (!lv_file_exists(index)) return NULL;
   const char *name = strrchr(prefix, '/') + 1;
   lv_ckpt_state st = {0};
@@ -313,7 +320,7 @@ lv_status lv_checkpointer_save(lv_checkpointer *ck, int64_t step, const lv_savea
                                const char *params_text) {
   LV_TRY(lv_checkpointer_wait(ck));
   pending *j = &ck->job;
-  snprintf(j->prefix, sizeof j->prefix, "%s/ckpt-%08lld", ck->train_dir, (long long)step);
+  LV_TRY(lv_path_fmt(j->prefix, sizeof j->prefix, "%s/ckpt-%08lld", ck->train_dir, (long long)step));
   LV_TRY(check_not_listed(ck, j->prefix));
   j->step = step;
   size_t total = 0;
@@ -384,10 +391,11 @@ lv_status lv_checkpoint_list(const char *train_dir, char ***prefixes, int64_t **
   int k = 0;
   for (int i = 0; i < m; i++) {
     const char *path = st.all_model_checkpoint_paths[i];
-    char full[8192];
-    resolve_path(train_dir, path, full, sizeof full);
-    ps[k] = strdup(full);
-    ss[k++] = lv_checkpoint_step(full);
+    if (path[0] == '/') ps[k] = strdup(path);
+    else LV_ASSERT(asprintf(&ps[k], "%s/%s", train_dir, path) >= 0);
+    LV_ASSERT(ps[k]);
+    ss[k] = lv_checkpoint_step(ps[k]);
+    k++;
   }
   /* Ascending by step (Lingvo's SortCheckpointPaths). */
   for (int i = 1; i < k; i++)
@@ -415,8 +423,9 @@ lv_status lv_checkpoint_latest(const char *train_dir, char *prefix, size_t n, in
     lv_ckpt_state_free(&st);
     return NULL;
   }
-  resolve_path(train_dir, st.model_checkpoint_path, prefix, n);
+  lv_status s = resolve_path(train_dir, st.model_checkpoint_path, prefix, n);
   lv_ckpt_state_free(&st);
+  if (s) return lv_status_wrap(s, "the newest checkpoint of %s/checkpoint", train_dir);
   *step = lv_checkpoint_step(prefix);
   *found = true;
   return NULL;
@@ -566,10 +575,11 @@ static lv_status rebuild_state(const char *train_dir, const int64_t *steps, int 
   LV_ASSERT(ns.all_model_checkpoint_paths && ns.all_model_checkpoint_timestamps);
   for (int i = 0; i < k; i++) {
     LV_ASSERT(asprintf(&ns.all_model_checkpoint_paths[i], "ckpt-%08lld", (long long)steps[i]) >= 0);
-    char index[8192];
-    snprintf(index, sizeof index, "%s/%s.index", train_dir, ns.all_model_checkpoint_paths[i]);
+    char *index = NULL;
+    LV_ASSERT(asprintf(&index, "%s/%s.index", train_dir, ns.all_model_checkpoint_paths[i]) >= 0);
     struct stat sb;
     ns.all_model_checkpoint_timestamps[i] = stat(index, &sb) == 0 ? (double)sb.st_mtime : lv_now_wall();
+    free(index);
   }
   ns.model_checkpoint_path = strdup(ns.all_model_checkpoint_paths[k - 1]);
   lv_status s = lv_ckpt_state_write(train_dir, &ns);
@@ -669,9 +679,10 @@ int lv_checkpoint_clean_stale_temps(const char *train_dir) {
     long pid = our_temp_file_pid(e->d_name);
     if (pid <= 0 || pid > INT32_MAX || pid == (long)getpid()) continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still run */
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", train_dir, e->d_name);
+    char *path = NULL;
+    LV_ASSERT(asprintf(&path, "%s/%s", train_dir, e->d_name) >= 0);
     if (unlink(path) == 0) removed++;
+    free(path);
   }
   closedir(d);
   return removed;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/file.h"
+#include "base/path.h"
 #include "base/log.h"
 #include "runners/checkpointer.h"
 
@@ -222,10 +223,14 @@ void lv_follower_set_max_steps(lv_follower *f, int64_t max_steps) { f->opt.max_s
 
 lv_status lv_job_dir_prepare(const lv_params *cfg, const char *kind, const char *dataset, char *dir, size_t dn,
                              char *job, size_t jn) {
-  char ds[32];
-  lv_str_lower(dataset, ds, sizeof ds);
-  snprintf(dir, dn, "%s/%s_%s", lv_params_str(cfg, "cluster.logdir"), kind, ds);
-  snprintf(job, jn, "%s_%s", kind, ds);
+  size_t dsn = strlen(dataset) + 1;
+  char *ds = malloc(dsn);
+  LV_ASSERT(ds);
+  lv_str_lower(dataset, ds, dsn);
+  lv_status ps = lv_path_fmt(dir, dn, "%s/%s_%s", lv_params_str(cfg, "cluster.logdir"), kind, ds);
+  if (!ps) ps = lv_status_wrap(lv_path_fmt(job, jn, "%s_%s", kind, ds), "--dataset=%s: job name", dataset);
+  free(ds);
+  LV_TRY(ps);
   LV_TRY(lv_file_check_writable_dir(dir));
   char *path = NULL;
   if (asprintf(&path, "%s/params.txt", dir) < 0) return lv_status_make(LV_ERR_RESOURCE, "out of memory");

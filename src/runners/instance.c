@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/path.h"
 #include "kernels/kernels.h"
 
 /* cluster.worker.gpus_per_replica > 0 (--run_locally=gpu): variables and steps on cuda:0. */
@@ -34,13 +35,16 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   lv_instance *m = calloc(1, sizeof *m);
   LV_ASSERT(m);
   m->cfg = cfg;
-  snprintf(m->logdir, sizeof m->logdir, "%s", lv_params_str(cfg, "cluster.logdir"));
-  snprintf(m->train_dir, sizeof m->train_dir, "%s/train", m->logdir);
+  lv_status s = lv_path_fmt(m->logdir, sizeof m->logdir, "%s", lv_params_str(cfg, "cluster.logdir"));
+  if (!s) s = lv_path_fmt(m->train_dir, sizeof m->train_dir, "%s/train", m->logdir);
+  if (s) {
+    free(m);
+    return lv_status_wrap(s, "--logdir");
+  }
   lv_set_num_threads((int)lv_params_int(cfg, "cluster.num_threads"));
   const lv_params *tp = lv_params_sub(cfg, "task");
   const char *cls = lv_params_str(tp, "cls");
   const lv_task_class *tc = lv_task_class_find(cls);
-  lv_status s = NULL;
   if (!tc) s = lv_status_make(LV_ERR_INVALID, "task.cls: \"%s\" is not a task class", cls);
   if (!s && lv_params_float(tp, "train.ema_decay") != 0.0)
     s = lv_status_make(LV_ERR_INVALID, "task.train.ema_decay: exponential moving averages are not supported by lingvoc yet; leave it 0");

@@ -1,8 +1,15 @@
-/* A model instantiated from frozen params for one job: variables (with global_step),
- * the task, its input generator and a step graph. Shared by the trainer and evaler. */
+/* A model built from frozen params for one job, as the trainer, evaler and decoder use
+ * it: the variable store (with global_step) on one device (cuda:0 when
+ * cluster.worker.gpus_per_replica > 0, else the host), the task, optionally its input
+ * generator (on the host, serving one replica's shard), the step graph, and the logdir
+ * and its train/ directory (an over-long --logdir is an error here). lv_instance_fprop
+ * copies a host batch to the step's device and runs the task's forward pass; the
+ * instance also lists its variables as checkpoint saveables and writes Lingvo's
+ * model_analysis.txt. The instance owns everything it points to except cfg. */
 #ifndef LV_RUNNERS_INSTANCE_H
 #define LV_RUNNERS_INSTANCE_H
 
+#include "base/path.h"
 #include "core/graph.h"
 #include "core/variable.h"
 #include "input/input.h"
@@ -19,7 +26,7 @@ typedef struct lv_instance {
   lv_graph *graph;
   const lv_backend *backend; /* of the device the variables and the step live on */
   lv_batch step_batch; /* the batch on the step's device; lives until the next fprop */
-  char logdir[4096], train_dir[4200];
+  char logdir[LV_PATH_MAX], train_dir[LV_PATH_MAX]; /* <logdir>/train */
 } lv_instance;
 
 /* with_input: also create the input generator (inspect_model needs only the model, so

@@ -8,6 +8,7 @@
 #include "base/env.h"
 #include "base/file.h"
 #include "base/names.h"
+#include "base/path.h"
 #include "base/log.h"
 #include "comm/comm.h"
 #include "models/model.h"
@@ -37,10 +38,10 @@ static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
   for (int i = 0; i < nd; i++) {
     lv_params *p = NULL;
     LV_TRY(lv_cli_build_params(c, flags, n, names[i], &p));
-    char *text = lv_params_to_text(p), path[4200], lower[32];
+    char *text = lv_params_to_text(p), path[LV_PATH_MAX], lower[32];
     lv_str_lower(names[i], lower, sizeof lower);
-    snprintf(path, sizeof path, "%s/%s-params.txt", c->logdir, lower);
-    lv_status s = lv_file_write_atomic(path, text, strlen(text));
+    lv_status s = lv_status_wrap(lv_path_fmt(path, sizeof path, "%s/%s-params.txt", c->logdir, lower), "--logdir");
+    if (!s) s = lv_file_write_atomic(path, text, strlen(text));
     free(text);
     lv_params_free(p);
     if (s) return s;

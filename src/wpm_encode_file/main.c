@@ -41,6 +41,7 @@
 #include "base/env.h"
 #include "base/file.h"
 #include "base/flags.h"
+#include "base/path.h"
 #include "base/status.h"
 #include "input/tokenizer.h"
 #include "io/example.h"
@@ -483,8 +484,8 @@ static lv_status check_flags(void) {
     return lv_status_make(LV_ERR_INVALID, "--shard_id must be -1 (all shards) or in 0..%lld, got %lld",
                           (long long)flag_num_shards - 1, (long long)flag_shard_id);
   if (flag_max_len < 0) return lv_status_make(LV_ERR_INVALID, "--max_len must be >= 0, got %lld", (long long)flag_max_len);
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", flag_output);
+  char dir[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(dir, sizeof dir, "%s", flag_output), "--output_filepath"));
   char *slash = strrchr(dir, '/');
   if (slash) {
     if (slash == dir) slash[1] = 0;
