@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input to the trainer (issue 14): each is a clear error with the right exit code,
+# Bad input to the trainer: each is a clear error with the right exit code,
 # never a crash or a hang: absurd batch sizes and thread counts, experiment and override
 # files that are not regular files or nest too deep, integers libconfig would wrap, and
 # an override of a param a flag owns.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14, the checkpoint and trainer part: retention deletes only its own ckpt-N files;
+# Checkpoints and the trainer under hostile conditions: retention deletes only its own ckpt-N files;
 # a blank, unreadable or missing state file beside checkpoints, or a switched optimizer,
 # is an exit-2 error that changes nothing (unless --rebuild_checkpoint_state /
 # --allow_partial_restore); a resumed checkpoint is never rewritten and a crash while

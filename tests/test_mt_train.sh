@@ -52,7 +52,12 @@ K="input.file_pattern: $T/train.tfrecord@1; train.max_steps: 40; train.save_inte
 expect_exit 0 "trainer: 40 steps uninterrupted" "$LV_BIN/trainer" --model=$M --logdir="$T/ka" --model_params_override="$K"
 "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K" >"$T/kb1.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do [ -f "$T/kb/train/ckpt-00000020.index" ] && break; sleep 0.05; done
+# A tiny model's 20 steps can take less than a poll: the trainer runs in 5 ms slices
+# (SIGSTOP between them) until checkpoint 20 is there, so the kill comes before step 40.
+for _ in $(seq 6000); do
+  [ -f "$T/kb/train/ckpt-00000020.index" ] && break
+  kill -CONT $pid 2>/dev/null; sleep 0.005; kill -STOP $pid 2>/dev/null
+done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/kb/train/ckpt-00000040.index" ]
 expect_exit 0 "restart after kill -9" "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K"

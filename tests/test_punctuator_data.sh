@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The punctuator codelab's data and scoring (issue 11): scripts/prepare_punctuator.sh
+# The punctuator codelab's data and scoring: scripts/prepare_punctuator.sh
 # (WEB sentences split as download_brown_corpus.py splits Brown, 16k WPM vocabulary),
 # bin/punct_score (its input checks, the trivial answer's figures on the test split) and
 # experiments/punctuator/codelab.cfg's datasets read by PunctuatorInput.
@@ -36,7 +36,7 @@ expect_exit 2 "prepare_punctuator.sh with an unknown option" "$S/prepare_punctua
 D="$T/data"
 "$S/prepare_punctuator.sh" "$D" 2>"$T/prep.log"
 check "prepare_punctuator.sh exits 0 ($(tail -1 "$T/prep.log"))" [ $? -eq 0 ]
-check "2,432 test and 46,194 train sentences (the issue's split)" \
+check "2,432 test and 46,194 train sentences (the codelab's split)" \
   [ "$(wc -l <"$D/test.txt")" -eq 2432 -a "$(wc -l <"$D/train.txt")" -eq 46194 ]
 # Python's random.seed(1234) shuffle of the sorted unique sentences puts these first.
 check "test.txt starts as Python's shuffle does" \
@@ -46,7 +46,7 @@ check "a 16,000-piece vocabulary, <unk> <s> </s> first" \
   [ "$(wc -l <"$D/web_wpm.16000.vocab")" -eq 16000 -a "$(head -3 "$D/web_wpm.16000.vocab" | tr '\n' ' ')" = "<unk> <s> </s> " ]
 check "the SentencePiece model behind it is kept beside it" [ -s "$D/web_spm.16000.model" -a -s "$D/web_spm.16000.vocab" ]
 
-# The trivial answer on the test split: the issue's BLEU 63.8 and exact match 0.153.
+# The trivial answer on the test split: BLEU 63.8 and exact match 0.153.
 "$P" --ref="$D/test.txt" --baseline --write_hyp="$T/base.txt" >"$T/base.out" 2>"$T/err"
 check "punct_score --baseline (exit $?)" [ -s "$T/base.out" ]
 check "trivial answer: BLEU 63.82" grep -q '^BLEU = 63.82 ' "$T/base.out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The punctuator end to end on a toy corpus (issue 11), through the real executables: 200
+# The punctuator end to end on a toy corpus, through the real executables: 200
 # generated sentences whose punctuation and capitals follow rules (questions, a comma
 # after an interjection, "Run ...!", capitalized names) -> a 128-piece WPM vocabulary ->
 # bin/trainer trains punctuator.codelab.RNMTTinyTest on them (PunctuatorInput lower-cases

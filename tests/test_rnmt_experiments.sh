@@ -47,7 +47,7 @@ for line in "task.cls : 'mt.model.RNMTModel'" "task.encoder.lstm_cell_size : 256
 done
 check "$R Test: the held-out books" grep -qxF "input.file_pattern : '/tmp/bible/test.tfrecord@1'" "$T/small/test-params.txt"
 check "$R: no Transformer keys left" bash -c "! grep -q transformer_stack '$T/small/train-params.txt'"
-# The punctuator codelab (issue 11): Lingvo's RNMTModel params unchanged on the WEB
+# The punctuator codelab: Lingvo's RNMTModel params unchanged on the WEB
 # sentences' 16k vocabulary (WmtEnDeRNMT's 378,866,176 minus the 16k fewer rows of two
 # embeddings and the softmax: 313,314,176), and the CPU-sized variant.
 for m in RNMTModel:313,314,176 RNMTModelSmall:20,877,760; do

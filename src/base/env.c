@@ -8,7 +8,6 @@ static lv_env g_env;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void) {
-  g_env.home = getenv("HOME");
   g_env.experiments = getenv("LINGVOC_EXPERIMENTS");
   g_env.openblas_coretype = getenv("OPENBLAS_CORETYPE");
   const char *tf32 = getenv("LINGVOC_CUDA_TF32");

@@ -10,7 +10,6 @@
 
 /* An unset variable is NULL; strings point into the process environment. */
 typedef struct {
-  const char *home;              /* HOME: "~/" in user-given paths */
   const char *experiments;       /* LINGVOC_EXPERIMENTS: experiment files' folder */
   const char *openblas_coretype; /* OPENBLAS_CORETYPE as the user set it (OpenBLAS core) */
   bool cuda_tf32;                /* LINGVOC_CUDA_TF32=1: cuBLAS may use TF32 */

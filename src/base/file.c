@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/env.h"
+#include "base/path.h"
 
 static lv_status os_error(const char *what, const char *path) {
   int e = errno;
@@ -94,8 +94,8 @@ lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *w
     close(fd);
     return not_regular(what, path, st.st_mode);
   }
-  char label[4200];
-  snprintf(label, sizeof label, "%s %s", what, path);
+  char label[LV_PATH_MAX + 64];
+  snprintf(label, sizeof label, "%s %.*s", what, LV_PATH_MAX, path); /* only a message */
   size_t cap = (uint64_t)st.st_size < max_bytes ? (size_t)st.st_size + 2 : max_bytes / 2 + 1;
   return read_fd(fd, label, cap, max_bytes, data, len);
 }
@@ -114,8 +114,8 @@ lv_status lv_file_sync_parent_dir(const char *path) {
 }
 
 lv_status lv_file_write_atomic(const char *path, const void *data, size_t len) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+  char tmp[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()));
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return os_error("cannot create", tmp);
   const char *p = data;
@@ -196,13 +196,6 @@ int64_t lv_file_size(const char *path) {
   return (int64_t)st.st_size;
 }
 
-void lv_file_expand_home(const char *path, char *out, size_t n) {
-  const char *home = lv_env_get()->home;
-  if (path[0] == '~' && (path[1] == '/' || path[1] == 0) && home)
-    snprintf(out, n, "%s%s", home, path + 1);
-  else
-    snprintf(out, n, "%s", path);
-}
 
 lv_status lv_file_check_writable_dir(const char *dir) {
   /* An unusable output directory is the user's to fix: LV_ERR_INVALID (exit code 2). */

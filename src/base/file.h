@@ -31,8 +31,6 @@ bool lv_file_is_dir(const char *path);
 int64_t lv_file_size(const char *path);
 /* fsync the directory holding path (after a rename into it). */
 lv_status lv_file_sync_parent_dir(const char *path);
-/* "~/x" -> "$HOME/x" into out (size n). */
-void lv_file_expand_home(const char *path, char *out, size_t n);
 /* Checks that dir exists (creating it) and that a file can be created in it. */
 lv_status lv_file_check_writable_dir(const char *dir);
 

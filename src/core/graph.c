@@ -273,6 +273,10 @@ lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host) {
                   host ? lv_device_str(host->device, b, sizeof b) : "NULL");
     return NULL;
   }
+  if (host->dtype == LV_STRING) {
+    lv_graph_fail(g, "from_host: a string tensor stays on the host (strings are not graph values)");
+    return NULL;
+  }
   if (lv_device_is_host(g->device)) {
     lv_tensor *t = new_header(g, "from_host", host->dtype, host->shape);
     if (t) t->data = host->data;

@@ -45,3 +45,8 @@ lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t se
   }
   return out;
 }
+
+lv_tensor *lv_op_step_dropout(lv_graph *g, lv_tensor *x, float prob, uint64_t seed, uint64_t per_step, uint64_t k) {
+  if (!x || prob <= 0 || !lv_graph_is_training(g)) return x;
+  return lv_op_dropout(g, x, 1.0f - prob, seed, lv_graph_stream(g, per_step, k));
+}

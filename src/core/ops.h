@@ -75,6 +75,9 @@ lv_tensor *lv_op_softmax_xent(lv_graph *g, lv_tensor *logits, lv_tensor *probs);
 /* Training only (identity in eval): keeps each element with prob keep_prob, scaled by
  * 1/keep_prob. The mask is a function of (seed, stream, element index): deterministic. */
 lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t seed, uint64_t stream);
+/* Dropout with drop probability prob and stream k of the graph's step (lv_graph_stream(g,
+ * per_step, k)) in training mode; x itself (and NULL for NULL) otherwise or when prob is 0. */
+lv_tensor *lv_op_step_dropout(lv_graph *g, lv_tensor *x, float prob, uint64_t seed, uint64_t per_step, uint64_t k);
 /* Over the last dim: (x-mean)/sqrt(var+eps)*scale+bias; scale/bias [D] (either may be NULL). */
 lv_tensor *lv_op_layer_norm(lv_graph *g, lv_tensor *x, lv_tensor *scale, lv_tensor *bias, float eps);
 /* Lingvo's LayerNorm form: (x-mean)/sqrt(var+eps)*(1+scale)+bias over the last dim

@@ -1,5 +1,5 @@
-/* bin/decoder: Lingvo's decoder_<dataset> job for mt.model.TransformerModel, and
- * --decode_text to translate raw text lines. */
+/* bin/decoder: Lingvo's decoder_<dataset> job for any task that decodes (the task's decoder
+ * hooks, models/task.h), and --decode_text to decode raw text lines through the task. */
 #include <stdlib.h>
 #include <string.h>
 

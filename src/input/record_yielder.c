@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/names.h"
 #include "base/rng.h"
+#include "base/path.h"
 #include "io/tfrecord.h"
 
 const char *const lv_record_type_names[LV_RECORD_TYPE_COUNT] = {"tfrecord", "tfrecord_gzip", "text", "iota"};
@@ -42,15 +43,11 @@ static void list_push(lv_file_list *l, const char *path) {
  * MaybeExpandShardedFilePattern); anything else is copied. */
 static lv_status expand_sharded(const char *pattern, const char *glob_in, char *out, size_t n) {
   const char *at = strchr(glob_in, '@');
-  if (!at) {
-    snprintf(out, n, "%s", glob_in);
-    return NULL;
-  }
+  if (!at) return lv_path_fmt(out, n, "%s", glob_in);
   int plen = (int)(at - glob_in);
   const char *suf = at + 1;
   if (!strcmp(suf, "*")) {
-    snprintf(out, n, "%.*s-?\?\?\?\?-of-?\?\?\?\?", plen, glob_in);
-    return NULL;
+    return lv_path_fmt(out, n, "%.*s-?\?\?\?\?-of-?\?\?\?\?", plen, glob_in);
   }
   char *end = NULL;
   errno = 0;
@@ -62,8 +59,7 @@ static lv_status expand_sharded(const char *pattern, const char *glob_in, char *
     return lv_status_make(LV_ERR_INVALID,
                           "file pattern \"%s\": the number of shards should not exceed 5 digits: %llu", pattern,
                           shards);
-  snprintf(out, n, "%.*s-?\?\?\?\?-of-%05llu", plen, glob_in, shards);
-  return NULL;
+  return lv_path_fmt(out, n, "%.*s-?\?\?\?\?-of-%05llu", plen, glob_in, shards);
 }
 
 lv_status lv_file_pattern_expand(const char *pattern, lv_file_list *out) {
@@ -102,7 +98,7 @@ lv_status lv_file_pattern_expand(const char *pattern, lv_file_list *out) {
   lv_status s = NULL;
   char *save = NULL;
   for (char *g = strtok_r(copy, ",", &save); g && !s; g = strtok_r(NULL, ",", &save)) {
-    char expanded[4096];
+    char expanded[LV_PATH_MAX];
     s = expand_sharded(pattern, g, expanded, sizeof expanded);
     if (s) break;
     glob_t gl;

@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "input/input.h"
@@ -90,8 +91,8 @@ static void tiny_destroy(lv_input *base);
 static lv_status tiny_create(const lv_params *p, lv_input_shard shard, lv_input **out) {
   *out = NULL;
   const char *ckpt = lv_params_str(p, "ckpt");
-  char index[4096];
-  snprintf(index, sizeof index, "%s.index", ckpt);
+  char index[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(index, sizeof index, "%s.index", ckpt), "input.ckpt"));
   if (!*ckpt || !lv_file_exists(index))
     return lv_status_make(LV_ERR_NOT_FOUND,
                           "input.ckpt: dataset checkpoint \"%s\" not found (no %s); create it with "

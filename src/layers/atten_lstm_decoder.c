@@ -134,7 +134,6 @@ lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *
   return NULL;
 }
 
-static const int kSwap01[3] = {1, 0, 2};
 
 static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
   static const int perm[2] = {1, 0};
@@ -143,18 +142,7 @@ static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
 
 /* Dropout stream k of the graph's step (training only). */
 static lv_tensor *dropout(const lv_atten_lstm_decoder *d, lv_graph *g, lv_tensor *x, uint64_t k) {
-  if (!x || d->dropout <= 0 || !lv_graph_is_training(g)) return x;
-  return lv_op_dropout(g, x, 1.0f - d->dropout, d->seed, lv_graph_stream(g, LV_ATTEN_DEC_STREAMS, d->stream_base + k));
-}
-
-/* ids [B, T] -> time-major embeddings [T, B, E]. */
-static lv_tensor *embed(lv_embedding_layer *emb, lv_graph *g, lv_tensor *ids, lv_tensor *paddings) {
-  if (!ids || !paddings || ids->shape.rank != 2 || !lv_shape_eq(&ids->shape, &paddings->shape)) {
-    lv_graph_fail(g, "%s: ids and paddings must be [batch, time] of the same shape", emb->base.scope);
-    return NULL;
-  }
-  lv_tensor *x = lv_embedding_layer_lookup(emb, g, ids);
-  return x ? lv_op_transpose(g, x, kSwap01) : NULL;
+  return lv_op_step_dropout(g, x, d->dropout, d->seed, LV_ATTEN_DEC_STREAMS, d->stream_base + k);
 }
 
 static lv_tensor *concat2(lv_graph *g, lv_tensor *a, lv_tensor *b, int axis) {
@@ -166,7 +154,7 @@ static lv_tensor *concat2(lv_graph *g, lv_tensor *a, lv_tensor *b, int axis) {
 lv_tensor *lv_atten_lstm_decoder_fprop(lv_atten_lstm_decoder *d, lv_graph *g, lv_tensor *encoded,
                                        lv_tensor *enc_pads, lv_tensor *tgt_ids, lv_tensor *tgt_paddings,
                                        lv_tensor **probs) {
-  lv_tensor *x = embed(d->emb, g, tgt_ids, tgt_paddings);
+  lv_tensor *x = lv_embedding_layer_lookup_time_major(d->emb, g, tgt_ids, tgt_paddings);
   lv_tensor *tp = transpose2(g, tgt_paddings);
   if (!x || !tp) return NULL;
   tp = lv_op_reshape(g, tp, lv_shape3(tp->shape.d[0], tp->shape.d[1], 1));

@@ -183,6 +183,17 @@ lv_tensor *lv_embedding_layer_lookup(lv_embedding_layer *l, lv_graph *g, lv_tens
   return out;
 }
 
+lv_tensor *lv_embedding_layer_lookup_time_major(lv_embedding_layer *l, lv_graph *g, lv_tensor *ids,
+                                                lv_tensor *paddings) {
+  static const int swap01[3] = {1, 0, 2};
+  if (!ids || !paddings || ids->shape.rank != 2 || !lv_shape_eq(&ids->shape, &paddings->shape)) {
+    lv_graph_fail(g, "%s: ids and paddings must be [batch, time] of the same shape", l->base.scope);
+    return NULL;
+  }
+  lv_tensor *x = lv_embedding_layer_lookup(l, g, ids);
+  return x ? lv_op_transpose(g, x, swap01) : NULL;
+}
+
 static bool embedding_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
   return lv_layer_set_out(l, g, out, "act",
                           lv_embedding_layer_lookup((lv_embedding_layer *)l, g, lv_layer_in(l, g, in, "ids")));

@@ -41,6 +41,10 @@ int lv_embedding_num_shards(int64_t vocab_size, int64_t embedding_dim, int64_t m
  * scale_sqrt_depth). An id outside [0, vocab_size) is a graph error naming the layer.
  * Sharded lookups read the ids on the host (a sync point on a device). */
 lv_tensor *lv_embedding_layer_lookup(lv_embedding_layer *l, lv_graph *g, lv_tensor *ids);
+/* ids int32 [B, T] (with paddings [B, T] of the same shape) -> time-major embeddings
+ * [T, B, E]; NULL with the graph's error set. */
+lv_tensor *lv_embedding_layer_lookup_time_major(lv_embedding_layer *l, lv_graph *g, lv_tensor *ids,
+                                                lv_tensor *paddings);
 
 typedef struct lv_positional_embedding_layer {
   lv_layer base;

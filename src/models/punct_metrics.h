@@ -1,4 +1,4 @@
-/* Decoder metrics of the punctuator (issue 11): how well a hypothesis restores the
+/* Decoder metrics of the punctuator (Lingvo's punctuator codelab): how well a hypothesis restores the
  * punctuation and capitalization of its reference sentence.
  *
  *   bleu          sacrebleu corpus BLEU of the hypotheses against the references
@@ -89,7 +89,7 @@ double lv_punct_exact_rate(const lv_punct_metrics *m);
 /* sacrebleu BLEU x100. */
 double lv_punct_bleu(const lv_punct_metrics *m);
 
-/* The trivial answer the issue compares against: the reference as the model sees it
+/* The trivial answer (the baseline a punctuator must beat): the reference as the model sees it
  * (PunctuatorInput's Normalize: A-Z lower-cased, string.punctuation deleted, white space
  * collapsed), its first byte upper-cased when a-z, and "." appended. *out is malloc'ed. */
 lv_status lv_punct_trivial_answer(const char *ref, char **out);

@@ -133,6 +133,10 @@ static lv_status build_decoder(rnmt_model *m, const lv_params *dp, const char *t
                                lv_varstore *vs) {
   char scope[LV_VAR_NAME_MAX];
   snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(dp, "name"));
+  if (lv_params_int(dp, "source_dim") != enc_out)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.source_dim (%lld) must equal the encoder's output depth "
+                          "task.encoder.encoder_out_dim (%lld)", (long long)lv_params_int(dp, "source_dim"),
+                          (long long)enc_out);
   LV_TRY(lv_atten_lstm_decoder_init(&m->dec, dp, "task.decoder", scope, enc_out, vs, m->base.cls->cls, m->seed,
                                     STREAM_DEC));
   LV_TRY(lv_mt_label_smoothing(dp, "mt.model.RNMTModel", &m->smoothing));
@@ -166,7 +170,6 @@ static lv_status rnmt_create(const lv_params *p, const lv_params *input_p, lv_va
 
 /* ---- forward ------------------------------------------------------------------------- */
 
-static const int kSwap01[3] = {1, 0, 2};
 
 static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
   static const int perm[2] = {1, 0};
@@ -174,24 +177,13 @@ static lv_tensor *transpose2(lv_graph *g, lv_tensor *x) {
 }
 
 static lv_tensor *dropout(const rnmt_model *m, lv_graph *g, lv_tensor *x, float prob, int k) {
-  if (!x || prob <= 0 || !lv_graph_is_training(g)) return x;
-  return lv_op_dropout(g, x, 1.0f - prob, m->seed, lv_graph_stream(g, LV_ATTEN_DEC_STREAMS, (uint64_t)k));
-}
-
-/* ids [B, T] -> time-major embeddings [T, B, E]. */
-static lv_tensor *embed(lv_embedding_layer *emb, lv_graph *g, lv_tensor *ids, lv_tensor *paddings) {
-  if (!ids || !paddings || ids->shape.rank != 2 || !lv_shape_eq(&ids->shape, &paddings->shape)) {
-    lv_graph_fail(g, "%s: ids and paddings must be [batch, time] of the same shape", emb->base.scope);
-    return NULL;
-  }
-  lv_tensor *x = lv_embedding_layer_lookup(emb, g, ids);
-  return x ? lv_op_transpose(g, x, kSwap01) : NULL;
+  return lv_op_step_dropout(g, x, prob, m->seed, LV_ATTEN_DEC_STREAMS, (uint64_t)k);
 }
 
 bool lv_rnmt_encode(lv_task *t, lv_graph *g, lv_tensor *src_ids, lv_tensor *src_paddings, lv_tensor **encoded,
                     lv_tensor **paddings) {
   rnmt_model *m = (rnmt_model *)t;
-  lv_tensor *xs = embed(m->enc_emb, g, src_ids, src_paddings);
+  lv_tensor *xs = lv_embedding_layer_lookup_time_major(m->enc_emb, g, src_ids, src_paddings);
   lv_tensor *pads = transpose2(g, src_paddings); /* [S, B] */
   if (!xs || !pads) return false;
   lv_tensor *ps = lv_op_reshape(g, pads, lv_shape3(pads->shape.d[0], pads->shape.d[1], 1));

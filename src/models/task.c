@@ -140,18 +140,24 @@ void lv_task_free_decode_state(lv_task *t) {
   t->decode_state_free = NULL;
 }
 
+/* The task's decode of host batch b in eval mode on a reset g, into *dec_out (initialized
+ * here; the caller frees it). */
+static lv_status decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out) {
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_decode_out_init(dec_out);
+  lv_status s = t->cls->decode(t, g, b, dec_out);
+  return s ? s : lv_graph_status(g);
+}
+
 bool lv_task_class_decodes(const lv_task_class *c) { return c->decode && c->post_process_decode_out; }
 
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out) {
   const lv_task_class *c = t->cls;
   if (!lv_task_class_decodes(c))
     return lv_status_make(LV_ERR_INVALID, "task %s has no decode path (Decode / PostProcessDecodeOut)", c->cls);
-  lv_graph_reset(g);
-  lv_graph_set_training(g, false);
   lv_decode_out dec_out;
-  lv_decode_out_init(&dec_out);
-  lv_status s = c->decode(t, g, b, &dec_out);
-  if (!s) s = lv_graph_status(g);
+  lv_status s = decode(t, g, b, &dec_out);
   if (!s) s = c->post_process_decode_out(t, &dec_out, metrics, out);
   lv_decode_out_free(&dec_out);
   return s ? lv_status_wrap(s, "decode") : NULL;
@@ -162,12 +168,8 @@ lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char *
   *line = NULL;
   if (!c->decode || !c->decode_out_to_line)
     return lv_status_make(LV_ERR_INVALID, "task %s does not decode lines", c->cls);
-  lv_graph_reset(g);
-  lv_graph_set_training(g, false);
   lv_decode_out dec_out;
-  lv_decode_out_init(&dec_out);
-  lv_status s = c->decode(t, g, b, &dec_out);
-  if (!s) s = lv_graph_status(g);
+  lv_status s = decode(t, g, b, &dec_out);
   if (!s) s = c->decode_out_to_line(t, &dec_out, line);
   lv_decode_out_free(&dec_out);
   return s;

@@ -1,7 +1,10 @@
 /* Tasks (Lingvo's BaseTask subclasses). A task class is registered by name
- * ("classifier.ModelV1") with its params constructor and a vtable; tasks.def lists them.
- * fprop runs one split of a batch and fills named scalar metrics (value tensor, weight),
- * `loss` among them (Lingvo's FPropTower returning {name: (value, weight)}). */
+ * ("classifier.ModelV1") with its params constructor and a vtable; tasks.def lists them
+ * (lv_task_class_register adds one at run time). fprop runs one split of a batch and
+ * fills named scalar metrics (value tensor, weight), `loss` among them (Lingvo's
+ * FPropTower returning {name: (value, weight)}). A task that decodes fills the decoder
+ * hooks, which are all bin/decoder calls: the runners know no task, input or metric. The
+ * sequence tasks take theirs from models/seq_decode.h. */
 #ifndef LV_MODELS_TASK_H
 #define LV_MODELS_TASK_H
 
@@ -145,9 +148,10 @@ struct lv_task {
 /* Frees t's decode state, if any (each class's destroy calls it). */
 void lv_task_free_decode_state(lv_task *t);
 
-/* Brings host batch b into g's step: every tensor copied onto g's device
- * (lv_graph_from_host), under the same keys, into out (cleared first; same size). The
- * error is the graph's (arena, device) or the map's. */
+/* Brings host batch b into g's step: every numeric tensor copied onto g's device
+ * (lv_graph_from_host), string tensors passed through as the batch's host tensors, under
+ * the same keys, into out (cleared first; same size). The error is the graph's (arena,
+ * device) or the map's. */
 lv_status lv_batch_to_graph(lv_graph *g, const lv_batch *b, lv_batch *out);
 
 /* Whether the task class has a decoder job (decode and post_process_decode_out). */

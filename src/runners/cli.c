@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/names.h"
+#include "base/path.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include <strings.h>
@@ -119,7 +120,7 @@ lv_status lv_cli_evaler_job(lv_cli *c, bool dataset_given, const char **dataset,
       const char *at = strchr(t + 12, '@');
       if (!at || at == t + 12 || !at[1])
         return lv_status_make(LV_ERR_INVALID, "--job=%s: expected evaler_once_<dataset>@<checkpoint prefix>", t);
-      snprintf(ckpt, sizeof c->job_checkpoint, "%s", at + 1);
+      LV_TRY(lv_status_wrap(lv_path_fmt(ckpt, sizeof c->job_checkpoint, "%s", at + 1), "--job"));
       if (at - (t + 12) >= (ptrdiff_t)sizeof c->job_dataset)
         return lv_status_make(LV_ERR_INVALID, "--job=%s: dataset name too long", t);
       snprintf(c->job_dataset, sizeof c->job_dataset, "%.*s", (int)(at - (t + 12)), t + 12);

@@ -6,6 +6,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "io/events.h"
 #include "models/metrics.h"
 #include "runners/follower.h"
@@ -14,7 +15,7 @@
 typedef struct dec_state {
   lv_instance *m;
   lv_events_writer *ev;
-  char dir[4400], job[64];
+  char dir[LV_PATH_MAX], job[64];
   lv_saveable *items;
   int nitems;
 } dec_state;
@@ -53,9 +54,9 @@ static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metri
   qsort(all, (size_t)n, sizeof *all, cmp_tag);
   char *score = lv_summary_score_text(all, n);
   LV_ASSERT(score);
-  char path[8192];
-  snprintf(path, sizeof path, "%s/score-%08lld.txt", d->dir, (long long)lv_checkpoint_step(prefix));
-  lv_status s = lv_file_write_atomic(path, score, strlen(score));
+  char path[LV_PATH_MAX];
+  lv_status s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", d->dir, (long long)lv_checkpoint_step(prefix));
+  if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   free(score);
   for (int i = 0; !s && i < n; i++) lv_events_scalar(d->ev, all[i].tag, step, all[i].value);
   char *headline = NULL, *detail = NULL;
@@ -112,9 +113,9 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   fclose(of);
   double secs = lv_now_monotonic() - t0;
   if (!s) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/decoder_out_%09lld", d->dir, (long long)step);
-    s = lv_file_write_atomic(path, out, outlen);
+    char path[LV_PATH_MAX];
+    s = lv_path_fmt(path, sizeof path, "%s/decoder_out_%09lld", d->dir, (long long)step);
+    if (!s) s = lv_file_write_atomic(path, out, outlen);
   }
   free(out);
   if (!s) s = report(d, prefix, step, ms, seen, secs);
@@ -171,8 +172,8 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
 
 static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir"), *kind = opt->decode_kind;
-  char train_dir[4200], prefix[8192];
-  snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
+  char train_dir[LV_PATH_MAX], prefix[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(train_dir, sizeof train_dir, "%s/train", logdir), "--logdir"));
   const char *ck = opt->checkpoint && *opt->checkpoint ? opt->checkpoint : train_dir;
   struct stat st;
   if (!stat(ck, &st) && S_ISDIR(st.st_mode)) {
@@ -181,7 +182,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     LV_TRY(lv_checkpoint_latest(ck, prefix, sizeof prefix, &step, &found));
     if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s: no checkpoint in %s", kind, ck);
   } else {
-    snprintf(prefix, sizeof prefix, "%s", ck);
+    LV_TRY(lv_status_wrap(lv_path_fmt(prefix, sizeof prefix, "%s", ck), "--checkpoint"));
   }
   FILE *in = strcmp(opt->decode_input, "-") ? fopen(opt->decode_input, "rb") : stdin;
   if (!in) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it", kind, opt->decode_input);
@@ -207,8 +208,8 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   LV_TRY(lv_job_dir_prepare(cfg, "decoder", opt->dataset, d.dir, sizeof d.dir, d.job, sizeof d.job));
   lv_status s = NULL;
-  char train_dir[4200];
-  snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
+  char train_dir[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(train_dir, sizeof train_dir, "%s/train", logdir), "--logdir"));
   const lv_params *ep = lv_params_sub(cfg, "task.eval");
   const int64_t own_max_steps = lv_params_int(cfg, "train.max_steps");
   int64_t max_steps;
@@ -230,7 +231,7 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
   lv_follower *f = NULL;
   LV_TRY(lv_follower_create(&fo, &f));
   s = setup(cfg, true, &d);
-  char prefix[8192];
+  char prefix[LV_PATH_MAX];
   int64_t step;
   bool done = false;
   while (!s) {

@@ -8,6 +8,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "io/events.h"
 #include "models/metrics.h"
 #include "runners/follower.h"
@@ -16,7 +17,7 @@
 typedef struct eval_state {
   lv_instance *m;
   lv_events_writer *ev;
-  char dir[4400], job[64];
+  char dir[LV_PATH_MAX], job[64];
   lv_saveable *items;
   int nitems;
 } eval_state;
@@ -98,9 +99,9 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   }
   fclose(stf);
   free(sv);
-  char path[8192];
-  snprintf(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
-  s = lv_file_write_atomic(path, score, strlen(score));
+  char path[LV_PATH_MAX];
+  s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
+  if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   lv_info("%s (%lld examples, %.3f s)", status, (long long)seen, lv_now_monotonic() - t0);
   free(score);
   free(status);
@@ -110,27 +111,34 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
 
 /* Nothing was left to evaluate: say what was scored before and the last scores. */
 static void report_finished(const eval_state *e, int64_t max_steps) {
-  char path[8300];
-  snprintf(path, sizeof path, "%s/processed_ckpts.txt", e->dir);
+  char path[LV_PATH_MAX];
   char *data = NULL;
   size_t len = 0;
-  lv_status s = lv_file_read_all(path, &data, &len);
+  lv_status s = lv_path_fmt(path, sizeof path, "%s/processed_ckpts.txt", e->dir);
+  if (!s) s = lv_file_read_all(path, &data, &len);
   if (s) {
     lv_status_free(s);
     return;
   }
   int n = 0;
-  char last[4200] = "";
+  char *last = NULL;
   for (char *save = NULL, *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     n++;
-    snprintf(last, sizeof last, "%s", line);
+    free(last);
+    last = strdup(line);
+    LV_ASSERT(last);
   }
   free(data);
   if (!n) return;
   lv_info("%s: nothing left to evaluate: the checkpoint at train.max_steps %lld is already scored (%d checkpoint%s "
           "in %s; the last is %s)", e->job, (long long)max_steps, n, n > 1 ? "s" : "", path, last);
-  snprintf(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(last));
-  if (lv_file_read_all(path, &data, &len)) return;
+  s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(last));
+  free(last);
+  if (!s) s = lv_file_read_all(path, &data, &len);
+  if (s) {
+    lv_status_free(s);
+    return;
+  }
   for (char *save = NULL, *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
     lv_info("  %s", line);
   free(data);
@@ -144,8 +152,8 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   const int64_t own_max_steps = lv_params_int(cfg, "train.max_steps");
   const lv_params *ep = lv_params_sub(cfg, "task.eval");
   const char *load_from = lv_params_str(ep, "load_checkpoint_from");
-  char train_dir[4200];
-  snprintf(train_dir, sizeof train_dir, "%s/train", logdir);
+  char train_dir[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(train_dir, sizeof train_dir, "%s/train", logdir));
   /* The trainer may have run with another train.max_steps (an override this job was not
    * given): its params are in every checkpoint, so the newest one says when to stop. */
   int64_t max_steps;

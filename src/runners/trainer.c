@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "core/ops.h"
 #include "kernels/kernels.h"
 #include "io/events.h"
@@ -31,8 +32,8 @@ static void on_signal(int sig) {
 }
 
 static lv_status write_text(const char *dir, const char *name, const char *text) {
-  char path[8192];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(path, sizeof path, "%s/%s", dir, name));
   return lv_file_write_atomic(path, text, strlen(text));
 }
 
@@ -48,9 +49,9 @@ static lv_status make_dir(const char *dir) {
 
 lv_status lv_trainer_write_control(const lv_params *cfg, const char *analysis) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
-  char control[4200], train[4200];
-  snprintf(control, sizeof control, "%s/control", logdir);
-  snprintf(train, sizeof train, "%s/train", logdir);
+  char control[LV_PATH_MAX], train[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(control, sizeof control, "%s/control", logdir));
+  LV_TRY(lv_path_fmt(train, sizeof train, "%s/train", logdir));
   LV_TRY(make_dir(control));
   LV_TRY(make_dir(train));
   char *text = lv_params_to_text(cfg);
@@ -211,8 +212,8 @@ static int cmp_names(const void *x, const void *y) { return strcmp((const char *
 static lv_status lock_train_dir(const char *train_dir, int *fd_out) {
   *fd_out = -1;
   LV_TRY(make_dir(train_dir));
-  char path[8192];
-  snprintf(path, sizeof path, "%s/LOCK", train_dir);
+  char path[LV_PATH_MAX];
+  LV_TRY(lv_path_fmt(path, sizeof path, "%s/LOCK", train_dir));
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return lv_status_make(LV_ERR_INVALID, "cannot create %s: %s", path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
