@@ -103,8 +103,21 @@ static lv_status setup(lv_task *t, const lv_params *cfg, bool punct) {
   d->vocab = (int)ops->vocab_size(t);
   LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
   const lv_params *ip = lv_params_sub(cfg, "input");
-  d->max_src = ip && lv_params_has(ip, "source_max_length") ? (int)lv_params_int(ip, "source_max_length") : 300;
-  if (d->max_src < 2) d->max_src = 2;
+  int64_t max_src = ip && lv_params_has(ip, "source_max_length") ? lv_params_int(ip, "source_max_length") : 300;
+  if (max_src < 2 || max_src > INT32_MAX)
+    return lv_status_make(LV_ERR_INVALID, "input.source_max_length = %lld: a source needs at least 2 positions (a "
+                          "piece and </s>)", (long long)max_src);
+  d->max_src = (int)max_src;
+  /* The tokenizer's ids index the model's embeddings and softmax. */
+  const lv_params *tp = lv_params_sub(ip, "tokenizer");
+  int64_t tv = tp && lv_params_has(tp, "vocab_size") ? lv_params_int(tp, "vocab_size") : 0;
+  if (tv > d->vocab)
+    return lv_status_make(LV_ERR_INVALID, "input.tokenizer.vocab_size = %lld is larger than the model's vocabulary "
+                          "(%d, the decoder's softmax): ids beyond it would not decode; use the model's vocabulary",
+                          (long long)tv, d->vocab);
+  if (tv > 0 && tv < d->vocab)
+    lv_warn("input.tokenizer.vocab_size = %lld is smaller than the model's vocabulary (%d): ids from %lld on decode "
+            "to <unk>", (long long)tv, d->vocab, (long long)tv);
   return NULL;
 }
 
@@ -406,6 +419,13 @@ lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, s
     d->line_pads = malloc(sizeof *d->line_pads * d->line_cap);
     LV_ASSERT(d->line_ids && d->line_pads);
   }
+  for (int i = 0; i < n; i++)
+    if (ids.v[i] < 0 || ids.v[i] >= d->vocab) {
+      int32_t bad_id = ids.v[i];
+      lv_tok_ids_free(&ids);
+      return lv_status_make(LV_ERR_INVALID, "input.tokenizer gives id %d, outside the model's vocabulary [0, %d): "
+                            "its vocabulary (input.tokenizer.vocab_filepath) is not the model's", bad_id, d->vocab);
+    }
   memcpy(d->line_ids, ids.v, sizeof *d->line_ids * (size_t)n);
   d->line_ids[n] = d->tok->eos_id;
   memset(d->line_pads, 0, sizeof *d->line_pads * (size_t)(n + 1));

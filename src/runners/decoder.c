@@ -1,5 +1,6 @@
 #include "runners/decoder.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -140,19 +141,66 @@ static void teardown(dec_state *d) {
   lv_instance_destroy(d->m);
 }
 
-/* The --decode_<kind> loop: one output line per input line, flushed per line. */
+/* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
+ * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
+ * this anyway (input.source_max_length). */
+#define MAX_LINE_BYTES ((size_t)1 << 20)
+
+/* The next line of in, without its end of line, into *line (capacity *cap); *len = -1 at
+ * end of input. *cut: the line was longer than MAX_LINE_BYTES. A read error is an error. */
+static lv_status read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut) {
+  size_t n = 0;
+  int c;
+  *cut = false;
+  while ((c = getc_unlocked(in)) != EOF && c != '\n') {
+    if (n >= MAX_LINE_BYTES) {
+      *cut = true;
+      continue;
+    }
+    if (n + 2 > *cap) {
+      size_t nc = *cap ? 2 * *cap : 4096;
+      char *g = realloc(*line, nc);
+      if (!g) return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory reading a line", name);
+      *line = g;
+      *cap = nc;
+    }
+    (*line)[n++] = (char)c;
+  }
+  if (ferror(in)) return lv_status_make(LV_ERR_IO, "%s: read error: %s", name, strerror(errno));
+  if (c == EOF && n == 0 && !*cut) {
+    *len = -1;
+    return NULL;
+  }
+  while (n > 0 && (*line)[n - 1] == '\r') n--;
+  if (!*line) {
+    *line = malloc(1);
+    if (!*line) return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory reading a line", name);
+    *cap = 1;
+  }
+  (*line)[n] = 0;
+  *len = (ssize_t)n;
+  return NULL;
+}
+
+/* The --decode_<kind> loop: one output line per input line, flushed per line. A failed
+ * write (a full disk) stops it with an error: no output line is lost silently. */
 static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
   lv_task *t = d->m->task;
-  const char *kind = opt->decode_kind;
+  const char *kind = opt->decode_kind, *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
   lv_batch b;
   lv_batch_init(&b);
   char *line = NULL;
   size_t cap = 0;
   int64_t lineno = 0;
   lv_status s = NULL;
-  for (ssize_t len; !s && (len = getline(&line, &cap, in)) >= 0;) {
+  for (ssize_t len = 0; !s;) {
+    bool cut = false;
+    s = read_line(in, name, &line, &cap, &len, &cut);
+    if (s || len < 0) break;
     lineno++;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+    if (cut)
+      lv_warn("decode_%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind, (long long)lineno,
+              MAX_LINE_BYTES, MAX_LINE_BYTES);
     bool empty = true;
     char *res = NULL;
     s = t->cls->line_to_batch(t, kind, line, (size_t)len, lineno, &b, &empty);
@@ -161,8 +209,9 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
       s = lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
       break;
     }
-    fprintf(out, "%s\n", res ? res : "");
-    fflush(out);
+    if (fprintf(out, "%s\n", res ? res : "") < 0 || fflush(out) != 0)
+      s = lv_status_make(LV_ERR_IO, "--decode_%s: writing the output of line %lld failed: %s", kind,
+                         (long long)lineno, strerror(errno));
     free(res);
   }
   free(line);
@@ -170,29 +219,56 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
   return s;
 }
 
-static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
+/* The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
+static lv_status open_input(const char *kind, const char *path, FILE **in) {
+  *in = NULL;
+  if (!strcmp(path, "-")) {
+    *in = stdin;
+    return NULL;
+  }
+  struct stat st;
+  if (!stat(path, &st) && S_ISDIR(st.st_mode))
+    return lv_status_make(LV_ERR_INVALID, "--decode_%s=%s: is a directory (expected a file of lines, or - for stdin)",
+                          kind, path);
+  *in = fopen(path, "rb");
+  if (!*in) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it: %s", kind, path, strerror(errno));
+  return NULL;
+}
+
+/* The checkpoint --decode_<kind> reads: --checkpoint (a prefix, or a directory's latest)
+ * or the latest in <logdir>/train. */
+static lv_status interactive_checkpoint(const lv_params *cfg, const lv_decoder_options *opt, char *prefix, size_t n) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir"), *kind = opt->decode_kind;
-  char train_dir[LV_PATH_MAX], prefix[LV_PATH_MAX];
+  char train_dir[LV_PATH_MAX];
   LV_TRY(lv_status_wrap(lv_path_fmt(train_dir, sizeof train_dir, "%s/train", logdir), "--logdir"));
   const char *ck = opt->checkpoint && *opt->checkpoint ? opt->checkpoint : train_dir;
   struct stat st;
+  if (ck == train_dir && stat(ck, &st) != 0)
+    return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s: no checkpoint: %s does not exist (train first, or give "
+                          "--checkpoint=PREFIX)", kind, ck);
   if (!stat(ck, &st) && S_ISDIR(st.st_mode)) {
     int64_t step;
     bool found = false;
-    LV_TRY(lv_checkpoint_latest(ck, prefix, sizeof prefix, &step, &found));
+    LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
     if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s: no checkpoint in %s", kind, ck);
-  } else {
-    LV_TRY(lv_status_wrap(lv_path_fmt(prefix, sizeof prefix, "%s", ck), "--checkpoint"));
+    return NULL;
   }
-  FILE *in = strcmp(opt->decode_input, "-") ? fopen(opt->decode_input, "rb") : stdin;
-  if (!in) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it", kind, opt->decode_input);
+  return lv_status_wrap(lv_path_fmt(prefix, n, "%s", ck), "--checkpoint");
+}
+
+static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
+  const char *kind = opt->decode_kind;
+  FILE *in = NULL;
+  LV_TRY(open_input(kind, opt->decode_input, &in));
   dec_state d = {0};
+  char prefix[LV_PATH_MAX];
   lv_status s = setup(cfg, false, &d);
   lv_task *t = d.m ? d.m->task : NULL;
   if (!s && (!t->cls->line_to_batch || !t->cls->decode_out_to_line || !t->cls->line_describe))
     s = lv_status_make(LV_ERR_INVALID, "--decode_%s: task %s does not decode lines", kind, t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
+  if (!s) s = interactive_checkpoint(cfg, opt, prefix, sizeof prefix);
   if (!s) s = lv_status_wrap(lv_checkpoint_restore(prefix, d.items, d.nitems), "--decode_%s", kind);
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s) lv_info("decode_%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bin/decoder against hostile use, on the golden fixtures' Transformer checkpoint
+# (tests/data/decode_golden): a task that does not decode is exit 2 saying so; a line
+# without end (300 MB of one byte) is cut at 1 MiB in bounded memory; a full output disk
+# is an error, not a silent exit 0; a directory as --decode_text, a logdir without train/,
+# a bad input.source_max_length and a tokenizer vocabulary larger than the model's are
+# exit 2 naming what is wrong.
+. "$(dirname "$0")/lib.sh"
+G=$LV_ROOT/tests/data/decode_golden
+. "$G/models.sh"
+M=$MODEL_transformer
+CK=$G/transformer/ckpt-00000020
+OV=$OV_transformer
+printf 'ka ri su ne.\n' >"$T/one.txt"
+
+expect_exit 2 "decoder --once on a task that does not decode" "$LV_BIN/decoder" --model=image.mnist.LeNet5Fashion \
+  --logdir="$T/lenet" --once
+err_has "classifier.ModelV1 has no decoder job"
+expect_exit 2 "decoder --decode_text on a task that does not decode" "$LV_BIN/decoder" \
+  --model=image.mnist.LeNet5Fashion --logdir="$T/lenet" --decode_text="$T/one.txt"
+err_has "has no decoder job"
+
+# 300 MB without a newline, under a 400 MB address-space limit.
+(
+  ulimit -v 400000
+  head -c 300000000 /dev/zero | tr '\0' a | "$LV_BIN/decoder" --model=$M --logdir="$T/log" --decode_text=- \
+    --checkpoint="$CK" --model_params_override="$OV" >"$T/long.out" 2>"$T/err"
+)
+check "a 300 MB line decodes in bounded memory ($(tail -1 "$T/err"))" test "$(wc -l <"$T/long.out")" -eq 1
+err_has "longer than 1048576 bytes"
+
+expect_exit 1 "decode_text to a full disk (/dev/full)" sh -c "\"$LV_BIN/decoder\" --model=$M --logdir=\"$T/log\" \
+  --decode_text=\"$T/one.txt\" --checkpoint=\"$CK\" --model_params_override=\"$OV\" >/dev/full"
+err_has "writing the output of line 1 failed"
+
+mkdir -p "$T/adir"
+expect_exit 2 "--decode_text=<a directory>" "$LV_BIN/decoder" --model=$M --logdir="$T/log" --decode_text="$T/adir" \
+  --checkpoint="$CK" --model_params_override="$OV"
+err_has "is a directory"
+
+expect_exit 2 "--decode_text on a logdir without train/" "$LV_BIN/decoder" --model=$M --logdir="$T/empty" \
+  --decode_text="$T/one.txt" --model_params_override="$OV"
+err_has "$T/empty/train does not exist"
+
+for v in 0 -1 1; do
+  expect_exit 2 "input.source_max_length: $v" "$LV_BIN/decoder" --model=$M --logdir="$T/log" \
+    --decode_text="$T/one.txt" --checkpoint="$CK" --model_params_override="$OV; input.source_max_length: $v"
+  err_has "input.source_max_length = $v"
+done
+
+expect_exit 2 "a tokenizer vocabulary larger than the model's" "$LV_BIN/decoder" --model=$M --logdir="$T/log" \
+  --decode_text="$T/one.txt" --checkpoint="$CK" --model_params_override="$OV; input.tokenizer.vocab_size: 200"
+err_has "input.tokenizer.vocab_size = 200 is larger than the model's vocabulary (128"
+finish
