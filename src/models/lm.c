@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/rng.h"
 #include "core/ops.h"
+#include "input/batcher.h"
+#include "input/tokenizer.h"
 #include "layers/lm_layers.h"
 #include "layers/owner.h"
 
@@ -29,6 +32,13 @@ static lv_params *lm_task_params(void) {
                          "Clip LSTM gradients by their own global norm (lingvoc: not supported, must be 0).");
   lv_params_define_bool(tp, "sum_loss_across_tokens_in_batch", false,
                         "Sum the logP across predicted tokens in batch when set to True; average otherwise.");
+  lv_params *dp = lv_params_new_cls("LmDecoder");
+  lv_params_define_float(dp, "sample_temperature", 1.0, "lingvoc: softmax temperature of --sample (> 0).");
+  lv_params_define_int(dp, "sample_top_k", 0, "lingvoc: --sample draws from the k most likely tokens (0: all).");
+  lv_params_define_int(dp, "sample_seed", 1, "lingvoc: seed of --sample (sample i draws from stream i).");
+  lv_params_define_int(dp, "sample_max_length", 200,
+                       "lingvoc: most tokens --sample generates after the prefix (it stops earlier at </s>).");
+  lv_params_define_params(p, "decoder", dp, "lingvoc: what bin/decoder's --score_text and --sample use.");
   /* LanguageModel.Params()'s training defaults. */
   LV_ASSERT(!lv_params_set_float(tp, "learning_rate", 0.001));
   LV_ASSERT(!lv_params_set_float(tp, "l2_regularizer_weight", 1e-6));
@@ -217,10 +227,259 @@ static bool lm_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t
   return graph_ok(g);
 }
 
+/* ---- bin/decoder: --score_text and --sample ---------------------------------------- */
+
+typedef struct lm_decode_state {
+  lv_tokenizer *tok;
+  int64_t tmax;
+  double temperature;
+  int64_t top_k, max_len;
+  uint64_t seed;
+  /* the current line's one-example batch */
+  lv_batch_store store;
+  bool have_store;
+  int64_t lineno;
+  bool sampling; /* the line is a prefix to continue (kind "sample") */
+  /* --score_text totals */
+  int64_t lines;
+  double tokens, log_prob;
+  float *probs; /* [V] sampling scratch */
+  int32_t *order;
+} lm_decode_state;
+
+static void decode_state_free(void *v) {
+  lm_decode_state *d = v;
+  if (!d) return;
+  lv_tokenizer_destroy(d->tok);
+  if (d->have_store) lv_batch_store_free(&d->store);
+  free(d->probs);
+  free(d->order);
+  free(d);
+}
+
+static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
+  lm_task *m = (lm_task *)t;
+  const lv_params *ip = lv_params_sub(cfg, "input");
+  if (!ip || !lv_params_has(ip, "tokenizer") || !lv_params_sub(ip, "tokenizer") || !lv_params_has(ip, "target_max_length"))
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel decodes with the dataset's input.tokenizer and "
+                          "input.target_max_length (an LmInput dataset)");
+  lm_decode_state *d = calloc(1, sizeof *d);
+  LV_ASSERT(d);
+  t->decode_state = d;
+  t->decode_state_free = decode_state_free;
+  const lv_params *dp = lv_params_sub(t->p, "decoder");
+  d->temperature = lv_params_float(dp, "sample_temperature");
+  d->top_k = lv_params_int(dp, "sample_top_k");
+  d->max_len = lv_params_int(dp, "sample_max_length");
+  d->seed = (uint64_t)lv_params_int(dp, "sample_seed");
+  d->tmax = lv_params_int(ip, "target_max_length");
+  if (!(d->temperature > 0))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_temperature (--temperature) must be > 0, got %g",
+                          d->temperature);
+  if (d->top_k < 0 || d->max_len < 1 || d->tmax < 1)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_top_k (--top_k) must be >= 0 and "
+                          "sample_max_length, input.target_max_length >= 1");
+  LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
+  int64_t V = m->lm->vocab_size;
+  d->probs = malloc(sizeof(float) * (size_t)V);
+  d->order = malloc(sizeof(int32_t) * (size_t)V);
+  LV_ASSERT(d->probs && d->order);
+  return NULL;
+}
+
+static lv_status lm_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
+  (void)t;
+  *note = "";
+  if (!strcmp(kind, "score_text")) *verb = "scoring";
+  else if (!strcmp(kind, "sample")) *verb = "sampling";
+  else
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel decodes kinds score_text and sample, not %s", kind);
+  return NULL;
+}
+
+/* The line as LmInput batches it: ids, labels, paddings, weights [1, L], word_count [1]. */
+static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
+                                  lv_batch *b, bool *empty) {
+  lm_decode_state *d = t->decode_state;
+  *empty = false;
+  d->sampling = !strcmp(kind, "sample");
+  d->lineno = lineno;
+  size_t n = strnlen(line, len);
+  lv_tok_batch tb = {0};
+  const char *strs[1] = {line};
+  LV_TRY(lv_status_wrap(lv_tokenizer_strings_to_ids(d->tok, strs, &n, 1, (int)d->tmax, -1, &tb), "input.tokenizer"));
+  if (d->have_store) lv_batch_store_free(&d->store);
+  lv_batch_store_init(&d->store);
+  d->have_store = true;
+  const int64_t L = tb.len;
+  lv_tensor *ids, *labels, *pads, *w, *wc;
+  lv_status s = lv_batch_store_add(&d->store, "ids", LV_I32, lv_shape2(1, L), &ids);
+  if (!s) s = lv_batch_store_add(&d->store, "labels", LV_I32, lv_shape2(1, L), &labels);
+  if (!s) s = lv_batch_store_add(&d->store, "paddings", LV_F32, lv_shape2(1, L), &pads);
+  if (!s) s = lv_batch_store_add(&d->store, "weights", LV_F32, lv_shape2(1, L), &w);
+  if (!s) s = lv_batch_store_add(&d->store, "word_count", LV_I32, lv_shape1(1), &wc);
+  if (!s) {
+    memcpy(ids->data, tb.ids, 4 * (size_t)L);
+    memcpy(labels->data, tb.labels, 4 * (size_t)L);
+    memcpy(pads->data, tb.paddings, 4 * (size_t)L);
+    for (int64_t i = 0; i < L; i++) lv_f32(w)[i] = 1.0f - tb.paddings[i];
+    lv_i32(wc)[0] = 0;
+    d->store.batch.size = 1;
+    s = lv_batch_store_view(&d->store, b);
+  }
+  lv_tok_batch_free(&tb);
+  return s;
+}
+
+static lv_status take_scalars(lv_decode_out *out, const char *key, const double *v, int n) {
+  lv_tensor *r = lv_tensor_new(LV_F32, lv_shape1(n));
+  if (r)
+    for (int i = 0; i < n; i++) lv_f32(r)[i] = (float)v[i];
+  return lv_decode_out_take(out, key, r);
+}
+
+/* Draws a token from logits [V] (host) with the decoder's temperature and top_k. */
+static int32_t draw(lm_decode_state *d, const float *logits, int64_t V, lv_rng *r) {
+  int64_t k = d->top_k > 0 && d->top_k < V ? d->top_k : V;
+  for (int64_t i = 0; i < V; i++) d->order[i] = (int32_t)i;
+  /* Partial selection sort of the k largest logits (ties: the lower id first). */
+  for (int64_t i = 0; k < V && i < k; i++) {
+    int64_t best = i;
+    for (int64_t j = i + 1; j < V; j++)
+      if (logits[d->order[j]] > logits[d->order[best]]) best = j;
+    int32_t tmp = d->order[i];
+    d->order[i] = d->order[best];
+    d->order[best] = tmp;
+  }
+  double mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < k; i++) mx = fmax(mx, logits[d->order[i]] / d->temperature);
+  for (int64_t i = 0; i < k; i++) sum += d->probs[i] = (float)exp(logits[d->order[i]] / d->temperature - mx);
+  double u = (double)lv_rng_uniform(r) * sum, acc = 0;
+  for (int64_t i = 0; i < k; i++) {
+    acc += d->probs[i];
+    if (u < acc) return d->order[i];
+  }
+  return d->order[k - 1];
+}
+
+static lv_status graph_err(lv_graph *g, const char *what) {
+  lv_status s = lv_graph_status(g);
+  return s ? lv_status_wrap(s, "%s", what) : lv_status_make(LV_ERR_INTERNAL, "%s failed", what);
+}
+
+/* Continues the line's tokens (without its </s>) by sampling; "sample" = the ids after <s>. */
+static lv_status sample(lm_task *m, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  lm_decode_state *d = m->base.decode_state;
+  const lv_tensor *ids = lv_batch_get(b, "ids"), *pads = lv_batch_get(b, "paddings");
+  const int64_t L = ids->shape.d[1], V = m->lm->vocab_size;
+  int64_t n = 0;
+  while (n < L && lv_f32(pads)[n] < 0.5f) n++;
+  /* The prefix: <s> and its tokens; StringsToIds' </s> (append_eos) is not part of it. */
+  int64_t np = n;
+  while (np > 1 && lv_i32(ids)[np - 1] == d->tok->eos_id) np--;
+  if (np < 1) np = 1;
+  int32_t *toks = malloc(sizeof(int32_t) * (size_t)(np + d->max_len));
+  float *logits = malloc(sizeof(float) * (size_t)V);
+  LV_ASSERT(toks && logits);
+  memcpy(toks, lv_i32(ids), sizeof(int32_t) * (size_t)np);
+  lv_rng r;
+  lv_rng_init(&r, d->seed, (uint64_t)d->lineno);
+  lv_lm_state st;
+  lv_status s = NULL;
+  if (!lv_lm_state_begin(m->lm, g, 1, &st)) s = graph_err(g, "sample: the LM's zero state");
+  int64_t len = np;
+  for (int64_t t = 0; !s && t < len && len - np < d->max_len + 1; t++) {
+    lv_tensor hv = lv_tensor_view(LV_I32, lv_shape1(1), &toks[t]);
+    lv_tensor *x = lv_graph_from_host(g, &hv), *lg = NULL;
+    if (!x || !lv_lm_step(m->lm, g, &st, x, &lg)) {
+      s = graph_err(g, "sample: an LM step");
+      break;
+    }
+    if (t < len - 1) continue;
+    if ((s = lv_tensor_to_host(lg, logits))) break;
+    if (len - np == d->max_len) break;
+    int32_t next = draw(d, logits, V, &r);
+    if (next == d->tok->eos_id) break;
+    toks[len++] = next;
+  }
+  lv_lm_state_free(&st);
+  free(logits);
+  if (!s) {
+    lv_tensor *res = lv_tensor_new(LV_I32, lv_shape1(len - 1));
+    if (res) memcpy(res->data, toks + 1, sizeof(int32_t) * (size_t)(len - 1));
+    s = lv_decode_out_take(out, "sample", res);
+  }
+  free(toks);
+  return s;
+}
+
+static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  lm_task *m = (lm_task *)t;
+  if (!t->decode_state) return lv_status_make(LV_ERR_INVALID, "lm decoder: decoder_setup was not run");
+  if (!lv_batch_get(b, "word_count"))
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel's decoder job: use --score_text or --sample");
+  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, b, out);
+  lv_batch gb;
+  lv_batch_init(&gb);
+  lv_status s = lv_batch_to_graph(g, b, &gb);
+  lm_inputs in;
+  memset(&in, 0, sizeof in);
+  if (!s) s = read_inputs(g, &gb, &in);
+  lv_lm_out o;
+  if (!s && !lv_lm_fprop(m->lm, g, in.ids, in.paddings, in.labels, in.weights, &o)) s = graph_err(g, "scoring");
+  double v[2] = {0, 0};
+  if (!s) s = lv_tensor_item(o.xent.total_xent, &v[0]);
+  if (!s) s = lv_tensor_item(o.xent.total_weight, &v[1]);
+  v[0] = -v[0];
+  if (!s) s = take_scalars(out, "score", v, 2);
+  lm_inputs_free(&in);
+  lv_batch_free(&gb);
+  return s;
+}
+
+static lv_status lm_decode_out_to_line(lv_task *t, const lv_decode_out *o, char **line) {
+  lm_decode_state *d = t->decode_state;
+  *line = NULL;
+  const lv_tensor *smp = lv_decode_out_get(o, "sample"), *sc = lv_decode_out_get(o, "score");
+  if (smp) {
+    int32_t len = (int32_t)lv_tensor_numel(smp);
+    char *text = NULL;
+    LV_TRY(lv_tokenizer_ids_to_strings(d->tok, lv_i32(smp), 1, len, &len, &text));
+    *line = text;
+    return NULL;
+  }
+  if (!sc) return lv_status_make(LV_ERR_INTERNAL, "lm decoder: no score or sample in the decode output");
+  double lp = lv_f32(sc)[0], n = lv_f32(sc)[1];
+  d->lines++;
+  d->tokens += n;
+  d->log_prob += lp;
+  return asprintf(line, "%.6f\t%.0f\t%.6g", lp, n, exp(-lp / fmax(n, 1.0))) < 0
+             ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
+             : NULL;
+}
+
+static lv_status lm_line_summary(lv_task *t, const char *kind, char **line) {
+  lm_decode_state *d = t->decode_state;
+  *line = NULL;
+  if (strcmp(kind, "score_text")) return NULL;
+  double lp = d->tokens > 0 ? -d->log_prob / d->tokens : 0.0;
+  return asprintf(line, "corpus: %lld lines, %.0f tokens, log_pplx %.6f, perplexity %.6g", (long long)d->lines,
+                  d->tokens, lp, exp(lp)) < 0
+             ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
+             : NULL;
+}
+
 const lv_task_class lv_lm_language_model = {
     .cls = "lm.model.LanguageModel",
     .params = lm_task_params,
     .create = lm_create,
     .fprop = lm_fprop,
     .destroy = lm_destroy,
+    .decoder_setup = lm_decoder_setup,
+    .decode = lm_decode,
+    .line_describe = lm_line_describe,
+    .line_to_batch = lm_line_to_batch,
+    .decode_out_to_line = lm_decode_out_to_line,
+    .line_summary = lm_line_summary,
 };
+

@@ -126,7 +126,8 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
   LV_TRY(lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
   lv_task *t = d->m->task;
-  if (!lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics)
+  /* Interactive decoding needs only decode and the line hooks (checked by its caller). */
+  if (with_input ? !lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics : !t->cls->decode)
     return lv_status_make(LV_ERR_INVALID, "task %s has no decoder job (no Decode / PostProcessDecodeOut): run "
                           "bin/evaler for its metrics", t->cls->cls);
   if (t->cls->decoder_setup) LV_TRY(t->cls->decoder_setup(t, cfg));
@@ -140,33 +141,50 @@ static void teardown(dec_state *d) {
   lv_instance_destroy(d->m);
 }
 
-/* The --decode_<kind> loop: one output line per input line, flushed per line. */
-static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
+/* One input line (its bytes) -> one output line, flushed. */
+static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batch *b, const char *line, size_t len,
+                            int64_t lineno, FILE *out) {
   lv_task *t = d->m->task;
   const char *kind = opt->decode_kind;
+  bool empty = true;
+  char *res = NULL;
+  lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
+  if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
+  if (s) return lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
+  fprintf(out, "%s\n", res ? res : "");
+  fflush(out);
+  free(res);
+  return NULL;
+}
+
+/* The --decode_<kind> loop: one output line per input line (from in, or opt->lines),
+ * then the task's closing line if it has one. */
+static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
+  lv_task *t = d->m->task;
   lv_batch b;
   lv_batch_init(&b);
   char *line = NULL;
   size_t cap = 0;
   int64_t lineno = 0;
   lv_status s = NULL;
-  for (ssize_t len; !s && (len = getline(&line, &cap, in)) >= 0;) {
-    lineno++;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-    bool empty = true;
-    char *res = NULL;
-    s = t->cls->line_to_batch(t, kind, line, (size_t)len, lineno, &b, &empty);
-    if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, &b, &res);
-    if (s) {
-      s = lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
-      break;
+  if (opt->lines) {
+    for (int i = 0; !s && i < opt->n_lines; i++)
+      s = decode_one(d, opt, &b, opt->lines[i], strlen(opt->lines[i]), ++lineno, out);
+  } else {
+    for (ssize_t len; !s && (len = getline(&line, &cap, in)) >= 0;) {
+      while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+      s = decode_one(d, opt, &b, line, (size_t)len, ++lineno, out);
     }
-    fprintf(out, "%s\n", res ? res : "");
-    fflush(out);
-    free(res);
   }
   free(line);
   lv_batch_free(&b);
+  char *sum = NULL;
+  if (!s && t->cls->line_summary) s = t->cls->line_summary(t, opt->decode_kind, &sum);
+  if (sum) {
+    fprintf(out, "%s\n", sum);
+    fflush(out);
+  }
+  free(sum);
   return s;
 }
 
@@ -184,8 +202,9 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   } else {
     LV_TRY(lv_status_wrap(lv_path_fmt(prefix, sizeof prefix, "%s", ck), "--checkpoint"));
   }
-  FILE *in = strcmp(opt->decode_input, "-") ? fopen(opt->decode_input, "rb") : stdin;
-  if (!in) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it", kind, opt->decode_input);
+  FILE *in = opt->lines ? NULL : strcmp(opt->decode_input, "-") ? fopen(opt->decode_input, "rb") : stdin;
+  if (!in && !opt->lines)
+    return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it", kind, opt->decode_input);
   dec_state d = {0};
   lv_status s = setup(cfg, false, &d);
   lv_task *t = d.m ? d.m->task : NULL;
@@ -197,7 +216,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s) lv_info("decode_%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, opt, in, opt->out ? opt->out : stdout);
-  if (in != stdin) fclose(in);
+  if (in && in != stdin) fclose(in);
   teardown(&d);
   return s;
 }
