@@ -10,6 +10,9 @@
 static const char kUsage[] =
     "usage: decoder --model=mt.bible_en_es.TransformerSmall --logdir=DIR [--dataset=Test] [--once] [flags]\n"
     "       decoder --model=... --logdir=DIR --decode_text=FILE|- [--checkpoint=PREFIX]\n"
+    "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --score_text=FILE|-\n"
+    "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --sample=N [--prefix=TEXT] [--temperature=T]\n"
+    "               [--top_k=K] [--seed=S]\n"
     "\n"
     "Decodes the dataset with beam search (task.decoder.beam_search, target_seq_len) for each\n"
     "checkpoint a trainer writes to DIR/train (polling with backoff 1 s x1.5 up to\n"
@@ -20,12 +23,19 @@ static const char kUsage[] =
     "\n"
     "--decode_text translates the lines of FILE (- = stdin) to stdout, one line per line:\n"
     "empty or invalid-UTF-8 lines give empty lines (the latter with a message on stderr);\n"
-    "lines over input.source_max_length pieces are truncated to it (with a message).\n";
+    "lines over input.source_max_length pieces are truncated to it (with a message).\n"
+    "\n"
+    "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
+    "perplexity, tab-separated, then `corpus: N lines, T tokens, log_pplx X, perplexity Y`;\n"
+    "--sample writes N continuations of --prefix (task.decoder.sample_temperature, sample_top_k,\n"
+    "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n";
 
 static lv_status run(int argc, char **argv) {
   lv_cli c;
   lv_cli_init(&c);
-  const char *dataset = "Test", *checkpoint = "", *decode_text = "";
+  const char *dataset = "Test", *checkpoint = "", *decode_text = "", *score_text = "", *prefix = "";
+  int64_t nsample = 0, top_k = -1, seed = -1;
+  double temperature = 0;
   bool once = false;
   double max_poll = 300, timeout = 0;
   lv_flag flags[LV_CLI_MAX_FLAGS];
@@ -37,19 +47,55 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("max_poll_secs", &max_poll, "Longest wait between polls for a new checkpoint.");
   flags[n++] = (lv_flag)LV_FLAG_F64("timeout_secs", &timeout, "Give up after waiting this long for a new checkpoint (0 = never).");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_text", &decode_text, "Translate the lines of this file (- = stdin) to stdout and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("score_text", &score_text, "A language model: score the lines of this file (- = stdin) and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_I64("sample", &nsample, "A language model: write this many continuations of --prefix and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("prefix", &prefix, "With --sample: the text to continue (default: none).");
+  flags[n++] = (lv_flag)LV_FLAG_F64("temperature", &temperature, "With --sample: softmax temperature (sets task.decoder.sample_temperature).");
+  flags[n++] = (lv_flag)LV_FLAG_I64("top_k", &top_k, "With --sample: draw from the k most likely tokens, 0 = all (task.decoder.sample_top_k).");
+  flags[n++] = (lv_flag)LV_FLAG_I64("seed", &seed, "With --sample: the seed (task.decoder.sample_seed).");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
   LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
+  if ((*decode_text != 0) + (*score_text != 0) + (nsample != 0) > 1)
+    return lv_status_make(LV_ERR_INVALID, "--decode_text, --score_text and --sample exclude each other");
+  if (nsample < 0 || nsample > 1000000) return lv_status_make(LV_ERR_INVALID, "--sample must be in [1, 1000000]");
+  /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
+  char *ovr = NULL;
+  if (nsample) {
+    size_t len = 0;
+    FILE *f = open_memstream(&ovr, &len);
+    LV_ASSERT(f);
+    fprintf(f, "%s", c.model_params_override ? c.model_params_override : "");
+    if (temperature != 0) fprintf(f, "; task.decoder.sample_temperature: %.17g", temperature);
+    if (top_k >= 0) fprintf(f, "; task.decoder.sample_top_k: %lld", (long long)top_k);
+    if (seed >= 0) fprintf(f, "; task.decoder.sample_seed: %lld", (long long)seed);
+    fclose(f);
+    c.model_params_override = ovr;
+  }
   lv_params *p = NULL;
-  LV_TRY(lv_cli_build_params(&c, flags, n, dataset, &p));
+  lv_status bs = lv_cli_build_params(&c, flags, n, dataset, &p);
+  if (bs) {
+    free(ovr);
+    return bs;
+  }
+  const char **lines = NULL;
+  if (nsample) {
+    lines = malloc(sizeof *lines * (size_t)nsample);
+    LV_ASSERT(lines);
+    for (int64_t i = 0; i < nsample; i++) lines[i] = prefix;
+  }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
                           .decode_kind = "text"};
+  if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
+  if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
+  free(lines);
+  free(ovr);
   return s;
 }
 

@@ -130,6 +130,9 @@ typedef struct lv_task_class {
                              lv_batch *b, bool *empty);
   /* The decoded example of a one-example batch as its output line (malloc'd). */
   lv_status (*decode_out_to_line)(lv_task *t, const lv_decode_out *dec_out, char **line);
+  /* Optional: after the last line of kind, a closing line for the output (*line
+   * malloc'd, NULL for none), e.g. the corpus totals of --score_text. */
+  lv_status (*line_summary)(lv_task *t, const char *kind, char **line);
 
   /* For tasks that decode with models/seq_decode.h's beam search: their incremental
    * decoder (NULL otherwise). Only models/ reads it. */

@@ -127,7 +127,8 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
 static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
   LV_TRY(lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
   lv_task *t = d->m->task;
-  if (!lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics)
+  /* Interactive decoding needs only decode and the line hooks (checked by its caller). */
+  if (with_input ? !lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics : !t->cls->decode)
     return lv_status_make(LV_ERR_INVALID, "task %s has no decoder job (no Decode / PostProcessDecodeOut): run "
                           "bin/evaler for its metrics", t->cls->cls);
   if (t->cls->decoder_setup) LV_TRY(t->cls->decoder_setup(t, cfg));
@@ -182,40 +183,62 @@ static lv_status read_line(FILE *in, const char *name, char **line, size_t *cap,
   return NULL;
 }
 
-/* The --decode_<kind> loop: one output line per input line, flushed per line. A failed
- * write (a full disk) stops it with an error: no output line is lost silently. */
+/* Writes one output line and flushes it; a failed write (a full disk) is an error, so no
+ * output line is lost silently. */
+static lv_status write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
+  if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
+    return lv_status_make(LV_ERR_IO, "--decode_%s: writing the output of line %lld failed: %s", kind,
+                          (long long)lineno, strerror(errno));
+  return NULL;
+}
+
+/* One input line (its bytes) -> one output line. */
+static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batch *b, const char *line, size_t len,
+                            int64_t lineno, FILE *out) {
+  lv_task *t = d->m->task;
+  const char *kind = opt->decode_kind;
+  bool empty = true;
+  char *res = NULL;
+  lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
+  if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
+  if (s) return lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
+  s = write_line(kind, out, res ? res : "", lineno);
+  free(res);
+  return s;
+}
+
+/* The --decode_<kind> loop: one output line per input line (from in, or opt->lines),
+ * then the task's closing line if it has one. */
 static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
   lv_task *t = d->m->task;
-  const char *kind = opt->decode_kind, *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
+  const char *kind = opt->decode_kind;
   lv_batch b;
   lv_batch_init(&b);
   char *line = NULL;
   size_t cap = 0;
   int64_t lineno = 0;
   lv_status s = NULL;
-  for (ssize_t len = 0; !s;) {
-    bool cut = false;
-    s = read_line(in, name, &line, &cap, &len, &cut);
-    if (s || len < 0) break;
-    lineno++;
-    if (cut)
-      lv_warn("decode_%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind, (long long)lineno,
-              MAX_LINE_BYTES, MAX_LINE_BYTES);
-    bool empty = true;
-    char *res = NULL;
-    s = t->cls->line_to_batch(t, kind, line, (size_t)len, lineno, &b, &empty);
-    if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, &b, &res);
-    if (s) {
-      s = lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
-      break;
+  if (opt->lines) {
+    for (int i = 0; !s && i < opt->n_lines; i++)
+      s = decode_one(d, opt, &b, opt->lines[i], strlen(opt->lines[i]), ++lineno, out);
+  } else {
+    const char *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
+    for (ssize_t len = 0; !s;) {
+      bool cut = false;
+      s = read_line(in, name, &line, &cap, &len, &cut);
+      if (s || len < 0) break;
+      if (cut)
+        lv_warn("decode_%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
+                (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
+      s = decode_one(d, opt, &b, line, (size_t)len, ++lineno, out);
     }
-    if (fprintf(out, "%s\n", res ? res : "") < 0 || fflush(out) != 0)
-      s = lv_status_make(LV_ERR_IO, "--decode_%s: writing the output of line %lld failed: %s", kind,
-                         (long long)lineno, strerror(errno));
-    free(res);
   }
   free(line);
   lv_batch_free(&b);
+  char *sum = NULL;
+  if (!s && t->cls->line_summary) s = t->cls->line_summary(t, kind, &sum);
+  if (sum && !s) s = write_line(kind, out, sum, lineno + 1);
+  free(sum);
   return s;
 }
 
@@ -259,7 +282,7 @@ static lv_status interactive_checkpoint(const lv_params *cfg, const lv_decoder_o
 static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
   const char *kind = opt->decode_kind;
   FILE *in = NULL;
-  LV_TRY(open_input(kind, opt->decode_input, &in));
+  if (!opt->lines) LV_TRY(open_input(kind, opt->decode_input, &in));
   dec_state d = {0};
   char prefix[LV_PATH_MAX];
   lv_status s = setup(cfg, false, &d);
@@ -273,7 +296,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s) lv_info("decode_%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, opt, in, opt->out ? opt->out : stdout);
-  if (in != stdin) fclose(in);
+  if (in && in != stdin) fclose(in);
   teardown(&d);
   return s;
 }

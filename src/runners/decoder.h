@@ -10,7 +10,10 @@
  * Interactive decoding (decode_input): the lines of a file or "-" (stdin) with one
  * checkpoint (the given one or the latest) to out, one output line per input line,
  * flushed per line; the task's line hooks turn a line of kind decode_kind ("text",
- * "audio") into a batch and the decoded example into the output line. */
+ * "audio") into a batch and the decoded example into the output line; the task's
+ * optional line_summary closes the output. Instead of a file, the caller may give the
+ * input lines themselves (lines: e.g. N copies of a prompt for kind "sample"; decode_input
+ * then only names them in messages). */
 #ifndef LV_RUNNERS_DECODER_H
 #define LV_RUNNERS_DECODER_H
 
@@ -29,6 +32,8 @@ typedef struct lv_decoder_options {
   const char *decode_input; /* NULL: the decoder job; else a file name or "-" */
   const char *decode_kind;  /* with decode_input: what its lines are ("text", "audio") */
   FILE *out;               /* decode_text's output; NULL = stdout */
+  const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
+  int n_lines;
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);

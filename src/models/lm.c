@@ -1,0 +1,485 @@
+/* lm.model.LanguageModel: see lm.h. Params follow Lingvo's LanguageModel.Params() with its
+ * training defaults; Lingvo options lingvoc does not implement (packed_input,
+ * train.max_lstm_gradient_norm) are errors when set, not ignored. */
+#include "models/lm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "core/ops.h"
+#include "input/batcher.h"
+#include "input/tokenizer.h"
+#include "layers/lm_layers.h"
+#include "layers/owner.h"
+
+typedef struct lm_task {
+  lv_task base;
+  lv_params *lm_p; /* owned copy of task.lm */
+  lv_layer *layer;
+  lv_lm *lm;
+  bool sum_loss;
+} lm_task;
+
+static lv_params *lm_task_params(void) {
+  lv_params *p = lv_task_base_params("lm.model.LanguageModel");
+  lv_params_define_params(p, "lm", lv_params_instantiate("RnnLm"), "LM layer (RnnLm or TransformerLm).");
+  lv_params_define_bool(p, "packed_input", false, "Whether the inputs are packed (lingvoc: must be False).");
+  lv_params *tp = lv_params_sub(p, "train");
+  lv_params_define_float(tp, "max_lstm_gradient_norm", 0.0,
+                         "Clip LSTM gradients by their own global norm (lingvoc: not supported, must be 0).");
+  lv_params_define_bool(tp, "sum_loss_across_tokens_in_batch", false,
+                        "Sum the logP across predicted tokens in batch when set to True; average otherwise.");
+  lv_params *dp = lv_params_new_cls("LmDecoder");
+  lv_params_define_float(dp, "sample_temperature", 1.0, "lingvoc: softmax temperature of --sample (> 0).");
+  lv_params_define_int(dp, "sample_top_k", 0, "lingvoc: --sample draws from the k most likely tokens (0: all).");
+  lv_params_define_int(dp, "sample_seed", 1, "lingvoc: seed of --sample (sample i draws from stream i).");
+  lv_params_define_int(dp, "sample_max_length", 200,
+                       "lingvoc: most tokens --sample generates after the prefix (it stops earlier at </s>).");
+  lv_params_define_params(p, "decoder", dp, "lingvoc: what bin/decoder's --score_text and --sample use.");
+  /* LanguageModel.Params()'s training defaults. */
+  LV_ASSERT(!lv_params_set_float(tp, "learning_rate", 0.001));
+  LV_ASSERT(!lv_params_set_float(tp, "l2_regularizer_weight", 1e-6));
+  LV_ASSERT(!lv_params_set_float(tp, "clip_gradient_norm_to_value", 1.0));
+  LV_ASSERT(!lv_params_set_float(tp, "grad_norm_to_clip_to_zero", 100.0));
+  return p;
+}
+
+static void lm_destroy(lv_task *t) {
+  lm_task *m = (lm_task *)t;
+  lv_layer_free(m->layer);
+  lv_params_free(m->lm_p);
+  lv_task_free_decode_state(t);
+  free(m);
+}
+
+static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_varstore *vs, lv_task **out) {
+  (void)input_p;
+  *out = NULL;
+  lm_task *m = calloc(1, sizeof *m);
+  LV_ASSERT(m);
+  m->base.cls = &lv_lm_language_model;
+  m->base.p = p;
+  lv_status s = NULL;
+  const char *name = lv_params_str(p, "name");
+  if (!*name) s = lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"lm\")");
+  if (!s && lv_params_bool(p, "packed_input"))
+    s = lv_status_make(LV_ERR_INVALID, "task.packed_input: packed inputs are not supported by lingvoc; leave it False");
+  if (!s && lv_params_float(p, "train.max_lstm_gradient_norm") != 0.0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.max_lstm_gradient_norm: per-LSTM gradient clipping is not "
+                       "supported by lingvoc yet; leave it 0");
+  if (!s && !lv_params_sub(p, "lm")) s = lv_status_make(LV_ERR_INVALID, "task.lm must be set (it is None)");
+  if (!s) {
+    m->lm_p = lv_params_copy(lv_params_sub(p, "lm"));
+    lv_params_freeze(m->lm_p);
+    s = lv_status_wrap(lv_layer_create(m->lm_p, name, vs, &m->layer), "task.lm");
+  }
+  if (!s) {
+    m->lm = lv_lm_of(m->layer);
+    if (!m->lm || m->lm->kind == LV_LM_RNN_NO_EMB)
+      s = lv_status_make(LV_ERR_INVALID, "task.lm.cls must be RnnLm or TransformerLm (a layer over token ids), got %s",
+                         lv_params_str(m->lm_p, "cls"));
+  }
+  m->sum_loss = lv_params_bool(p, "train.sum_loss_across_tokens_in_batch");
+  if (s) {
+    lm_destroy(&m->base);
+    return s;
+  }
+  *out = &m->base;
+  return NULL;
+}
+
+/* A host array [T, B] brought into g as an arena tensor (the host buffer may then go). */
+static lv_tensor *host_to_graph(lv_graph *g, lv_dtype dt, int64_t t, int64_t b, void *host) {
+  lv_tensor hv = lv_tensor_view(dt, lv_shape2(t, b), host);
+  lv_tensor *src = lv_graph_from_host(g, &hv);
+  lv_tensor *dst = src ? lv_graph_tensor(g, dt, lv_shape2(t, b)) : NULL;
+  if (!dst || !lv_graph_copy_into(g, dst, 0, src)) return NULL;
+  return dst;
+}
+
+/* The batch's tensors, trimmed to the longest real row and time-major. */
+typedef struct lm_inputs {
+  lv_tensor *ids, *labels, *paddings, *weights; /* [T, B] on the graph */
+  int64_t t, b;
+  double num_words;
+  int32_t *h_labels; /* [T, B] host copies for the accuracy */
+  float *h_weights;
+} lm_inputs;
+
+static void lm_inputs_free(lm_inputs *in) {
+  free(in->h_labels);
+  free(in->h_weights);
+}
+
+static lv_status read_inputs(lv_graph *g, const lv_batch *b, lm_inputs *in) {
+  memset(in, 0, sizeof *in);
+  const lv_tensor *ids = lv_batch_get(b, "ids"), *labels = lv_batch_get(b, "labels");
+  const lv_tensor *pads = lv_batch_get(b, "paddings"), *w = lv_batch_get(b, "weights");
+  const lv_tensor *wc = lv_batch_get(b, "word_count");
+  if (!ids || !labels || !pads || !w || !wc)
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel needs batch keys ids, labels, paddings, weights "
+                          "and word_count (an LmInput dataset)");
+  if (ids->shape.rank != 2 || ids->dtype != LV_I32 || labels->dtype != LV_I32 || pads->dtype != LV_F32 ||
+      w->dtype != LV_F32 || !lv_shape_eq(&ids->shape, &labels->shape) || !lv_shape_eq(&ids->shape, &pads->shape) ||
+      !lv_shape_eq(&ids->shape, &w->shape) || wc->dtype != LV_I32 || lv_tensor_numel(wc) != ids->shape.d[0])
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel: ids, labels (int32), paddings, weights (float) "
+                          "must be [B, L] and word_count int32 [B]");
+  const int64_t B = ids->shape.d[0], L = ids->shape.d[1];
+  size_t n = (size_t)(B * L);
+  int32_t *hi = malloc(4 * n + 1), *hl = malloc(4 * n + 1), *hw32 = malloc(4 * (size_t)B + 1);
+  float *hp = malloc(4 * n + 1), *hw = malloc(4 * n + 1);
+  LV_ASSERT(hi && hl && hp && hw && hw32);
+  lv_status s = lv_tensor_to_host(ids, hi);
+  if (!s) s = lv_tensor_to_host(labels, hl);
+  if (!s) s = lv_tensor_to_host(pads, hp);
+  if (!s) s = lv_tensor_to_host(w, hw);
+  if (!s) s = lv_tensor_to_host(wc, hw32);
+  int64_t T = 0;
+  for (int64_t i = 0; !s && i < B; i++) {
+    int64_t real = 0;
+    for (int64_t j = 0; j < L; j++) real += hp[i * L + j] < 0.5f;
+    if (real > T) T = real;
+    in->num_words += (double)hw32[i] + 1.0;
+  }
+  if (T == 0) T = L > 0 ? 1 : 0;
+  if (!s && T == 0) s = lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel: a batch of empty rows (L = 0)");
+  if (!s) {
+    size_t m = (size_t)(T * B);
+    int32_t *ti = malloc(4 * m), *tl = malloc(4 * m);
+    float *tp = malloc(4 * m), *tw = malloc(4 * m);
+    LV_ASSERT(ti && tl && tp && tw);
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t i = 0; i < B; i++) {
+        ti[t * B + i] = hi[i * L + t];
+        tl[t * B + i] = hl[i * L + t];
+        tp[t * B + i] = hp[i * L + t];
+        tw[t * B + i] = hw[i * L + t];
+      }
+    in->t = T;
+    in->b = B;
+    in->ids = host_to_graph(g, LV_I32, T, B, ti);
+    in->labels = host_to_graph(g, LV_I32, T, B, tl);
+    in->paddings = host_to_graph(g, LV_F32, T, B, tp);
+    in->weights = host_to_graph(g, LV_F32, T, B, tw);
+    free(ti);
+    free(tp);
+    in->h_labels = tl;
+    in->h_weights = tw;
+    if (!in->ids || !in->labels || !in->paddings || !in->weights) s = lv_graph_status(g);
+  }
+  free(hi);
+  free(hl);
+  free(hp);
+  free(hw);
+  free(hw32);
+  return s;
+}
+
+/* Σ [argmax == label] * w over the [T, B] predictions. */
+static lv_status correct_preds(const lm_inputs *in, const lv_tensor *argmax, double *correct) {
+  size_t n = (size_t)(in->t * in->b);
+  int32_t *am = malloc(4 * n + 4);
+  LV_ASSERT(am);
+  lv_status s = lv_tensor_to_host(argmax, am);
+  *correct = 0;
+  for (size_t i = 0; !s && i < n; i++) *correct += am[i] == in->h_labels[i] ? in->h_weights[i] : 0.0;
+  free(am);
+  return s;
+}
+
+static bool graph_ok(lv_graph *g) {
+  lv_status s = lv_graph_status(g);
+  bool ok = s == NULL;
+  lv_status_free(s);
+  return ok;
+}
+
+static bool lm_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
+  (void)step;
+  (void)is_eval;
+  lm_task *m = (lm_task *)t;
+  lm_inputs in;
+  lv_status s = read_inputs(g, b, &in);
+  lv_lm_out o;
+  if (!s && !lv_lm_fprop(m->lm, g, in.ids, in.paddings, in.labels, in.weights, &o)) s = lv_graph_status(g);
+  double num_preds = 0, correct = 0;
+  if (!s) s = lv_tensor_item(o.xent.total_weight, &num_preds);
+  if (!s) s = correct_preds(&in, o.xent.per_example_argmax, &correct);
+  if (!s) {
+    lv_metrics_add(mt, "loss", m->sum_loss ? o.xent.total_xent : o.xent.avg_xent, num_preds);
+    lv_metrics_add_const(mt, "fraction_of_correct_next_step_preds", correct / (num_preds + 1e-4), num_preds);
+    lv_metrics_add(mt, "log_pplx", o.xent.avg_xent, num_preds);
+    lv_metrics_add(mt, "log_pplx_per_word", lv_op_scale(g, o.xent.total_xent, (float)(1.0 / in.num_words)),
+                   in.num_words);
+    lv_metrics_add_const(mt, "num_predictions", num_preds, 1.0);
+    lv_metrics_add_const(mt, "num_words", in.num_words, 1.0);
+  }
+  lm_inputs_free(&in);
+  if (s) {
+    /* The graph keeps its first error; a status of our own is recorded on it. */
+    lv_graph_fail(g, "%s", lv_status_msg(s));
+    lv_status_free(s);
+    return false;
+  }
+  return graph_ok(g);
+}
+
+/* ---- bin/decoder: --score_text and --sample ---------------------------------------- */
+
+typedef struct lm_decode_state {
+  lv_tokenizer *tok;
+  int64_t tmax;
+  double temperature;
+  int64_t top_k, max_len;
+  uint64_t seed;
+  /* the current line's one-example batch */
+  lv_batch_store store;
+  bool have_store;
+  int64_t lineno;
+  bool sampling; /* the line is a prefix to continue (kind "sample") */
+  /* --score_text totals */
+  int64_t lines;
+  double tokens, log_prob;
+  float *probs; /* [V] sampling scratch */
+  int32_t *order;
+} lm_decode_state;
+
+static void decode_state_free(void *v) {
+  lm_decode_state *d = v;
+  if (!d) return;
+  lv_tokenizer_destroy(d->tok);
+  if (d->have_store) lv_batch_store_free(&d->store);
+  free(d->probs);
+  free(d->order);
+  free(d);
+}
+
+static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
+  lm_task *m = (lm_task *)t;
+  const lv_params *ip = lv_params_sub(cfg, "input");
+  if (!ip || !lv_params_has(ip, "tokenizer") || !lv_params_sub(ip, "tokenizer") || !lv_params_has(ip, "target_max_length"))
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel decodes with the dataset's input.tokenizer and "
+                          "input.target_max_length (an LmInput dataset)");
+  lm_decode_state *d = calloc(1, sizeof *d);
+  LV_ASSERT(d);
+  t->decode_state = d;
+  t->decode_state_free = decode_state_free;
+  const lv_params *dp = lv_params_sub(t->p, "decoder");
+  d->temperature = lv_params_float(dp, "sample_temperature");
+  d->top_k = lv_params_int(dp, "sample_top_k");
+  d->max_len = lv_params_int(dp, "sample_max_length");
+  d->seed = (uint64_t)lv_params_int(dp, "sample_seed");
+  d->tmax = lv_params_int(ip, "target_max_length");
+  if (!(d->temperature > 0))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_temperature (--temperature) must be > 0, got %g",
+                          d->temperature);
+  if (d->top_k < 0 || d->max_len < 1 || d->tmax < 1)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_top_k (--top_k) must be >= 0 and "
+                          "sample_max_length, input.target_max_length >= 1");
+  LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
+  int64_t V = m->lm->vocab_size;
+  d->probs = malloc(sizeof(float) * (size_t)V);
+  d->order = malloc(sizeof(int32_t) * (size_t)V);
+  LV_ASSERT(d->probs && d->order);
+  return NULL;
+}
+
+static lv_status lm_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
+  (void)t;
+  *note = "";
+  if (!strcmp(kind, "score_text")) *verb = "scoring";
+  else if (!strcmp(kind, "sample")) *verb = "sampling";
+  else
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel decodes kinds score_text and sample, not %s", kind);
+  return NULL;
+}
+
+/* The line as LmInput batches it: ids, labels, paddings, weights [1, L], word_count [1]. */
+static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
+                                  lv_batch *b, bool *empty) {
+  lm_decode_state *d = t->decode_state;
+  *empty = false;
+  d->sampling = !strcmp(kind, "sample");
+  d->lineno = lineno;
+  size_t n = strnlen(line, len);
+  lv_tok_batch tb = {0};
+  const char *strs[1] = {line};
+  LV_TRY(lv_status_wrap(lv_tokenizer_strings_to_ids(d->tok, strs, &n, 1, (int)d->tmax, -1, &tb), "input.tokenizer"));
+  if (d->have_store) lv_batch_store_free(&d->store);
+  lv_batch_store_init(&d->store);
+  d->have_store = true;
+  const int64_t L = tb.len;
+  lv_tensor *ids, *labels, *pads, *w, *wc;
+  lv_status s = lv_batch_store_add(&d->store, "ids", LV_I32, lv_shape2(1, L), &ids);
+  if (!s) s = lv_batch_store_add(&d->store, "labels", LV_I32, lv_shape2(1, L), &labels);
+  if (!s) s = lv_batch_store_add(&d->store, "paddings", LV_F32, lv_shape2(1, L), &pads);
+  if (!s) s = lv_batch_store_add(&d->store, "weights", LV_F32, lv_shape2(1, L), &w);
+  if (!s) s = lv_batch_store_add(&d->store, "word_count", LV_I32, lv_shape1(1), &wc);
+  if (!s) {
+    memcpy(ids->data, tb.ids, 4 * (size_t)L);
+    memcpy(labels->data, tb.labels, 4 * (size_t)L);
+    memcpy(pads->data, tb.paddings, 4 * (size_t)L);
+    for (int64_t i = 0; i < L; i++) lv_f32(w)[i] = 1.0f - tb.paddings[i];
+    lv_i32(wc)[0] = 0;
+    d->store.batch.size = 1;
+    s = lv_batch_store_view(&d->store, b);
+  }
+  lv_tok_batch_free(&tb);
+  return s;
+}
+
+static lv_status take_scalars(lv_decode_out *out, const char *key, const double *v, int n) {
+  lv_tensor *r = lv_tensor_new(LV_F32, lv_shape1(n));
+  if (r)
+    for (int i = 0; i < n; i++) lv_f32(r)[i] = (float)v[i];
+  return lv_decode_out_take(out, key, r);
+}
+
+/* Draws a token from logits [V] (host) with the decoder's temperature and top_k. */
+static int32_t draw(lm_decode_state *d, const float *logits, int64_t V, lv_rng *r) {
+  int64_t k = d->top_k > 0 && d->top_k < V ? d->top_k : V;
+  for (int64_t i = 0; i < V; i++) d->order[i] = (int32_t)i;
+  /* Partial selection sort of the k largest logits (ties: the lower id first). */
+  for (int64_t i = 0; k < V && i < k; i++) {
+    int64_t best = i;
+    for (int64_t j = i + 1; j < V; j++)
+      if (logits[d->order[j]] > logits[d->order[best]]) best = j;
+    int32_t tmp = d->order[i];
+    d->order[i] = d->order[best];
+    d->order[best] = tmp;
+  }
+  double mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < k; i++) mx = fmax(mx, logits[d->order[i]] / d->temperature);
+  for (int64_t i = 0; i < k; i++) sum += d->probs[i] = (float)exp(logits[d->order[i]] / d->temperature - mx);
+  double u = (double)lv_rng_uniform(r) * sum, acc = 0;
+  for (int64_t i = 0; i < k; i++) {
+    acc += d->probs[i];
+    if (u < acc) return d->order[i];
+  }
+  return d->order[k - 1];
+}
+
+static lv_status graph_err(lv_graph *g, const char *what) {
+  lv_status s = lv_graph_status(g);
+  return s ? lv_status_wrap(s, "%s", what) : lv_status_make(LV_ERR_INTERNAL, "%s failed", what);
+}
+
+/* Continues the line's tokens (without its </s>) by sampling; "sample" = the ids after <s>. */
+static lv_status sample(lm_task *m, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  lm_decode_state *d = m->base.decode_state;
+  const lv_tensor *ids = lv_batch_get(b, "ids"), *pads = lv_batch_get(b, "paddings");
+  const int64_t L = ids->shape.d[1], V = m->lm->vocab_size;
+  int64_t n = 0;
+  while (n < L && lv_f32(pads)[n] < 0.5f) n++;
+  /* The prefix: <s> and its tokens; StringsToIds' </s> (append_eos) is not part of it. */
+  int64_t np = n;
+  while (np > 1 && lv_i32(ids)[np - 1] == d->tok->eos_id) np--;
+  if (np < 1) np = 1;
+  int32_t *toks = malloc(sizeof(int32_t) * (size_t)(np + d->max_len));
+  float *logits = malloc(sizeof(float) * (size_t)V);
+  LV_ASSERT(toks && logits);
+  memcpy(toks, lv_i32(ids), sizeof(int32_t) * (size_t)np);
+  lv_rng r;
+  lv_rng_init(&r, d->seed, (uint64_t)d->lineno);
+  lv_lm_state st;
+  lv_status s = NULL;
+  if (!lv_lm_state_begin(m->lm, g, 1, &st)) s = graph_err(g, "sample: the LM's zero state");
+  int64_t len = np;
+  for (int64_t t = 0; !s && t < len && len - np < d->max_len + 1; t++) {
+    lv_tensor hv = lv_tensor_view(LV_I32, lv_shape1(1), &toks[t]);
+    lv_tensor *x = lv_graph_from_host(g, &hv), *lg = NULL;
+    if (!x || !lv_lm_step(m->lm, g, &st, x, &lg)) {
+      s = graph_err(g, "sample: an LM step");
+      break;
+    }
+    if (t < len - 1) continue;
+    if ((s = lv_tensor_to_host(lg, logits))) break;
+    if (len - np == d->max_len) break;
+    int32_t next = draw(d, logits, V, &r);
+    if (next == d->tok->eos_id) break;
+    toks[len++] = next;
+  }
+  lv_lm_state_free(&st);
+  free(logits);
+  if (!s) {
+    lv_tensor *res = lv_tensor_new(LV_I32, lv_shape1(len - 1));
+    if (res) memcpy(res->data, toks + 1, sizeof(int32_t) * (size_t)(len - 1));
+    s = lv_decode_out_take(out, "sample", res);
+  }
+  free(toks);
+  return s;
+}
+
+static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  lm_task *m = (lm_task *)t;
+  if (!t->decode_state) return lv_status_make(LV_ERR_INVALID, "lm decoder: decoder_setup was not run");
+  if (!lv_batch_get(b, "word_count"))
+    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel's decoder job: use --score_text or --sample");
+  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, b, out);
+  lv_batch gb;
+  lv_batch_init(&gb);
+  lv_status s = lv_batch_to_graph(g, b, &gb);
+  lm_inputs in;
+  memset(&in, 0, sizeof in);
+  if (!s) s = read_inputs(g, &gb, &in);
+  lv_lm_out o;
+  if (!s && !lv_lm_fprop(m->lm, g, in.ids, in.paddings, in.labels, in.weights, &o)) s = graph_err(g, "scoring");
+  double v[2] = {0, 0};
+  if (!s) s = lv_tensor_item(o.xent.total_xent, &v[0]);
+  if (!s) s = lv_tensor_item(o.xent.total_weight, &v[1]);
+  v[0] = -v[0];
+  if (!s) s = take_scalars(out, "score", v, 2);
+  lm_inputs_free(&in);
+  lv_batch_free(&gb);
+  return s;
+}
+
+static lv_status lm_decode_out_to_line(lv_task *t, const lv_decode_out *o, char **line) {
+  lm_decode_state *d = t->decode_state;
+  *line = NULL;
+  const lv_tensor *smp = lv_decode_out_get(o, "sample"), *sc = lv_decode_out_get(o, "score");
+  if (smp) {
+    int32_t len = (int32_t)lv_tensor_numel(smp);
+    char *text = NULL;
+    LV_TRY(lv_tokenizer_ids_to_strings(d->tok, lv_i32(smp), 1, len, &len, &text));
+    *line = text;
+    return NULL;
+  }
+  if (!sc) return lv_status_make(LV_ERR_INTERNAL, "lm decoder: no score or sample in the decode output");
+  double lp = lv_f32(sc)[0], n = lv_f32(sc)[1];
+  d->lines++;
+  d->tokens += n;
+  d->log_prob += lp;
+  return asprintf(line, "%.6f\t%.0f\t%.6g", lp, n, exp(-lp / fmax(n, 1.0))) < 0
+             ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
+             : NULL;
+}
+
+static lv_status lm_line_summary(lv_task *t, const char *kind, char **line) {
+  lm_decode_state *d = t->decode_state;
+  *line = NULL;
+  if (strcmp(kind, "score_text")) return NULL;
+  double lp = d->tokens > 0 ? -d->log_prob / d->tokens : 0.0;
+  return asprintf(line, "corpus: %lld lines, %.0f tokens, log_pplx %.6f, perplexity %.6g", (long long)d->lines,
+                  d->tokens, lp, exp(lp)) < 0
+             ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
+             : NULL;
+}
+
+const lv_task_class lv_lm_language_model = {
+    .cls = "lm.model.LanguageModel",
+    .params = lm_task_params,
+    .create = lm_create,
+    .fprop = lm_fprop,
+    .destroy = lm_destroy,
+    .decoder_setup = lm_decoder_setup,
+    .decode = lm_decode,
+    .line_describe = lm_line_describe,
+    .line_to_batch = lm_line_to_batch,
+    .decode_out_to_line = lm_decode_out_to_line,
+    .line_summary = lm_line_summary,
+};
+
