@@ -117,7 +117,7 @@ static int cmp_utt(const void *a, const void *b) {
 /* Sorts by id; of duplicates the last added wins (a Python dict's assignment). */
 static void trans_sort(trans_map *m) {
   if (m->sorted) return;
-  qsort(m->v, (size_t)m->n, sizeof *m->v, cmp_utt);
+  if (m->n > 1) qsort(m->v, (size_t)m->n, sizeof *m->v, cmp_utt);
   int64_t k = 0;
   for (int64_t i = 0; i < m->n; i++) {
     if (i + 1 < m->n && !strcmp(m->v[i].id, m->v[i + 1].id)) {
@@ -311,8 +311,8 @@ static lv_status walk_dir(const char *dir, item_list *audio, item_list *trans) {
   g_walk_status = NULL;
   if (nftw(dir, walk_one, 32, FTW_PHYS) != 0 && !g_walk_status)
     g_walk_status = lv_status_make(LV_ERR_IO, "--input_dir=%s: %s", dir, strerror(errno));
-  qsort(audio->v, (size_t)audio->n, sizeof *audio->v, cmp_item);
-  qsort(trans->v, (size_t)trans->n, sizeof *trans->v, cmp_item);
+  if (audio->n > 1) qsort(audio->v, (size_t)audio->n, sizeof *audio->v, cmp_item);
+  if (trans->n > 1) qsort(trans->v, (size_t)trans->n, sizeof *trans->v, cmp_item);
   return g_walk_status;
 }
 
