@@ -35,6 +35,10 @@ CFLAGS   ?=
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fopenmp $(SAN) \
             -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags libconfig libprotobuf-c)
 LDLIBS   += $(shell pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread
+# Speech (src/audio/): FFTW's float FFT for the log-mel frontend, libsndfile to decode
+# WAV/FLAC/OGG, libsoxr to resample to 16 kHz, libarchive to read LibriSpeech tarballs.
+CFLAGS   += $(shell pkg-config --cflags fftw3f sndfile soxr libarchive)
+LDLIBS   += $(shell pkg-config --libs fftw3f sndfile soxr libarchive)
 LDFLAGS  += -fopenmp $(SAN)
 # MPI (Open MPI from Debian, installed by scripts/install-deps.sh): the trainer's
 # replicas under mpirun (src/comm/). MPI=0 builds without it: one process only.

@@ -1,0 +1,737 @@
+/* create_asr_features: audio plus transcripts -> sharded TFRecords of tf.Examples, as
+ * Lingvo's lingvo/tools/create_asr_features.py writes them (reference/lingvo_asr_lm.md
+ * §1.1): `uttid` (bytes), `transcript` (bytes, lower-cased) and `frames` (floats: the
+ * [T, 80] log-mel matrix of audio/mel_frontend.h with LibriSpeech's parameters, row-major).
+ *
+ * Inputs: --input_tarball (LibriSpeech's .tar.gz as downloaded: *.trans.txt beside *.flac,
+ * read with libarchive), --input_dir (the same layout unpacked) or --input_list (lines
+ * path<TAB>transcript; relative paths are relative to the list's directory). Audio goes
+ * through libsndfile (WAV, FLAC, OGG), is mixed to mono and resampled to 16 kHz.
+ * Lingvo's modes: --dump_transcripts writes "uttid TEXT" lines, sorted, to
+ * --transcripts_filepath; --generate_tfrecords reads the transcripts from that file when
+ * it exists. Sharding: audio file n (1-based, in archive, sorted-path or list order) is
+ * this process's when n % num_shards == shard_id; its examples go to output shards
+ * [output_range_begin, output_range_end) of --output_template % (shard, num_output_shards),
+ * round-robin (Lingvo picks one at random; round-robin keeps runs reproducible).
+ * Where Lingvo's defaults would do nothing (shard -1 of -1, an empty output range), ours
+ * take every file and all output shards (or shard_id's 1/num_shards of them).
+ *
+ * Shards are written under temporary names and renamed at the end, so an error leaves
+ * every existing output as it was. A bad audio file (unreadable, truncated, shorter than
+ * one frame) or one without a transcript is an error naming it (exit 2), or with
+ * --skip_bad_files a warning, skipped and counted. Progress and an ETA go to stderr. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audio/audio_file.h"
+#include "audio/mel_frontend.h"
+#include "base/env.h"
+#include "base/file.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/path.h"
+#include "base/status.h"
+#include "io/example.h"
+#include "io/tfrecord.h"
+
+static const char *flag_input_tarball = "";
+static const char *flag_input_dir = "";
+static const char *flag_input_list = "";
+static const char *flag_input_text = "";
+static const char *flag_output_template = "";
+static bool flag_dump_transcripts = false;
+static const char *flag_transcripts_filepath = "";
+static bool flag_generate_tfrecords = false;
+static int64_t flag_shard_id = -1;
+static int64_t flag_num_shards = -1;
+static int64_t flag_output_range_begin = -1;
+static int64_t flag_output_range_end = -1;
+static int64_t flag_num_output_shards = -1;
+static bool flag_skip_bad_files = false;
+static double flag_progress_seconds = 10;
+
+static const char *kUsage =
+    "Usage: create_asr_features (--input_tarball=X.tar.gz | --input_dir=DIR | --input_list=FILE)\n"
+    "         (--dump_transcripts --transcripts_filepath=F | --generate_tfrecords --output_template=T)\n"
+    "Makes Lingvo's ASR records (uttid, transcript, frames [T, 80] log-mel) from LibriSpeech's layout\n"
+    "or a list of path<TAB>transcript lines. Exit 0 ok, 2 bad flags or input files, 1 other errors.";
+
+/* ---- transcripts ---- */
+
+typedef struct utt_text {
+  char *id;
+  char *text;
+  int64_t order; /* insertion index */
+} utt_text;
+
+typedef struct trans_map {
+  utt_text *v;
+  int64_t n, cap;
+  bool sorted;
+} trans_map;
+
+static void trans_free(trans_map *m) {
+  for (int64_t i = 0; i < m->n; i++) {
+    free(m->v[i].id);
+    free(m->v[i].text);
+  }
+  free(m->v);
+  memset(m, 0, sizeof *m);
+}
+
+static lv_status trans_add(trans_map *m, const char *id, size_t id_len, const char *text, size_t text_len) {
+  if (m->n == m->cap) {
+    int64_t cap = m->cap ? m->cap * 2 : 1024;
+    utt_text *v = realloc(m->v, sizeof *v * (size_t)cap);
+    if (!v) return lv_status_make(LV_ERR_RESOURCE, "out of memory for %lld transcripts", (long long)cap);
+    m->v = v;
+    m->cap = cap;
+  }
+  char *a = strndup(id, id_len), *b = strndup(text, text_len);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory for transcripts");
+  }
+  m->v[m->n] = (utt_text){a, b, m->n};
+  m->n++;
+  m->sorted = false;
+  return NULL;
+}
+
+/* By id, then insertion order. */
+static int cmp_utt(const void *a, const void *b) {
+  const utt_text *x = a, *y = b;
+  int c = strcmp(x->id, y->id);
+  return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* Sorts by id; of duplicates the last added wins (a Python dict's assignment). */
+static void trans_sort(trans_map *m) {
+  if (m->sorted) return;
+  if (m->n > 1) qsort(m->v, (size_t)m->n, sizeof *m->v, cmp_utt);
+  int64_t k = 0;
+  for (int64_t i = 0; i < m->n; i++) {
+    if (i + 1 < m->n && !strcmp(m->v[i].id, m->v[i + 1].id)) {
+      free(m->v[i].id);
+      free(m->v[i].text);
+      continue;
+    }
+    m->v[k++] = m->v[i];
+  }
+  m->n = k;
+  m->sorted = true;
+}
+
+static const char *trans_find(const trans_map *m, const char *id) {
+  int64_t lo = 0, hi = m->n;
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    int c = strcmp(m->v[mid].id, id);
+    if (c == 0) return m->v[mid].text;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* Lines "UTTID TEXT" (a *.trans.txt or a dumped transcripts file). */
+static lv_status parse_trans(const char *data, size_t len, const char *name, trans_map *m) {
+  size_t i = 0;
+  for (int line = 1; i < len; line++) {
+    const char *b = data + i, *nl = memchr(b, '\n', len - i);
+    size_t l = nl ? (size_t)(nl - b) : len - i;
+    i += l + (nl ? 1 : 0);
+    if (l > 0 && b[l - 1] == '\r') l--;
+    if (l == 0) continue;
+    const char *sp = memchr(b, ' ', l);
+    if (!sp || sp == b)
+      return lv_status_make(LV_ERR_CORRUPT, "%s:%d: expected \"UTTID TRANSCRIPT\", got \"%.*s\"", name, line,
+                            (int)(l > 80 ? 80 : l), b);
+    LV_TRY(trans_add(m, b, (size_t)(sp - b), sp + 1, l - (size_t)(sp - b) - 1));
+  }
+  return NULL;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* The utterance id of an audio path: its base name without the extension (Lingvo's
+ * regular expression, which keeps what lies between the last slash and ".flac"). */
+static char *utt_id(const char *path) {
+  const char *b = strrchr(path, '/');
+  b = b ? b + 1 : path;
+  const char *dot = strrchr(b, '.');
+  return strndup(b, dot && dot > b ? (size_t)(dot - b) : strlen(b));
+}
+
+static bool is_audio(const char *name) {
+  static const char *const kExt[] = {".flac", ".wav", ".ogg", ".oga", ".FLAC", ".WAV", ".OGG"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kExt); i++)
+    if (ends_with(name, kExt[i])) return true;
+  return false;
+}
+
+/* ---- archives ---- */
+
+typedef lv_status (*member_fn)(void *ctx, const char *name, const void *data, size_t len);
+
+/* Calls fn for each regular member whose name passes want(). */
+static lv_status tar_walk(const char *path, bool (*want)(const char *), member_fn fn, void *ctx) {
+  struct archive *a = archive_read_new();
+  if (!a) return lv_status_make(LV_ERR_RESOURCE, "%s: libarchive: out of memory", path);
+  archive_read_support_filter_all(a);
+  archive_read_support_format_all(a);
+  lv_status s = NULL;
+  if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+    s = lv_status_make(access(path, R_OK) ? LV_ERR_NOT_FOUND : LV_ERR_CORRUPT, "--input_tarball=%s: %s", path,
+                       archive_error_string(a));
+    archive_read_free(a);
+    return s;
+  }
+  struct archive_entry *e;
+  char *buf = NULL;
+  size_t cap = 0;
+  for (;;) {
+    int r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+      s = lv_status_make(LV_ERR_CORRUPT, "--input_tarball=%s: %s", path, archive_error_string(a));
+      break;
+    }
+    const char *name = archive_entry_pathname(e);
+    if (archive_entry_filetype(e) != AE_IFREG || !name || !want(name)) continue;
+    size_t n = 0;
+    for (;;) {
+      if (cap - n < 65536) {
+        size_t nc = cap ? cap * 2 : 1 << 20;
+        char *g = realloc(buf, nc);
+        if (!g) {
+          s = lv_status_make(LV_ERR_RESOURCE, "%s: %s: out of memory", path, name);
+          break;
+        }
+        buf = g;
+        cap = nc;
+      }
+      la_ssize_t got = archive_read_data(a, buf + n, cap - n);
+      if (got < 0) {
+        s = lv_status_make(LV_ERR_CORRUPT, "--input_tarball=%s: %s: %s", path, name, archive_error_string(a));
+        break;
+      }
+      if (got == 0) break;
+      n += (size_t)got;
+    }
+    if (!s) s = fn(ctx, name, buf, n);
+    if (s) break;
+  }
+  free(buf);
+  archive_read_free(a);
+  return s;
+}
+
+static bool want_trans(const char *name) { return ends_with(name, ".trans.txt"); }
+
+static lv_status add_trans_member(void *ctx, const char *name, const void *data, size_t len) {
+  return parse_trans(data, len, name, ctx);
+}
+
+/* ---- directories and lists ---- */
+
+typedef struct item {
+  char *path;
+  char *text; /* from the list, or NULL */
+} item;
+
+typedef struct item_list {
+  item *v;
+  int64_t n, cap;
+} item_list;
+
+static void items_free(item_list *l) {
+  for (int64_t i = 0; i < l->n; i++) {
+    free(l->v[i].path);
+    free(l->v[i].text);
+  }
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+static lv_status items_add(item_list *l, const char *path, const char *text, size_t text_len) {
+  if (l->n == l->cap) {
+    int64_t cap = l->cap ? l->cap * 2 : 1024;
+    item *v = realloc(l->v, sizeof *v * (size_t)cap);
+    if (!v) return lv_status_make(LV_ERR_RESOURCE, "out of memory for %lld files", (long long)cap);
+    l->v = v;
+    l->cap = cap;
+  }
+  char *p = strdup(path), *t = text ? strndup(text, text_len) : NULL;
+  if (!p || (text && !t)) {
+    free(p);
+    free(t);
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  }
+  l->v[l->n++] = (item){p, t};
+  return NULL;
+}
+
+static int cmp_item(const void *a, const void *b) { return strcmp(((const item *)a)->path, ((const item *)b)->path); }
+
+/* nftw has no context argument. */
+static item_list *g_walk_audio, *g_walk_trans;
+static lv_status g_walk_status;
+
+static int walk_one(const char *path, const struct stat *st, int type, struct FTW *f) {
+  (void)st, (void)f;
+  if (type != FTW_F) return 0;
+  if (ends_with(path, ".trans.txt"))
+    g_walk_status = items_add(g_walk_trans, path, NULL, 0);
+  else if (is_audio(path))
+    g_walk_status = items_add(g_walk_audio, path, NULL, 0);
+  return g_walk_status ? 1 : 0;
+}
+
+static lv_status walk_dir(const char *dir, item_list *audio, item_list *trans) {
+  struct stat st;
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+    return lv_status_make(LV_ERR_NOT_FOUND, "--input_dir=%s: not a directory", dir);
+  g_walk_audio = audio;
+  g_walk_trans = trans;
+  g_walk_status = NULL;
+  if (nftw(dir, walk_one, 32, FTW_PHYS) != 0 && !g_walk_status)
+    g_walk_status = lv_status_make(LV_ERR_IO, "--input_dir=%s: %s", dir, strerror(errno));
+  if (audio->n > 1) qsort(audio->v, (size_t)audio->n, sizeof *audio->v, cmp_item);
+  if (trans->n > 1) qsort(trans->v, (size_t)trans->n, sizeof *trans->v, cmp_item);
+  return g_walk_status;
+}
+
+static lv_status read_list(const char *list, item_list *out) {
+  char *data = NULL;
+  size_t len = 0;
+  LV_TRY(lv_file_read_regular(list, (size_t)1 << 30, "--input_list", &data, &len));
+  const char *slash = strrchr(list, '/');
+  int dlen = slash ? (int)(slash - list) : 0;
+  lv_status s = NULL;
+  size_t i = 0;
+  char path[4096];
+  for (int line = 1; !s && i < len; line++) {
+    const char *b = data + i, *nl = memchr(b, '\n', len - i);
+    size_t l = nl ? (size_t)(nl - b) : len - i;
+    i += l + (nl ? 1 : 0);
+    if (l > 0 && b[l - 1] == '\r') l--;
+    if (l == 0) continue;
+    const char *tab = memchr(b, '\t', l);
+    if (!tab || tab == b) {
+      s = lv_status_make(LV_ERR_CORRUPT, "--input_list=%s:%d: expected \"PATH<TAB>TRANSCRIPT\", got \"%.*s\"", list,
+                         line, (int)(l > 80 ? 80 : l), b);
+      break;
+    }
+    int plen = (int)(tab - b);
+    if (b[0] == '/' || !slash)
+      s = lv_path_fmt(path, sizeof path, "%.*s", plen, b);
+    else
+      s = lv_path_fmt(path, sizeof path, "%.*s/%.*s", dlen, list, plen, b);
+    if (!s) s = items_add(out, path, tab + 1, l - (size_t)plen - 1);
+    if (s) s = lv_status_wrap(s, "--input_list=%s:%d", list, line);
+  }
+  free(data);
+  return s;
+}
+
+/* ---- output ---- */
+
+/* Checks that t has exactly two integer conversions (%d, %5.5d, ...) and no others. */
+static lv_status check_template(const char *t) {
+  int convs = 0;
+  for (const char *p = t; *p; p++) {
+    if (*p != '%') continue;
+    p++;
+    if (*p == '%') continue;
+    while (*p == '-' || *p == '0' || *p == ' ' || *p == '+') p++;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == '.') {
+      p++;
+      while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p != 'd')
+      return lv_status_make(LV_ERR_INVALID,
+                            "--output_template=%s: expected two integer fields such as "
+                            "out.tfrecords-%%5.5d-of-%%5.5d (shard, number of shards), found another %% conversion",
+                            t);
+    convs++;
+  }
+  if (convs != 2)
+    return lv_status_make(LV_ERR_INVALID,
+                          "--output_template=%s: expected two integer fields such as out.tfrecords-%%5.5d-of-%%5.5d "
+                          "(shard, number of shards), found %d",
+                          t, convs);
+  return NULL;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static lv_status shard_path(char *out, size_t cap, int64_t shard, int64_t total) {
+  return lv_path_fmt(out, cap, flag_output_template, (int)shard, (int)total);
+}
+#pragma GCC diagnostic pop
+
+typedef struct job {
+  trans_map trans;
+  lv_mel_frontend *fe;
+  int64_t n_out;
+  lv_tfrecord_writer **w; /* [n_out] under temporary names */
+  char (*final_path)[4096];
+  char (*tmp_path)[4096];
+  int64_t next_writer;
+  int64_t seen;      /* audio files met, for the shard rule */
+  int64_t expected;  /* this process's files, or an estimate; for the ETA */
+  int64_t done, written, skipped;
+  int64_t frames_total;
+  double audio_seconds;
+  double t0, last_report;
+} job;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_dur(double s, char *out, size_t n) {
+  long t = (long)(s + 0.5);
+  if (t >= 3600)
+    snprintf(out, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60)
+    snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+  else
+    snprintf(out, n, "%lds", t);
+}
+
+static void progress(job *j, bool final) {
+  double t = now_s();
+  if (!final && t - j->last_report < flag_progress_seconds) return;
+  j->last_report = t;
+  double el = t - j->t0, rate = el > 0 ? (double)j->done / el : 0;
+  char eta[32] = "?", els[32];
+  fmt_dur(el, els, sizeof els);
+  if (rate > 0 && j->expected > j->done) fmt_dur((double)(j->expected - j->done) / rate, eta, sizeof eta);
+  if (final)
+    lv_info("create_asr_features: %lld files, %lld examples written, %lld skipped, %.1f s of audio in %s (%.0fx "
+            "real time)",
+            (long long)j->done, (long long)j->written, (long long)j->skipped, j->audio_seconds, els,
+            el > 0 ? j->audio_seconds / el : 0.0);
+  else
+    lv_info("create_asr_features: %lld/%lld files (%.1f%%), %.1f files/s, %s elapsed, ETA %s", (long long)j->done,
+            (long long)j->expected, j->expected ? 100.0 * (double)j->done / (double)j->expected : 0.0, rate, els,
+            eta);
+}
+
+/* A bad input file: the error, or (--skip_bad_files) a warning and a count. */
+static lv_status bad_file(job *j, lv_status s) {
+  if (!flag_skip_bad_files) return s;
+  lv_warn("skipping: %s", lv_status_msg(s));
+  lv_status_free(s);
+  j->skipped++;
+  return NULL;
+}
+
+static void ascii_lower(char *s) {
+  for (; *s; s++)
+    if (*s >= 'A' && *s <= 'Z') *s = (char)(*s - 'A' + 'a');
+}
+
+/* One audio file (bytes at data, or read from name when data is NULL). */
+static lv_status one_audio(job *j, const char *name, const void *data, size_t len, const char *text) {
+  j->seen++;
+  if (flag_num_shards > 0 && j->seen % flag_num_shards != flag_shard_id) return NULL;
+  char *id = utt_id(name);
+  if (!id) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  if (!text) text = trans_find(&j->trans, id);
+  lv_status s = NULL;
+  lv_audio a = {0};
+  float *frames = NULL;
+  char *lower = NULL;
+  lv_example *ex = NULL;
+  uint8_t *bytes = NULL;
+  size_t nbytes = 0;
+  j->done++;
+  if (!text) {
+    s = bad_file(j, lv_status_make(LV_ERR_NOT_FOUND, "%s: no transcript for utterance %s", name, id));
+    goto done;
+  }
+  s = data ? lv_audio_decode(data, len, name, 16000, &a) : lv_audio_read_file(name, 16000, &a);
+  if (s) {
+    s = bad_file(j, s);
+    goto done;
+  }
+  int64_t t = lv_mel_frontend_num_frames(j->fe, a.n);
+  if (t == 0) {
+    s = bad_file(j, lv_status_make(LV_ERR_CORRUPT,
+                                   "%s: %lld samples at 16 kHz (%.3f s): too short for one 25 ms frame (401 samples)",
+                                   name, (long long)a.n, (double)a.n / 16000));
+    goto done;
+  }
+  frames = malloc(sizeof(float) * (size_t)t * 80);
+  lower = strdup(text);
+  ex = lv_example_new();
+  if (!frames || !lower || !ex) {
+    s = lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for %lld frames", name, (long long)t);
+    goto done;
+  }
+  if ((s = lv_mel_frontend_compute(j->fe, a.samples, NULL, a.n, frames, NULL))) goto done;
+  ascii_lower(lower);
+  const char *idv[1] = {id}, *tv[1] = {lower};
+  size_t idl[1] = {strlen(id)}, tl[1] = {strlen(lower)};
+  lv_example_add_bytes(ex, "uttid", 1, idv, idl);
+  lv_example_add_bytes(ex, "transcript", 1, tv, tl);
+  lv_example_add_floats(ex, "frames", (int)(t * 80), frames);
+  if ((s = lv_example_serialize(ex, &bytes, &nbytes))) goto done;
+  lv_tfrecord_writer *w = j->w[j->next_writer];
+  j->next_writer = (j->next_writer + 1) % j->n_out;
+  if ((s = lv_tfrecord_writer_write(w, bytes, nbytes))) goto done;
+  j->written++;
+  j->frames_total += t;
+  j->audio_seconds += (double)a.n / 16000.0;
+  lv_debug("utt[%lld]: %s [%lld frames, %zu chars]", (long long)j->seen, id, (long long)t, strlen(text));
+done:
+  progress(j, false);
+  free(bytes);
+  lv_example_free(ex);
+  free(lower);
+  free(frames);
+  lv_audio_free(&a);
+  free(id);
+  return s;
+}
+
+static bool want_audio(const char *name) { return is_audio(name); }
+
+static lv_status tar_audio_member(void *ctx, const char *name, const void *data, size_t len) {
+  return one_audio(ctx, name, data, len, NULL);
+}
+
+static void close_outputs(job *j, bool keep) {
+  for (int64_t i = 0; i < j->n_out; i++) {
+    if (!j->w || !j->w[i]) continue;
+    lv_status s = lv_tfrecord_writer_close(j->w[i]);
+    j->w[i] = NULL;
+    if (s) lv_status_free(s);
+    if (!keep) unlink(j->tmp_path[i]);
+  }
+}
+
+static lv_status open_outputs(job *j) {
+  int64_t total = flag_num_output_shards > 0 ? flag_num_output_shards : 1;
+  int64_t b = flag_output_range_begin, e = flag_output_range_end;
+  if (b < 0 && e < 0) {
+    if (flag_num_shards > 0) {
+      if (total % flag_num_shards)
+        return lv_status_make(LV_ERR_INVALID, "--num_shards=%lld must divide --num_output_shards=%lld",
+                              (long long)flag_num_shards, (long long)total);
+      int64_t k = total / flag_num_shards;
+      b = flag_shard_id * k;
+      e = b + k;
+    } else {
+      b = 0;
+      e = total;
+    }
+  }
+  if (b < 0 || e <= b || e > total)
+    return lv_status_make(LV_ERR_INVALID,
+                          "--output_range_begin=%lld --output_range_end=%lld: expected 0 <= begin < end <= "
+                          "--num_output_shards=%lld",
+                          (long long)b, (long long)e, (long long)total);
+  if (e - b > 100000) return lv_status_make(LV_ERR_INVALID, "%lld output shards: at most 100000", (long long)(e - b));
+  j->n_out = e - b;
+  j->w = calloc((size_t)j->n_out, sizeof *j->w);
+  j->final_path = calloc((size_t)j->n_out, sizeof *j->final_path);
+  j->tmp_path = calloc((size_t)j->n_out, sizeof *j->tmp_path);
+  if (!j->w || !j->final_path || !j->tmp_path) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  for (int64_t i = 0; i < j->n_out; i++) {
+    LV_TRY(shard_path(j->final_path[i], sizeof j->final_path[i], b + i, total));
+    LV_TRY(lv_path_fmt(j->tmp_path[i], sizeof j->tmp_path[i], "%s.tmp-%ld", j->final_path[i], (long)getpid()));
+    char *slash = strrchr(j->final_path[i], '/');
+    if (slash && slash != j->final_path[i]) {
+      *slash = 0;
+      lv_status s = lv_file_mkdirs(j->final_path[i]);
+      *slash = '/';
+      LV_TRY(s);
+    }
+    lv_status s = lv_tfrecord_writer_open(j->tmp_path[i], false, &j->w[i]);
+    if (s) return lv_status_wrap(s, "--output_template=%s", flag_output_template);
+  }
+  return NULL;
+}
+
+static lv_status commit_outputs(job *j) {
+  for (int64_t i = 0; i < j->n_out; i++) {
+    lv_status s = lv_tfrecord_writer_close(j->w[i]);
+    j->w[i] = NULL;
+    if (s) return s;
+  }
+  for (int64_t i = 0; i < j->n_out; i++) {
+    if (rename(j->tmp_path[i], j->final_path[i]))
+      return lv_status_make(LV_ERR_IO, "rename %s -> %s: %s", j->tmp_path[i], j->final_path[i], strerror(errno));
+    lv_info("wrote %s", j->final_path[i]);
+  }
+  return NULL;
+}
+
+static lv_status dump_transcripts(trans_map *m) {
+  trans_sort(m);
+  size_t cap = 1, n = 0;
+  for (int64_t i = 0; i < m->n; i++) cap += strlen(m->v[i].id) + strlen(m->v[i].text) + 2;
+  char *buf = malloc(cap);
+  if (!buf) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  for (int64_t i = 0; i < m->n; i++) n += (size_t)sprintf(buf + n, "%s %s\n", m->v[i].id, m->v[i].text);
+  lv_status s = lv_file_write_atomic(flag_transcripts_filepath, buf, n);
+  free(buf);
+  if (!s) lv_info("%lld transcripts written to %s", (long long)m->n, flag_transcripts_filepath);
+  return s;
+}
+
+static lv_status load_trans_files(const item_list *files, trans_map *m) {
+  for (int64_t i = 0; i < files->n; i++) {
+    char *data;
+    size_t len;
+    LV_TRY(lv_file_read_all(files->v[i].path, &data, &len));
+    lv_status s = parse_trans(data, len, files->v[i].path, m);
+    free(data);
+    LV_TRY(s);
+  }
+  return NULL;
+}
+
+static lv_status check_flags(void) {
+  int inputs = !!*flag_input_tarball + !!*flag_input_dir + !!*flag_input_list;
+  if (inputs != 1)
+    return lv_status_make(LV_ERR_INVALID, "give exactly one of --input_tarball, --input_dir, --input_list (%d given)",
+                          inputs);
+  if (flag_dump_transcripts == flag_generate_tfrecords)
+    return lv_status_make(LV_ERR_INVALID, "Nothing to do! Use --dump_transcripts or --generate_tfrecords (one of them)");
+  if (flag_dump_transcripts && !*flag_transcripts_filepath)
+    return lv_status_make(LV_ERR_INVALID, "--dump_transcripts needs --transcripts_filepath");
+  if (flag_generate_tfrecords) LV_TRY(check_template(flag_output_template));
+  if ((flag_num_shards > 0) != (flag_shard_id >= 0) || (flag_num_shards > 0 && flag_shard_id >= flag_num_shards))
+    return lv_status_make(LV_ERR_INVALID, "--shard_id=%lld --num_shards=%lld: expected 0 <= shard_id < num_shards",
+                          (long long)flag_shard_id, (long long)flag_num_shards);
+  if (flag_num_output_shards == 0 || flag_num_output_shards > 100000)
+    return lv_status_make(LV_ERR_INVALID, "--num_output_shards=%lld: expected 1..100000",
+                          (long long)flag_num_output_shards);
+  return NULL;
+}
+
+static lv_status run(void) {
+  LV_TRY(check_flags());
+  job j = {0};
+  item_list audio = {0}, trans_files = {0};
+  lv_status s = NULL;
+  bool have_file = false;
+  if (flag_generate_tfrecords && *flag_transcripts_filepath && !*flag_input_list) {
+    struct stat st;
+    have_file = stat(flag_transcripts_filepath, &st) == 0;
+  }
+  /* Pass 1: transcripts. */
+  if (*flag_input_list) {
+    s = read_list(flag_input_list, &audio);
+    if (!s && flag_dump_transcripts)
+      for (int64_t i = 0; !s && i < audio.n; i++) {
+        char *id = utt_id(audio.v[i].path);
+        s = id ? trans_add(&j.trans, id, strlen(id), audio.v[i].text, strlen(audio.v[i].text))
+               : lv_status_make(LV_ERR_RESOURCE, "out of memory");
+        free(id);
+      }
+  } else if (have_file) {
+    char *data;
+    size_t len;
+    s = lv_file_read_all(flag_transcripts_filepath, &data, &len);
+    if (!s) {
+      s = parse_trans(data, len, flag_transcripts_filepath, &j.trans);
+      free(data);
+    }
+  } else if (*flag_input_dir) {
+    s = walk_dir(flag_input_dir, &audio, &trans_files);
+    if (!s) s = load_trans_files(&trans_files, &j.trans);
+  } else {
+    lv_info("first pass: reading the transcripts of %s", flag_input_tarball);
+    s = tar_walk(flag_input_tarball, want_trans, add_trans_member, &j.trans);
+  }
+  if (!s && *flag_input_dir && have_file) s = walk_dir(flag_input_dir, &audio, &trans_files);
+  if (s) goto done;
+  trans_sort(&j.trans);
+  if (flag_dump_transcripts) {
+    s = dump_transcripts(&j.trans);
+    goto done;
+  }
+  lv_info("total transcripts: %lld", (long long)(*flag_input_list ? audio.n : j.trans.n));
+  /* Pass 2: features. */
+  lv_mel_frontend_opts fo = lv_mel_frontend_opts_librispeech();
+  if ((s = lv_mel_frontend_create(&fo, &j.fe))) goto done;
+  if ((s = open_outputs(&j))) goto done;
+  int64_t n_all = *flag_input_tarball ? j.trans.n : audio.n;
+  j.expected = flag_num_shards > 0 ? (n_all + flag_num_shards - 1 - flag_shard_id) / flag_num_shards : n_all;
+  j.t0 = j.last_report = now_s();
+  if (*flag_input_tarball)
+    s = tar_walk(flag_input_tarball, want_audio, tar_audio_member, &j);
+  else
+    for (int64_t i = 0; !s && i < audio.n; i++) s = one_audio(&j, audio.v[i].path, NULL, 0, audio.v[i].text);
+  if (!s && j.written == 0)
+    s = lv_status_make(LV_ERR_INVALID, "no examples written: %lld audio files found, %lld skipped",
+                       (long long)j.seen, (long long)j.skipped);
+  if (!s) {
+    progress(&j, true);
+    s = commit_outputs(&j);
+  }
+done:
+  close_outputs(&j, false);
+  free(j.w);
+  free(j.final_path);
+  free(j.tmp_path);
+  lv_mel_frontend_free(j.fe);
+  trans_free(&j.trans);
+  items_free(&audio);
+  items_free(&trans_files);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  lv_env_init();
+  lv_flag flags[] = {
+      LV_FLAG_STR("input_tarball", &flag_input_tarball, "Input .tar.gz file (LibriSpeech's layout)."),
+      LV_FLAG_STR("input_dir", &flag_input_dir, "Directory in LibriSpeech's layout (*.trans.txt beside the audio)."),
+      LV_FLAG_STR("input_list", &flag_input_list,
+                  "File of PATH<TAB>TRANSCRIPT lines (relative paths from the list's directory)."),
+      LV_FLAG_STR("input_text", &flag_input_text, "Reference text (defined but unused by Lingvo too)."),
+      LV_FLAG_STR("output_template", &flag_output_template,
+                  "File of tfrecords: a template with two integer fields, e.g. out.tfrecords-%5.5d-of-%5.5d."),
+      LV_FLAG_BOOL("dump_transcripts", &flag_dump_transcripts,
+                   "First pass through the tarball to read the transcripts."),
+      LV_FLAG_STR("transcripts_filepath", &flag_transcripts_filepath, "Where to put the transcripts."),
+      LV_FLAG_BOOL("generate_tfrecords", &flag_generate_tfrecords, "Second pass generates the tf records"),
+      LV_FLAG_I64("shard_id", &flag_shard_id, "Processor shard (-1: not sharded)."),
+      LV_FLAG_I64("num_shards", &flag_num_shards,
+                  "Number of processor shards. Must divide num_output_shards (-1: not sharded)."),
+      LV_FLAG_I64("output_range_begin", &flag_output_range_begin,
+                  "Begin of output shard IDs (-1: shard_id's share of num_output_shards)."),
+      LV_FLAG_I64("output_range_end", &flag_output_range_end, "End of output shard IDs."),
+      LV_FLAG_I64("num_output_shards", &flag_num_output_shards, "Total number of output shards (-1: 1)."),
+      LV_FLAG_BOOL("skip_bad_files", &flag_skip_bad_files,
+                   "Skip (and count) unreadable audio and audio without a transcript instead of failing."),
+      LV_FLAG_F64("progress_seconds", &flag_progress_seconds, "Seconds between progress lines."),
+  };
+  bool help = false;
+  lv_status s = lv_flags_parse(flags, (int)LV_ARRAY_LEN(flags), argc, argv, kUsage, &help);
+  if (s || help) return lv_status_report("create_asr_features", s);
+  return lv_status_report("create_asr_features", run());
+}

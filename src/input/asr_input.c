@@ -1,0 +1,232 @@
+/* AsrInput (lingvo/tasks/asr/input_generator.py; reference/lingvo_asr_lm.md §1.2): TFRecord
+ * files of the tf.Examples bin/create_asr_features writes (uttid, transcript, frames as a
+ * flat [T * frame_size] float list).
+ *
+ * Per record: frames reshaped to [T, frame_size] (a length that is not a multiple is an
+ * error naming the file and offset, or with skip_corrupt_records a skipped record),
+ * src paddings zeros [T], bucket key T + 1 with append_eos_frame (else T); a record
+ * without exactly one uttid and one transcript is an error the same way.
+ *
+ * Batch (BuildInputBatch, _MaybePadSourceInputs):
+ *   src.src_inputs [B, T, frame_size, 1]  frames, zero-padded along T
+ *   src.paddings   [B, T]  with append_eos_frame one extra all-zero unpadded frame after
+ *                  each utterance: T = max(T_batch, max_i L_i + 1), paddings 1 from
+ *                  L_i + 1 on
+ *   tgt.ids / tgt.labels [B, L] int32, tgt.paddings / tgt.weights [B, L]: the
+ *                  transcripts through the tokenizer's StringsToIds(target_max_length)
+ *                  (AsciiTokenizer by default, Lingvo's 76-symbol grapheme set; a
+ *                  WpmTokenizer for word pieces); weights = 1 - paddings
+ *   sample_ids [B] string (the utterance ids), tgt.transcripts [B] string (lingvoc: the
+ *                  transcripts as stored, for the decoder's references), bucket_keys [B]
+ *   With pad_to_max_seq_length, T is source_max_length and L target_max_length (a longer
+ *   utterance is an error naming it).
+ * Lingvo pads tgt paddings of rows of different widths with 0 (its padding constants
+ * list); every tokenizer whose pad_to_max_length is on (the default) gives equal widths,
+ * and the batch-wide StringsToIds here pads with 1 otherwise.
+ *
+ * Training, resume, evaluation and sharding: stream_input.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "input/stream_input.h"
+#include "input/tokenizer.h"
+#include "io/example.h"
+
+typedef struct asr_input {
+  lv_stream_input st;
+  lv_tokenizer *tok;
+  int64_t frame_size;
+  bool eos_frame;
+  bool pad_to_max;
+  int64_t smax, tmax;
+} asr_input;
+
+enum { F_UTTID, F_TRANSCRIPT, F_FRAMES, F_SRC_PADDINGS, F_COUNT };
+
+static lv_params *asr_params(void) {
+  lv_tokenizer_register_all();
+  lv_params *p = lv_params_new();
+  lv_params_define_string(p, "cls", "AsrInput", "Class that this param object is associated with.");
+  lv_params_define_string(p, "name", "input", "Name of this input generator.");
+  lv_params_define_int(p, "num_samples", 0, "If non-zero, the dataset size (unused by the streaming reader).");
+  int64_t bub = 2560, bbl = 8;
+  lv_stream_input_define_params(p, 1, &bub, &bbl);
+  lv_params_define_int(p, "source_max_length", 3000, "The maximum length of the source sequence.");
+  lv_params_define_int(p, "target_max_length", 300, "The maximum length of the target sequence.");
+  lv_params_define_bool(p, "pad_to_max_seq_length", false,
+                        "If True, input tensors will be padded to source/target_max_length.");
+  lv_params_define_params(p, "tokenizer", lv_tokenizer_class_find("AsciiTokenizer")->params(), "Tokenizer params.");
+  lv_params_define_int(p, "frame_size", 40, "The number of coefficients in each frame.");
+  lv_params_define_bool(p, "append_eos_frame", true, "Append an all-zero frame.");
+  lv_params_define_bool(p, "skip_corrupt_records", false,
+                        "lingvoc: skip (and count) corrupt records instead of failing.");
+  return p;
+}
+
+/* The single value of bytes feature key. */
+static lv_status one_bytes(const lv_example *e, const char *key, const uint8_t **v, size_t *n) {
+  int count = 0;
+  if (!lv_example_get_bytes(e, key, 0, v, n, &count) || count != 1)
+    return lv_status_make(LV_ERR_CORRUPT, "feature %s: expected one bytes value, found %d", key, count);
+  if (memchr(*v, 0, *n)) return lv_status_make(LV_ERR_CORRUPT, "feature %s holds a NUL byte", key);
+  return NULL;
+}
+
+static lv_status asr_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
+  const asr_input *in = ctx;
+  lv_example *e = NULL;
+  LV_TRY(lv_example_parse(rec->data, rec->len, &e));
+  const uint8_t *id, *tr;
+  size_t idn, trn;
+  const float *frames = NULL;
+  int n = 0;
+  lv_status s = one_bytes(e, "uttid", &id, &idn);
+  if (!s) s = one_bytes(e, "transcript", &tr, &trn);
+  if (!s && !lv_example_get_floats(e, "frames", &frames, &n)) {
+    for (int i = 0; i < lv_example_num_features(e); i++)
+      if (!strcmp(lv_example_feature_key(e, i), "frames") && lv_example_feature_kind(e, i) != LV_FEATURE_NONE)
+        s = lv_status_make(LV_ERR_CORRUPT, "feature frames is a %s list, want float",
+                           lv_feature_kind_names[lv_example_feature_kind(e, i)]);
+    n = 0;
+  }
+  if (!s && n % in->frame_size)
+    s = lv_status_make(LV_ERR_CORRUPT, "utterance %.*s: %d frame values are not a multiple of input.frame_size %lld",
+                       (int)idn, (const char *)id, n, (long long)in->frame_size);
+  if (!s) {
+    int64_t t = n / in->frame_size;
+    lv_sample_set_str(out, F_UTTID, (const char *)id, idn);
+    lv_sample_set_str(out, F_TRANSCRIPT, (const char *)tr, trn);
+    lv_sample_set(out, F_FRAMES, frames, t);
+    float *zeros = calloc((size_t)t + 1, sizeof(float));
+    LV_ASSERT(zeros);
+    lv_sample_set(out, F_SRC_PADDINGS, zeros, t);
+    free(zeros);
+    *key = t + (in->eos_frame ? 1 : 0);
+  }
+  lv_example_free(e);
+  return s;
+}
+
+/* The batcher's batch (sample ids, transcripts, frames [B, T, F], src paddings [B, T])
+ * -> Lingvo's ASR batch. */
+static lv_status asr_finish(void *ctx, const lv_batch *raw, lv_batch_store *out) {
+  const asr_input *in = ctx;
+  const lv_tensor *ids = lv_batch_get(raw, "sample_ids"), *trs = lv_batch_get(raw, "tgt.transcripts");
+  const lv_tensor *fr = lv_batch_get(raw, "frames"), *sp = lv_batch_get(raw, "src_paddings");
+  const lv_tensor *keys = lv_batch_get(raw, "bucket_keys");
+  LV_ASSERT(ids && trs && fr && sp && keys && fr->shape.rank == 3);
+  const int64_t B = raw->size, T0 = fr->shape.d[1], F = in->frame_size;
+  /* Unpadded lengths, plus Lingvo's end-of-sentence frame. */
+  int64_t *len = malloc(sizeof(int64_t) * (size_t)(B + 1));
+  LV_ASSERT(len);
+  int64_t T = T0;
+  for (int64_t b = 0; b < B; b++) {
+    float sum = 0;
+    for (int64_t t = 0; t < T0; t++) sum += 1.0f - lv_f32(sp)[b * T0 + t];
+    len[b] = (int64_t)sum + (in->eos_frame ? 1 : 0);
+    if (len[b] > T) T = len[b];
+  }
+  lv_status s = NULL;
+  if (in->pad_to_max) {
+    for (int64_t b = 0; !s && b < B; b++)
+      if (len[b] > in->smax)
+        s = lv_status_make(LV_ERR_INVALID,
+                           "utterance %s: %lld frames (with the eos frame) exceed input.source_max_length %lld",
+                           lv_tensor_str(ids, b), (long long)len[b], (long long)in->smax);
+    T = in->smax;
+  }
+  const char **strs = malloc(sizeof(char *) * (size_t)(B + 1));
+  LV_ASSERT(strs);
+  for (int64_t b = 0; b < B; b++) strs[b] = lv_tensor_str(trs, b);
+  lv_tok_batch tb = {0};
+  if (!s) {
+    s = lv_tokenizer_strings_to_ids(in->tok, strs, NULL, (int)B, (int)in->tmax, -1, &tb);
+    if (s) s = lv_status_wrap(s, "input.tokenizer");
+  }
+  free(strs);
+  const int64_t L0 = tb.len, L = in->pad_to_max && in->tmax > L0 ? in->tmax : L0;
+  lv_tensor *src, *pad, *tid, *tlab, *tpad, *tw, *bk;
+  if (!s) s = lv_batch_store_add(out, "src.src_inputs", LV_F32, lv_shape4(B, T, F, 1), &src);
+  if (!s) s = lv_batch_store_add(out, "src.paddings", LV_F32, lv_shape2(B, T), &pad);
+  if (!s) s = lv_batch_store_add(out, "tgt.ids", LV_I32, lv_shape2(B, L), &tid);
+  if (!s) s = lv_batch_store_add(out, "tgt.labels", LV_I32, lv_shape2(B, L), &tlab);
+  if (!s) s = lv_batch_store_add(out, "tgt.paddings", LV_F32, lv_shape2(B, L), &tpad);
+  if (!s) s = lv_batch_store_add(out, "tgt.weights", LV_F32, lv_shape2(B, L), &tw);
+  if (!s) s = lv_batch_store_add(out, "bucket_keys", LV_I32, lv_shape1(B), &bk);
+  if (!s) s = lv_batch_store_add_copy(out, "sample_ids", ids, NULL);
+  if (!s) s = lv_batch_store_add_copy(out, "tgt.transcripts", trs, NULL);
+  if (!s) {
+    float *dst = lv_f32(src);
+    memset(dst, 0, sizeof(float) * (size_t)(B * T * F));
+    for (int64_t b = 0; b < B; b++) {
+      int64_t copy = T0 < T ? T0 : T;
+      memcpy(dst + b * T * F, lv_f32(fr) + b * T0 * F, sizeof(float) * (size_t)(copy * F));
+      for (int64_t t = 0; t < T; t++)
+        lv_f32(pad)[b * T + t] =
+            in->eos_frame ? (t < len[b] ? 0.0f : 1.0f) : (t < T0 ? lv_f32(sp)[b * T0 + t] : 1.0f);
+      for (int64_t l = 0; l < L; l++) {
+        bool in_row = l < L0;
+        int32_t *ti = (int32_t *)tid->data, *tl = (int32_t *)tlab->data;
+        ti[b * L + l] = in_row ? tb.ids[b * L0 + l] : 0;
+        tl[b * L + l] = in_row ? tb.labels[b * L0 + l] : 0;
+        float p = in_row ? tb.paddings[b * L0 + l] : 1.0f;
+        lv_f32(tpad)[b * L + l] = p;
+        lv_f32(tw)[b * L + l] = 1.0f - p;
+      }
+    }
+    memcpy(bk->data, keys->data, sizeof(int32_t) * (size_t)B);
+    out->batch.size = B;
+  }
+  lv_tok_batch_free(&tb);
+  free(len);
+  return s;
+}
+
+static void asr_destroy(lv_input *base) {
+  asr_input *in = (asr_input *)base;
+  lv_stream_input_fini(&in->st);
+  lv_tokenizer_destroy(in->tok);
+  free(in);
+}
+
+static lv_status asr_create(const lv_params *p, lv_input_shard shard, lv_input **out) {
+  *out = NULL;
+  asr_input *in = calloc(1, sizeof *in);
+  LV_ASSERT(in);
+  lv_status s = lv_stream_input_init(&in->st, "AsrInput", p, shard, lv_params_str(p, "file_pattern"));
+  if (!s) s = lv_text_tokenizer_create(p, &in->tok);
+  if (!s) s = lv_text_max_length(p, "target_max_length", in->tok, &in->tmax);
+  in->frame_size = lv_params_int(p, "frame_size");
+  in->eos_frame = lv_params_bool(p, "append_eos_frame");
+  in->pad_to_max = lv_params_bool(p, "pad_to_max_seq_length");
+  in->smax = lv_params_int(p, "source_max_length");
+  if (!s && (in->frame_size < 1 || in->frame_size > 100000))
+    s = lv_status_make(LV_ERR_INVALID, "input.frame_size %lld: expected 1..100000", (long long)in->frame_size);
+  if (!s && in->pad_to_max && (in->smax <= 0 || in->tmax <= 0))
+    s = lv_status_make(LV_ERR_INVALID, "input.pad_to_max_seq_length needs source_max_length and target_max_length > 0");
+  if (s) {
+    asr_destroy(&in->st.base);
+    return s;
+  }
+  lv_batcher_opts *o = &in->st.bopts;
+  o->n_features = F_COUNT;
+  o->features[F_UTTID] = (lv_batcher_feature){"sample_ids", LV_STRING, 0, 0, lv_shape0()};
+  o->features[F_TRANSCRIPT] = (lv_batcher_feature){"tgt.transcripts", LV_STRING, 0, 0, lv_shape0()};
+  o->features[F_FRAMES] = (lv_batcher_feature){"frames", LV_F32, 0, 0, lv_shape1(in->frame_size)};
+  o->features[F_SRC_PADDINGS] = (lv_batcher_feature){"src_paddings", LV_F32, 1, 0, lv_shape0()};
+  o->process = asr_process;
+  o->ctx = in;
+  in->st.finish = asr_finish;
+  *out = &in->st.base;
+  return NULL;
+}
+
+const lv_input_class lv_asr_input = {.cls = "AsrInput",
+                                     .params = asr_params,
+                                     .create = asr_create,
+                                     .train_batch = lv_stream_input_train_batch,
+                                     .reset = lv_stream_input_reset,
+                                     .next_eval = lv_stream_input_next_eval,
+                                     .num_samples = lv_stream_input_num_samples,
+                                     .batch_size = lv_stream_input_batch_size,
+                                     .destroy = asr_destroy};
