@@ -209,8 +209,8 @@ START_TEST(test_conv_pool_shapes) {
   ck_assert(lv_pooling_layer_create(&pl, pp, "m", vs) == NULL);
   ck_assert(lv_varstore_finalize(vs, 3) == NULL);
   ck_assert_ptr_nonnull(lv_varstore_find(vs, "m/c/w/var"));
-  ck_assert_ptr_nonnull(lv_varstore_find(vs, "m/c/bn/moving_mean/var"));
-  ck_assert(!lv_varstore_find(vs, "m/c/bn/moving_mean/var")->trainable);
+  ck_assert_ptr_nonnull(lv_varstore_find(vs, "m/c/moving_mean/var"));
+  ck_assert(!lv_varstore_find(vs, "m/c/moving_mean/var")->trainable);
   lv_graph *g = lv_graph_create(0);
   lv_graph_set_training(g, true);
   lv_tensor *x = lv_graph_zeros(g, LV_F32, lv_shape4(2, 9, 9, 2));

@@ -44,6 +44,41 @@ void lv_atten_lstm_decoder_define_params(lv_params *p) {
                         "Whether to concatenate attention context vector to rnn output before softmax.");
 }
 
+void lv_atten_lstm_decoder_define_asr_params(lv_params *p) {
+  lv_params *e = lv_params_instantiate("EmbeddingLayer");
+  LV_ASSERT(!lv_params_set_int(e, "vocab_size", 96));
+  LV_ASSERT(!lv_params_set_int(e, "embedding_dim", 96));
+  LV_ASSERT(!lv_params_set_int(e, "max_num_shards", 1));
+  lv_params_set_init(e, "uniform", 1.0);
+  lv_params_define_params(p, "emb", e, "Embedding layer params (embedding_dim is set to emb_dim).");
+  lv_params_define_int(p, "emb_dim", 96, "dimension of the embedding layer.");
+  lv_params *c = lv_params_instantiate("LSTMCellSimple");
+  lv_params_set_init(c, "uniform", 0.1);
+  lv_params_define_params(p, "rnn_cell_tpl", c, "RNNCell params template.");
+  lv_params_define_int(p, "rnn_cell_dim", 256, "size of the rnn cells.");
+  lv_params_define_int(p, "rnn_cell_hidden_dim", 0, "if > 0, size of the projection layer.");
+  lv_params *at = lv_params_instantiate("AdditiveAttention");
+  LV_ASSERT(!lv_params_set_int(at, "hidden_dim", 128));
+  lv_params_set_init(at, "uniform_sqrt_dim", sqrt(3.0));
+  lv_params_define_params(p, "attention", at, "Additive attention params (source_dim and query_dim are set by the "
+                          "decoder: source_dim, rnn_cell_dim).");
+  lv_params *sm = lv_params_instantiate("SimpleFullSoftmax");
+  LV_ASSERT(!lv_params_set_int(sm, "num_classes", 96));
+  lv_params_set_init(sm, "uniform", 0.1);
+  lv_params_define_params(p, "softmax", sm, "Softmax params (input_dim is set by the decoder).");
+  lv_params_define_bool(p, "softmax_uses_attention", true, "Controls whether attention is fed to the softmax.");
+  lv_params_define_int(p, "source_dim", 512, "Dimension of the source encoding.");
+  lv_params_define_int(p, "atten_context_dim", 0, "Depth of the attention context vector output (0: source_dim).");
+  lv_params_define_int(p, "rnn_layers", 1, "Number of rnn layers.");
+  lv_params_define_int(p, "residual_start", 0, "Start residual connections from this layer. For this and higher "
+                       "layers, the layer output is the sum of the RNN cell output and input; if the layer also "
+                       "normalizes its output, then the normalization is done over this sum. Set to 0 to disable "
+                       "residual connections.");
+  lv_params_define_float(p, "dropout_prob", 0.0, "Prob at which we do dropout.");
+  lv_params_define_bool(p, "use_unnormalized_logits_as_log_probs", true,
+                        "If true, decoder beam search may return unnormalized logits as log_probs.");
+}
+
 /* The width of the attention's contexts given source contexts of width source_dim. */
 static int64_t atten_ctx_width(const lv_attention *a, int64_t source_dim) {
   if (a->context_dim > 0) return a->context_dim;
@@ -55,16 +90,35 @@ static int64_t atten_ctx_width(const lv_attention *a, int64_t source_dim) {
   return source_dim;
 }
 
-lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path,
-                                     const char *scope, int64_t enc_out, lv_varstore *vs, const char *who,
-                                     uint64_t seed, uint64_t stream_base) {
+/* AsrDecoder's embedding: emb with embedding_dim = emb_dim. */
+static lv_status asr_embedding(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path, const char *scope,
+                               lv_varstore *vs) {
+  char w[160];
+  lv_params *p = NULL;
+  LV_TRY(lv_owner_params(&d->own, lv_params_sub(dp, "emb"), key(w, path, "emb"), "emb", &p));
+  LV_TRY(lv_check_int_range(key(w, path, "emb_dim"), lv_params_int(dp, "emb_dim"), 1, 1 << 20));
+  LV_TRY(lv_params_set_int(p, "embedding_dim", lv_params_int(dp, "emb_dim")));
+  lv_layer *l = NULL;
+  LV_TRY(lv_owner_layer(&d->own, p, scope, vs, key(w, path, "emb"), &l));
+  if (strcmp(l->cls->cls, "EmbeddingLayer") && strcmp(l->cls->cls, "SimpleEmbeddingLayer"))
+    return lv_status_make(LV_ERR_INVALID, "%s.emb.cls must be EmbeddingLayer or SimpleEmbeddingLayer, got %s", path,
+                          l->cls->cls);
+  d->emb = (lv_embedding_layer *)l;
+  return NULL;
+}
+
+static lv_status init(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path, const char *scope,
+                      int64_t enc_out, lv_varstore *vs, const char *who, uint64_t seed, uint64_t stream_base,
+                      bool asr) {
   memset(d, 0, sizeof *d);
   snprintf(d->who, sizeof d->who, "%s", who);
   d->seed = seed;
   d->stream_base = stream_base;
+  d->asr = asr;
   char k1[160];
   lv_layer_owner *o = &d->own;
-  LV_TRY(lv_owner_embedding(o, dp, path, scope, vs, &d->emb));
+  if (asr) LV_TRY(asr_embedding(d, dp, path, scope, vs));
+  else LV_TRY(lv_owner_embedding(o, dp, path, scope, vs, &d->emb));
   int64_t src_dim = lv_params_int(dp, "source_dim"), n = lv_params_int(dp, "rnn_layers");
   d->cell_dim = lv_params_int(dp, "rnn_cell_dim");
   if (src_dim != enc_out)
@@ -74,9 +128,17 @@ lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *
   LV_TRY(lv_check_int_range(key(k1, path, "rnn_cell_dim"), d->cell_dim, 1, 1 << 20));
   LV_TRY(lv_check_prob(key(k1, path, "dropout_prob"), lv_params_float(dp, "dropout_prob"), &d->dropout));
   d->residual_start = lv_params_int(dp, "residual_start");
-  d->use_prev_atten_ctx = lv_params_bool(dp, "use_prev_atten_ctx");
-  d->use_zero_atten_state = lv_params_bool(dp, "use_zero_atten_state");
-  d->feed_ctx = lv_params_bool(dp, "feed_attention_context_vec_to_softmax");
+  if (asr) {
+    if (lv_params_int(dp, "rnn_cell_hidden_dim") != 0)
+      return lv_status_make(LV_ERR_INVALID, "%s.rnn_cell_hidden_dim = %lld: projected decoder cells are not "
+                            "implemented in lingvoc; leave it 0", path, (long long)lv_params_int(dp, "rnn_cell_hidden_dim"));
+    d->feed_ctx = lv_params_bool(dp, "softmax_uses_attention");
+    d->unnorm_log_probs = lv_params_bool(dp, "use_unnormalized_logits_as_log_probs");
+  } else {
+    d->use_prev_atten_ctx = lv_params_bool(dp, "use_prev_atten_ctx");
+    d->use_zero_atten_state = lv_params_bool(dp, "use_zero_atten_state");
+    d->feed_ctx = lv_params_bool(dp, "feed_attention_context_vec_to_softmax");
+  }
   /* The attention, as MTDecoderV1 sets it up. */
   lv_params *ap = NULL;
   LV_TRY(lv_owner_params(o, lv_params_sub(dp, "attention"), key(k1, path, "attention"), NULL, &ap));
@@ -93,16 +155,19 @@ lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *
   if (!d->atten)
     return lv_status_make(LV_ERR_INVALID, "%s.attention.cls must be AdditiveAttention, DotProductAttention "
                           "or MultiHeadedAttention, got %s", path, al->cls->cls);
-  /* Lingvo's atten_context_dim: ctx_post_proj_dim with enable_ctx_post_proj, else source_dim. */
+  /* Lingvo's atten_context_dim: ctx_post_proj_dim with enable_ctx_post_proj, else source_dim
+   * (AsrDecoder: its own atten_context_dim, 0 meaning source_dim). */
   bool post = lv_params_has(ap, "enable_ctx_post_proj") && lv_params_bool(ap, "enable_ctx_post_proj");
   d->ctx_dim = post ? lv_params_int(ap, "ctx_post_proj_dim") : src_dim;
+  if (asr && lv_params_int(dp, "atten_context_dim") > 0) d->ctx_dim = lv_params_int(dp, "atten_context_dim");
   int64_t got = atten_ctx_width(d->atten, src_dim);
   if (got != d->ctx_dim)
     return lv_status_make(LV_ERR_INVALID, "%s.attention gives contexts of width %lld but MTDecoderV1 sizes "
                           "its cells for %lld (%s.%s): e.g. set attention.hidden_dim to source_dim", path,
                           (long long)got, (long long)d->ctx_dim, path, post ? "attention.ctx_post_proj_dim" : "source_dim");
   const int64_t emb_dim = d->emb->embedding_dim;
-  LV_TRY(lv_owner_cell(o, lv_params_sub(dp, "atten_rnn_cell_tpl"), key(k1, path, "atten_rnn_cell_tpl"), "atten_rnn",
+  const char *cell0_tpl = asr ? "rnn_cell_tpl" : "atten_rnn_cell_tpl";
+  LV_TRY(lv_owner_cell(o, lv_params_sub(dp, cell0_tpl), key(k1, path, cell0_tpl), asr ? "rnn_cell" : "atten_rnn",
                    emb_dim + d->ctx_dim, d->cell_dim, scope, vs, &d->atten_cell));
   char view[LV_VAR_NAME_MAX + 32];
   snprintf(view, sizeof view, "%s/frnn_with_atten", scope);
@@ -110,7 +175,7 @@ lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *
                             d->use_zero_atten_state, d->ctx_dim));
   for (int i = 1; i < n; i++) {
     char name[32];
-    snprintf(name, sizeof name, "rnn%d", i);
+    snprintf(name, sizeof name, asr ? "rnn_cell_%d" : "rnn%d", i);
     lv_layer *c = NULL;
     LV_TRY(lv_owner_cell(o, lv_params_sub(dp, "rnn_cell_tpl"), key(k1, path, "rnn_cell_tpl"), name, d->cell_dim + d->ctx_dim,
                      d->cell_dim, scope, vs, &c));
@@ -132,6 +197,24 @@ lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *
     return lv_status_make(LV_ERR_INVALID, "%s.softmax.cls must be SimpleFullSoftmax, got %s", path, l->cls->cls);
   d->softmax = (lv_softmax_layer *)l;
   return NULL;
+}
+
+lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path,
+                                     const char *scope, int64_t enc_out, lv_varstore *vs, const char *who,
+                                     uint64_t seed, uint64_t stream_base) {
+  return init(d, dp, path, scope, enc_out, vs, who, seed, stream_base, false);
+}
+
+lv_status lv_atten_lstm_decoder_init_asr(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path,
+                                         const char *scope, int64_t enc_out, lv_varstore *vs, const char *who,
+                                         uint64_t seed, uint64_t stream_base) {
+  return init(d, dp, path, scope, enc_out, vs, who, seed, stream_base, true);
+}
+
+/* Whether layer i >= 1 adds its input: MTDecoderV1 from residual_start on, AsrDecoder when
+ * residual_start > 0 and i + 1 >= residual_start. */
+static bool residual(const lv_atten_lstm_decoder *d, int i) {
+  return d->asr ? d->residual_start > 0 && i + 1 >= d->residual_start : i >= d->residual_start;
 }
 
 
@@ -166,7 +249,7 @@ lv_tensor *lv_atten_lstm_decoder_fprop(lv_atten_lstm_decoder *d, lv_graph *g, lv
     lv_tensor *ys = NULL;
     if (!lv_frnn_run(&d->rnn[i - 1], g, concat2(g, xs, ctxs, 2), tp, NULL, &ys, NULL)) return NULL;
     ys = dropout(d, g, ys, 1 + (uint64_t)i);
-    xs = i >= d->residual_start ? lv_op_add(g, xs, ys) : ys;
+    xs = residual(d, i) ? lv_op_add(g, xs, ys) : ys;
   }
   if (probs) *probs = o.atten_probs;
   return d->feed_ctx ? concat2(g, xs, ctxs, 2) : xs;
@@ -342,11 +425,12 @@ lv_status lv_atten_lstm_decoder_step(void *state, int n, const int32_t *step_ids
     ok = cell_step(m->rnn[i - 1].cell, g, concat2(g, out, atten_ctx, 1), NULL, &d->states[i], &s1);
     if (ok) {
       d->states[i] = s1;
-      out = i >= m->residual_start ? lv_op_add(g, out, s1.m) : s1.m;
+      out = residual(m, i) ? lv_op_add(g, out, s1.m) : s1.m;
     }
   }
   if (ok && m->feed_ctx) out = concat2(g, out, atten_ctx, 1);
-  lv_tensor *lp = ok && out ? lv_op_log_softmax(g, lv_softmax_layer_logits(m->softmax, g, out)) : NULL;
+  lv_tensor *lp = ok && out ? lv_softmax_layer_logits(m->softmax, g, out) : NULL;
+  if (lp && !m->unnorm_log_probs) lp = lv_op_log_softmax(g, lp);
   if (!lp) return graph_error(m, g, "step", d->step);
   LV_TRY(lv_tensor_to_host(lp, log_probs));
   /* The probabilities exposed to the search: those of the context this step consumed. */

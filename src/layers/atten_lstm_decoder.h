@@ -17,7 +17,15 @@
  *
  * Incremental decoding keeps per hyp the LSTM states {m, c} of every layer, the attention
  * context and probabilities; a step gathers them by parent, feeds the token and gives
- * log-probs and the attention probabilities (the coverage penalty). */
+ * log-probs and the attention probabilities (the coverage penalty).
+ *
+ * Lingvo's AsrDecoder (lingvo/tasks/asr/decoder.py) is the same machine with other names
+ * and three rules of its own (lv_atten_lstm_decoder_init_asr): every cell comes from
+ * rnn_cell_tpl, named `rnn_cell`, `rnn_cell_1`, ... (layer 0 fed [emb, previous context],
+ * the others [output, context]); a layer i >= 1 adds its input when residual_start > 0 and
+ * i + 1 >= residual_start; the softmax reads [output, context] when softmax_uses_attention;
+ * and with use_unnormalized_logits_as_log_probs a search step gives the logits themselves
+ * as its log-probs. Its embedding's width is emb_dim. */
 #ifndef LV_LAYERS_ATTEN_LSTM_DECODER_H
 #define LV_LAYERS_ATTEN_LSTM_DECODER_H
 
@@ -45,6 +53,8 @@ typedef struct lv_atten_lstm_decoder {
   int64_t residual_start;
   float dropout;
   bool use_prev_atten_ctx, use_zero_atten_state, feed_ctx;
+  bool asr;            /* AsrDecoder's names and residual rule */
+  bool unnorm_log_probs; /* a search step's log-probs are the logits */
   int64_t cell_dim, ctx_dim;
   lv_softmax_layer *softmax;
 } lv_atten_lstm_decoder;
@@ -62,6 +72,14 @@ void lv_atten_lstm_decoder_define_params(lv_params *p);
 lv_status lv_atten_lstm_decoder_init(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path,
                                      const char *scope, int64_t enc_out_dim, lv_varstore *vs, const char *who,
                                      uint64_t seed, uint64_t stream_base);
+/* AsrDecoder's layer params (emb, emb_dim, rnn_cell_tpl, rnn_cell_dim, rnn_cell_hidden_dim,
+ * attention, softmax, softmax_uses_attention, source_dim, atten_context_dim, rnn_layers,
+ * residual_start, dropout_prob, use_unnormalized_logits_as_log_probs) with Lingvo's
+ * defaults, and the same decoder built from them. */
+void lv_atten_lstm_decoder_define_asr_params(lv_params *p);
+lv_status lv_atten_lstm_decoder_init_asr(lv_atten_lstm_decoder *d, const lv_params *dp, const char *path,
+                                         const char *scope, int64_t enc_out_dim, lv_varstore *vs, const char *who,
+                                         uint64_t seed, uint64_t stream_base);
 void lv_atten_lstm_decoder_free(lv_atten_lstm_decoder *d);
 
 /* Teacher forcing: encoded [S, B, D] and its paddings [S, B], target ids int32 [B, T] and

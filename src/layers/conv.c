@@ -1,6 +1,8 @@
 #include "layers/conv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 lv_params *lv_conv_layer_params(void) {
   lv_params *p = lv_layer_base_params("ConvLayer");
@@ -44,11 +46,15 @@ lv_status lv_conv_layer_create(lv_conv_layer *l, const lv_params *p, const char 
   l->has_bn = lv_params_bool(p, "batch_norm");
   if (l->has_bn) {
     l->bn_params = lv_batch_norm_layer_params();
-    LV_TRY(lv_params_set_string(l->bn_params, "name", "bn"));
+    LV_TRY(lv_params_set_string(l->bn_params, "name", lv_params_str(p, "name")));
     LV_TRY(lv_params_set_int(l->bn_params, "dim", l->filter[3]));
     LV_TRY(lv_params_set_float(l->bn_params, "decay", lv_params_float(p, "bn_decay")));
     lv_params_freeze(l->bn_params);
-    LV_TRY(lv_batch_norm_layer_create(&l->bn, l->bn_params, l->base.scope, vs));
+    /* Same scope as the conv: Lingvo names the child after the parent. */
+    char parent[LV_VAR_NAME_MAX] = "";
+    const char *slash = strrchr(l->base.scope, '/');
+    if (slash) snprintf(parent, sizeof parent, "%.*s", (int)(slash - l->base.scope), l->base.scope);
+    LV_TRY(lv_batch_norm_layer_create(&l->bn, l->bn_params, parent, vs));
   }
   return NULL;
 }
@@ -66,7 +72,32 @@ lv_shape lv_conv_layer_out_shape(const lv_conv_layer *l, lv_shape in) {
   return o;
 }
 
+lv_tensor *lv_conv_output_paddings(lv_graph *g, lv_tensor *paddings, int stride) {
+  if (!paddings || stride == 1) return paddings;
+  const int64_t n = paddings->shape.d[0], h = paddings->shape.d[1], extra = (h + stride - 1) / stride * stride - h;
+  lv_tensor *p = paddings;
+  if (extra) {
+    lv_tensor *parts[2] = {paddings, lv_graph_fill(g, lv_shape2(n, extra), 1.0f)};
+    p = parts[1] ? lv_op_concat(g, parts, 2, 1) : NULL;
+  }
+  if (!p) return NULL;
+  p = lv_op_max_pool2d(g, lv_op_reshape(g, p, lv_shape4(n, h + extra, 1, 1)), stride, 1, stride, 1, LV_PAD_VALID);
+  return p ? lv_op_reshape(g, p, lv_shape2(n, (h + extra) / stride)) : NULL;
+}
+
+/* 1 - paddings [N,H] as [N,H,1,1]. */
+static lv_tensor *keep_mask(lv_graph *g, lv_tensor *paddings) {
+  lv_tensor *k = lv_op_add_scalar(g, lv_op_scale(g, paddings, -1.0f), 1.0f);
+  return k ? lv_op_reshape(g, k, lv_shape4(k->shape.d[0], k->shape.d[1], 1, 1)) : NULL;
+}
+
 lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
+  return lv_conv_layer_fprop_padded(l, g, x, NULL, NULL);
+}
+
+lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
+                                      lv_tensor **out_paddings) {
+  if (out_paddings) *out_paddings = NULL;
   if (!x) return NULL;
   if (x->shape.rank != 4 || x->shape.d[3] != l->filter[2]) {
     char s[96];
@@ -74,18 +105,51 @@ lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
                   lv_shape_str(&x->shape, s, sizeof s));
     return NULL;
   }
-  lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
-                              (int)l->dilation[1], LV_PAD_SAME);
+  if (!paddings) {
+    lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
+                                (int)l->dilation[1], LV_PAD_SAME);
+    if (l->b) y = lv_op_add(g, y, &l->b->value);
+    if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
+    return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
+  }
+  if (paddings->dtype != LV_F32 || paddings->shape.rank != 2 || paddings->shape.d[0] != x->shape.d[0] ||
+      paddings->shape.d[1] != x->shape.d[1]) {
+    char s1[96], s2[96];
+    lv_graph_fail(g, "%s: paddings must be float32 [N,H] of the inputs %s, got %s %s", l->base.scope,
+                  lv_shape_str(&x->shape, s1, sizeof s1), lv_dtype_names[paddings->dtype],
+                  lv_shape_str(&paddings->shape, s2, sizeof s2));
+    return NULL;
+  }
+  lv_tensor *y = lv_op_mul(g, x, keep_mask(g, paddings));
+  lv_tensor *op = lv_conv_output_paddings(g, paddings, (int)l->stride[0]);
+  y = lv_op_conv2d(g, y, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
+                   (int)l->dilation[1], LV_PAD_SAME);
+  if (!y || !op) return NULL;
   if (l->b) y = lv_op_add(g, y, &l->b->value);
-  if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
-  return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
+  if (y && l->has_bn) {
+    /* One padding per output position [N,H',W',1]: the moments count every frequency bin
+     * of a frame, as Lingvo's broadcast paddings do. */
+    lv_tensor *zeros = lv_graph_zeros(g, LV_F32, lv_shape4(1, 1, y->shape.d[2], 1));
+    lv_tensor *rows = zeros ? lv_op_add(g, lv_op_reshape(g, op, lv_shape4(op->shape.d[0], op->shape.d[1], 1, 1)), zeros)
+                            : NULL;
+    y = rows ? lv_batch_norm_layer_fprop_padded(&l->bn, g, y, rows) : NULL;
+  }
+  if (y && l->act != LV_ACT_NONE) y = lv_op_activation(g, y, l->act);
+  y = y ? lv_op_mul(g, y, keep_mask(g, op)) : NULL;
+  if (y && out_paddings) *out_paddings = op;
+  return y;
 }
 
 static lv_status conv_create(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
   return lv_conv_layer_create((lv_conv_layer *)l, p, parent_scope, vs);
 }
+/* "act" and optional "paddings" [N,H] -> "act" (and "paddings" when given). */
 static bool conv_fprop(lv_layer *l, lv_graph *g, const lv_nmap *in, lv_nmap *out) {
-  return lv_layer_set_out(l, g, out, "act", lv_conv_layer_fprop((lv_conv_layer *)l, g, lv_layer_in(l, g, in, "act")));
+  lv_tensor *pads = lv_nmap_get(in, "paddings"), *out_pads = NULL;
+  lv_tensor *y = lv_conv_layer_fprop_padded((lv_conv_layer *)l, g, lv_layer_in(l, g, in, "act"), pads,
+                                            pads ? &out_pads : NULL);
+  if (!lv_layer_set_out(l, g, out, "act", y)) return false;
+  return !pads || lv_layer_set_out(l, g, out, "paddings", out_pads);
 }
 static bool conv_out_shape(const lv_layer *l, lv_shape in, lv_shape *out) {
   if (in.rank != 4 || in.d[3] != ((const lv_conv_layer *)l)->filter[2]) return false;

@@ -1,5 +1,15 @@
-/* ConvLayer (Lingvo Conv2DLayer): NHWC conv, SAME padding, optional bias, optional
- * batch norm, then activation. Variable w [h, w, in, out] (TF's HWIO). */
+/* ConvLayer (Lingvo Conv2DLayer, core/conv_layers_with_time_padding.py): NHWC conv,
+ * SAME padding, optional bias, optional batch norm, then activation. Variable
+ * w [h, w, in, out] (TF's HWIO); with batch_norm the BatchNormLayer (made from the conv's
+ * params, named as the conv, as Lingvo does) puts beta, gamma, moving_mean and
+ * moving_variance in the conv's own scope ("conv_L0/beta/var").
+ *
+ * With time paddings ([N, H], H the time axis, 1.0 = padded) the layer is Lingvo's
+ * speech conv: padded input frames are zeroed, the output paddings are the input's
+ * right-padded with 1 to a multiple of the time stride and max-pooled with window =
+ * stride (ComputeConvOutputPadding, the "V1" Lingvo's ConvLayer uses), the batch norm's
+ * moments skip padded output frames, and padded output frames are zeroed after the
+ * activation. */
 #ifndef LV_LAYERS_CONV_H
 #define LV_LAYERS_CONV_H
 
@@ -22,5 +32,11 @@ void lv_conv_layer_destroy(lv_conv_layer *l);
 /* [N,H,W,in] -> [N,ceil(H/sh),ceil(W/sw),out]. */
 lv_shape lv_conv_layer_out_shape(const lv_conv_layer *l, lv_shape in);
 lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x);
+/* x [N,H,W,in] with paddings [N,H] (NULL: lv_conv_layer_fprop) -> [N,H',W',out] and, when
+ * out_paddings is not NULL, *out_paddings [N,H'] (H' = ceil(H / stride_h)). */
+lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
+                                      lv_tensor **out_paddings);
+/* Lingvo's ComputeConvOutputPadding for a time stride: paddings [N,H] -> [N,ceil(H/stride)]. */
+lv_tensor *lv_conv_output_paddings(lv_graph *g, lv_tensor *paddings, int stride);
 
 #endif
