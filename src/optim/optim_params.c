@@ -424,3 +424,15 @@ lv_status lv_learner_from_params(const lv_params *t, int num_splits, const lv_ba
   }
   return lv_learner_create_for_vars(&c, s, o, vars, nvars, out);
 }
+
+lv_status lv_ema_from_params(const lv_params *t, int num_splits, const lv_backend *be, lv_var *const *vars,
+                             int nvars, lv_ema **out) {
+  *out = NULL;
+  double decay = getf(t, "ema_decay");
+  if (!(decay > 0.0)) return NULL;
+  lv_schedule *s = NULL;
+  const lv_params *sp = lv_params_sub(t, "ema_schedule");
+  if (sp) LV_TRY(lv_status_wrap(lv_schedule_from_params(sp, num_splits, &s), "task.train.ema_schedule"));
+  bool moving = lv_params_is_set(t, "ema_decay_moving_vars") && lv_params_bool(t, "ema_decay_moving_vars");
+  return lv_ema_create_for_vars(decay, s, moving, be, vars, nvars, out);
+}

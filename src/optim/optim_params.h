@@ -15,6 +15,7 @@
 
 #include "core/variable.h"
 #include "kernels/kernels.h"
+#include "optim/ema.h"
 #include "optim/learner.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -52,5 +53,11 @@ lv_status lv_learner_config_from_params(const lv_params *task_train, lv_learner_
 lv_status lv_learner_from_params(const lv_params *task_train, int num_splits,
                                  const lv_backend *be, lv_var *const *vars, int nvars,
                                  lv_learner **out);
+
+/* The moving averages of task.train (ema_decay > 0; ema_decay_moving_vars,
+ * ema_schedule) over vars, on backend be (optim/ema.h); *out = NULL when ema_decay <= 0
+ * (off). Errors are LV_ERR_INVALID starting with "task.train.<key>". */
+lv_status lv_ema_from_params(const lv_params *task_train, int num_splits, const lv_backend *be,
+                             lv_var *const *vars, int nvars, lv_ema **out);
 
 #endif

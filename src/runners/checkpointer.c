@@ -451,6 +451,24 @@ static bool has_item(const lv_saveable *items, int n, const char *name) {
   return false;
 }
 
+/* Whether name is "<item>/ExponentialMovingAverage" for one of the items. */
+static bool is_average_of_item(const lv_saveable *items, int n, const char *name) {
+  size_t len = strlen(name), sl = strlen(LV_CKPT_AVERAGE_SUFFIX);
+  if (len <= sl || strcmp(name + len - sl, LV_CKPT_AVERAGE_SUFFIX)) return false;
+  for (int i = 0; i < n; i++)
+    if (strlen(items[i].name) == len - sl && !strncmp(items[i].name, name, len - sl)) return true;
+  return false;
+}
+
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present) {
+  *present = 0;
+  lv_bundle_reader *r = NULL;
+  LV_TRY(lv_bundle_reader_open(prefix, &r));
+  for (int i = 0; i < n; i++) *present += lv_bundle_reader_find(r, items[i].name) != NULL;
+  lv_bundle_reader_close(r);
+  return NULL;
+}
+
 lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
                                      int *num_restored) {
   if (num_restored) *num_restored = 0;
@@ -480,10 +498,16 @@ lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *item
     found[i] = e;
   }
   /* Training resumes the whole state: a tensor the run would not save again (another
-   * optimizer's slots) is as much a mismatch as a missing one. */
+   * optimizer's slots) is as much a mismatch as a missing one; moving averages a run no
+   * longer keeps are only dropped, as Lingvo drops them. */
+  int ndropped = 0;
   for (int i = 0; mode != LV_RESTORE_MODEL && i < lv_bundle_reader_count(r); i++) {
     const char *name = lv_bundle_reader_entry(r, i)->name;
     if (strcmp(name, LV_CKPT_PARAMS_TENSOR) && !has_item(items, n, name)) {
+      if (mode == LV_RESTORE_EXACT && is_average_of_item(items, n, name)) {
+        ndropped++;
+        continue;
+      }
       if (mode == LV_RESTORE_EXACT) list_problem(ef, &nerr, "%s: in the checkpoint, not in this run", name);
       nextra++;
     }
@@ -519,6 +543,9 @@ lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *item
   if (!s && nextra && mode == LV_RESTORE_PARTIAL)
     lv_warn("partial restore from %s: %d tensors of the checkpoint are not in this run and were ignored", prefix,
             nextra);
+  if (!s && ndropped)
+    lv_warn("%s holds the moving averages of %d variables; this run keeps none (task.train.ema_decay is 0): "
+            "dropped, training goes on from the raw weights", prefix, ndropped);
   if (!s && num_restored) *num_restored = restored;
   for (int i = 0; i < n; i++) free(scratch[i]);
   free(scratch);

@@ -71,6 +71,13 @@ typedef enum {
 /* *num_restored (may be NULL): items restored. */
 lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
                                      int *num_restored);
+/* *present: how many of the items' names the checkpoint holds. */
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present);
+/* A checkpoint tensor "<name>/ExponentialMovingAverage" is the moving average of
+ * variable <name> (Lingvo's EMA shadow; optim/ema.h). In LV_RESTORE_EXACT, averages of
+ * the items that are not items themselves (a run that turns task.train.ema_decay off)
+ * are dropped with a warning instead of being a mismatch. */
+#define LV_CKPT_AVERAGE_SUFFIX "/ExponentialMovingAverage"
 /* Where training resumes: lv_checkpoint_latest, but when the state file is missing,
  * unreadable or names no checkpoint while ckpt-N files are present, an LV_ERR_INVALID
  * error naming the newest of them (or with rebuild: a new state file listing them, and
