@@ -177,6 +177,15 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
                                     &found));
   if (!found) {
     lv_info("no checkpoint in %s: starting from freshly initialized variables", t->m->train_dir);
+    const lv_params *tp = lv_params_sub(t->m->cfg, "task.train");
+    int loaded = 0;
+    LV_TRY(lv_checkpoint_init_from_rules(lv_params_list(tp, "init_from_checkpoint_rules"),
+                                         lv_params_str(tp, "init_from_checkpoint_override"), t->items,
+                                         lv_varstore_count(t->m->vs), &loaded));
+    if (loaded) {
+      lv_info("init_from_checkpoint_rules: %d variables loaded", loaded);
+      if (t->ema) lv_ema_reset(t->ema); /* the averages start from the loaded weights */
+    }
     return NULL;
   }
   int n = 0, ne = lv_ema_num_vars(t->ema), ne_found = 0;
