@@ -3,7 +3,8 @@
 # Fashion-MNIST subset: init_from_checkpoint_rules (variables loaded from another run's
 # checkpoint by regex renaming rules, logged one by one; a rule matching nothing, a
 # missing or misshapen tensor and a bad regex exit 2 and write no checkpoint) and
-# bprop_variable_filter / bprop_variable_exclusion (only the selected variables change).
+# bprop_variable_filter / bprop_variable_exclusion (only the selected variables change,
+# only they get optimizer slots; a filter leaving nothing or a bad regex exits 2).
 . "$(dirname "$0")/lib.sh"
 if ! ensure_fashion_mnist; then
   fail "keras2ckpt could not build the Fashion-MNIST checkpoint (apt-get install dataset-fashion-mnist)"
@@ -56,4 +57,22 @@ bad "a tensor of another shape" e3 "[('$SRC', [('lenet5/fc/w/(.*)', 'lenet5/conv
 bad "a bad regex" e4 "[('$SRC', [('lenet5/((', '%s')], [])]" "is not a regular expression"
 bad "a malformed entry" e5 "[('$SRC', '(.*)')]" "expected (checkpoint_path, [(regex, format), ...]"
 bad "a missing checkpoint" e6 "[('$T/none/ckpt-1', [('(.*)', '%s')], [])]" "checkpoint '$T/none/ckpt-1'"
+# 2. bprop_variable_filter / bprop_variable_exclusion: only the selected variables change,
+# and only they get optimizer slots.
+train --logdir="$T/bp" --model_params_override="$BASE; train.max_steps: 10; task.train.bprop_variable_filter: 'fc/|softmax/'; task.train.bprop_variable_exclusion: '/b/|bias'" >"$T/bp.log" 2>&1
+check "bprop filter run exits 0" [ $? -eq 0 ]
+check "logs what is not trained" grep -q "training 2 of 6 variables; not trained .*: lenet5/conv0/w/var, lenet5/conv1/w/var, lenet5/fc/b/var, lenet5/softmax/bias_0/var" "$T/bp.log"
+BP0="$T/bp/train/ckpt-00000000" BP1="$T/bp/train/ckpt-00000010"
+for v in lenet5/conv0/w/var lenet5/fc/b/var lenet5/softmax/bias_0/var; do
+  check "$v is unchanged" [ "$(value "$BP0" $v)" = "$(value "$BP1" $v)" ]
+done
+for v in lenet5/fc/w/var lenet5/softmax/weight_0/var; do
+  check "$v is trained" [ "$(value "$BP0" $v)" != "$(value "$BP1" $v)" ]
+done
+nslots=$("$LV_BIN/ckpt_inspect" --file_name="$BP1" | grep -c '/Adam ')
+check "slots only for the trained variables ($nslots)" [ "$nslots" -eq 2 ]
+expect_exit 2 "a filter that leaves nothing" train --logdir="$T/bp2" --model_params_override="$BASE; train.max_steps: 1; task.train.bprop_variable_filter: 'nothing'"
+err_has "leave none of the 6 trainable variables to train"
+expect_exit 2 "a bad filter regex" train --logdir="$T/bp3" --model_params_override="$BASE; train.max_steps: 1; task.train.bprop_variable_exclusion: '(('"
+err_has "task.train.bprop_variable_exclusion: '((' is not a regular expression"
 finish

@@ -1,6 +1,8 @@
 #include "optim/optim_params.h"
 #include "optim/optim_var.h"
+#include "base/log.h"
 
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +374,10 @@ void lv_optim_define_train_params(lv_params *train) {
                         "Whether to apply gradients adjustment and scaling.");
   lv_params_define_params(train, "grad_norm_tracker", NULL,
                           "Params for GradNormTracker, to keep track of the gradient norm.");
+  lv_params_define_none(train, "bprop_variable_filter", LV_PV_STRING,
+                        "If set, only backprop variables whose names partially match this regexp (re.search).");
+  lv_params_define_none(train, "bprop_variable_exclusion", LV_PV_STRING,
+                        "If set, do not backprop variables whose names partially match this regexp (re.search).");
   lv_params_define_int(train, "max_consecutive_skipped_steps", 100,
                        "lingvoc: stop the run with an error after this many consecutive skipped steps (NaN/Inf "
                        "gradients or updates, grad_scale 0); 0 never stops.");
@@ -422,7 +428,75 @@ lv_status lv_learner_from_params(const lv_params *t, int num_splits, const lv_ba
     lv_schedule_free(s);
     return lv_status_wrap(st, "task.train.optimizer");
   }
-  return lv_learner_create_for_vars(&c, s, o, vars, nvars, out);
+  lv_var **bprop = calloc((size_t)nvars + 1, sizeof *bprop);
+  LV_ASSERT(bprop);
+  int nb = 0;
+  st = lv_bprop_vars(t, vars, nvars, bprop, &nb);
+  if (st) {
+    free(bprop);
+    lv_schedule_free(s);
+    lv_optimizer_free(o);
+    return st;
+  }
+  st = lv_learner_create_for_vars(&c, s, o, bprop, nb, out);
+  free(bprop);
+  return st;
+}
+
+/* Whether re (a task.train key's regex, compiled) is found in "<name>:0" (Python's
+ * re.search on a TF variable name). */
+static bool search_var(const regex_t *re, const char *name) {
+  char full[LV_VAR_NAME_MAX + 3];
+  snprintf(full, sizeof full, "%s:0", name);
+  return regexec(re, full, 0, NULL, 0) == 0;
+}
+
+static lv_status compile_key(const lv_params *t, const char *key, regex_t *re, bool *set) {
+  *set = lv_params_is_set(t, key);
+  if (*set && regcomp(re, lv_params_str(t, key), REG_EXTENDED | REG_NOSUB))
+    return lv_status_make(LV_ERR_INVALID, "task.train.%s: '%s' is not a regular expression", key, lv_params_str(t, key));
+  return NULL;
+}
+
+lv_status lv_bprop_vars(const lv_params *t, lv_var *const *vars, int nvars, lv_var **out, int *nout) {
+  *nout = 0;
+  regex_t f, x;
+  bool has_f = false, has_x = false;
+  LV_TRY(compile_key(t, "bprop_variable_filter", &f, &has_f));
+  lv_status s = compile_key(t, "bprop_variable_exclusion", &x, &has_x);
+  if (s) {
+    if (has_f) regfree(&f);
+    return s;
+  }
+  int ntrain = 0, nskip = 0;
+  char *skipped = NULL;
+  size_t slen = 0;
+  FILE *sf = open_memstream(&skipped, &slen);
+  LV_ASSERT(sf);
+  for (int i = 0; i < nvars; i++) {
+    lv_var *v = vars[i];
+    bool trainable = v->trainable && v->value.dtype == LV_F32;
+    ntrain += trainable;
+    if (trainable && ((has_f && !search_var(&f, v->name)) || (has_x && search_var(&x, v->name)))) {
+      fprintf(sf, "%s%s", nskip++ ? ", " : "", v->name);
+      continue;
+    }
+    out[(*nout)++] = v;
+  }
+  fclose(sf);
+  int nb = 0;
+  for (int i = 0; i < *nout; i++) nb += out[i]->trainable && out[i]->value.dtype == LV_F32;
+  if ((has_f || has_x) && nb == 0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.bprop_variable_filter / bprop_variable_exclusion ('%s' / '%s') "
+                       "leave none of the %d trainable variables to train", has_f ? lv_params_str(t, "bprop_variable_filter") : "None",
+                       has_x ? lv_params_str(t, "bprop_variable_exclusion") : "None", ntrain);
+  else if (nb < ntrain)
+    lv_info("bprop_variable_filter / bprop_variable_exclusion: training %d of %d variables; not trained (kept as "
+            "they are, no optimizer slots): %s", nb, ntrain, skipped);
+  free(skipped);
+  if (has_f) regfree(&f);
+  if (has_x) regfree(&x);
+  return s;
 }
 
 lv_status lv_ema_from_params(const lv_params *t, int num_splits, const lv_backend *be, lv_var *const *vars,
