@@ -4,7 +4,8 @@
 # checkpoint by regex renaming rules, logged one by one; a rule matching nothing, a
 # missing or misshapen tensor and a bad regex exit 2 and write no checkpoint) and
 # bprop_variable_filter / bprop_variable_exclusion (only the selected variables change,
-# only they get optimizer slots; a filter leaving nothing or a bad regex exits 2).
+# only they get optimizer slots; a filter leaving nothing or a bad regex exits 2) and
+# gradient accumulation (Lingvo's optimizer.Accumulator).
 . "$(dirname "$0")/lib.sh"
 if ! ensure_fashion_mnist; then
   fail "keras2ckpt could not build the Fashion-MNIST checkpoint (apt-get install dataset-fashion-mnist)"
@@ -75,4 +76,17 @@ expect_exit 2 "a filter that leaves nothing" train --logdir="$T/bp2" --model_par
 err_has "leave none of the 6 trainable variables to train"
 expect_exit 2 "a bad filter regex" train --logdir="$T/bp3" --model_params_override="$BASE; train.max_steps: 1; task.train.bprop_variable_exclusion: '(('"
 err_has "task.train.bprop_variable_exclusion: '((' is not a regular expression"
+# 3. Gradient accumulation (optimizer Accumulator around Adam, accum_steps 2): the weights
+# change every second step only, the accumulators are checkpointed, a resumed run goes on.
+ACC="task.train.optimizer.cls: 'Accumulator'; task.train.optimizer.accum_steps: 2; train.save_interval_steps: 1"
+train --logdir="$T/acc" --model_params_override="$BASE; train.max_steps: 3; $ACC" >"$T/acc.log" 2>&1
+check "Accumulator run exits 0" [ $? -eq 0 ]
+A="$T/acc/train/ckpt-0000000"
+check "step 0 (accumulating) leaves the weights" [ "$(value ${A}0 lenet5/fc/w/var)" = "$(value ${A}1 lenet5/fc/w/var)" ]
+check "step 1 (the second) updates them" [ "$(value ${A}1 lenet5/fc/w/var)" != "$(value ${A}2 lenet5/fc/w/var)" ]
+check "the accumulators are in the checkpoint" grep -q '^lenet5/fc/w/var/grad_accumulator/var ' <("$LV_BIN/ckpt_inspect" --file_name=${A}3)
+check "and hold step 2's gradients" [ "$(value ${A}3 lenet5/fc/b/var/grad_accumulator/var | tr -d '[]0. \n')" != "" ]
+train --logdir="$T/acc" --model_params_override="$BASE; train.max_steps: 4; $ACC" >"$T/acc2.log" 2>&1
+check "Accumulator run resumes" [ $? -eq 0 ] && grep -q "restored .* tensors" "$T/acc2.log"
+check "inspect_params shows the Accumulator's keys" grep -q "^task.train.optimizer.optimizer_tpl.cls : 'Adam'" "$T/acc/control/params.txt"
 finish

@@ -238,6 +238,21 @@ lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_
   return lv_optimizer_create(&c, be, out);
 }
 
+/* Lingvo's optimizer.Accumulator: a wrapper of another optimizer; the learner does the
+ * accumulation (lv_learner_config.accum_steps). */
+static lv_params *accumulator_params(void) {
+  lv_params *p = base_params("Accumulator", "Accumulator");
+  lv_params_define_bool(p, "use_bf16_gradients_ar", false,
+                        "Whether to use bfloat16 dtype for gradients all-reduce. This applies to TPU only.");
+  lv_params_define_bool(p, "add_summary_in_apply", true, "Whether to add summary in Apply.");
+  lv_params_define_none(p, "clear_variable_scope", LV_PV_BOOL,
+                        "Whether to clear the variable scope when creating the optimizer's slot variables.");
+  lv_params_define_params(p, "optimizer_tpl", lv_optimizer_params(LV_OPT_ADAM), "Params for the wrapped optimizer.");
+  lv_params_define_int(p, "accum_steps", 5,
+                       "Number of gradient accumulation steps before invoking wrapped optimizer.");
+  return p;
+}
+
 /* ---------------- GradNormTracker ---------------- */
 
 static lv_params *grad_norm_tracker_params(void) {
@@ -343,6 +358,7 @@ void lv_optim_register_all(void) {
   }
   for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], k_opt_ctors[i]);
   lv_registry_add("GradNormTracker", grad_norm_tracker_params);
+  lv_registry_add("Accumulator", accumulator_params);
 }
 
 /* ---------------- task.train ---------------- */
@@ -422,11 +438,23 @@ lv_status lv_learner_from_params(const lv_params *t, int num_splits, const lv_ba
   lv_schedule *s = NULL;
   LV_TRY(lv_status_wrap(lv_schedule_from_params(lv_params_sub(t, "lr_schedule"), num_splits, &s),
                         "task.train.lr_schedule"));
+  const lv_params *op = lv_params_sub(t, "optimizer");
+  const char *where = "task.train.optimizer";
+  if (op && !strcmp(lv_params_str(op, "cls"), "Accumulator")) {
+    c.accum_steps = lv_params_int(op, "accum_steps");
+    if (c.accum_steps < 1) {
+      lv_schedule_free(s);
+      return lv_status_make(LV_ERR_INVALID, "task.train.optimizer.accum_steps: %lld: expected 1 or more",
+                            (long long)c.accum_steps);
+    }
+    op = lv_params_sub(op, "optimizer_tpl");
+    where = "task.train.optimizer.optimizer_tpl";
+  }
   lv_optimizer *o = NULL;
-  lv_status st = lv_optimizer_from_params(lv_params_sub(t, "optimizer"), be, &o);
+  lv_status st = lv_optimizer_from_params(op, be, &o);
   if (st) {
     lv_schedule_free(s);
-    return lv_status_wrap(st, "task.train.optimizer");
+    return lv_status_wrap(st, "%s", where);
   }
   lv_var **bprop = calloc((size_t)nvars + 1, sizeof *bprop);
   LV_ASSERT(bprop);

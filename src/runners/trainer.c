@@ -94,15 +94,16 @@ typedef struct train_state {
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
  * (shaped like their variable: "<var>/Adam"; their host copies, see save and
  * restore_or_init), non-slot optimizer state (beta1_power) and learner state
- * (GradNormTracker statistics), and last the moving averages of the variables
+ * (GradNormTracker statistics), gradient accumulators ("<var>/grad_accumulator/var"), and
+ * last the moving averages of the variables
  * ("<var>/ExponentialMovingAverage"; host copies like the slots). */
 static lv_status collect_saveables(train_state *t) {
   int nm = 0;
   lv_saveable *model = lv_instance_saveables(t->m, &nm);
   lv_optimizer *opt = lv_learner_optimizer(t->learner);
   int ns = lv_optimizer_num_slot_vars(opt), nn = lv_optimizer_num_nonslot(opt), nl = lv_learner_num_state(t->learner);
-  int ne = lv_ema_num_vars(t->ema);
-  t->items = calloc((size_t)(nm + ns + nn + nl + ne), sizeof *t->items);
+  int ne = lv_ema_num_vars(t->ema), na = lv_learner_num_accumulators(t->learner);
+  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne), sizeof *t->items);
   LV_ASSERT(t->items);
   memcpy(t->items, model, sizeof *model * (size_t)nm);
   free(model);
@@ -130,6 +131,19 @@ static lv_status collect_saveables(train_state *t) {
     float *value;
     lv_learner_state(t->learner, i, &name, &value);
     t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value, lv_device_host()};
+  }
+  for (int i = 0; i < na; i++) {
+    const char *name;
+    int64_t n;
+    lv_learner_accumulator(t->learner, i, &name, &n);
+    char var[LV_VAR_NAME_MAX];
+    snprintf(var, sizeof var, "%.*s", (int)(strlen(name) - strlen("/grad_accumulator/var")), name);
+    lv_var *v = lv_varstore_find(t->m->vs, var);
+    if (!v || lv_tensor_numel(&v->value) != n)
+      return lv_status_make(LV_ERR_INTERNAL, "gradient accumulator %s has no variable %s of %lld elements", name, var,
+                            (long long)n);
+    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, lv_learner_accumulator_host(t->learner, i),
+                                  lv_device_host()};
   }
   for (int i = 0; i < ne; i++) {
     const char *name;
@@ -164,6 +178,7 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
 static lv_status save(train_state *t, int64_t step) {
   lv_optimizer_slots_to_host(lv_learner_optimizer(t->learner));
   lv_ema_to_host(t->ema);
+  lv_learner_accumulators_to_host(t->learner);
   return lv_checkpointer_save(t->ck, step, t->items, t->nitems, t->params_text);
 }
 
@@ -197,6 +212,7 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
                                                    opt->allow_partial_restore ? LV_RESTORE_PARTIAL : LV_RESTORE_EXACT, &n),
                         "cannot resume training"));
   lv_optimizer_slots_from_host(lv_learner_optimizer(t->learner));
+  lv_learner_accumulators_from_host(t->learner);
   if (fresh_averages) {
     lv_ema_reset(t->ema);
     lv_info("%s has no moving averages (it was written with task.train.ema_decay 0): starting the averages of %d "
@@ -470,9 +486,11 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     /* Every rank starts from the chief's variables, slots and step. */
     lv_optimizer_slots_to_host(lv_learner_optimizer(t.learner));
     lv_ema_to_host(t.ema);
+    lv_learner_accumulators_to_host(t.learner);
     s = lv_replicas_broadcast(comm, t.items, t.nitems);
     if (!s) lv_optimizer_slots_from_host(lv_learner_optimizer(t.learner));
     if (!s) lv_ema_from_host(t.ema);
+    if (!s) lv_learner_accumulators_from_host(t.learner);
   }
   /* Only now, with the model built and any checkpoint restored, write into the logdir:
    * a run that fails on bad input leaves the directory as it was. */
