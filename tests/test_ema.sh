@@ -4,8 +4,8 @@
 # trainable variable; the evaler runs on the averages (and on the raw weights with
 # ema_decay 0); kill -9 and resume is bit-identical with the averages on; a run resumed
 # from a checkpoint without averages starts them from its weights and says so; turning
-# them off drops them with a warning; a bad decay exits 2 and writes nothing; sync
-# replicas under mpirun keep them.
+# them off drops them with a warning; a bad decay exits 2 and writes nothing; skipped
+# steps leave them; sync replicas under mpirun keep them.
 . "$(dirname "$0")/lib.sh"
 if ! ensure_fashion_mnist; then
   fail "keras2ckpt could not build the Fashion-MNIST checkpoint (apt-get install dataset-fashion-mnist)"
@@ -88,7 +88,16 @@ expect_exit 2 "ema_decay 1.0 is refused" train --logdir="$T/d" --model_params_ov
 err_has "task.train.ema_decay"
 check "nothing written" [ ! -e "$T/d/train/checkpoint" ]
 
-# 8. Sync replicas: two ranks train with averages; they are in the checkpoint and the
+# 8. A skipped step leaves the averages: from a checkpoint whose averages differ from the
+# weights, steps all skipped (grad_norm_to_clip_to_zero) change neither.
+mkdir -p "$T/s/train" && cp "$T"/a/train/ckpt-00000040.* "$T/s/train/" &&
+  printf 'model_checkpoint_path: "ckpt-00000040"\nall_model_checkpoint_paths: "ckpt-00000040"\n' >"$T/s/train/checkpoint"
+train --logdir="$T/s" --model_params_override="$EMA; train.max_steps: 45; task.train.grad_norm_to_clip_to_zero: 1e-9; task.train.max_consecutive_skipped_steps: 0" >"$T/s.log" 2>&1
+check "all-skipped run exits 0" [ $? -eq 0 ] && grep -q "5 steps skipped" "$T/s.log"
+check "skipped steps leave the averages" [ "$(value "$T/a/train/ckpt-00000040" lenet5/fc/b/var/ExponentialMovingAverage)" = \
+  "$(value "$T/s/train/ckpt-00000045" lenet5/fc/b/var/ExponentialMovingAverage)" ]
+
+# 9. Sync replicas: two ranks train with averages; they are in the checkpoint and the
 # run resumes from it.
 if command -v mpirun >/dev/null; then
   MPI=(timeout 600 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2)
