@@ -833,6 +833,8 @@ static void cases_optim(void) {
       int w = fin(n, -1, 1), g = fout(n);
       RUN("optim_lp_add", ELEM) KT->optim_lp_add(CTX, n, PF(w), 0.01f, l1, PF(g));
     }
+    int v = fin(n, -1, 1), sh = fout(n);
+    RUN("optim_ema", ELEM) KT->optim_ema(CTX, n, 0.001f, PF(v), PF(sh));
     int w = fout(n), g = fin(n, -1, 1);
     RUN("optim_sgd", ELEM) KT->optim_sgd(CTX, n, 0.1f, PF(w), PF(g));
     for (int nest = 0; nest < 2; nest++) {

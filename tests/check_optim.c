@@ -935,6 +935,61 @@ START_TEST(test_learner_for_vars) {
 }
 END_TEST
 
+/* Lingvo's optimizer.Accumulator (accum_steps 4 around Adam): the variables change only
+ * at steps 3, 7, ..., with Adam applied once on the mean of the four steps' gradients,
+ * exactly as a plain Adam step on that mean; the sums restart from zero; a skipped step
+ * adds nothing. */
+START_TEST(test_learner_accumulator) {
+  enum { N = 37, K = 4 };
+  float wa[N], ga[N], wb[N], gb[N];
+  for (int i = 0; i < N; i++) wa[i] = wb[i] = 0.01f * (float)(i - 18);
+  lv_learner_var va[] = {{"w", wa, ga, N, true, false, 0}}, vb[] = {{"w", wb, gb, N, true, false, 0}};
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 0.01;
+  lv_learner *plain = make_learner(c, LV_OPT_ADAM, vb, 1);
+  c.accum_steps = K;
+  lv_learner *acc = make_learner(c, LV_OPT_ADAM, va, 1);
+  ck_assert_int_eq(lv_learner_num_accumulators(acc), 1);
+  ck_assert_int_eq(lv_learner_num_accumulators(plain), 0);
+  const char *name;
+  lv_learner_accumulator(acc, 0, &name, NULL);
+  ck_assert_str_eq(name, "w/grad_accumulator/var");
+  lv_learner_stats s;
+  for (int64_t step = 0; step < 2 * K; step++) {
+    float before[N];
+    memcpy(before, wa, sizeof before);
+    for (int i = 0; i < N; i++) ga[i] = sinf((float)(step * N + i)) * (1.0f + (float)step);
+    if (step == 5) { /* a NaN step: skipped, nothing accumulated */
+      float keep = ga[0];
+      ga[0] = NAN;
+      OK(lv_learner_step(acc, step, &s));
+      ck_assert(s.skipped);
+      ga[0] = keep;
+      for (int i = 0; i < N; i++) ga[i] = 0.0f;
+    }
+    static float run[N];
+    for (int i = 0; i < N; i++) run[i] = (step % K ? run[i] : 0.0f) + ga[i];
+    if (step != 5) OK(lv_learner_step(acc, step, &s));
+    if (step % K != K - 1) {
+      ck_assert_msg(!memcmp(before, wa, sizeof before), "step %lld changed the variables", (long long)step);
+      continue;
+    }
+    for (int i = 0; i < N; i++) gb[i] = run[i] * (float)(1.0 / K);
+    OK(lv_learner_step(plain, step / K, &s));
+    for (int i = 0; i < N; i++)
+      ck_assert_msg(wa[i] == wb[i], "step %lld, element %d: accumulated %.9g, large batch %.9g", (long long)step, i,
+                    wa[i], wb[i]);
+    lv_learner_accumulators_to_host(acc);
+    for (int i = 0; i < N; i++) ck_assert(lv_learner_accumulator_host(acc, 0)[i] == 0.0f);
+  }
+  float *p;
+  lv_optimizer_nonslot(lv_learner_optimizer(acc), 0, NULL, &p);
+  CLOSE(*p, 0.9 * 0.9 * 0.9, 1e-6); /* beta1_power advanced twice: two updates */
+  lv_learner_free(acc);
+  lv_learner_free(plain);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("optim");
   TCase *o = tcase_create("optimizer");
@@ -965,6 +1020,7 @@ int main(void) {
   tcase_add_test(l, test_learner_grad_norm_tracker);
   tcase_add_test(l, test_learner_var_norms);
   tcase_add_test(l, test_learner_for_vars);
+  tcase_add_test(l, test_learner_accumulator);
   suite_add_tcase(s, l);
   return lv_test_run(s);
 }

@@ -221,7 +221,11 @@ static lv_params *train_params(void) {
   lv_params_define_int(tp, "max_steps", 4000000, "Training max of 4M steps.");
   lv_params_define_int(tp, "tpu_steps_per_loop", 1000, "The number of training steps per training loop for TPUs.");
   lv_params_define_float(tp, "vn_std", 0.0, "Std of the variational noise (lingvoc: must be 0).");
-  lv_params_define_float(tp, "ema_decay", 0.0, "If > 0, enable ExponentialMovingAverage (lingvoc: must be 0).");
+  lv_params_define_float(tp, "ema_decay", 0.0, "If > 0, enable ExponentialMovingAverage during training with the give decay. Must be < 1. Disabled if <= 0.");
+  lv_params_define_none(tp, "ema_decay_moving_vars", LV_PV_BOOL, "If True, include variables from collection \"moving_vars\" in ema.");
+  lv_params_define_params(tp, "ema_schedule", NULL, "If not None, a schedule over global_step giving the moving averages' decay (e.g. EmaDecaySchedule), used instead of ema_decay's min(ema_decay, (1 + step) / (10 + step)).");
+  lv_params_define_list(tp, "init_from_checkpoint_rules", lv_pvalue_list(), "A list of (checkpoint_path, loading_rules, ignore_rules) (Lingvo's dictionary {checkpoint_path: (loading_rules, ignore_rules)}): variables are only loaded from these paths when training starts without a checkpoint, overriding their initialization. loading_rules is a list of (regex, format): a variable whose name (with ':0') matches a regex (re.match) is loaded from the checkpoint variable the format names (each %s a group; the first rule that matches is used; a rule matching no variable is an error). ignore_rules is a list of regexes of variables never loaded. Example: [('/path/ckpt-100', [('(.*)', '%s')], [])] initializes every variable from /path/ckpt-100.");
+  lv_params_define_string(tp, "init_from_checkpoint_override", "", "If set, override keys in init_from_checkpoint_rules with this. Once set, only one key is expected in init_from_checkpoint_rules.");
   lv_params_define_int(tp, "enqueue_max_steps", -1, "Max enqueue steps. -1 meaning no limit. Tests only.");
   lv_params_define_int(tp, "save_interval_seconds", 600, "Generates a checkpoint roughly once every this many seconds.");
   lv_params_define_none(tp, "save_interval_steps", LV_PV_INT, "Generates a checkpoint roughly once every this many training steps. Supersedes save_interval_seconds if not None.");

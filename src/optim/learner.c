@@ -1,6 +1,7 @@
 #include "optim/learner.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,8 @@ lv_status lv_learner_config_validate(const lv_learner_config *c) {
                             "grad_norm_tracker.grad_norm_clip_cap_min: must be >= 0, found %g",
                             t->grad_norm_clip_cap_min);
   }
+  if (c->accum_steps < 0)
+    return lv_status_make(LV_ERR_INVALID, "optimizer.accum_steps: must be >= 1, found %lld", (long long)c->accum_steps);
   if (c->max_consecutive_skipped_steps < 0)
     return lv_status_make(LV_ERR_INVALID, "max_consecutive_skipped_steps: must be >= 0 (0: never stop), found %lld",
                           (long long)c->max_consecutive_skipped_steps);
@@ -97,6 +100,10 @@ struct lv_learner {
   const char **chk_name; /* [nchk] borrowed from l->v / the optimizer */
   float *backup;       /* device memory: their values before the update, concatenated */
   double *dev_chk_sums, *chk_sums; /* [nchk] sums of squares after the update */
+  /* accum_steps > 1: per trainable variable, the gradient sum (device), its host copy
+   * and checkpoint name. */
+  float **acc, **acc_host;
+  char **acc_name;
 };
 
 static const char *const k_tracker_names[4] = {"log_mean", "log_mean_squared", "total_weight",
@@ -159,6 +166,14 @@ void lv_learner_free(lv_learner *l) {
   free(l->chk_n);
   free(l->chk_name);
   free(l->chk_sums);
+  for (int i = 0; l->acc && i < l->n; i++) {
+    lv_optim_free(l->be, l->acc[i]);
+    free(l->acc_host[i]);
+    free(l->acc_name[i]);
+  }
+  free(l->acc);
+  free(l->acc_host);
+  free(l->acc_name);
   if (l->be) {
     lv_optim_free(l->be, l->dev_sums);
     lv_optim_free(l->be, l->scratch);
@@ -199,6 +214,41 @@ static lv_status alloc_update_check(lv_learner *l) {
     return lv_status_make(LV_ERR_RESOURCE, "out of memory for the update check's copy of the variables and slots "
                           "(%zu floats)", total);
   return NULL;
+}
+
+static lv_status alloc_accumulators(lv_learner *l) {
+  l->acc = calloc((size_t)l->n + 1, sizeof *l->acc);
+  l->acc_host = calloc((size_t)l->n + 1, sizeof *l->acc_host);
+  l->acc_name = calloc((size_t)l->n + 1, sizeof *l->acc_name);
+  if (!l->acc || !l->acc_host || !l->acc_name) return lv_status_make(LV_ERR_RESOURCE, "out of memory creating the learner");
+  for (int i = 0; i < l->n; i++) {
+    size_t bytes = sizeof(float) * (size_t)(l->v[i].n > 0 ? l->v[i].n : 1);
+    l->acc[i] = lv_optim_alloc(l->be, bytes);
+    l->acc_host[i] = calloc(1, bytes);
+    if (!l->acc[i] || !l->acc_host[i] || asprintf(&l->acc_name[i], "%s/grad_accumulator/var", l->v[i].name) < 0)
+      return lv_status_make(LV_ERR_RESOURCE, "out of memory for the gradient accumulator of %s", l->v[i].name);
+    l->k->optim_fill(l->ctx, l->v[i].n, l->acc[i], 0.0f);
+  }
+  return NULL;
+}
+
+int lv_learner_num_accumulators(const lv_learner *l) { return l->acc ? l->n : 0; }
+void lv_learner_accumulator(lv_learner *l, int i, const char **name, int64_t *n) {
+  LV_ASSERT(l->acc && i >= 0 && i < l->n);
+  if (name) *name = l->acc_name[i];
+  if (n) *n = l->v[i].n;
+}
+float *lv_learner_accumulator_host(lv_learner *l, int i) {
+  LV_ASSERT(l->acc && i >= 0 && i < l->n);
+  return l->acc_host[i];
+}
+void lv_learner_accumulators_to_host(lv_learner *l) {
+  for (int i = 0; l->acc && i < l->n; i++)
+    if (l->v[i].n > 0) lv_optim_to_host(l->be, l->acc_host[i], l->acc[i], sizeof(float) * (size_t)l->v[i].n);
+}
+void lv_learner_accumulators_from_host(lv_learner *l) {
+  for (int i = 0; l->acc && i < l->n; i++)
+    if (l->v[i].n > 0) lv_optim_from_host(l->be, l->acc[i], l->acc_host[i], sizeof(float) * (size_t)l->v[i].n);
 }
 
 /* Copies every value and slot to the backup (to_backup) or back. */
@@ -299,6 +349,7 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     st = lv_optimizer_add_var(optimizer, v->name, v->n, NULL);
   }
   if (!st) st = alloc_update_check(l);
+  if (!st && cfg->accum_steps > 1) st = alloc_accumulators(l);
   if (st) {
     lv_learner_free(l);
     return st;
@@ -433,7 +484,16 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
     skip = s.has_nan_or_inf || s.grad_scale_all == 0.0;
   }
 
-  if (!skip) {
+  /* Lingvo's Accumulator: every step adds its gradients; every accum_steps-th step the
+   * optimizer runs on their mean. */
+  bool apply = !skip;
+  if (!skip && l->acc) {
+    for (int i = 0; i < l->n; i++) k->axpy(l->ctx, l->v[i].n, 1.0f, l->v[i].grad, l->acc[i], true);
+    apply = step % c->accum_steps == c->accum_steps - 1;
+    if (apply)
+      for (int i = 0; i < l->n; i++) k->optim_scale(l->ctx, l->v[i].n, l->acc[i], (float)(1.0 / (double)c->accum_steps));
+  }
+  if (apply) {
     lv_optimizer *o = l->opt;
     float nonslot0[2] = {0, 0};
     int nns = lv_optimizer_num_nonslot(o);
@@ -446,8 +506,10 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
      * neither (as Lingvo does no NaN check then). */
     const bool check = c->scale_gradients;
     if (check) backup_copy(l, true);
-    lv_status st = lv_optimizer_apply(o, (float)s.learning_rate, l->n, l->values, l->grads);
+    lv_status st = lv_optimizer_apply(o, (float)s.learning_rate, l->n, l->values,
+                                      l->acc ? (const float *const *)l->acc : l->grads);
     if (st) return st;
+    for (int i = 0; l->acc && i < l->n; i++) k->optim_fill(l->ctx, l->v[i].n, l->acc[i], 0.0f);
     s.nonfinite_update = check ? first_nonfinite(l) : NULL;
     if (s.nonfinite_update) {
       backup_copy(l, false);

@@ -84,6 +84,11 @@ typedef struct lv_learner_config {
   bool has_grad_norm_tracker;                /* grad_norm_tracker is not None */
   lv_grad_norm_tracker_config grad_norm_tracker;
   int64_t max_consecutive_skipped_steps;     /* a step error after this many in a row; 0: off */
+  /* > 1: Lingvo's optimizer.Accumulator: each step's gradients (after L1/L2 and
+   * scaling) are added to "<var>/grad_accumulator/var"; the optimizer runs only at the
+   * steps where step % accum_steps == accum_steps - 1, on the sums times 1/accum_steps,
+   * which are then zeroed. 0 or 1: every step updates. */
+  int64_t accum_steps;
 } lv_learner_config;
 
 /* Lingvo's BaseTask train defaults (learning_rate 0, no L1/L2, no clipping,
@@ -153,6 +158,15 @@ void lv_learner_state(lv_learner *l, int i, const char **name, float **value);
 int lv_learner_num_vars(const lv_learner *l);
 const char *lv_learner_var_name(const lv_learner *l, int i);
 void lv_learner_var_norms(const lv_learner *l, int i, double *grad_norm, double *var_norm);
+/* The gradient accumulators (accum_steps > 1; none otherwise), for checkpoints: name
+ * "<var>/grad_accumulator/var", n floats, a host copy (stable while the learner lives)
+ * and the copies of every accumulator to its host copy (before a save) or back (after a
+ * restore). */
+int lv_learner_num_accumulators(const lv_learner *l);
+void lv_learner_accumulator(lv_learner *l, int i, const char **name, int64_t *n);
+float *lv_learner_accumulator_host(lv_learner *l, int i);
+void lv_learner_accumulators_to_host(lv_learner *l);
+void lv_learner_accumulators_from_host(lv_learner *l);
 /* For resuming: restore the counters saved with a checkpoint. */
 void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps);
 

@@ -1,6 +1,8 @@
 #include "optim/optim_params.h"
 #include "optim/optim_var.h"
+#include "base/log.h"
 
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +238,21 @@ lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_
   return lv_optimizer_create(&c, be, out);
 }
 
+/* Lingvo's optimizer.Accumulator: a wrapper of another optimizer; the learner does the
+ * accumulation (lv_learner_config.accum_steps). */
+static lv_params *accumulator_params(void) {
+  lv_params *p = base_params("Accumulator", "Accumulator");
+  lv_params_define_bool(p, "use_bf16_gradients_ar", false,
+                        "Whether to use bfloat16 dtype for gradients all-reduce. This applies to TPU only.");
+  lv_params_define_bool(p, "add_summary_in_apply", true, "Whether to add summary in Apply.");
+  lv_params_define_none(p, "clear_variable_scope", LV_PV_BOOL,
+                        "Whether to clear the variable scope when creating the optimizer's slot variables.");
+  lv_params_define_params(p, "optimizer_tpl", lv_optimizer_params(LV_OPT_ADAM), "Params for the wrapped optimizer.");
+  lv_params_define_int(p, "accum_steps", 5,
+                       "Number of gradient accumulation steps before invoking wrapped optimizer.");
+  return p;
+}
+
 /* ---------------- GradNormTracker ---------------- */
 
 static lv_params *grad_norm_tracker_params(void) {
@@ -341,6 +358,7 @@ void lv_optim_register_all(void) {
   }
   for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], k_opt_ctors[i]);
   lv_registry_add("GradNormTracker", grad_norm_tracker_params);
+  lv_registry_add("Accumulator", accumulator_params);
 }
 
 /* ---------------- task.train ---------------- */
@@ -372,6 +390,10 @@ void lv_optim_define_train_params(lv_params *train) {
                         "Whether to apply gradients adjustment and scaling.");
   lv_params_define_params(train, "grad_norm_tracker", NULL,
                           "Params for GradNormTracker, to keep track of the gradient norm.");
+  lv_params_define_none(train, "bprop_variable_filter", LV_PV_STRING,
+                        "If set, only backprop variables whose names partially match this regexp (re.search).");
+  lv_params_define_none(train, "bprop_variable_exclusion", LV_PV_STRING,
+                        "If set, do not backprop variables whose names partially match this regexp (re.search).");
   lv_params_define_int(train, "max_consecutive_skipped_steps", 100,
                        "lingvoc: stop the run with an error after this many consecutive skipped steps (NaN/Inf "
                        "gradients or updates, grad_scale 0); 0 never stops.");
@@ -416,11 +438,103 @@ lv_status lv_learner_from_params(const lv_params *t, int num_splits, const lv_ba
   lv_schedule *s = NULL;
   LV_TRY(lv_status_wrap(lv_schedule_from_params(lv_params_sub(t, "lr_schedule"), num_splits, &s),
                         "task.train.lr_schedule"));
+  const lv_params *op = lv_params_sub(t, "optimizer");
+  const char *where = "task.train.optimizer";
+  if (op && !strcmp(lv_params_str(op, "cls"), "Accumulator")) {
+    c.accum_steps = lv_params_int(op, "accum_steps");
+    if (c.accum_steps < 1) {
+      lv_schedule_free(s);
+      return lv_status_make(LV_ERR_INVALID, "task.train.optimizer.accum_steps: %lld: expected 1 or more",
+                            (long long)c.accum_steps);
+    }
+    op = lv_params_sub(op, "optimizer_tpl");
+    where = "task.train.optimizer.optimizer_tpl";
+  }
   lv_optimizer *o = NULL;
-  lv_status st = lv_optimizer_from_params(lv_params_sub(t, "optimizer"), be, &o);
+  lv_status st = lv_optimizer_from_params(op, be, &o);
   if (st) {
     lv_schedule_free(s);
-    return lv_status_wrap(st, "task.train.optimizer");
+    return lv_status_wrap(st, "%s", where);
   }
-  return lv_learner_create_for_vars(&c, s, o, vars, nvars, out);
+  lv_var **bprop = calloc((size_t)nvars + 1, sizeof *bprop);
+  LV_ASSERT(bprop);
+  int nb = 0;
+  st = lv_bprop_vars(t, vars, nvars, bprop, &nb);
+  if (st) {
+    free(bprop);
+    lv_schedule_free(s);
+    lv_optimizer_free(o);
+    return st;
+  }
+  st = lv_learner_create_for_vars(&c, s, o, bprop, nb, out);
+  free(bprop);
+  return st;
+}
+
+/* Whether re (a task.train key's regex, compiled) is found in "<name>:0" (Python's
+ * re.search on a TF variable name). */
+static bool search_var(const regex_t *re, const char *name) {
+  char full[LV_VAR_NAME_MAX + 3];
+  snprintf(full, sizeof full, "%s:0", name);
+  return regexec(re, full, 0, NULL, 0) == 0;
+}
+
+static lv_status compile_key(const lv_params *t, const char *key, regex_t *re, bool *set) {
+  *set = lv_params_is_set(t, key);
+  if (*set && regcomp(re, lv_params_str(t, key), REG_EXTENDED | REG_NOSUB))
+    return lv_status_make(LV_ERR_INVALID, "task.train.%s: '%s' is not a regular expression", key, lv_params_str(t, key));
+  return NULL;
+}
+
+lv_status lv_bprop_vars(const lv_params *t, lv_var *const *vars, int nvars, lv_var **out, int *nout) {
+  *nout = 0;
+  regex_t f, x;
+  bool has_f = false, has_x = false;
+  LV_TRY(compile_key(t, "bprop_variable_filter", &f, &has_f));
+  lv_status s = compile_key(t, "bprop_variable_exclusion", &x, &has_x);
+  if (s) {
+    if (has_f) regfree(&f);
+    return s;
+  }
+  int ntrain = 0, nskip = 0;
+  char *skipped = NULL;
+  size_t slen = 0;
+  FILE *sf = open_memstream(&skipped, &slen);
+  LV_ASSERT(sf);
+  for (int i = 0; i < nvars; i++) {
+    lv_var *v = vars[i];
+    bool trainable = v->trainable && v->value.dtype == LV_F32;
+    ntrain += trainable;
+    if (trainable && ((has_f && !search_var(&f, v->name)) || (has_x && search_var(&x, v->name)))) {
+      fprintf(sf, "%s%s", nskip++ ? ", " : "", v->name);
+      continue;
+    }
+    out[(*nout)++] = v;
+  }
+  fclose(sf);
+  int nb = 0;
+  for (int i = 0; i < *nout; i++) nb += out[i]->trainable && out[i]->value.dtype == LV_F32;
+  if ((has_f || has_x) && nb == 0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.bprop_variable_filter / bprop_variable_exclusion ('%s' / '%s') "
+                       "leave none of the %d trainable variables to train", has_f ? lv_params_str(t, "bprop_variable_filter") : "None",
+                       has_x ? lv_params_str(t, "bprop_variable_exclusion") : "None", ntrain);
+  else if (nb < ntrain)
+    lv_info("bprop_variable_filter / bprop_variable_exclusion: training %d of %d variables; not trained (kept as "
+            "they are, no optimizer slots): %s", nb, ntrain, skipped);
+  free(skipped);
+  if (has_f) regfree(&f);
+  if (has_x) regfree(&x);
+  return s;
+}
+
+lv_status lv_ema_from_params(const lv_params *t, int num_splits, const lv_backend *be, lv_var *const *vars,
+                             int nvars, lv_ema **out) {
+  *out = NULL;
+  double decay = getf(t, "ema_decay");
+  if (!(decay > 0.0)) return NULL;
+  lv_schedule *s = NULL;
+  const lv_params *sp = lv_params_sub(t, "ema_schedule");
+  if (sp) LV_TRY(lv_status_wrap(lv_schedule_from_params(sp, num_splits, &s), "task.train.ema_schedule"));
+  bool moving = lv_params_is_set(t, "ema_decay_moving_vars") && lv_params_bool(t, "ema_decay_moving_vars");
+  return lv_ema_create_for_vars(decay, s, moving, be, vars, nvars, out);
 }

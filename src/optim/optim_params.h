@@ -15,6 +15,7 @@
 
 #include "core/variable.h"
 #include "kernels/kernels.h"
+#include "optim/ema.h"
 #include "optim/learner.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -52,5 +53,18 @@ lv_status lv_learner_config_from_params(const lv_params *task_train, lv_learner_
 lv_status lv_learner_from_params(const lv_params *task_train, int num_splits,
                                  const lv_backend *be, lv_var *const *vars, int nvars,
                                  lv_learner **out);
+
+/* The variables the learner trains (out[nvars], caller's array): vars less the trainable
+ * ones task.train.bprop_variable_filter does not find (re.search on "<name>:0") or
+ * bprop_variable_exclusion finds (Lingvo's learner); the others keep their values and
+ * get no optimizer slots. Logs what is left out. Errors (LV_ERR_INVALID naming the key):
+ * a bad regex, no trainable variable left. */
+lv_status lv_bprop_vars(const lv_params *task_train, lv_var *const *vars, int nvars, lv_var **out, int *nout);
+
+/* The moving averages of task.train (ema_decay > 0; ema_decay_moving_vars,
+ * ema_schedule) over vars, on backend be (optim/ema.h); *out = NULL when ema_decay <= 0
+ * (off). Errors are LV_ERR_INVALID starting with "task.train.<key>". */
+lv_status lv_ema_from_params(const lv_params *task_train, int num_splits, const lv_backend *be,
+                             lv_var *const *vars, int nvars, lv_ema **out);
 
 #endif

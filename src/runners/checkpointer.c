@@ -451,6 +451,24 @@ static bool has_item(const lv_saveable *items, int n, const char *name) {
   return false;
 }
 
+/* Whether name is "<item>/ExponentialMovingAverage" for one of the items. */
+static bool is_average_of_item(const lv_saveable *items, int n, const char *name) {
+  size_t len = strlen(name), sl = strlen(LV_CKPT_AVERAGE_SUFFIX);
+  if (len <= sl || strcmp(name + len - sl, LV_CKPT_AVERAGE_SUFFIX)) return false;
+  for (int i = 0; i < n; i++)
+    if (strlen(items[i].name) == len - sl && !strncmp(items[i].name, name, len - sl)) return true;
+  return false;
+}
+
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present) {
+  *present = 0;
+  lv_bundle_reader *r = NULL;
+  LV_TRY(lv_bundle_reader_open(prefix, &r));
+  for (int i = 0; i < n; i++) *present += lv_bundle_reader_find(r, items[i].name) != NULL;
+  lv_bundle_reader_close(r);
+  return NULL;
+}
+
 lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
                                      int *num_restored) {
   if (num_restored) *num_restored = 0;
@@ -480,10 +498,16 @@ lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *item
     found[i] = e;
   }
   /* Training resumes the whole state: a tensor the run would not save again (another
-   * optimizer's slots) is as much a mismatch as a missing one. */
+   * optimizer's slots) is as much a mismatch as a missing one; moving averages a run no
+   * longer keeps are only dropped, as Lingvo drops them. */
+  int ndropped = 0;
   for (int i = 0; mode != LV_RESTORE_MODEL && i < lv_bundle_reader_count(r); i++) {
     const char *name = lv_bundle_reader_entry(r, i)->name;
     if (strcmp(name, LV_CKPT_PARAMS_TENSOR) && !has_item(items, n, name)) {
+      if (mode == LV_RESTORE_EXACT && is_average_of_item(items, n, name)) {
+        ndropped++;
+        continue;
+      }
       if (mode == LV_RESTORE_EXACT) list_problem(ef, &nerr, "%s: in the checkpoint, not in this run", name);
       nextra++;
     }
@@ -519,6 +543,9 @@ lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *item
   if (!s && nextra && mode == LV_RESTORE_PARTIAL)
     lv_warn("partial restore from %s: %d tensors of the checkpoint are not in this run and were ignored", prefix,
             nextra);
+  if (!s && ndropped)
+    lv_warn("%s holds the moving averages of %d variables; this run keeps none (task.train.ema_decay is 0): "
+            "dropped, training goes on from the raw weights", prefix, ndropped);
   if (!s && num_restored) *num_restored = restored;
   for (int i = 0; i < n; i++) free(scratch[i]);
   free(scratch);
@@ -727,4 +754,192 @@ bool lv_params_text_int(const char *text, const char *key, int64_t *out) {
   if (end == v || end != v + vl) return false;
   *out = x;
   return true;
+}
+
+/* ---------------- init_from_checkpoint_rules ---------------- */
+
+#define RULES_KEY "task.train.init_from_checkpoint_rules"
+enum { kMaxGroups = 10 };
+
+typedef struct load_rule {
+  const char *re_text, *format;
+  regex_t re;
+  bool compiled;
+  int matched;
+} load_rule;
+
+/* Python's name_format % match.groups() for the %s-only formats rules use ("%%" is a
+ * literal %): each %s takes the next group. */
+static lv_status format_groups(const char *fmt, const char *subject, const regmatch_t *m, int ngroups, char *out,
+                               size_t cap, const char *where) {
+  size_t len = 0;
+  int g = 1;
+  for (const char *p = fmt; *p; p++) {
+    if (*p == '%' && p[1] == '%') {
+      if (len + 1 < cap) out[len++] = '%';
+      p++;
+      continue;
+    }
+    if (*p != '%') {
+      if (len + 1 < cap) out[len++] = *p;
+      continue;
+    }
+    if (p[1] != 's')
+      return lv_status_make(LV_ERR_INVALID, "%s: format '%s': only %%s and %%%% are supported", where, fmt);
+    if (g > ngroups)
+      return lv_status_make(LV_ERR_INVALID, "%s: format '%s' has more %%s than its regex has groups (%d)", where, fmt,
+                            ngroups);
+    for (regoff_t k = m[g].rm_so; m[g].rm_so >= 0 && k < m[g].rm_eo; k++)
+      if (len + 1 < cap) out[len++] = subject[k];
+    g++;
+    p++;
+  }
+  if (g <= ngroups)
+    return lv_status_make(LV_ERR_INVALID, "%s: format '%s' uses %d of the regex's %d groups (Python's %% operator "
+                          "requires all of them)", where, fmt, g - 1, ngroups);
+  if (len + 1 >= cap) return lv_status_make(LV_ERR_INVALID, "%s: the name formatted by '%s' is too long", where, fmt);
+  out[len] = 0;
+  if (len >= 2 && !strcmp(out + len - 2, ":0")) out[len - 2] = 0;
+  return NULL;
+}
+
+static bool is_string(const lv_pvalue *v) { return v && lv_pvalue_kind(v) == LV_PV_STRING; }
+static bool is_list(const lv_pvalue *v) { return v && lv_pvalue_kind(v) == LV_PV_LIST; }
+
+/* Whether re (compiled) matches name from its start. */
+static bool match_start(const regex_t *re, const char *name, regmatch_t *m, size_t nm) {
+  return regexec(re, name, nm, m, 0) == 0 && m[0].rm_so == 0;
+}
+
+/* One entry: (path, [(regex, format), ...], [ignore, ...]). Loads into scratch[i] (host
+ * buffers the caller frees) what the rules name; entries later in the list replace
+ * earlier loads of the same item. */
+static lv_status apply_rule_entry(const lv_pvalue *entry, int ei, const char *override, const lv_saveable *items,
+                                  int n, void **scratch, int *loaded) {
+  char where[160];
+  snprintf(where, sizeof where, RULES_KEY "[%d]", ei);
+  if (!is_list(entry) || lv_pvalue_len(entry) != 3 || !is_string(lv_pvalue_at(entry, 0)) ||
+      !is_list(lv_pvalue_at(entry, 1)) || !is_list(lv_pvalue_at(entry, 2)))
+    return lv_status_make(LV_ERR_INVALID, "%s: expected (checkpoint_path, [(regex, format), ...], [ignore_regex, "
+                          "...]), as Lingvo's {checkpoint_path: (loading_rules, ignore_rules)}", where);
+  const char *path = override && *override ? override : lv_pvalue_as_string(lv_pvalue_at(entry, 0));
+  const lv_pvalue *lr = lv_pvalue_at(entry, 1), *ir = lv_pvalue_at(entry, 2);
+  int nl = lv_pvalue_len(lr), ni = lv_pvalue_len(ir);
+  if (nl == 0) return lv_status_make(LV_ERR_INVALID, "%s: no loading rules", where);
+  load_rule *rules = calloc((size_t)nl, sizeof *rules);
+  regex_t *ign = calloc((size_t)(ni > 0 ? ni : 1), sizeof *ign);
+  LV_ASSERT(rules && ign);
+  int nign = 0;
+  lv_status s = NULL;
+  for (int k = 0; !s && k < nl; k++) {
+    const lv_pvalue *r = lv_pvalue_at(lr, k);
+    if (!is_list(r) || lv_pvalue_len(r) != 2 || !is_string(lv_pvalue_at(r, 0)) || !is_string(lv_pvalue_at(r, 1))) {
+      s = lv_status_make(LV_ERR_INVALID, "%s: loading rule %d: expected a (regex, format) pair of strings", where, k);
+      break;
+    }
+    rules[k].re_text = lv_pvalue_as_string(lv_pvalue_at(r, 0));
+    rules[k].format = lv_pvalue_as_string(lv_pvalue_at(r, 1));
+    if (regcomp(&rules[k].re, rules[k].re_text, REG_EXTENDED))
+      s = lv_status_make(LV_ERR_INVALID, "%s: loading rule %d: '%s' is not a regular expression", where, k,
+                         rules[k].re_text);
+    else rules[k].compiled = true;
+  }
+  for (int k = 0; !s && k < ni; k++) {
+    const lv_pvalue *r = lv_pvalue_at(ir, k);
+    if (!is_string(r)) s = lv_status_make(LV_ERR_INVALID, "%s: ignore rule %d: expected a string", where, k);
+    else if (regcomp(&ign[k], lv_pvalue_as_string(r), REG_EXTENDED))
+      s = lv_status_make(LV_ERR_INVALID, "%s: ignore rule %d: '%s' is not a regular expression", where, k,
+                         lv_pvalue_as_string(r));
+    else nign++;
+  }
+  lv_bundle_reader *rd = NULL;
+  if (!s) {
+    s = lv_bundle_reader_open(path, &rd);
+    if (s) s = lv_status_wrap(s, "%s: checkpoint '%s'", where, path);
+  }
+  for (int i = 0; !s && i < n; i++) {
+    if (!strcmp(items[i].name, "global_step")) continue;
+    char name[LV_PATH_MAX];
+    snprintf(name, sizeof name, "%s:0", items[i].name);
+    regmatch_t m[kMaxGroups];
+    int k = 0;
+    while (k < nl && !match_start(&rules[k].re, name, m, kMaxGroups)) k++;
+    if (k == nl) {
+      lv_info("init_from_checkpoint_rules: %s matches no rule of %s: not loaded", items[i].name, path);
+      continue;
+    }
+    bool ignored = false;
+    for (int j = 0; j < nign && !ignored; j++) {
+      regmatch_t mi[1];
+      ignored = match_start(&ign[j], name, mi, 1);
+    }
+    if (ignored) {
+      lv_info("init_from_checkpoint_rules: %s matches an ignore rule: not loaded from %s", items[i].name, path);
+      continue;
+    }
+    rules[k].matched++;
+    char ck_name[LV_PATH_MAX];
+    char rw[200];
+    snprintf(rw, sizeof rw, "%s, loading rule %d ('%s', '%s')", where, k, rules[k].re_text, rules[k].format);
+    s = format_groups(rules[k].format, name, m, (int)rules[k].re.re_nsub < kMaxGroups - 1 ? (int)rules[k].re.re_nsub
+                                                                                        : kMaxGroups - 1,
+                      ck_name, sizeof ck_name, rw);
+    if (s) break;
+    const lv_bundle_entry *e = lv_bundle_reader_find(rd, ck_name);
+    char a[96], b[96];
+    if (!e) {
+      s = lv_status_make(LV_ERR_INVALID, "%s: %s would load %s, which checkpoint %s does not hold", rw, items[i].name,
+                         ck_name, path);
+    } else if (e->dtype != items[i].dtype || !lv_shape_eq(&e->shape, &items[i].shape)) {
+      s = lv_status_make(LV_ERR_INVALID, "%s: %s is %s %s in %s, the model's %s is %s %s", rw, ck_name,
+                         lv_dtype_names[e->dtype], lv_shape_str(&e->shape, a, sizeof a), path, items[i].name,
+                         lv_dtype_names[items[i].dtype], lv_shape_str(&items[i].shape, b, sizeof b));
+    } else {
+      size_t bytes = (size_t)lv_shape_numel(&items[i].shape) * lv_dtype_size(items[i].dtype);
+      if (!scratch[i]) scratch[i] = malloc(bytes ? bytes : 1);
+      LV_ASSERT(scratch[i]);
+      s = lv_bundle_reader_read(rd, e, scratch[i], bytes);
+      if (!s) {
+        lv_info("init_from_checkpoint_rules: loading %s from %s in %s (rule '%s')", items[i].name, ck_name, path,
+                rules[k].re_text);
+        (*loaded)++;
+      }
+    }
+  }
+  for (int k = 0; !s && k < nl; k++)
+    if (!rules[k].matched)
+      s = lv_status_make(LV_ERR_INVALID, "%s: loading rule %d ('%s', '%s') matches no variable of the model (names "
+                         "look like '%s:0')", where, k, rules[k].re_text, rules[k].format,
+                         n > 1 ? items[n - 1].name : "scope/layer/w/var");
+  lv_bundle_reader_close(rd);
+  for (int k = 0; k < nl; k++)
+    if (rules[k].compiled) regfree(&rules[k].re);
+  for (int k = 0; k < nign; k++) regfree(&ign[k]);
+  free(rules);
+  free(ign);
+  return s;
+}
+
+lv_status lv_checkpoint_init_from_rules(const lv_pvalue *rules, const char *override, const lv_saveable *items,
+                                        int n, int *num_loaded) {
+  if (num_loaded) *num_loaded = 0;
+  int ne = rules ? lv_pvalue_len(rules) : 0;
+  if (rules && !is_list(rules))
+    return lv_status_make(LV_ERR_INVALID, RULES_KEY ": expected a list of (checkpoint_path, loading_rules, "
+                          "ignore_rules)");
+  if (override && *override && ne != 1)
+    return lv_status_make(LV_ERR_INVALID, "task.train.init_from_checkpoint_override is set, so " RULES_KEY
+                          " must have exactly one entry (it has %d)", ne);
+  if (!ne) return NULL;
+  void **scratch = calloc((size_t)(n > 0 ? n : 1), sizeof *scratch);
+  LV_ASSERT(scratch);
+  int loaded = 0;
+  lv_status s = NULL;
+  for (int e = 0; !s && e < ne; e++) s = apply_rule_entry(lv_pvalue_at(rules, e), e, override, items, n, scratch, &loaded);
+  for (int i = 0; !s && i < n; i++)
+    if (scratch[i]) s = saveable_copy(&items[i], scratch[i], false);
+  if (!s && num_loaded) *num_loaded = loaded;
+  for (int i = 0; i < n; i++) free(scratch[i]);
+  free(scratch);
+  return s;
 }

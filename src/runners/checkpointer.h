@@ -71,6 +71,28 @@ typedef enum {
 /* *num_restored (may be NULL): items restored. */
 lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
                                      int *num_restored);
+/* *present: how many of the items' names the checkpoint holds. */
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present);
+/* A checkpoint tensor "<name>/ExponentialMovingAverage" is the moving average of
+ * variable <name> (Lingvo's EMA shadow; optim/ema.h). In LV_RESTORE_EXACT, averages of
+ * the items that are not items themselves (a run that turns task.train.ema_decay off)
+ * are dropped with a warning instead of being a mismatch. */
+#define LV_CKPT_AVERAGE_SUFFIX "/ExponentialMovingAverage"
+/* Lingvo's task.train.init_from_checkpoint_rules (py_utils.OverrideVarsFromCheckpoints),
+ * for a run that starts without a checkpoint of its own: rules is a list of
+ * (checkpoint_path, [(regex, format), ...], [ignore_regex, ...]) tuples (Lingvo's dict
+ * {path: (loading_rules, ignore_rules)} as items); override, if not empty, replaces the
+ * path of the only entry (init_from_checkpoint_override). For every item (model
+ * variables; global_step is never loaded, so a fine-tuning run starts at step 0), the
+ * first loading rule whose regex matches "<name>:0" from the start (Python's re.match
+ * on a TF variable name) names the checkpoint tensor: format with each %s replaced by
+ * the next group, a trailing ":0" dropped; an item an ignore regex matches is not
+ * loaded. Each load is logged. Errors (LV_ERR_INVALID, nothing changed): malformed
+ * rules, a regex that does not compile, a loading rule that matches no item, a named
+ * tensor missing from its checkpoint or of another dtype or shape. *num_loaded (may be
+ * NULL): items loaded. */
+lv_status lv_checkpoint_init_from_rules(const lv_pvalue *rules, const char *override, const lv_saveable *items,
+                                        int n, int *num_loaded);
 /* Where training resumes: lv_checkpoint_latest, but when the state file is missing,
  * unreadable or names no checkpoint while ckpt-N files are present, an LV_ERR_INVALID
  * error naming the newest of them (or with rebuild: a new state file listing them, and

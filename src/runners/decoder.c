@@ -17,8 +17,6 @@ typedef struct dec_state {
   lv_instance *m;
   lv_events_writer *ev;
   char dir[LV_PATH_MAX], job[64];
-  lv_saveable *items;
-  int nitems;
 } dec_state;
 
 static int cmp_tag(const void *a, const void *b) {
@@ -79,7 +77,7 @@ static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metri
 static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_instance *m = d->m;
   double t0 = lv_now_monotonic();
-  LV_TRY(lv_checkpoint_restore(prefix, d->items, d->nitems));
+  LV_TRY(lv_instance_restore(d->m, prefix, NULL));
   int64_t step = lv_instance_step(m);
   lv_metric_set *ms = lv_metric_set_new();
   LV_ASSERT(ms);
@@ -133,12 +131,10 @@ static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
                           "bin/evaler for its metrics", t->cls->cls);
   if (t->cls->decoder_setup) LV_TRY(t->cls->decoder_setup(t, cfg));
   if (with_input) LV_TRY(lv_instance_create_input(d->m, lv_input_no_shard()));
-  d->items = lv_instance_saveables(d->m, &d->nitems);
   return NULL;
 }
 
 static void teardown(dec_state *d) {
-  free(d->items);
   lv_instance_destroy(d->m);
 }
 
@@ -292,7 +288,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
   if (!s) s = interactive_checkpoint(cfg, opt, prefix, sizeof prefix);
-  if (!s) s = lv_status_wrap(lv_checkpoint_restore(prefix, d.items, d.nitems), "--decode_%s", kind);
+  if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "--decode_%s", kind);
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s) lv_info("decode_%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, opt, in, opt->out ? opt->out : stdout);

@@ -18,8 +18,6 @@ typedef struct eval_state {
   lv_instance *m;
   lv_events_writer *ev;
   char dir[LV_PATH_MAX], job[64];
-  lv_saveable *items;
-  int nitems;
 } eval_state;
 
 /* The AverageMetric named, created on first use. */
@@ -48,7 +46,7 @@ static lv_status report_total(lv_metric_set *ms, const char *name, double total)
 static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   lv_instance *m = e->m;
   double t0 = lv_now_monotonic();
-  LV_TRY(lv_checkpoint_restore(prefix, e->items, e->nitems));
+  LV_TRY(lv_instance_restore(e->m, prefix, NULL));
   int64_t step = lv_instance_step(m);
   const lv_params *ep = lv_params_sub(m->cfg, "task.eval");
   if (step < lv_params_int(ep, "start_eval_after")) {
@@ -172,7 +170,6 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
   LV_TRY(lv_follower_create(&fo, &f));
   /* The model (and its input) now, so a bad config fails before any wait. */
   s = lv_instance_create(cfg, true, lv_input_no_shard(), &e.m);
-  if (!s) e.items = lv_instance_saveables(e.m, &e.nitems);
   char prefix[8192];
   int64_t step;
   bool done = false;
@@ -197,7 +194,6 @@ lv_status lv_evaler_run(const lv_params *cfg, const lv_evaler_options *opt) {
     if (!s) s = s2;
     else lv_status_free(s2);
   }
-  free(e.items);
   lv_instance_destroy(e.m);
   lv_follower_destroy(f);
   return s;

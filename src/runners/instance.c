@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "base/path.h"
+#include "io/bundle.h"
 #include "kernels/kernels.h"
 
 /* cluster.worker.gpus_per_replica > 0 (--run_locally=gpu): variables and steps on cuda:0. */
@@ -46,8 +47,9 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   const char *cls = lv_params_str(tp, "cls");
   const lv_task_class *tc = lv_task_class_find(cls);
   if (!tc) s = lv_status_make(LV_ERR_INVALID, "task.cls: \"%s\" is not a task class", cls);
-  if (!s && lv_params_float(tp, "train.ema_decay") != 0.0)
-    s = lv_status_make(LV_ERR_INVALID, "task.train.ema_decay: exponential moving averages are not supported by lingvoc yet; leave it 0");
+  if (!s && lv_params_float(tp, "train.ema_decay") >= 1.0)
+    s = lv_status_make(LV_ERR_INVALID, "task.train.ema_decay: %g: expected a decay below 1 (0 or less: no moving averages)",
+                       lv_params_float(tp, "train.ema_decay"));
   if (!s && lv_params_float(tp, "train.vn_std") != 0.0)
     s = lv_status_make(LV_ERR_INVALID, "task.train.vn_std: variational noise is not supported by lingvoc yet; leave it 0");
   m->vs = lv_varstore_create_on(dev);
@@ -167,4 +169,36 @@ lv_status lv_instance_fprop(lv_instance *m, lv_batch *b, bool training, int64_t 
   if (!s && !ok) s = lv_status_make(LV_ERR_INTERNAL, "task fprop failed without a message");
   if (!s && !metrics->loss) s = lv_status_make(LV_ERR_INTERNAL, "task produced no `loss` metric");
   return s ? lv_status_wrap(s, "step %lld", (long long)step) : NULL;
+}
+
+lv_status lv_instance_restore(lv_instance *m, const char *prefix, int *num_averages) {
+  if (num_averages) *num_averages = 0;
+  int n = 0;
+  lv_saveable *items = lv_instance_saveables(m, &n);
+  char (*avg)[LV_VAR_NAME_MAX + sizeof LV_CKPT_AVERAGE_SUFFIX] = calloc((size_t)(n > 0 ? n : 1), sizeof *avg);
+  LV_ASSERT(avg);
+  bool use = lv_params_float(m->cfg, "task.train.ema_decay") > 0.0;
+  int held = 0;
+  lv_bundle_reader *r = NULL;
+  lv_status s = lv_bundle_reader_open(prefix, &r);
+  for (int i = 0; !s && i < n; i++) {
+    if (items[i].dtype != LV_F32) continue;
+    snprintf(avg[i], sizeof avg[i], "%s%s", items[i].name, LV_CKPT_AVERAGE_SUFFIX);
+    if (!lv_bundle_reader_find(r, avg[i])) continue;
+    held++;
+    if (use) items[i].name = avg[i];
+  }
+  lv_bundle_reader_close(r);
+  if (!s) s = lv_checkpoint_restore(prefix, items, n);
+  if (!s && use && num_averages) *num_averages = held;
+  if (!s && use && held)
+    lv_info("%s: the moving averages of %d variables stand in for them (Lingvo's eval theta)", prefix, held);
+  if (!s && held && !use)
+    lv_info("%s holds moving averages of %d variables; task.train.ema_decay is 0: using the raw weights", prefix, held);
+  else if (!s && use && !held)
+    lv_warn("task.train.ema_decay is %g but %s holds no moving averages: using the raw weights",
+            lv_params_float(m->cfg, "task.train.ema_decay"), prefix);
+  free(avg);
+  free(items);
+  return s;
 }

@@ -44,6 +44,13 @@ int64_t lv_instance_step(const lv_instance *m);
 /* Saveables for every model variable (including global_step), in var-store order;
  * caller frees the array. */
 lv_saveable *lv_instance_saveables(lv_instance *m, int *n);
+/* Restores the model's variables from checkpoint prefix for evaluation (the evaler, the
+ * decoder): Lingvo's eval theta. With task.train.ema_decay > 0, every variable whose
+ * moving average "<var>/ExponentialMovingAverage" the checkpoint holds is restored from
+ * the average (*num_averages, if not NULL, counts them); the others, and all of them with ema_decay 0,
+ * from the raw weights. The trainer restores the raw weights (and the averages as
+ * averages) itself. */
+lv_status lv_instance_restore(lv_instance *m, const char *prefix, int *num_averages);
 /* Lingvo's model_analysis.txt text (caller frees). */
 char *lv_instance_analysis(lv_instance *m);
 /* Runs one forward pass (training or eval) of batch b; on success m->graph holds the

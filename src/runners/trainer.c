@@ -76,6 +76,7 @@ static void format_eta(double secs, char *buf, size_t n) {
 typedef struct train_state {
   lv_instance *m;
   lv_learner *learner;
+  lv_ema *ema; /* task.train.ema_decay > 0: the variables' moving averages, else NULL */
   lv_checkpointer *ck;
   lv_events_writer *ev;
   lv_saveable *items;
@@ -93,13 +94,16 @@ typedef struct train_state {
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
  * (shaped like their variable: "<var>/Adam"; their host copies, see save and
  * restore_or_init), non-slot optimizer state (beta1_power) and learner state
- * (GradNormTracker statistics). */
+ * (GradNormTracker statistics), gradient accumulators ("<var>/grad_accumulator/var"), and
+ * last the moving averages of the variables
+ * ("<var>/ExponentialMovingAverage"; host copies like the slots). */
 static lv_status collect_saveables(train_state *t) {
   int nm = 0;
   lv_saveable *model = lv_instance_saveables(t->m, &nm);
   lv_optimizer *opt = lv_learner_optimizer(t->learner);
   int ns = lv_optimizer_num_slot_vars(opt), nn = lv_optimizer_num_nonslot(opt), nl = lv_learner_num_state(t->learner);
-  t->items = calloc((size_t)(nm + ns + nn + nl), sizeof *t->items);
+  int ne = lv_ema_num_vars(t->ema), na = lv_learner_num_accumulators(t->learner);
+  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne), sizeof *t->items);
   LV_ASSERT(t->items);
   memcpy(t->items, model, sizeof *model * (size_t)nm);
   free(model);
@@ -128,6 +132,30 @@ static lv_status collect_saveables(train_state *t) {
     lv_learner_state(t->learner, i, &name, &value);
     t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value, lv_device_host()};
   }
+  for (int i = 0; i < na; i++) {
+    const char *name;
+    int64_t n;
+    lv_learner_accumulator(t->learner, i, &name, &n);
+    char var[LV_VAR_NAME_MAX];
+    snprintf(var, sizeof var, "%.*s", (int)(strlen(name) - strlen("/grad_accumulator/var")), name);
+    lv_var *v = lv_varstore_find(t->m->vs, var);
+    if (!v || lv_tensor_numel(&v->value) != n)
+      return lv_status_make(LV_ERR_INTERNAL, "gradient accumulator %s has no variable %s of %lld elements", name, var,
+                            (long long)n);
+    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, lv_learner_accumulator_host(t->learner, i),
+                                  lv_device_host()};
+  }
+  for (int i = 0; i < ne; i++) {
+    const char *name;
+    int64_t n;
+    lv_ema_shadow(t->ema, i, &name, NULL, &n);
+    char var[LV_VAR_NAME_MAX];
+    snprintf(var, sizeof var, "%.*s", (int)(strlen(name) - strlen(LV_EMA_SUFFIX)), name);
+    lv_var *v = lv_varstore_find(t->m->vs, var);
+    if (!v || lv_tensor_numel(&v->value) != n)
+      return lv_status_make(LV_ERR_INTERNAL, "moving average %s has no variable %s of %lld elements", name, var, (long long)n);
+    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, lv_ema_shadow_host(t->ema, i), lv_device_host()};
+  }
   t->nitems = k;
   return NULL;
 }
@@ -139,12 +167,18 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
   for (int i = 0; i < n; i++) vars[i] = lv_varstore_get(t->m->vs, i);
   lv_status s = lv_learner_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n,
                                        &t->learner);
+  if (!s) s = lv_ema_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n, &t->ema);
+  if (!s && t->ema)
+    lv_info("moving averages of %d variables (task.train.ema_decay %g): the evaler and the decoder use them",
+            lv_ema_num_vars(t->ema), lv_params_float(cfg, "task.train.ema_decay"));
   free(vars);
   return s;
 }
 
 static lv_status save(train_state *t, int64_t step) {
   lv_optimizer_slots_to_host(lv_learner_optimizer(t->learner));
+  lv_ema_to_host(t->ema);
+  lv_learner_accumulators_to_host(t->learner);
   return lv_checkpointer_save(t->ck, step, t->items, t->nitems, t->params_text);
 }
 
@@ -158,13 +192,34 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
                                     &found));
   if (!found) {
     lv_info("no checkpoint in %s: starting from freshly initialized variables", t->m->train_dir);
+    const lv_params *tp = lv_params_sub(t->m->cfg, "task.train");
+    int loaded = 0;
+    LV_TRY(lv_checkpoint_init_from_rules(lv_params_list(tp, "init_from_checkpoint_rules"),
+                                         lv_params_str(tp, "init_from_checkpoint_override"), t->items,
+                                         lv_varstore_count(t->m->vs), &loaded));
+    if (loaded) {
+      lv_info("init_from_checkpoint_rules: %d variables loaded", loaded);
+      if (t->ema) lv_ema_reset(t->ema); /* the averages start from the loaded weights */
+    }
     return NULL;
   }
-  int n = 0;
-  LV_TRY(lv_status_wrap(lv_checkpoint_restore_mode(prefix, t->items, t->nitems,
+  int n = 0, ne = lv_ema_num_vars(t->ema), ne_found = 0;
+  /* Moving averages turned on for a run whose checkpoints have none start from the
+   * restored weights (the items end with them). */
+  if (ne) LV_TRY(lv_checkpoint_count_present(prefix, t->items + t->nitems - ne, ne, &ne_found));
+  bool fresh_averages = ne && !ne_found;
+  LV_TRY(lv_status_wrap(lv_checkpoint_restore_mode(prefix, t->items, t->nitems - (fresh_averages ? ne : 0),
                                                    opt->allow_partial_restore ? LV_RESTORE_PARTIAL : LV_RESTORE_EXACT, &n),
                         "cannot resume training"));
   lv_optimizer_slots_from_host(lv_learner_optimizer(t->learner));
+  lv_learner_accumulators_from_host(t->learner);
+  if (fresh_averages) {
+    lv_ema_reset(t->ema);
+    lv_info("%s has no moving averages (it was written with task.train.ema_decay 0): starting the averages of %d "
+            "variables from its weights", prefix, ne);
+  } else {
+    lv_ema_from_host(t->ema);
+  }
   lv_info("restored %d tensors from %s (global_step %lld)", n, prefix, (long long)lv_instance_step(t->m));
   *restored = true;
   return NULL;
@@ -327,16 +382,19 @@ static lv_status step_update(train_state *t, const lv_trainer_options *opt, int6
 }
 
 /* After an applied update: the deferred variable updates (batch norm's moving
- * statistics), then the replicas' mean of the non-trainable variables. */
-static lv_status step_after_update(train_state *t) {
+ * statistics), then the replicas' mean of the non-trainable variables, then the moving
+ * averages of the variables (of the step's final values, identical on every replica). */
+static lv_status step_after_update(train_state *t, int64_t step) {
   LV_TRY(lv_graph_apply_updates(t->m->graph));
-  return lv_replicas_mean_nontrainable(t->comm, t->m->vs);
+  LV_TRY(lv_replicas_mean_nontrainable(t->comm, t->m->vs));
+  if (t->ema) lv_ema_apply(t->ema, step);
+  return NULL;
 }
 
 /* One training step at global step `step` (before its increment) on t->batch:
  * forward, backward, update, and the work that follows an applied update. Weight noise,
- * which only training applies, belongs before step_forward; moving averages of the
- * variables at the end of step_after_update, so that a skipped update leaves them too.
+ * which only training applies, belongs before step_forward; the moving averages of the
+ * variables are updated at the end of step_after_update, so a skipped update leaves them.
  * *st is filled as far as the step got (the learner's stats of a failed update
  * included); *stop says whether the replicas stop after this step. */
 static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64_t step, lv_learner_stats *st,
@@ -348,7 +406,7 @@ static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64
   LV_TRY(step_forward(t, opt, step, &loss_scale, stop));
   LV_TRY(step_backward(t, loss_scale));
   LV_TRY(step_update(t, opt, step, st));
-  if (!st->skipped) LV_TRY(step_after_update(t));
+  if (!st->skipped) LV_TRY(step_after_update(t, step));
   return NULL;
 }
 
@@ -427,8 +485,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (!s && nrep > 1) {
     /* Every rank starts from the chief's variables, slots and step. */
     lv_optimizer_slots_to_host(lv_learner_optimizer(t.learner));
+    lv_ema_to_host(t.ema);
+    lv_learner_accumulators_to_host(t.learner);
     s = lv_replicas_broadcast(comm, t.items, t.nitems);
     if (!s) lv_optimizer_slots_from_host(lv_learner_optimizer(t.learner));
+    if (!s) lv_ema_from_host(t.ema);
+    if (!s) lv_learner_accumulators_from_host(t.learner);
   }
   /* Only now, with the model built and any checkpoint restored, write into the logdir:
    * a run that fails on bad input leaves the directory as it was. */
@@ -575,6 +637,7 @@ done:
   free(t.items);
   free(t.params_text);
   lv_learner_free(t.learner);
+  lv_ema_free(t.ema);
   lv_instance_destroy(t.m);
   if (lock_fd >= 0) close(lock_fd);
   return s;

@@ -86,6 +86,13 @@ LV_CPU_PAR_SIMD_LOOP(momentum_piece, upd_job, i, {
 
 static int64_t upd_grain(int64_t n) { return n >= PAR_MIN ? lv_cpu_grain(n, 4096) : n; }
 
+LV_CPU_PAR_SIMD_LOOP(ema_piece, upd_job, i, J->y[i] -= (J->y[i] - J->x[i]) * J->s;)
+
+void lv_cpu_optim_ema(lv_kctx *ctx, int64_t n, float a, const float *v, float *s) {
+  upd_job j = {.x = v, .y = s, .s = a};
+  lv_cpu_par(ctx, n, upd_grain(n), ema_piece, &j);
+}
+
 void lv_cpu_optim_scale(lv_kctx *ctx, int64_t n, float *x, float s) {
   upd_job j = {.y = x, .s = s};
   lv_cpu_par(ctx, n, upd_grain(n), scale_piece, &j);

@@ -183,6 +183,15 @@ extern "C" void lv_cuda_optim_lp_add_rows(lv_kctx *ctx, int64_t rows, int64_t wi
   LV_CUDA_LAUNCHED();
 }
 
+__global__ void optim_ema_k(int64_t n, float a, const float *v, float *s) {
+  LV_GRID_LOOP(i, n) s[i] -= (s[i] - v[i]) * a;
+}
+extern "C" void lv_cuda_optim_ema(lv_kctx *ctx, int64_t n, float a, const float *v, float *s) {
+  if (n <= 0) return;
+  optim_ema_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(n, a, v, s);
+  LV_CUDA_LAUNCHED();
+}
+
 __global__ void optim_sgd_k(int64_t n, float lr, float *w, const float *g) {
   LV_GRID_LOOP(i, n) w[i] -= g[i] * lr;
 }
