@@ -114,6 +114,40 @@ inspect() { # file_pattern
   $TO "$TR" --model=$M --logdir="$T/pin" --mode=inspect_input --dataset=Train --inspect_input_batches=1 \
     --model_params_override="input.file_pattern: \"$1\"; input.tokenizer.vocab_filepath: $T/wpm.voc; input.tokenizer.vocab_size: 128"
 }
+
+# ---- wpm_encode_file ----
+W=$LV_BIN/wpm_encode_file
+printf 'a cab\nbad face\n' >"$T/src.txt"
+printf 'abc\nfed cab\n' >"$T/tgt.txt"
+cp "$T/src.txt" "$T/src2.txt"
+cp "$T/wpm.voc" "$T/wpm2.voc"
+wenc() { $TO "$W" --wpm_filepath="$T/wpm.voc" --shard_id=0 "$@"; }
+expect_exit 0 "wpm_encode_file" wenc --source_filepaths="$T/src.txt" --target_filepaths="$T/tgt.txt" --output_filepath="$T/rec"
+check "2 records" [ "$("$LV_BIN/print_tf_records" --input_filepattern="$T/rec" --count_only)" = "== Total entries: 2" ]
+expect_exit 2 "wpm_encode_file: a source is a FIFO" wenc --source_filepaths="$T/fifo" --target_filepaths="$T/tgt.txt" \
+  --output_filepath="$T/rec2"
+err_has "--source_filepaths $T/fifo is a FIFO; expected a regular file"
+expect_exit 2 "wpm_encode_file: a target is /dev/zero" wenc --source_filepaths="$T/src.txt" --target_filepaths=/dev/zero \
+  --output_filepath="$T/rec2"
+err_has "--target_filepaths /dev/zero is a character device"
+expect_exit 2 "wpm_encode_file: the vocabulary is a FIFO" $TO "$W" --wpm_filepath="$T/fifo" --source_filepaths="$T/src.txt" \
+  --target_filepaths="$T/tgt.txt" --output_filepath="$T/rec2"
+err_has "$T/fifo is a FIFO"
+check "nothing written for refused inputs" [ ! -e "$T/rec2" ]
+expect_exit 2 "wpm_encode_file: output over a source" wenc --source_filepaths="$T/src2.txt" --target_filepaths="$T/tgt.txt" \
+  --output_filepath="$T/src2.txt"
+err_has "$T/src2.txt is the --source_filepaths file"
+check "the source is left intact" cmp -s "$T/src.txt" "$T/src2.txt"
+expect_exit 2 "wpm_encode_file: output over the vocabulary" wenc --source_filepaths="$T/src.txt" \
+  --target_filepaths="$T/tgt.txt" --output_filepath="$T/wpm.voc"
+err_has "is the --wpm_filepath file"
+check "the vocabulary is left intact" cmp -s "$T/wpm.voc" "$T/wpm2.voc"
+cp "$T/tgt.txt" "$T/out-00001-of-00002"
+expect_exit 2 "wpm_encode_file: a shard over a target" $TO "$W" --wpm_filepath="$T/wpm.voc" --num_shards=2 \
+  --source_filepaths="$T/src.txt" --target_filepaths="$T/out-00001-of-00002" --output_filepath="$T/out"
+err_has "$T/out-00001-of-00002 is the --target_filepaths file"
+check "the target is left intact" cmp -s "$T/tgt.txt" "$T/out-00001-of-00002"
+
 expect_exit 0 "inspect_input on text:" inspect "text:$T/train.txt"
 expect_exit 2 "text:/dev/zero" inspect "text:/dev/zero"
 err_has "/dev/zero is a character device; expected a regular file"
