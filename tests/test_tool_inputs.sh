@@ -16,7 +16,7 @@ TO="timeout 30"
 # address space where the build runs under one (a sanitizer build reserves terabytes:
 # there ASan's RSS limit stands in).
 if (ulimit -v 4000000 && "$LV_BIN/trainer" --model=image.mnist.LeNet5 --logdir="$T/cap" --mode=inspect_model \
-    >/dev/null 2>&1); then
+    >/dev/null 2>&1) 2>/dev/null; then
   ulimit -v 4000000
 fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=4000"
@@ -80,7 +80,7 @@ err_has "--ref /dev/zero is a character device"
 # A third line longer than the memory limit allows: getline fails with ENOMEM, which
 # is not the end of the file (both files alike, so line counts cannot give it away).
 { printf 'One line.\nTwo lines.\n'; head -c 80000000 /dev/zero | tr '\0' a; printf '\n'; } >"$T/big.txt"
-if (ulimit -v 150000 && "$SB" --ref="$T/ref1" --hyp="$T/ref1" >/dev/null 2>&1); then
+if (ulimit -v 150000 && "$SB" --ref="$T/ref1" --hyp="$T/ref1" >/dev/null 2>&1) 2>/dev/null; then
   expect_exit 1 "sacrebleu_score: a line past the memory limit" \
     bash -c 'ulimit -v 150000 && exec "$@"' _ $TO "$SB" --ref="$T/big.txt" --hyp="$T/big.txt"
   err_has "$T/big.txt: cannot read line 3: Cannot allocate memory"
