@@ -31,13 +31,35 @@ expect_exit() {
 }
 err_has() { if grep -qF -- "$1" "$T/err"; then ok "message has '$1'"; else fail "message lacks '$1': $(head -5 "$T/err")"; fi; }
 
-# Fashion-MNIST as a checkpoint (shared by the tests of one make test run).
-DATA_DIR=${LV_TEST_DATA_DIR:-/tmp/lingvoc-test-data}
+# Fashion-MNIST as a checkpoint, cached across tests and runs in a directory of this
+# user's own (mode 700; a directory another user made, or a symlink, is not trusted: the
+# checkpoint is then built in $T). A cached checkpoint is used only when ckpt_inspect
+# lists its four tensors with their shapes; it is built under a lock into a temporary
+# name and renamed into place, so concurrent runs never read half of one.
+DATA_DIR=${LV_TEST_DATA_DIR:-${TMPDIR:-/tmp}/lingvoc-test-data-$(id -u)}
 FM=$DATA_DIR/fashion_mnist
+fm_valid() { # prefix
+  [ "$("$LV_BIN/ckpt_inspect" --file_name="$1" 2>/dev/null | tr '\n' ' ')" = \
+    "x_test (DT_UINT8) [10000,28,28] x_train (DT_UINT8) [60000,28,28] y_test (DT_UINT8) [10000] y_train (DT_UINT8) [60000] " ]
+}
 ensure_fashion_mnist() {
-  [ -f "$FM.index" ] && return 0
-  mkdir -p "$DATA_DIR"
-  "$LV_BIN/keras2ckpt" --dataset=fashion_mnist --out="$FM" >/dev/null
+  if ! { mkdir -p -m 700 "$DATA_DIR" 2>/dev/null && [ -d "$DATA_DIR" ] && [ ! -L "$DATA_DIR" ] && [ -O "$DATA_DIR" ]; }; then
+    echo "$(basename "$0"): $DATA_DIR is not a directory of this user's own; Fashion-MNIST goes to $T" >&2
+    FM=$T/fashion_mnist
+    "$LV_BIN/keras2ckpt" --dataset=fashion_mnist --out="$FM" >/dev/null
+    return
+  fi
+  (
+    flock 9 || exit 1
+    fm_valid "$FM" && exit 0
+    rm -f "$FM".index "$FM".data-*
+    tmp=$(mktemp -d "$DATA_DIR/build.XXXXXX") || exit 1
+    "$LV_BIN/keras2ckpt" --dataset=fashion_mnist --out="$tmp/fm" >/dev/null &&
+      mv "$tmp/fm.data-00000-of-00001" "$FM.data-00000-of-00001" && mv "$tmp/fm.index" "$FM.index"
+    rc=$?
+    rm -rf "$tmp"
+    exit $rc
+  ) 9>"$DATA_DIR/lock"
 }
 
 # gen_mt_pairs SEED LINES DIR: a toy parallel corpus DIR/train.en, DIR/train.es of LINES

@@ -10,10 +10,18 @@
 . "$(dirname "$0")/lib.sh"
 R="$LV_ROOT/tests/data/lingvo_mt/wmt14_ende_wpm_32k_test.tfrecord"
 M=mt.wmt14_en_de.WmtEnDeTransformerSmall
-expect_exit 2 "trainer without Lingvo's WMT data" "$LV_BIN/trainer" --model=$M --logdir="$T/none"
-err_has "/tmp/wmt14/wpm/train.tfrecords-*"
+NOVOC="input.tokenizer.token_vocab_filepath: $T/absent/wpm/wpm-ende.voc"
+# Lingvo's default data path, read from the params (not from /tmp/wmt14 itself, which
+# a machine that ran Lingvo's recipe or another run of this suite may hold); the
+# missing-data error on a directory of this run's own, which surely lacks the records.
+expect_exit 0 "inspect_params $M" "$LV_BIN/trainer" --model=$M --logdir="$T/params" --mode=inspect_params
+check "Lingvo's default data path" grep -qxF "input.file_pattern : 'tfrecord:/tmp/wmt14/wpm/train.tfrecords-*'" \
+  "$T/params/train-params.txt"
+expect_exit 2 "trainer without Lingvo's WMT data" "$LV_BIN/trainer" --model=$M --logdir="$T/none" \
+  --model_params_override="input.file_pattern: \"tfrecord:$T/absent/wpm/train.tfrecords-*\"; $NOVOC"
+err_has "$T/absent/wpm/train.tfrecords-*"
 err_has "wmt14_en_de.cfg"
-O="input.file_pattern: \"tfrecord:$R\"; train.max_steps: 20; task.train.lr_schedule.warmup_steps: 100"
+O="input.file_pattern: \"tfrecord:$R\"; $NOVOC; train.max_steps: 20; task.train.lr_schedule.warmup_steps: 100"
 O="$O; input.bucket_upper_bound: [100]; input.bucket_batch_limit: [16]"
 expect_exit 0 "trainer: 20 steps of $M on Lingvo's records" "$LV_BIN/trainer" --model=$M --logdir="$T/run" \
   --model_params_override="$O" --v=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bin/sacrebleu_score end to end: sacrebleu's README corpus (two reference files, and a
 # variable number of references) gives sacrebleu's printed lines exactly; stdin, CRLF
-# files, a last line without "\n", empty files and a 10,000-word line; --print_tokens,
+# files, a last line without "\n", empty files (refused) and a 10,000-word line; --print_tokens,
 # --score_only, --width, --signature; bad input (missing file, line counts that differ,
 # invalid UTF-8, a NUL byte, bad flags) exits 2 naming the file and line. When
 # /usr/bin/python3 can import sacrebleu (it is not a dependency: PYTHONPATH may point at a
@@ -45,9 +45,11 @@ expect_exit 0 "--print_tokens" "$SB" --print_tokens --hyp="$T/hyp"
 check "13a tokens" test "$(cat "$T/out")" = "$(printf "The dog bit the man .\nIt wasn't surprising .\nThe man had just bitten him .")"
 
 : >"$T/empty"
-expect_exit 0 "empty files" "$SB" --ref="$T/empty" --hyp="$T/empty"
-check "empty corpus scores 0" test "$(cat "$T/out")" = \
-  'BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 0.000 hyp_len = 0 ref_len = 0)'
+# An empty test set is refused, as sacrebleu refuses it ("contains no sentence"): its
+# "BLEU = 0.00" would read as a score.
+expect_exit 2 "empty files" "$SB" --ref="$T/empty" --hyp="$T/empty"
+err_has "$T/empty and --ref=$T/empty contain no sentence"
+check "no score printed" test ! -s "$T/out"
 printf '\n\n\n' >"$T/blank"
 expect_exit 0 "empty hypotheses (test_bleu.py: kept, not removed)" "$SB" --ref="$T/ref1,$T/ref2" --hyp="$T/blank"
 check "empty lines are hypotheses of length 0" test "$(cat "$T/out")" = \

@@ -52,28 +52,65 @@ static lv_status read_fd(int fd, const char *label, size_t cap, size_t max, char
   return NULL;
 }
 
+static lv_status not_regular(const char *what, const char *path, mode_t mode) {
+  const char *kind = S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+                     : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+  return lv_status_make(LV_ERR_INVALID, "%s%s%s is %s; expected a regular file", what ? what : "", what ? " " : "",
+                        path, kind);
+}
+
+lv_status lv_file_open_regular(const char *path, const char *what, int *fd) {
+  *fd = -1;
+  struct stat st;
+  /* stat first: opening a FIFO for reading would block until a writer comes. */
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s%scannot open %s: %s", what ? what : "",
+                          what ? ": " : "", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) return not_regular(what, path, st.st_mode);
+  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0) {
+    int e = errno;
+    return lv_status_make(e == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s%scannot open %s: %s", what ? what : "",
+                          what ? ": " : "", path, strerror(e));
+  }
+  /* The path may have been replaced between the stat and the open. */
+  if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(f);
+    return not_regular(what, path, st.st_mode);
+  }
+  int flags = fcntl(f, F_GETFL);
+  if (flags >= 0) fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
+  *fd = f;
+  return NULL;
+}
+
+lv_status lv_file_fopen_regular(const char *path, const char *what, FILE **f) {
+  *f = NULL;
+  int fd;
+  LV_TRY(lv_file_open_regular(path, what, &fd));
+  *f = fdopen(fd, "rb");
+  if (!*f) {
+    lv_status s = os_error("cannot open", path);
+    close(fd);
+    return s;
+  }
+  return NULL;
+}
+
 lv_status lv_file_read_all(const char *path, char **data, size_t *len) {
   *data = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return os_error("cannot open", path);
+  int fd;
+  LV_TRY(lv_file_open_regular(path, NULL, &fd));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     lv_status s = os_error("cannot stat", path);
     close(fd);
     return s;
   }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    return lv_status_make(LV_ERR_INVALID, "%s is a directory, expected a file", path);
-  }
   return read_fd(fd, path, st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, SIZE_MAX / 4, data, len);
-}
-
-static lv_status not_regular(const char *what, const char *path, mode_t mode) {
-  const char *kind = S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
-                     : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
-  return lv_status_make(LV_ERR_INVALID, "%s %s is %s; expected a regular file", what, path, kind);
 }
 
 lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *what, char **data, size_t *len) {
@@ -164,6 +201,14 @@ lv_status lv_file_append_line(const char *path, const char *line) {
   return s;
 }
 
+lv_status lv_file_flush_check(FILE *f, const char *name) {
+  errno = 0;
+  int rc = fflush(f);
+  int e = errno;
+  if (rc == 0 && !ferror(f)) return NULL;
+  return lv_status_make(LV_ERR_IO, "%s: write error: %s", name, e ? strerror(e) : "output lost (an earlier write failed)");
+}
+
 lv_status lv_file_mkdirs(const char *path) {
   char buf[4096];
   if (strlen(path) >= sizeof buf) return lv_status_make(LV_ERR_INVALID, "path too long: %s", path);
@@ -183,6 +228,11 @@ lv_status lv_file_mkdirs(const char *path) {
 bool lv_file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
+}
+
+bool lv_file_same(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 bool lv_file_is_dir(const char *path) {

@@ -7,11 +7,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/status.h"
 
-/* Reads the whole file into a malloc'd buffer (NUL-terminated; *len excludes the NUL). */
+/* Reads the whole file into a malloc'd buffer (NUL-terminated; *len excludes the NUL).
+ * A regular file only: a FIFO would block and a device such as /dev/zero never ends. */
 lv_status lv_file_read_all(const char *path, char **data, size_t *len);
+/* Opens a user-named input for reading, a regular file only (a FIFO, device or directory
+ * is an error "WHAT PATH is a FIFO; expected a regular file", without blocking on the
+ * FIFO); what (may be NULL) names it in errors. The caller closes *fd / *f. */
+lv_status lv_file_open_regular(const char *path, const char *what, int *fd);
+lv_status lv_file_fopen_regular(const char *path, const char *what, FILE **f);
 /* Reads a user-named text input (config, override file, flagfile): a regular file only
  * (a FIFO, device or directory is an error, so /dev/zero cannot grow memory and a FIFO
  * cannot block) of at most max_bytes; what names it in errors ("experiment file"). The
@@ -23,10 +30,17 @@ lv_status lv_file_read_regular(const char *path, size_t max_bytes, const char *w
 lv_status lv_file_write_atomic(const char *path, const void *data, size_t len);
 /* Appends one line (adds '\n') and fsyncs. */
 lv_status lv_file_append_line(const char *path, const char *line);
+/* Flushes f and reports a write error seen on it since it was opened (a full disk, a
+ * closed pipe) as an error naming name ("stdout"): a tool whose output is lost exits
+ * non-zero instead of 0. */
+lv_status lv_file_flush_check(FILE *f, const char *name);
 /* mkdir -p. */
 lv_status lv_file_mkdirs(const char *path);
 bool lv_file_exists(const char *path);
 bool lv_file_is_dir(const char *path);
+/* Whether both paths exist and name one file (hard links and symlinks included): a tool
+ * refuses to write its output over one of its inputs. */
+bool lv_file_same(const char *a, const char *b);
 /* Size in bytes, or -1 if it cannot be stat'ed. */
 int64_t lv_file_size(const char *path);
 /* fsync the directory holding path (after a rename into it). */

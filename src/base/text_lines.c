@@ -1,8 +1,11 @@
 /* Strict UTF-8 text lines: see text_lines.h. */
 #include "base/text_lines.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/file.h"
 
 long lv_text_bad_utf8(const unsigned char *s, size_t n) {
   for (size_t i = 0; i < n;) {
@@ -36,15 +39,24 @@ lv_status lv_text_lines_open(lv_text_lines *r, const char *path, const char *fla
   memset(r, 0, sizeof *r);
   bool in = strcmp(path, "-") == 0;
   r->name = in ? "<stdin>" : path;
-  r->f = in ? stdin : fopen(path, "rb");
-  if (!r->f) return lv_status_make(LV_ERR_NOT_FOUND, "--%s=%s: cannot open", flag, path);
-  return NULL;
+  if (in) {
+    r->f = stdin;
+    return NULL;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "--%s", flag);
+  return lv_file_fopen_regular(path, what, &r->f);
 }
 
 lv_status lv_text_lines_next(lv_text_lines *r, bool *eof) {
+  errno = 0;
   ssize_t n = getline(&r->line, &r->cap, r->f);
   if (n < 0) {
-    if (ferror(r->f)) return lv_status_make(LV_ERR_IO, "%s: read error after line %ld", r->name, r->lineno);
+    /* getline's ENOMEM (a line longer than memory allows) sets neither ferror nor feof:
+     * only feof is the end of the file, or a huge line would end the text silently. */
+    if (ferror(r->f) || !feof(r->f))
+      return lv_status_make(errno == ENOMEM ? LV_ERR_RESOURCE : LV_ERR_IO, "%s: cannot read line %ld: %s", r->name,
+                            r->lineno + 1, strerror(errno ? errno : EIO));
     *eof = true;
     return NULL;
   }

@@ -196,6 +196,7 @@ static lv_status run(const char *file_name, const char *tensor_name, bool all, b
     }
   }
   lv_bundle_reader_close(r);
+  if (!s) s = lv_file_flush_check(stdout, "stdout");
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/names.h"
 #include "base/rng.h"
@@ -151,9 +152,13 @@ static int64_t src_close(src *s, const char *path) {
  * TFRecord reader (one validating parser for both); its offsets are in the uncompressed
  * stream. */
 static lv_status open_gzip(src *s, const char *path, bool skip_corrupt) {
-  gzFile gz = gzopen(path, "rb");
-  if (!gz) return lv_status_make(errno == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s: cannot open: %s", path,
-                                 strerror(errno ? errno : EIO));
+  int fd;
+  LV_TRY(lv_file_open_regular(path, "TFRecord file", &fd));
+  gzFile gz = gzdopen(fd, "rb");
+  if (!gz) {
+    close(fd);
+    return lv_status_make(LV_ERR_RESOURCE, "%s: cannot open: out of memory", path);
+  }
   s->memfd = memfd_create("lv_tfrecord_gzip", MFD_CLOEXEC);
   lv_status st = NULL;
   if (s->memfd < 0) st = lv_status_make(LV_ERR_IO, "%s: memfd_create failed: %s", path, strerror(errno));
@@ -183,6 +188,29 @@ static lv_status open_gzip(src *s, const char *path, bool skip_corrupt) {
   return lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s (gzip; offsets uncompressed)", path);
 }
 
+/* A compressed file's magic number, or NULL: `text:` reads plain text, and compressed
+ * bytes would train on garbage (every token <unk>) without a word. */
+static const char *compressed_kind(const unsigned char *b, size_t n) {
+  if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) return "gzip (magic 1f 8b)";
+  if (n >= 3 && !memcmp(b, "BZh", 3)) return "bzip2 (magic BZh)";
+  if (n >= 6 && !memcmp(b, "\xfd" "7zXZ\0", 6)) return "xz (magic fd 37 7a 58 5a 00)";
+  if (n >= 4 && !memcmp(b, "\x28\xb5\x2f\xfd", 4)) return "zstd (magic 28 b5 2f fd)";
+  return NULL;
+}
+
+static lv_status open_text(src *s, const char *path) {
+  LV_TRY(lv_file_fopen_regular(path, "text: file", &s->text));
+  unsigned char head[6];
+  size_t n = fread(head, 1, sizeof head, s->text);
+  const char *kind = compressed_kind(head, n);
+  if (kind)
+    return lv_status_make(LV_ERR_INVALID, "text: file %s is %s-compressed; expected plain UTF-8 text (decompress it)",
+                          path, kind);
+  if (ferror(s->text) || fseek(s->text, 0, SEEK_SET) != 0)
+    return lv_status_make(LV_ERR_IO, "text: file %s: cannot read: %s", path, strerror(errno ? errno : EIO));
+  return NULL;
+}
+
 static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corrupt) {
   memset(s, 0, sizeof *s);
   s->memfd = -1;
@@ -195,11 +223,7 @@ static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corr
     case LV_RECORD_TFRECORD_GZIP:
       return open_gzip(s, path, skip_corrupt);
     case LV_RECORD_TEXT:
-      s->text = fopen(path, "rb");
-      if (!s->text)
-        return lv_status_make(errno == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s: cannot open: %s", path,
-                              strerror(errno));
-      return NULL;
+      return open_text(s, path);
     case LV_RECORD_IOTA:
       s->iota_n = l->iota_n;
       return NULL;

@@ -417,8 +417,11 @@ static lv_status unigram(const spm_tokenizer *m, const char *s, int size, lv_tok
         double cand = (double)((float)length * m->max_score) - 0.1 + (double)here;
         if (t->start == -1 || cand > (double)t->score) *t = (best_node){id, (float)cand, start};
       } else {
-        float cand = m->pieces[id].score + here;
-        if (t->start == -1 || cand > t->score) *t = (best_node){id, cand, start};
+        /* In double, as SentencePiece's EncodeOptimized sums it (its score expression is
+         * promoted by the user-defined branch's "- 0.1"): a float sum would round some
+         * unequal paths to a tie and pick another segmentation. */
+        double cand = (double)m->pieces[id].score + (double)here;
+        if (t->start == -1 || cand > (double)t->score) *t = (best_node){id, (float)cand, start};
       }
       if (length == mblen) single = true;
     }

@@ -214,7 +214,9 @@ static bool parse_float_list(pctx *c, feat *x, const uint8_t *p, const uint8_t *
       size_t nb = (size_t)(sub - p);
       if (nb % 4) return fail(c, at, "packed FloatList length not a multiple of 4");
       if (!room(c, x, nb / 4, at)) return false;
-      memcpy(x->f + x->n, p, nb); /* wire floats are little-endian IEEE, as on x86/ARM */
+      /* wire floats are little-endian IEEE, as on x86/ARM; an empty packed list leaves
+       * x->f NULL, which memcpy may not be given even for 0 bytes */
+      if (nb) memcpy(x->f + x->n, p, nb);
       x->n += (int)(nb / 4);
       p = sub;
     } else if (field == 1 && wt == 5) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/crc32c.h"
+#include "base/file.h"
 
 static void put_le64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -99,15 +100,14 @@ struct lv_tfrecord_reader {
 
 lv_status lv_tfrecord_reader_open(const char *path, bool skip_corrupt, lv_tfrecord_reader **out) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return lv_status_make(errno == ENOENT ? LV_ERR_NOT_FOUND : LV_ERR_IO, "%s: cannot open: %s", path,
-                          strerror(errno));
+  int fd;
+  /* A FIFO would block the open and cannot be mapped: refused before it is opened. */
+  LV_TRY(lv_file_open_regular(path, "TFRecord file", &fd));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return lv_status_make(LV_ERR_INVALID, "%s: not a regular file%s%s", path, e ? ": " : "", e ? strerror(e) : "");
+    return lv_status_make(LV_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
   }
   const uint8_t *map = NULL;
   if (st.st_size > 0) {

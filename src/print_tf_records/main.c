@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/env.h"
+#include "base/file.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "io/example.h"
@@ -207,6 +208,7 @@ static lv_status run(void) {
       print_example(e);
       lv_example_free(e);
       entry++;
+      if (ferror(stdout)) s = lv_file_flush_check(stdout, "stdout"); /* a full disk: stop */
     }
     if (r) {
       skipped += lv_tfrecord_reader_skipped(r);
@@ -216,6 +218,7 @@ static lv_status run(void) {
   globfree(&g);
   if (s) return s;
   printf("== Total entries: %lld\n", (long long)entry);
+  LV_TRY(lv_file_flush_check(stdout, "stdout"));
   if (skipped) fprintf(stderr, "print_tf_records: skipped %lld corrupt region(s)\n", (long long)skipped);
   return NULL;
 }

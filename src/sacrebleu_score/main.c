@@ -33,8 +33,8 @@ static const char *kUsage =
     "computes it (default: tokenizer 13a, smoothing exp, max order 4, case-sensitive). Several\n"
     "comma-separated reference files give several references per line. Prints\n"
     "  BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)\n"
-    "Exit 0 ok, 2 bad flags or input (a missing file, invalid UTF-8, a NUL byte, line counts\n"
-    "that differ).";
+    "Exit 0 ok, 2 bad flags or input (a missing or non-regular file, invalid UTF-8, a NUL byte,\n"
+    "line counts that differ, no line at all).";
 
 /* Lines left in st after the current one (for the length-mismatch message). */
 static long count_rest(lv_text_lines *st) {
@@ -112,6 +112,10 @@ static lv_status run(bool smooth_value_set) {
     s = lv_sacrebleu_add(&sb, st[0].line, lines, nrefs);
     if (s) s = lv_status_wrap(s, "%s:%ld", st[0].name, st[0].lineno);
   }
+  /* sacrebleu refuses an empty test set too: it is almost always a mistake, and its
+   * "BLEU = 0.00" would read as a score. */
+  if (!s && st[0].lineno == 0)
+    s = lv_status_make(LV_ERR_INVALID, "%s and --ref=%s contain no sentence: nothing to score", st[0].name, flag_ref);
   if (!s) {
     lv_sacrebleu_score r;
     lv_sacrebleu_result(&sb, &r);

@@ -2,11 +2,13 @@
  * one line of space-separated ids per input line, as `spm_encode --output_format=id`
  * does (no <s>/</s>). For parity tests of SentencePieceTokenizer against SentencePiece;
  * --cls picks another tokenizer class and --vocab its vocab file. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/env.h"
+#include "base/file.h"
 #include "base/flags.h"
 #include "base/status.h"
 #include "input/tokenizer.h"
@@ -20,7 +22,8 @@ static const char *flag_vocab = "";
 static const char *kUsage =
     "Usage: spm_encode_file --model=M.model [--input=FILE] [--output=FILE]\n"
     "Encodes each line of FILE (default stdin) into piece ids, one output line per input line,\n"
-    "like `spm_encode --output_format=id`. Exit 0 ok, 2 bad flags, model or input file.";
+    "like `spm_encode --output_format=id`. Exit 0 ok, 1 a write error (a full disk), 2 bad flags,\n"
+    "model or input file (a FIFO or device is refused), or --output naming an input.";
 
 static lv_status run(void) {
   lv_tokenizer_register_all();
@@ -43,12 +46,19 @@ static lv_status run(void) {
   }
   FILE *in = NULL, *out = NULL;
   if (!s) {
-    in = *flag_input ? fopen(flag_input, "rb") : stdin;
-    if (!in) s = lv_status_make(LV_ERR_NOT_FOUND, "--input=%s: cannot open", flag_input);
+    if (*flag_input) s = lv_file_fopen_regular(flag_input, "--input", &in);
+    else in = stdin;
+  }
+  if (!s && *flag_output) {
+    const char *inputs[][2] = {{"--input", flag_input}, {"--model", flag_model}, {"--vocab", flag_vocab}};
+    for (size_t i = 0; i < LV_ARRAY_LEN(inputs) && !s; i++)
+      if (*inputs[i][1] && lv_file_same(flag_output, inputs[i][1]))
+        s = lv_status_make(LV_ERR_INVALID, "--output=%s is the %s file; it would be overwritten", flag_output,
+                           inputs[i][0]);
   }
   if (!s) {
     out = *flag_output ? fopen(flag_output, "wb") : stdout;
-    if (!out) s = lv_status_make(LV_ERR_IO, "--output=%s: cannot create", flag_output);
+    if (!out) s = lv_status_make(LV_ERR_IO, "--output=%s: cannot create: %s", flag_output, strerror(errno));
   }
   char *line = NULL;
   size_t cap = 0;
@@ -63,10 +73,17 @@ static lv_status run(void) {
       break;
     }
     for (int i = 0; i < ids.n; i++) fprintf(out, i ? " %d" : "%d", (int)ids.v[i]);
-    fputc('\n', out);
+    if (fputc('\n', out) == EOF || ferror(out)) break; /* a full disk: stop reading */
   }
   if (!s && in && ferror(in)) s = lv_status_make(LV_ERR_IO, "--input=%s: read error", flag_input);
-  if (out && out != stdout && fclose(out) && !s) s = lv_status_make(LV_ERR_IO, "--output=%s: write error", flag_output);
+  if (out) {
+    const char *name = out == stdout ? "stdout" : flag_output;
+    errno = 0;
+    bool bad = fflush(out) != 0 || ferror(out);
+    int e = errno;
+    if (out != stdout && fclose(out)) bad = true;
+    if (bad && !s) s = lv_status_make(LV_ERR_IO, "%s: write error: %s", name, strerror(e ? e : EIO));
+  }
   if (in && in != stdin) fclose(in);
   free(line);
   lv_tok_ids_free(&ids);

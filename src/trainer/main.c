@@ -60,6 +60,7 @@ static lv_status inspect_model(lv_cli *c, lv_flag *flags, int n) {
     char *a = lv_instance_analysis(m);
     fputs(a, stdout);
     free(a);
+    s = lv_file_flush_check(stdout, "stdout");
   }
   lv_instance_destroy(m);
   lv_params_free(p);

@@ -288,7 +288,9 @@ typedef struct {
   int64_t *records;
 } outputs;
 
-static lv_status outputs_open(outputs *o) {
+/* inputs[0..ninputs): the files read (name pairs: flag, path); an output that is one of
+ * them is refused before anything is written, as the rename would replace it. */
+static lv_status outputs_open(outputs *o, const char *const (*inputs)[2], int ninputs) {
   o->n = flag_shard_id >= 0 ? 1 : (int)flag_num_shards;
   o->final = calloc((size_t)o->n, sizeof *o->final);
   o->tmp = calloc((size_t)o->n, sizeof *o->tmp);
@@ -303,6 +305,12 @@ static lv_status outputs_open(outputs *o) {
     if (flag_shard_id >= 0) snprintf(o->final[i], len, "%s", flag_output);
     else snprintf(o->final[i], len, "%s-%05d-of-%05d", flag_output, i, (int)flag_num_shards);
     snprintf(o->tmp[i], len, "%s.tmp-%ld", o->final[i], (long)getpid());
+    for (int k = 0; k < ninputs; k++)
+      if (*inputs[k][1] && lv_file_same(o->final[i], inputs[k][1]))
+        return lv_status_make(LV_ERR_INVALID, "--output_filepath: %s is the %s file %s; it would be overwritten",
+                              o->final[i], inputs[k][0], inputs[k][1]);
+  }
+  for (int i = 0; i < o->n; i++) {
     LV_TRY(lv_status_wrap(lv_tfrecord_writer_open(o->tmp[i], false, &o->w[i]), "--output_filepath"));
   }
   return NULL;
@@ -396,12 +404,12 @@ typedef struct {
 
 static lv_status encode_pair_files(const char *sp, const char *tp, encoder *enc, outputs *o, progress *pr,
                                    counts *c) {
-  FILE *fs = fopen(sp, "rb");
-  if (!fs) return lv_status_make(LV_ERR_NOT_FOUND, "--source_filepaths: %s: cannot open", sp);
-  FILE *ft = fopen(tp, "rb");
-  if (!ft) {
+  FILE *fs, *ft;
+  LV_TRY(lv_file_fopen_regular(sp, "--source_filepaths", &fs));
+  lv_status so = lv_file_fopen_regular(tp, "--target_filepaths", &ft);
+  if (so) {
     fclose(fs);
-    return lv_status_make(LV_ERR_NOT_FOUND, "--target_filepaths: %s: cannot open", tp);
+    return so;
   }
   char *ls = NULL, *lt = NULL;
   size_t cs = 0, ct = 0;
@@ -516,7 +524,18 @@ static lv_status run(void) {
       s = lv_status_make(LV_ERR_NOT_FOUND, "--target_filepaths: %s: cannot open", tgt.v[i]);
   }
   if (!s) s = encoder_create(&enc);
-  if (!s) s = outputs_open(&out);
+  const char *(*inputs)[2] = NULL;
+  int ninputs = 0;
+  if (!s && !(inputs = calloc((size_t)(src.n + tgt.n + 2), sizeof *inputs)))
+    s = lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  if (!s) {
+    inputs[ninputs][0] = "--wpm_filepath", inputs[ninputs++][1] = flag_wpm;
+    inputs[ninputs][0] = "--spm_model", inputs[ninputs++][1] = flag_spm;
+    for (int i = 0; i < src.n; i++) inputs[ninputs][0] = "--source_filepaths", inputs[ninputs++][1] = src.v[i];
+    for (int i = 0; i < tgt.n; i++) inputs[ninputs][0] = "--target_filepaths", inputs[ninputs++][1] = tgt.v[i];
+    s = outputs_open(&out, (const char *const(*)[2])inputs, ninputs);
+  }
+  free(inputs);
   for (int i = 0; !s && i < src.n; i++) s = encode_pair_files(src.v[i], tgt.v[i], &enc, &out, &pr, &c);
   int nout = out.n;
   lv_status cs = outputs_close(&out, !s);
