@@ -981,22 +981,28 @@ START_TEST(test_nmt_prefetch_shutdown) {
     pf_wait_ready(in, k);
     lv_input_destroy(in); /* blocked on the full queue */
   }
-  /* an eval pass that drops every record (keys above the last bound): the thread reads
-   * without ever queueing a batch; reset and destroy cancel it mid-read */
+  /* an eval pass that drops nearly every record (keys above the last bound 1; a bound
+   * of 0 is refused): the thread reads for long without queueing a batch; reset and
+   * destroy cancel it mid-read */
   write_mt_file("many.tfrecord", 3000, 0);
   snprintf(pat, sizeof pat, "%s/many.tfrecord", g_dir);
   lv_params_free(p);
   p = nmt_params(pat);
-  int64_t bound[1] = {0}, limit[1] = {4};
+  int64_t bound[1] = {1}, limit[1] = {4};
   EXPECT_OK(lv_params_set_list(p, "bucket_upper_bound", lv_pvalue_ints(1, bound)));
   EXPECT_OK(lv_params_set_list(p, "bucket_batch_limit", lv_pvalue_ints(1, limit)));
   EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
   EXPECT_OK(lv_input_reset(in));
   EXPECT_OK(lv_input_reset(in));
   bool done = false;
-  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  int batches = 0;
+  for (; !done && batches < 3000; batches++) {
+    EXPECT_OK(lv_input_next_eval(in, &b, &done));
+    for (int64_t i = 0; !done && i < b.size; i++) ck_assert_int_eq(lv_i32(lv_batch_get(&b, "bucket_keys"))[i], 1);
+  }
   ck_assert(done);
   ck_assert_int_eq(b.size, 0);
+  ck_assert_int_lt(batches, 3000 / 4);
   EXPECT_OK(lv_input_next_eval(in, &b, &done)); /* the end stays the end */
   ck_assert(done);
   EXPECT_OK(lv_input_reset(in));

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -267,6 +268,22 @@ typedef struct item {
 
 #define QUEUE_CAP 256
 
+/* The trainer's stop flag (lv_record_yielder_set_interrupt); NULL: none. */
+static const volatile sig_atomic_t *g_interrupt;
+
+void lv_record_yielder_set_interrupt(const volatile sig_atomic_t *flag) { g_interrupt = flag; }
+
+bool lv_record_yielder_interrupted(void) { return g_interrupt && *g_interrupt; }
+
+/* cond_wait for at most 100 ms, so that a waiting consumer sees the interrupt flag. */
+void lv_cond_wait_tick(pthread_cond_t *c, pthread_mutex_t *mu) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000 * 1000;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(c, mu, &ts);
+}
+
 struct lv_record_yielder {
   lv_record_yielder_opts o;
   lv_file_list files;
@@ -279,6 +296,8 @@ struct lv_record_yielder {
   bool stop, finished; /* finished: the reader put its last record (end or error) */
   lv_status error;     /* the reader's error, delivered after the queued records */
   int64_t skipped;
+  int64_t pass_records; /* records of one whole pass (all replicas' shares); -1 until read */
+  char *pattern;        /* for messages */
   item cur; /* the record the consumer holds */
 };
 
@@ -414,8 +433,18 @@ static void *reader_main(void *arg) {
   lv_rng_init(&rs.rng, lv_rng_mix(y->o.seed, y->o.stream), 7);
   lv_status s = NULL;
   bool stopped = false;
-  for (int64_t epoch = 0; !s && !stopped && (y->o.repeat_count < 0 || epoch < y->o.repeat_count); epoch++)
+  for (int64_t epoch = 0; !s && !stopped && (y->o.repeat_count < 0 || epoch < y->o.repeat_count); epoch++) {
+    uint64_t before = rs.position;
     s = read_epoch(&rs, epoch, &stopped);
+    if (s || stopped || epoch > 0) continue;
+    pthread_mutex_lock(&y->mu);
+    y->pass_records = (int64_t)(rs.position - before);
+    pthread_mutex_unlock(&y->mu);
+    /* Repeating an empty pass forever would keep the consumer waiting for ever. */
+    if (rs.position == before && y->o.repeat_count < 0)
+      s = lv_status_make(LV_ERR_INVALID, "%s: a whole pass over its %d file%s read no record (empty files?)",
+                         y->pattern, y->files.n_files, y->files.n_files == 1 ? "" : "s");
+  }
   /* drain the shuffle buffer in a random order */
   while (!s && !stopped && rs.buf_n > 0) {
     int64_t j = (int64_t)lv_rng_below(&rs.rng, (uint64_t)rs.buf_n);
@@ -452,6 +481,9 @@ lv_status lv_record_yielder_create(const lv_record_yielder_opts *opts, lv_record
     return s;
   }
   y->o.file_pattern = NULL; /* the caller's string may not outlive us */
+  y->pattern = strdup(opts->file_pattern);
+  LV_ASSERT(y->pattern);
+  y->pass_records = -1;
   pthread_mutex_init(&y->mu, NULL);
   pthread_cond_init(&y->not_empty, NULL);
   pthread_cond_init(&y->not_full, NULL);
@@ -471,10 +503,14 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
   memset(rec, 0, sizeof *rec);
   *eof = false;
   pthread_mutex_lock(&y->mu);
-  while (y->q_n == 0 && !y->finished && !y->stop) pthread_cond_wait(&y->not_empty, &y->mu);
+  bool interrupted = false;
+  while (y->q_n == 0 && !y->finished && !y->stop && !(interrupted = lv_record_yielder_interrupted()))
+    lv_cond_wait_tick(&y->not_empty, &y->mu);
   lv_status s = NULL;
   if (y->stop) {
     s = lv_status_make(LV_ERR_CANCELLED, "record yielder: cancelled");
+  } else if (interrupted) {
+    s = lv_status_make(LV_ERR_CANCELLED, "%s: interrupted while waiting for a record", y->pattern);
   } else if (y->q_n > 0) {
     y->cur = y->q[y->q_head];
     y->q_head = (y->q_head + 1) % QUEUE_CAP;
@@ -503,6 +539,19 @@ void lv_record_yielder_cancel(lv_record_yielder *y) {
   pthread_mutex_unlock(&y->mu);
 }
 
+int64_t lv_record_yielder_pass_records(lv_record_yielder *y) {
+  pthread_mutex_lock(&y->mu);
+  int64_t n = y->pass_records;
+  pthread_mutex_unlock(&y->mu);
+  return n;
+}
+
+const char *lv_record_yielder_pattern(const lv_record_yielder *y) { return y->pattern; }
+
+bool lv_record_yielder_repeats_forever(const lv_record_yielder *y) { return y->o.repeat_count < 0; }
+
+int lv_record_yielder_num_replicas(const lv_record_yielder *y) { return y->o.num_replicas; }
+
 int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   pthread_mutex_lock(&y->mu);
   int64_t k = y->skipped;
@@ -520,6 +569,7 @@ void lv_record_yielder_destroy(lv_record_yielder *y) {
   free(y->cur.data);
   lv_status_free(y->error);
   lv_file_list_free(&y->files);
+  free(y->pattern);
   pthread_mutex_destroy(&y->mu);
   pthread_cond_destroy(&y->not_empty);
   pthread_cond_destroy(&y->not_full);

@@ -14,6 +14,7 @@
 #include "base/path.h"
 #include "core/ops.h"
 #include "kernels/kernels.h"
+#include "input/record_yielder.h"
 #include "io/events.h"
 #include "optim/optim_params.h"
 #include "runners/instance.h"
@@ -445,6 +446,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     g_stop_signal = 0;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* One process: a signal also ends a wait for input (a FIFO, a shuffle buffer still
+     * filling), between two steps, so the stop below still saves. Replicas keep
+     * waiting: a stop must reach the others through a step's exchange. */
+    if (nrep == 1) lv_record_yielder_set_interrupt(&g_stop_signal);
   }
   const int64_t max_steps = lv_params_int(train_p, "max_steps");
   const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
@@ -477,7 +482,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
             lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
-    if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) goto done;
+    if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) {
+      if (lv_status_code(s) != LV_ERR_CANCELLED || !(nrep == 1 && g_stop_signal)) goto done;
+      lv_status_free(s); /* the signal ended the wait for the batch of `step` */
+      s = NULL;
+      break;
+    }
     lv_learner_stats st;
     s = train_step(&t, opt, step, &st, &stop);
     /* Logged also when the learner stops the run for too many skipped steps in a row. */
@@ -559,6 +569,7 @@ done:
   free(t.value);
   free(t.weight);
   if (opt->install_signal_handlers) {
+    lv_record_yielder_set_interrupt(NULL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
   }
