@@ -403,6 +403,21 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     return lv_status_make(LV_ERR_INVALID, "cluster.worker.replicas is %lld but the job runs %d replica%s (%s)",
                           (long long)lv_params_int(cfg, "cluster.worker.replicas"), nrep, nrep == 1 ? "" : "s",
                           lv_comm_describe(comm));
+  if (nrep > 1) {
+    /* The flags that change what a step does, or which collectives it makes. */
+    char *params = lv_params_to_text(cfg), *config = NULL;
+    size_t config_len = 0;
+    FILE *f = open_memstream(&config, &config_len);
+    LV_ASSERT(f);
+    fprintf(f, "%s--allreduce_bucket_mb bytes: %lld\n--enable_check_numerics: %d\n--allow_partial_restore: %d\n"
+            "--rebuild_checkpoint_state: %d\n", params, (long long)opt->allreduce_bucket_bytes, opt->check_numerics,
+            opt->allow_partial_restore, opt->rebuild_checkpoint_state);
+    LV_ASSERT(fclose(f) == 0);
+    s = lv_replicas_check_config(comm, config);
+    free(config);
+    free(params);
+    if (s) return s;
+  }
   s = lv_instance_create(cfg, true, (lv_input_shard){lv_comm_rank(comm), nrep}, &t.m);
   if (s) return s;
   int lock_fd = -1;
