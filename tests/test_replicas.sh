@@ -160,6 +160,23 @@ dump "$T/full/train/ckpt-00000040" >"$T/wf"
 dump "$T/k/train/ckpt-00000040" >"$T/wk"
 check "same final weights and Adam slots as the uninterrupted run" cmp -s "$T/wf" "$T/wk"
 
+# 4b. A 2-replica run resumed with 1 replica says that the replica count changed (the
+# batches differ from the interrupted run's), not that it reads what that run would.
+. "$LV_ROOT/tests/data/decode_golden/models.sh"
+RC="$OV_transformer; train.save_interval_steps: 4"
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 4" >"$T/rc1.log" 2>&1
+check "2-replica MT run exits 0" [ $? -eq 0 ]
+expect_exit 0 "resumed with 1 replica" "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 6"
+err_has "the replica count changed: $T/rc/train/ckpt-00000004 was written by a run of 2 replicas, this run has 1"
+err_has "does not train on the batches the interrupted run would have"
+check "the replay is not claimed to give the interrupted run's batches" \
+  bash -c "! grep -q 'so this run trains on what an uninterrupted run would' '$T/err'"
+expect_exit 0 "resumed again with 1 replica" "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 8"
+check "no replica-count warning when it did not change" bash -c "! grep -q 'replica count changed' '$T/err'"
+
 # 5. Errors: a rank's failure stops every rank and names it; flags that cannot hold exit 2.
 # The same settings on both ranks (they are compared at start), the same relative
 # input.ckpt, but only rank 0's working directory holds the dataset.

@@ -341,7 +341,7 @@ static lv_status ran_out(const lv_stream_input *in, int64_t step) {
 static lv_status replay_to(lv_stream_input *in, int64_t step) {
   int64_t from = in->next_step, n = step - from;
   lv_info("input %s: resuming at step %lld: reading the training stream's %lld batch%s before it "
-          "(input.resume_replay), so this run trains on what an uninterrupted run would",
+          "(input.resume_replay), so this run trains on what an uninterrupted run with its replica count would",
           in->cls, (long long)step, (long long)n, n == 1 ? "" : "es");
   double t0 = lv_now_monotonic(), last = t0;
   lv_batch b;

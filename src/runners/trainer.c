@@ -168,6 +168,19 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
   lv_optimizer_slots_from_host(lv_learner_optimizer(t->learner));
   lv_info("restored %d tensors from %s (global_step %lld)", n, prefix, (long long)lv_instance_step(t->m));
   *restored = true;
+  /* Another replica count changes the global batch and each replica's share of the
+   * stream: the batches from here on are not those the interrupted run would have read. */
+  char *was_text = NULL;
+  int64_t was = 0;
+  const int now = lv_comm_size(t->comm);
+  lv_status ps = lv_checkpoint_params_text(prefix, &was_text);
+  if (!ps && was_text && lv_params_text_int(was_text, "cluster.worker.replicas", &was) && was != now)
+    lv_warn("the replica count changed: %s was written by a run of %lld replica%s, this run has %d: the global "
+            "batch and each replica's share of the input differ, so from step %lld on this run does not train on "
+            "the batches the interrupted run would have", prefix, (long long)was, was == 1 ? "" : "s", now,
+            (long long)lv_instance_step(t->m));
+  lv_status_free(ps);
+  free(was_text);
   return NULL;
 }
 
