@@ -180,12 +180,12 @@ check "no replica-count warning when it did not change" bash -c "! grep -q 'repl
 # 5. Errors: a rank's failure stops every rank and names it; flags that cannot hold exit 2.
 # The same settings on both ranks (they are compared at start), the same relative
 # input.ckpt, but only rank 0's working directory holds the dataset.
-mkdir -p "$T/wa" "$T/wb"
-for f in "$FM".*; do ln -s "$f" "$T/wa/fm${f#$FM}"; done
+mkdir -p "$T/wdir0" "$T/wdir1"
+for f in "$FM".*; do ln -s "$f" "$T/wdir0/fm${f#$FM}"; done
 KRW="${KR/input.ckpt: \"$FM\"/input.ckpt: \"fm\"}"
 XD="--experiments_dir=$LV_ROOT/experiments"
-mpirun --oversubscribe --allow-run-as-root -np 1 -wdir "$T/wa" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
-  --model_params_override="$KRW" : -np 1 -wdir "$T/wb" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
+mpirun --oversubscribe --allow-run-as-root -np 1 -wdir "$T/wdir0" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
+  --model_params_override="$KRW" : -np 1 -wdir "$T/wdir1" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
   --model_params_override="$KRW" >"$T/out" 2>"$T/err"
 rc=$?
 check "rank 1's bad input stops the job with exit 2 (exit $rc)" [ $rc -eq 2 ]

@@ -329,13 +329,116 @@ static void add_skipped(lv_record_yielder *y, int64_t k) {
   pthread_mutex_unlock(&y->mu);
 }
 
+/* A record held by the shuffle buffer. A small file repeated for ever fills a large
+ * buffer with copies of the same records (Lingvo's WMT buffer of 10M records over 100
+ * test records: 10 GB), so the buffer keeps each distinct record (file, offset, bytes)
+ * once, counted by the slots that hold it, and each record leaving the buffer gets its
+ * own copy (the last slot hands over the bytes). The order of records is unchanged. */
+typedef struct shared {
+  uint8_t *data;
+  size_t len;
+  int file_idx;
+  uint64_t offset;
+  int64_t refs;  /* buffer slots holding it */
+  bool in_table; /* a record with the key and other bytes (a file that changed) is not */
+} shared;
+
+typedef struct slot {
+  shared *r;
+  int64_t epoch;
+} slot;
+
 typedef struct reader_state {
   lv_record_yielder *y;
   lv_rng rng;
-  item *buf; /* shuffle buffer */
+  slot *buf; /* shuffle buffer */
   int64_t buf_n, buf_cap;
+  shared **table; /* [table_cap] open addressing by (file_idx, offset); NULL: free */
+  int64_t table_n, table_cap;
   uint64_t position; /* records seen in the global order (for sharding) */
 } reader_state;
+
+static uint64_t table_hash(int file_idx, uint64_t offset) {
+  uint64_t h = (offset ^ ((uint64_t)file_idx << 40)) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+/* The slot of (file_idx, offset): its record, or the free slot where it would go. */
+static int64_t table_find(const reader_state *rs, int file_idx, uint64_t offset) {
+  uint64_t mask = (uint64_t)rs->table_cap - 1, i = table_hash(file_idx, offset) & mask;
+  while (rs->table[i] && (rs->table[i]->file_idx != file_idx || rs->table[i]->offset != offset)) i = (i + 1) & mask;
+  return (int64_t)i;
+}
+
+static void table_insert(reader_state *rs, shared *r) {
+  if (2 * (rs->table_n + 1) > rs->table_cap) {
+    shared **old = rs->table;
+    int64_t old_cap = rs->table_cap;
+    rs->table_cap = old_cap ? 2 * old_cap : 1024;
+    rs->table = calloc((size_t)rs->table_cap, sizeof *rs->table);
+    LV_ASSERT(rs->table);
+    for (int64_t i = 0; i < old_cap; i++)
+      if (old[i]) rs->table[table_find(rs, old[i]->file_idx, old[i]->offset)] = old[i];
+    free(old);
+  }
+  rs->table[table_find(rs, r->file_idx, r->offset)] = r;
+  rs->table_n++;
+  r->in_table = true;
+}
+
+/* Linear probing's deletion: later entries of the run move back into the hole. */
+static void table_remove(reader_state *rs, const shared *r) {
+  uint64_t mask = (uint64_t)rs->table_cap - 1, i = (uint64_t)table_find(rs, r->file_idx, r->offset);
+  LV_ASSERT(rs->table[i] == r);
+  rs->table[i] = NULL;
+  rs->table_n--;
+  for (uint64_t j = (i + 1) & mask; rs->table[j]; j = (j + 1) & mask) {
+    uint64_t home = table_hash(rs->table[j]->file_idx, rs->table[j]->offset) & mask;
+    /* entry j may fill the hole i unless its home lies cyclically in (i, j] */
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      rs->table[i] = rs->table[j];
+      rs->table[j] = NULL;
+      i = j;
+    }
+  }
+}
+
+/* The buffer's reference to it, taking over it.data. */
+static slot buf_hold(reader_state *rs, item it) {
+  shared *r = NULL;
+  if (rs->table_cap) {
+    shared *t = rs->table[table_find(rs, it.file_idx, it.offset)];
+    if (t && t->len == it.len && !memcmp(t->data, it.data, it.len)) r = t;
+  }
+  if (r) {
+    free(it.data);
+  } else {
+    r = calloc(1, sizeof *r);
+    LV_ASSERT(r);
+    *r = (shared){it.data, it.len, it.file_idx, it.offset, 0, false};
+    if (!rs->table_cap || !rs->table[table_find(rs, it.file_idx, it.offset)]) table_insert(rs, r);
+  }
+  r->refs++;
+  return (slot){r, it.epoch};
+}
+
+/* Drops a slot's reference; the record as an item of its own (data NULL: dropped). */
+static item buf_release(reader_state *rs, slot sl, bool keep) {
+  shared *r = sl.r;
+  item it = {NULL, r->len, r->file_idx, r->offset, sl.epoch};
+  if (--r->refs == 0) {
+    if (r->in_table) table_remove(rs, r);
+    if (keep) it.data = r->data;
+    else free(r->data);
+    free(r);
+  } else if (keep) {
+    it.data = malloc(r->len ? r->len : 1);
+    LV_ASSERT(it.data);
+    memcpy(it.data, r->data, r->len);
+  }
+  return it;
+}
 
 /* Passes one record of the global order on: sharding, then the shuffle buffer. */
 static bool emit(reader_state *rs, item it) {
@@ -350,18 +453,18 @@ static bool emit(reader_state *rs, item it) {
     if (rs->buf_n == rs->buf_cap) {
       int64_t cap = rs->buf_cap ? rs->buf_cap * 2 : 64;
       if (cap > y->o.buffer_size) cap = y->o.buffer_size;
-      item *b = realloc(rs->buf, sizeof(item) * (size_t)cap);
+      slot *b = realloc(rs->buf, sizeof(slot) * (size_t)cap);
       LV_ASSERT(b);
       rs->buf = b;
       rs->buf_cap = cap;
     }
-    rs->buf[rs->buf_n++] = it;
+    rs->buf[rs->buf_n++] = buf_hold(rs, it);
     return true;
   }
   int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
-  item out = rs->buf[j];
-  rs->buf[j] = it;
-  return queue_push(y, out);
+  slot out = rs->buf[j];
+  rs->buf[j] = buf_hold(rs, it);
+  return queue_push(y, buf_release(rs, out, true));
 }
 
 /* One epoch: files in order (sequential) or shuffled, `parallelism` at a time,
@@ -448,12 +551,14 @@ static void *reader_main(void *arg) {
   /* drain the shuffle buffer in a random order */
   while (!s && !stopped && rs.buf_n > 0) {
     int64_t j = (int64_t)lv_rng_below(&rs.rng, (uint64_t)rs.buf_n);
-    item it = rs.buf[j];
+    slot sl = rs.buf[j];
     rs.buf[j] = rs.buf[--rs.buf_n];
-    if (!queue_push(y, it)) stopped = true;
+    if (!queue_push(y, buf_release(&rs, sl, true))) stopped = true;
   }
-  for (int64_t i = 0; i < rs.buf_n; i++) free(rs.buf[i].data);
+  for (int64_t i = 0; i < rs.buf_n; i++) buf_release(&rs, rs.buf[i], false);
+  LV_ASSERT(rs.table_n == 0);
   free(rs.buf);
+  free(rs.table);
   pthread_mutex_lock(&y->mu);
   y->error = s;
   y->finished = true;
