@@ -247,6 +247,39 @@ START_TEST(test_shuffle_determinism) {
 }
 END_TEST
 
+/* A shuffle buffer much larger than the file holds many slots of each record (one copy
+ * of its bytes, shared): every record still comes out once per epoch, with its own
+ * bytes, through eviction and the final drain; a yielder destroyed while the buffer is
+ * full frees them all (checked by the ASan build). */
+START_TEST(test_shuffle_buffer_repeats) {
+  write_records("r7.tfrecord", "r", 7);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/r7.tfrecord", g_dir);
+  lv_record_yielder_opts o = opts_for(pat);
+  o.sequential = false;
+  o.buffer_size = 1000;
+  o.repeat_count = 300;
+  rec_list a;
+  drain(&o, &a);
+  ck_assert_int_eq(a.n, 2100);
+  int count[7] = {0};
+  for (int i = 0; i < a.n; i++) {
+    int k = -1;
+    ck_assert_msg(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7, "record %d is \"%s\"", i, a.r[i]);
+    count[k]++;
+  }
+  for (int k = 0; k < 7; k++) ck_assert_int_eq(count[k], 300);
+  rec_list_free(&a);
+  o.repeat_count = -1;
+  lv_record_yielder *y = NULL;
+  EXPECT_OK(lv_record_yielder_create(&o, &y));
+  lv_record r;
+  bool eof;
+  for (int i = 0; i < 50; i++) EXPECT_OK(lv_record_yielder_next(y, &r, &eof));
+  lv_record_yielder_destroy(y);
+}
+END_TEST
+
 START_TEST(test_sharding_covers_once) {
   write_three_files();
   char pat[600];
@@ -1031,6 +1064,7 @@ int main(void) {
   tcase_add_test(tc, test_sequential_pass);
   tcase_add_test(tc, test_shuffle_determinism);
   tcase_add_test(tc, test_sharding_covers_once);
+  tcase_add_test(tc, test_shuffle_buffer_repeats);
   tcase_add_test(tc, test_corrupt_record);
   tcase_add_test(tc, test_yielder_cancel);
   tcase_add_test(tc, test_bucketing);
