@@ -425,7 +425,8 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     fprintf(f, "%s--allreduce_bucket_mb bytes: %lld\n--enable_check_numerics: %d\n--allow_partial_restore: %d\n"
             "--rebuild_checkpoint_state: %d\n", params, (long long)opt->allreduce_bucket_bytes, opt->check_numerics,
             opt->allow_partial_restore, opt->rebuild_checkpoint_state);
-    LV_ASSERT(fclose(f) == 0);
+    int closed = fclose(f);
+    LV_ASSERT(closed == 0 && config);
     s = lv_replicas_check_config(comm, config);
     free(config);
     free(params);
