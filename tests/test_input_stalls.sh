@@ -39,17 +39,28 @@ expect_exit 2 "input.bucket_upper_bound: [0]" train_in "$T/zero" --model=$M \
 err_has "input.bucket_upper_bound[0] must be >= 1"
 check "a rejected config writes no checkpoint" test ! -e "$T/zero/train/ckpt-00000000.index"
 
-# A huge shuffle buffer over a small file: the first batch waits until the buffer has
-# filled (minutes), so the trainer is waiting for input when the signal comes.
-for sig in TERM INT; do
+# The trainer waits for input when the signal comes: a huge shuffle buffer over a small
+# file (the first batch waits until the buffer has filled, minutes), with and without
+# the batcher thread; and a FIFO nobody writes, whose reader thread stays blocked in
+# open (left behind at exit).
+mkfifo "$T/fifo.tfrecord"
+for sig in TERM INT TERM.prefetch0 TERM.fifo; do
   log=$T/wait.$sig
-  "$LV_BIN/trainer" --model=$M --logdir="$log" \
-    --model_params_override="$OV_transformer; input.file_buffer_size: 1000000000; train.max_steps: 5" \
-    >"$T/out" 2>"$T/err" &
+  ov="$OV_transformer; input.file_buffer_size: 1000000000; train.max_steps: 5"
+  case $sig in
+    *.prefetch0) ov="$ov; input.prefetch_batches: 0" ;;
+    *.fifo) ov="$OV_transformer; input.file_pattern: \"tfrecord:$T/fifo.tfrecord\"; train.max_steps: 5" ;;
+  esac
+  "$LV_BIN/trainer" --model=$M --logdir="$log" --model_params_override="$ov" >"$T/out" 2>"$T/err" &
   pid=$!
   for _ in $(seq 100); do [ -f "$log/train/ckpt-00000000.index" ] && break; sleep 0.1; done
   sleep 0.5
-  kill -$sig $pid
+  if [[ $sig == *.fifo ]] && ! kill -0 $pid 2>/dev/null && grep -q "not a regular file" "$T/err"; then
+    ok "a FIFO as a TFRecord file is refused at start"
+    wait $pid
+    continue
+  fi
+  kill -"${sig%%.*}" $pid
   start=$(date +%s)
   for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   if kill -0 $pid 2>/dev/null; then

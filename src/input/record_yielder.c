@@ -268,6 +268,8 @@ typedef struct item {
 
 #define QUEUE_CAP 256
 
+static void yielder_free(lv_record_yielder *y);
+
 /* The trainer's stop flag (lv_record_yielder_set_interrupt); NULL: none. */
 static const volatile sig_atomic_t *g_interrupt;
 
@@ -294,6 +296,7 @@ struct lv_record_yielder {
   item q[QUEUE_CAP];
   int q_head, q_n;
   bool stop, finished; /* finished: the reader put its last record (end or error) */
+  bool abandoned;      /* destroy gave up waiting: the reader frees the yielder */
   lv_status error;     /* the reader's error, delivered after the queued records */
   int64_t skipped;
   int64_t pass_records; /* records of one whole pass (all replicas' shares); -1 until read */
@@ -562,8 +565,10 @@ static void *reader_main(void *arg) {
   pthread_mutex_lock(&y->mu);
   y->error = s;
   y->finished = true;
+  bool abandoned = y->abandoned;
   pthread_cond_broadcast(&y->not_empty);
   pthread_mutex_unlock(&y->mu);
+  if (abandoned) yielder_free(y); /* destroy left it to this thread */
   return NULL;
 }
 
@@ -664,12 +669,41 @@ int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   return k;
 }
 
+/* How long destroy waits for a cancelled reader before leaving it behind. */
+#define READER_GRACE_SECONDS 2
+
 void lv_record_yielder_destroy(lv_record_yielder *y) {
   if (!y) return;
   if (y->started) {
     lv_record_yielder_cancel(y);
-    pthread_join(y->thread, NULL);
+    /* A reader blocked in the kernel (opening a FIFO nobody writes, reading a stalled
+     * device) never sees the cancellation: after a grace period it is left behind and
+     * frees the yielder itself if it ever returns, so that the caller (a trainer told
+     * to stop) is not blocked with it. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += READER_GRACE_SECONDS;
+    pthread_mutex_lock(&y->mu);
+    while (!y->finished && pthread_cond_timedwait(&y->not_empty, &y->mu, &until) != ETIMEDOUT) continue;
+    /* Once abandoned is set and the lock released, y belongs to the reader. */
+    const pthread_t reader = y->thread;
+    const bool abandon = !y->finished;
+    if (abandon) {
+      y->abandoned = true;
+      lv_warn("%s: the reader thread is blocked in a read or open (a FIFO without a writer?): left behind",
+              y->pattern);
+    }
+    pthread_mutex_unlock(&y->mu);
+    if (abandon) {
+      pthread_detach(reader);
+      return;
+    }
+    pthread_join(reader, NULL);
   }
+  yielder_free(y);
+}
+
+static void yielder_free(lv_record_yielder *y) {
   for (int i = 0; i < y->q_n; i++) free(y->q[(y->q_head + i) % QUEUE_CAP].data);
   free(y->cur.data);
   lv_status_free(y->error);
