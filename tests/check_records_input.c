@@ -247,6 +247,39 @@ START_TEST(test_shuffle_determinism) {
 }
 END_TEST
 
+/* A shuffle buffer much larger than the file holds many slots of each record (one copy
+ * of its bytes, shared): every record still comes out once per epoch, with its own
+ * bytes, through eviction and the final drain; a yielder destroyed while the buffer is
+ * full frees them all (checked by the ASan build). */
+START_TEST(test_shuffle_buffer_repeats) {
+  write_records("r7.tfrecord", "r", 7);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/r7.tfrecord", g_dir);
+  lv_record_yielder_opts o = opts_for(pat);
+  o.sequential = false;
+  o.buffer_size = 1000;
+  o.repeat_count = 300;
+  rec_list a;
+  drain(&o, &a);
+  ck_assert_int_eq(a.n, 2100);
+  int count[7] = {0};
+  for (int i = 0; i < a.n; i++) {
+    int k = -1;
+    ck_assert_msg(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7, "record %d is \"%s\"", i, a.r[i]);
+    count[k]++;
+  }
+  for (int k = 0; k < 7; k++) ck_assert_int_eq(count[k], 300);
+  rec_list_free(&a);
+  o.repeat_count = -1;
+  lv_record_yielder *y = NULL;
+  EXPECT_OK(lv_record_yielder_create(&o, &y));
+  lv_record r;
+  bool eof;
+  for (int i = 0; i < 50; i++) EXPECT_OK(lv_record_yielder_next(y, &r, &eof));
+  lv_record_yielder_destroy(y);
+}
+END_TEST
+
 START_TEST(test_sharding_covers_once) {
   write_three_files();
   char pat[600];
@@ -981,22 +1014,28 @@ START_TEST(test_nmt_prefetch_shutdown) {
     pf_wait_ready(in, k);
     lv_input_destroy(in); /* blocked on the full queue */
   }
-  /* an eval pass that drops every record (keys above the last bound): the thread reads
-   * without ever queueing a batch; reset and destroy cancel it mid-read */
+  /* an eval pass that drops nearly every record (keys above the last bound 1; a bound
+   * of 0 is refused): the thread reads for long without queueing a batch; reset and
+   * destroy cancel it mid-read */
   write_mt_file("many.tfrecord", 3000, 0);
   snprintf(pat, sizeof pat, "%s/many.tfrecord", g_dir);
   lv_params_free(p);
   p = nmt_params(pat);
-  int64_t bound[1] = {0}, limit[1] = {4};
+  int64_t bound[1] = {1}, limit[1] = {4};
   EXPECT_OK(lv_params_set_list(p, "bucket_upper_bound", lv_pvalue_ints(1, bound)));
   EXPECT_OK(lv_params_set_list(p, "bucket_batch_limit", lv_pvalue_ints(1, limit)));
   EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
   EXPECT_OK(lv_input_reset(in));
   EXPECT_OK(lv_input_reset(in));
   bool done = false;
-  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  int batches = 0;
+  for (; !done && batches < 3000; batches++) {
+    EXPECT_OK(lv_input_next_eval(in, &b, &done));
+    for (int64_t i = 0; !done && i < b.size; i++) ck_assert_int_eq(lv_i32(lv_batch_get(&b, "bucket_keys"))[i], 1);
+  }
   ck_assert(done);
   ck_assert_int_eq(b.size, 0);
+  ck_assert_int_lt(batches, 3000 / 4);
   EXPECT_OK(lv_input_next_eval(in, &b, &done)); /* the end stays the end */
   ck_assert(done);
   EXPECT_OK(lv_input_reset(in));
@@ -1025,6 +1064,7 @@ int main(void) {
   tcase_add_test(tc, test_sequential_pass);
   tcase_add_test(tc, test_shuffle_determinism);
   tcase_add_test(tc, test_sharding_covers_once);
+  tcase_add_test(tc, test_shuffle_buffer_repeats);
   tcase_add_test(tc, test_corrupt_record);
   tcase_add_test(tc, test_yielder_cancel);
   tcase_add_test(tc, test_bucketing);

@@ -341,6 +341,48 @@ START_TEST(test_softmax_chunked_matches_dense) {
 }
 END_TEST
 
+/* A large vocabulary is chunked without being asked (chunk_size 0, the default): no
+ * logits, an arena peak under one [N, C] logits tensor, the dense path's loss and
+ * gradients; chunk_size -1 keeps the dense path. */
+static void run_auto(const char *chunk_set, float *loss, float *gx, size_t *peak, bool *has_logits) {
+  enum { AN = 64, AD = 8, AC = LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES };
+  char nc[32];
+  snprintf(nc, sizeof nc, "num_classes=%d", AC);
+  lf_fixture f;
+  lf_open(&f, "SimpleFullSoftmax", LF_SET("name=sm", "input_dim=8", nc, chunk_set), 5);
+  float x[AN * AD], w[AN];
+  int32_t ids[AN];
+  for (int i = 0; i < AN * AD; i++) x[i] = (float)cos(0.41 * i);
+  for (int i = 0; i < AN; i++) w[i] = 1.0f, ids[i] = (i * 4099) % AC;
+  lv_tensor *xt = lf_tensor(f.g, lv_shape2(AN, AD), x);
+  xt->requires_grad = true;
+  lv_xent_output o;
+  ck_assert(lv_softmax_layer_fprop((lv_softmax_layer *)f.l, f.g, xt, lf_tensor(f.g, lv_shape1(AN), w),
+                                   lf_ids(f.g, lv_shape1(AN), ids), NULL, 0.1f, &o));
+  lf_ok(f.g);
+  EXPECT_OK(lv_graph_backward(f.g, o.avg_xent));
+  *peak = lv_graph_arena_peak(f.g);
+  *loss = (float)lf_scalar(o.avg_xent);
+  *has_logits = o.logits != NULL;
+  memcpy(gx, xt->grad->data, sizeof(float) * AN * AD);
+  lf_close(&f);
+}
+
+START_TEST(test_softmax_large_vocab_chunked_by_default) {
+  float ld, la, gd[64 * 8], ga[64 * 8];
+  size_t pd, pa;
+  bool logits_d, logits_a;
+  run_auto("chunk_size=-1", &ld, gd, &pd, &logits_d);
+  run_auto("chunk_size=0", &la, ga, &pa, &logits_a);
+  ck_assert(logits_d && !logits_a);
+  ck_assert_float_eq_tol(la, ld, 1e-5 * fabs(ld));
+  ck_assert_msg(max_rel(ga, gd, 64 * 8) < 1e-5, "gradients differ: %g", max_rel(ga, gd, 64 * 8));
+  const size_t logits_bytes = 64u * LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES * 4u;
+  ck_assert_msg(pd > 2 * logits_bytes, "dense peak %zu", pd);
+  ck_assert_msg(pa < logits_bytes / 2, "default peak %zu bytes, one logits tensor is %zu", pa, logits_bytes);
+}
+END_TEST
+
 /* UniformLabelSmoother's targets; fed as class_probabilities they give the same loss as
  * the fused label_smoothing path. */
 START_TEST(test_label_smoother) {
@@ -422,6 +464,7 @@ int main(void) {
   tcase_add_test(tc, test_softmax_chunked_outputs);
   tcase_add_test(tc, test_softmax_chunked_gradcheck);
   tcase_add_test(tc, test_softmax_chunked_matches_dense);
+  tcase_add_test(tc, test_softmax_large_vocab_chunked_by_default);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

@@ -160,10 +160,33 @@ dump "$T/full/train/ckpt-00000040" >"$T/wf"
 dump "$T/k/train/ckpt-00000040" >"$T/wk"
 check "same final weights and Adam slots as the uninterrupted run" cmp -s "$T/wf" "$T/wk"
 
+# 4b. A 2-replica run resumed with 1 replica says that the replica count changed (the
+# batches differ from the interrupted run's), not that it reads what that run would.
+. "$LV_ROOT/tests/data/decode_golden/models.sh"
+RC="$OV_transformer; train.save_interval_steps: 4"
+"${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 4" >"$T/rc1.log" 2>&1
+check "2-replica MT run exits 0" [ $? -eq 0 ]
+expect_exit 0 "resumed with 1 replica" "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 6"
+err_has "the replica count changed: $T/rc/train/ckpt-00000004 was written by a run of 2 replicas, this run has 1"
+err_has "does not train on the batches the interrupted run would have"
+check "the replay is not claimed to give the interrupted run's batches" \
+  bash -c "! grep -q 'so this run trains on what an uninterrupted run would' '$T/err'"
+expect_exit 0 "resumed again with 1 replica" "$LV_BIN/trainer" --model=$MODEL_transformer --logdir="$T/rc" \
+  --model_params_override="$RC; train.max_steps: 8"
+check "no replica-count warning when it did not change" bash -c "! grep -q 'replica count changed' '$T/err'"
+
 # 5. Errors: a rank's failure stops every rank and names it; flags that cannot hold exit 2.
-mpirun --oversubscribe --allow-run-as-root -np 1 "$LV_BIN/trainer" --model=$M --logdir="$T/e" \
-  --model_params_override="$KR" : -np 1 "$LV_BIN/trainer" --model=$M --logdir="$T/e" \
-  --model_params_override="$KR; input.ckpt: \"$T/no/such/dataset\"" >"$T/out" 2>"$T/err"
+# The same settings on both ranks (they are compared at start), the same relative
+# input.ckpt, but only rank 0's working directory holds the dataset.
+mkdir -p "$T/wdir0" "$T/wdir1"
+for f in "$FM".*; do ln -s "$f" "$T/wdir0/fm${f#$FM}"; done
+KRW="${KR/input.ckpt: \"$FM\"/input.ckpt: \"fm\"}"
+XD="--experiments_dir=$LV_ROOT/experiments"
+mpirun --oversubscribe --allow-run-as-root -np 1 -wdir "$T/wdir0" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
+  --model_params_override="$KRW" : -np 1 -wdir "$T/wdir1" "$LV_BIN/trainer" --model=$M --logdir="$T/e" "$XD" \
+  --model_params_override="$KRW" >"$T/out" 2>"$T/err"
 rc=$?
 check "rank 1's bad input stops the job with exit 2 (exit $rc)" [ $rc -eq 2 ]
 err_has "rank 1 of 2: trainer: error: input.ckpt"
@@ -175,6 +198,30 @@ err_has "--worker_replicas=3 but 2 processes were started by mpirun"
 expect_exit 2 "--mode=async under mpirun -np 2" "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/e2" \
   --mode=async --model_params_override="$KR"
 err_has "replicas are synchronous"
+# Ranks started with different settings stop at start, naming the first difference,
+# instead of waiting for each other in mismatched collectives.
+two_ranks() { # two_ranks LOGDIR "RANK0 ARGS" "RANK1 ARGS": both with $KR
+  local dir=$1 a0=$2 a1=$3
+  eval "timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none \
+    -np 1 \"$LV_BIN/trainer\" --model=$M --logdir=\"$dir\" $a0 : -np 1 \"$LV_BIN/trainer\" --model=$M --logdir=\"$dir\" $a1"
+}
+expect_exit 2 "ranks with different train.max_steps" two_ranks "$T/d1" \
+  "--model_params_override='$KR; train.max_steps: 40'" "--model_params_override='$KR; train.max_steps: 41'"
+err_has "the replicas were started with different settings"
+err_has 'rank 0 has "train.max_steps : 40", rank 1 has "train.max_steps : 41"'
+check "no checkpoint written" [ ! -e "$T/d1/train/ckpt-00000000.index" ]
+expect_exit 2 "Adam on rank 0, SGD on rank 1" two_ranks "$T/d2" \
+  "--model_params_override='$KR'" "--model_params_override=\"$KR; task.train.optimizer.cls: 'SGD'\""
+err_has "rank 0 has \"task.train.optimizer.cls : 'Adam'\", rank 1 has \"task.train.optimizer.cls : 'SGD'\""
+expect_exit 2 "--allreduce_bucket_mb 4 vs 0" two_ranks "$T/d3" \
+  "--allreduce_bucket_mb=4 --model_params_override='$KR'" "--allreduce_bucket_mb=0 --model_params_override='$KR'"
+err_has "--allreduce_bucket_mb bytes: 4194304"
+expect_exit 2 "variables of other shapes (num_classes 10 vs 11)" two_ranks "$T/d4" \
+  "--model_params_override='$KR'" "--model_params_override='$KR; task.softmax.num_classes: 11'"
+err_has 'rank 0 has "task.softmax.num_classes : 10", rank 1 has "task.softmax.num_classes : 11"'
+expect_exit 2 "one rank in --mode=inspect_params" two_ranks "$T/d5" \
+  "--model_params_override='$KR'" "--mode=inspect_params --model_params_override='$KR'"
+err_has "--mode=inspect_params runs in one process, not under mpirun"
 expect_exit 2 "--worker_replicas=2 without mpirun" trainer --logdir="$T/e3" --worker_replicas=2 --model_params_override="$KR"
 err_has "start them with mpirun -np 2"
 expect_exit 2 "--worker_split_size=2" trainer --logdir="$T/e3" --worker_split_size=2 --model_params_override="$KR"

@@ -117,8 +117,50 @@ typedef struct group {
   lv_sample **s;
 } group;
 
+/* Records (file, offset) in an open-addressed hash set. */
+typedef struct dropped_key {
+  const char *file; /* the yielder's string: one pointer per file */
+  uint64_t offset;
+} dropped_key;
+
+typedef struct dropped_set {
+  dropped_key *k; /* [cap], file NULL: free */
+  int64_t n, cap;
+} dropped_set;
+
+static uint64_t key_hash(dropped_key k) {
+  uint64_t h = (k.offset + (uint64_t)(uintptr_t)k.file * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+/* Adds k; false if it was there. */
+static bool dropped_add(dropped_set *d, dropped_key k) {
+  if (2 * (d->n + 1) > d->cap) {
+    dropped_set g = {calloc((size_t)(d->cap ? 2 * d->cap : 1024), sizeof(dropped_key)), 0, d->cap ? 2 * d->cap : 1024};
+    LV_ASSERT(g.k);
+    for (int64_t i = 0; i < d->cap; i++)
+      if (d->k[i].file) dropped_add(&g, d->k[i]);
+    free(d->k);
+    *d = g;
+  }
+  uint64_t i = key_hash(k) & (uint64_t)(d->cap - 1);
+  while (d->k[i].file) {
+    if (d->k[i].file == k.file && d->k[i].offset == k.offset) return false;
+    i = (i + 1) & (uint64_t)(d->cap - 1);
+  }
+  d->k[i] = k;
+  d->n++;
+  return true;
+}
+
+static void dropped_free(dropped_set *d) {
+  free(d->k);
+  memset(d, 0, sizeof *d);
+}
+
 struct lv_batcher {
   lv_batcher_opts o;
+  char *who; /* e.g. "input", for messages */
   lv_record_yielder *y;
   lv_sample **bucket[LV_BATCHER_MAX_BUCKETS]; /* [limit] each */
   int bucket_n[LV_BATCHER_MAX_BUCKETS];
@@ -128,6 +170,7 @@ struct lv_batcher {
   bool ended;
   lv_batcher_stats st;
   lv_batch_store last; /* lv_batcher_next's batch */
+  dropped_set dropped; /* until a record joins a bucket: the distinct records dropped */
 };
 
 static void pending_push(lv_batcher *b, int bucket) {
@@ -194,6 +237,8 @@ lv_status lv_batcher_create(const lv_batcher_opts *opts, const char *who, lv_rec
   LV_ASSERT(b);
   b->o = *opts;
   b->y = y;
+  b->who = strdup(who);
+  LV_ASSERT(b->who);
   lv_batch_store_init(&b->last);
   for (int i = 0; i < opts->n_buckets; i++) {
     b->bucket[i] = calloc((size_t)opts->bucket_batch_limit[i], sizeof(lv_sample *));
@@ -253,6 +298,38 @@ static lv_status merge(lv_batcher *b, group *g, lv_batch_store *out) {
   return NULL;
 }
 
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Called for each dropped record while no record has joined a bucket: once every
+ * distinct record this shard can get has been dropped, no batch can ever form, and an
+ * endless stream would keep the caller waiting for ever. */
+static lv_status note_dropped(lv_batcher *b, const lv_record *rec) {
+  if (b->st.batched > 0 || !lv_record_yielder_repeats_forever(b->y)) return NULL;
+  dropped_add(&b->dropped, (dropped_key){rec->file, rec->offset});
+  int64_t pass = lv_record_yielder_pass_records(b->y);
+  if (pass <= 0) return NULL;
+  /* Replica r of R takes the positions r mod R of the endless stream: over the passes,
+   * the records at indices r mod gcd(pass, R) of a pass. */
+  int64_t reps = lv_record_yielder_num_replicas(b->y), g = gcd64(pass, reps);
+  if (b->dropped.n < pass / g) return NULL;
+  const lv_batcher_stats *st = &b->st;
+  return lv_status_make(LV_ERR_INVALID,
+                        "%s: no batch can ever form from %s: every one of its %lld distinct records%s was dropped "
+                        "(%lld times above the last bucket_upper_bound %lld, %lld filtered, %lld bad); check "
+                        "%s.file_pattern, %s.bucket_upper_bound and the length limits",
+                        b->who, lv_record_yielder_pattern(b->y), (long long)(pass / g),
+                        reps > 1 ? " of this replica" : "", (long long)st->dropped_too_long,
+                        (long long)b->o.bucket_upper_bound[b->o.n_buckets - 1], (long long)st->dropped_filtered,
+                        (long long)st->dropped_bad, b->who, b->who);
+}
+
 /* Reads one record into the buckets (or drops it). */
 static lv_status add_one(lv_batcher *b) {
   lv_record rec;
@@ -281,24 +358,24 @@ static lv_status add_one(lv_batcher *b) {
     if (b->st.dropped_bad++ < 10)
       lv_warn("%s: skipping the record at byte offset %" PRIu64 ": %s", rec.file, rec.offset, lv_status_msg(ps));
     lv_status_free(ps);
-    return NULL;
+    return note_dropped(b, &rec);
   }
   if (ps || key < 0) {
     lv_status_free(ps);
     sample_free(s);
     b->st.dropped_filtered++;
-    return NULL;
+    return note_dropped(b, &rec);
   }
   int i = 0;
   while (i < b->o.n_buckets && key > b->o.bucket_upper_bound[i]) i++;
   if (i == b->o.n_buckets) {
     sample_free(s);
     b->st.dropped_too_long++;
-    return NULL;
+    return note_dropped(b, &rec);
   }
   s->key = key;
   b->bucket[i][b->bucket_n[i]++] = s;
-  b->st.batched++;
+  if (!b->st.batched++) dropped_free(&b->dropped);
   if (b->bucket_n[i] == b->o.bucket_batch_limit[i]) pending_push(b, i);
   if (b->o.flush_every_n > 0 && ++b->since_flush >= b->o.flush_every_n) {
     flush_all(b);
@@ -349,5 +426,7 @@ void lv_batcher_destroy(lv_batcher *b) {
   }
   free(b->pending);
   lv_batch_store_free(&b->last);
+  dropped_free(&b->dropped);
+  free(b->who);
   free(b);
 }

@@ -27,7 +27,12 @@
  * batcher and stay valid until its next call; lv_batcher_next_into writes into a batch
  * store the caller owns. Corrupt records: a processor error other than CANCELLED is
  * LV_ERR_CORRUPT naming the record's file and offset, or with skip_bad_records a
- * dropped and counted record. */
+ * dropped and counted record.
+ *
+ * An endless stream (repeat_count -1) whose every distinct record is dropped (too long
+ * for the buckets, filtered, bad) can never give a batch: once the batcher has dropped
+ * each of them, with none joining a bucket, it fails with LV_ERR_INVALID naming the
+ * pattern and the counts, instead of reading for ever. */
 #ifndef LV_INPUT_BATCHER_H
 #define LV_INPUT_BATCHER_H
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -291,6 +292,24 @@ typedef struct item {
 
 #define QUEUE_CAP 256
 
+static void yielder_free(lv_record_yielder *y);
+
+/* The trainer's stop flag (lv_record_yielder_set_interrupt); NULL: none. */
+static const volatile sig_atomic_t *g_interrupt;
+
+void lv_record_yielder_set_interrupt(const volatile sig_atomic_t *flag) { g_interrupt = flag; }
+
+bool lv_record_yielder_interrupted(void) { return g_interrupt && *g_interrupt; }
+
+/* cond_wait for at most 100 ms, so that a waiting consumer sees the interrupt flag. */
+void lv_cond_wait_tick(pthread_cond_t *c, pthread_mutex_t *mu) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000 * 1000;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(c, mu, &ts);
+}
+
 struct lv_record_yielder {
   lv_record_yielder_opts o;
   lv_file_list files;
@@ -301,8 +320,11 @@ struct lv_record_yielder {
   item q[QUEUE_CAP];
   int q_head, q_n;
   bool stop, finished; /* finished: the reader put its last record (end or error) */
+  bool abandoned;      /* destroy gave up waiting: the reader frees the yielder */
   lv_status error;     /* the reader's error, delivered after the queued records */
   int64_t skipped;
+  int64_t pass_records; /* records of one whole pass (all replicas' shares); -1 until read */
+  char *pattern;        /* for messages */
   item cur; /* the record the consumer holds */
 };
 
@@ -334,13 +356,116 @@ static void add_skipped(lv_record_yielder *y, int64_t k) {
   pthread_mutex_unlock(&y->mu);
 }
 
+/* A record held by the shuffle buffer. A small file repeated for ever fills a large
+ * buffer with copies of the same records (Lingvo's WMT buffer of 10M records over 100
+ * test records: 10 GB), so the buffer keeps each distinct record (file, offset, bytes)
+ * once, counted by the slots that hold it, and each record leaving the buffer gets its
+ * own copy (the last slot hands over the bytes). The order of records is unchanged. */
+typedef struct shared {
+  uint8_t *data;
+  size_t len;
+  int file_idx;
+  uint64_t offset;
+  int64_t refs;  /* buffer slots holding it */
+  bool in_table; /* a record with the key and other bytes (a file that changed) is not */
+} shared;
+
+typedef struct slot {
+  shared *r;
+  int64_t epoch;
+} slot;
+
 typedef struct reader_state {
   lv_record_yielder *y;
   lv_rng rng;
-  item *buf; /* shuffle buffer */
+  slot *buf; /* shuffle buffer */
   int64_t buf_n, buf_cap;
+  shared **table; /* [table_cap] open addressing by (file_idx, offset); NULL: free */
+  int64_t table_n, table_cap;
   uint64_t position; /* records seen in the global order (for sharding) */
 } reader_state;
+
+static uint64_t table_hash(int file_idx, uint64_t offset) {
+  uint64_t h = (offset ^ ((uint64_t)file_idx << 40)) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+/* The slot of (file_idx, offset): its record, or the free slot where it would go. */
+static int64_t table_find(const reader_state *rs, int file_idx, uint64_t offset) {
+  uint64_t mask = (uint64_t)rs->table_cap - 1, i = table_hash(file_idx, offset) & mask;
+  while (rs->table[i] && (rs->table[i]->file_idx != file_idx || rs->table[i]->offset != offset)) i = (i + 1) & mask;
+  return (int64_t)i;
+}
+
+static void table_insert(reader_state *rs, shared *r) {
+  if (2 * (rs->table_n + 1) > rs->table_cap) {
+    shared **old = rs->table;
+    int64_t old_cap = rs->table_cap;
+    rs->table_cap = old_cap ? 2 * old_cap : 1024;
+    rs->table = calloc((size_t)rs->table_cap, sizeof *rs->table);
+    LV_ASSERT(rs->table);
+    for (int64_t i = 0; i < old_cap; i++)
+      if (old[i]) rs->table[table_find(rs, old[i]->file_idx, old[i]->offset)] = old[i];
+    free(old);
+  }
+  rs->table[table_find(rs, r->file_idx, r->offset)] = r;
+  rs->table_n++;
+  r->in_table = true;
+}
+
+/* Linear probing's deletion: later entries of the run move back into the hole. */
+static void table_remove(reader_state *rs, const shared *r) {
+  uint64_t mask = (uint64_t)rs->table_cap - 1, i = (uint64_t)table_find(rs, r->file_idx, r->offset);
+  LV_ASSERT(rs->table[i] == r);
+  rs->table[i] = NULL;
+  rs->table_n--;
+  for (uint64_t j = (i + 1) & mask; rs->table[j]; j = (j + 1) & mask) {
+    uint64_t home = table_hash(rs->table[j]->file_idx, rs->table[j]->offset) & mask;
+    /* entry j may fill the hole i unless its home lies cyclically in (i, j] */
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      rs->table[i] = rs->table[j];
+      rs->table[j] = NULL;
+      i = j;
+    }
+  }
+}
+
+/* The buffer's reference to it, taking over it.data. */
+static slot buf_hold(reader_state *rs, item it) {
+  shared *r = NULL;
+  if (rs->table_cap) {
+    shared *t = rs->table[table_find(rs, it.file_idx, it.offset)];
+    if (t && t->len == it.len && !memcmp(t->data, it.data, it.len)) r = t;
+  }
+  if (r) {
+    free(it.data);
+  } else {
+    r = calloc(1, sizeof *r);
+    LV_ASSERT(r);
+    *r = (shared){it.data, it.len, it.file_idx, it.offset, 0, false};
+    if (!rs->table_cap || !rs->table[table_find(rs, it.file_idx, it.offset)]) table_insert(rs, r);
+  }
+  r->refs++;
+  return (slot){r, it.epoch};
+}
+
+/* Drops a slot's reference; the record as an item of its own (data NULL: dropped). */
+static item buf_release(reader_state *rs, slot sl, bool keep) {
+  shared *r = sl.r;
+  item it = {NULL, r->len, r->file_idx, r->offset, sl.epoch};
+  if (--r->refs == 0) {
+    if (r->in_table) table_remove(rs, r);
+    if (keep) it.data = r->data;
+    else free(r->data);
+    free(r);
+  } else if (keep) {
+    it.data = malloc(r->len ? r->len : 1);
+    LV_ASSERT(it.data);
+    memcpy(it.data, r->data, r->len);
+  }
+  return it;
+}
 
 /* Passes one record of the global order on: sharding, then the shuffle buffer. */
 static bool emit(reader_state *rs, item it) {
@@ -355,18 +480,18 @@ static bool emit(reader_state *rs, item it) {
     if (rs->buf_n == rs->buf_cap) {
       int64_t cap = rs->buf_cap ? rs->buf_cap * 2 : 64;
       if (cap > y->o.buffer_size) cap = y->o.buffer_size;
-      item *b = realloc(rs->buf, sizeof(item) * (size_t)cap);
+      slot *b = realloc(rs->buf, sizeof(slot) * (size_t)cap);
       LV_ASSERT(b);
       rs->buf = b;
       rs->buf_cap = cap;
     }
-    rs->buf[rs->buf_n++] = it;
+    rs->buf[rs->buf_n++] = buf_hold(rs, it);
     return true;
   }
   int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
-  item out = rs->buf[j];
-  rs->buf[j] = it;
-  return queue_push(y, out);
+  slot out = rs->buf[j];
+  rs->buf[j] = buf_hold(rs, it);
+  return queue_push(y, buf_release(rs, out, true));
 }
 
 /* One epoch: files in order (sequential) or shuffled, `parallelism` at a time,
@@ -438,22 +563,36 @@ static void *reader_main(void *arg) {
   lv_rng_init(&rs.rng, lv_rng_mix(y->o.seed, y->o.stream), 7);
   lv_status s = NULL;
   bool stopped = false;
-  for (int64_t epoch = 0; !s && !stopped && (y->o.repeat_count < 0 || epoch < y->o.repeat_count); epoch++)
+  for (int64_t epoch = 0; !s && !stopped && (y->o.repeat_count < 0 || epoch < y->o.repeat_count); epoch++) {
+    uint64_t before = rs.position;
     s = read_epoch(&rs, epoch, &stopped);
+    if (s || stopped || epoch > 0) continue;
+    pthread_mutex_lock(&y->mu);
+    y->pass_records = (int64_t)(rs.position - before);
+    pthread_mutex_unlock(&y->mu);
+    /* Repeating an empty pass forever would keep the consumer waiting for ever. */
+    if (rs.position == before && y->o.repeat_count < 0)
+      s = lv_status_make(LV_ERR_INVALID, "%s: a whole pass over its %d file%s read no record (empty files?)",
+                         y->pattern, y->files.n_files, y->files.n_files == 1 ? "" : "s");
+  }
   /* drain the shuffle buffer in a random order */
   while (!s && !stopped && rs.buf_n > 0) {
     int64_t j = (int64_t)lv_rng_below(&rs.rng, (uint64_t)rs.buf_n);
-    item it = rs.buf[j];
+    slot sl = rs.buf[j];
     rs.buf[j] = rs.buf[--rs.buf_n];
-    if (!queue_push(y, it)) stopped = true;
+    if (!queue_push(y, buf_release(&rs, sl, true))) stopped = true;
   }
-  for (int64_t i = 0; i < rs.buf_n; i++) free(rs.buf[i].data);
+  for (int64_t i = 0; i < rs.buf_n; i++) buf_release(&rs, rs.buf[i], false);
+  LV_ASSERT(rs.table_n == 0);
   free(rs.buf);
+  free(rs.table);
   pthread_mutex_lock(&y->mu);
   y->error = s;
   y->finished = true;
+  bool abandoned = y->abandoned;
   pthread_cond_broadcast(&y->not_empty);
   pthread_mutex_unlock(&y->mu);
+  if (abandoned) yielder_free(y); /* destroy left it to this thread */
   return NULL;
 }
 
@@ -476,6 +615,9 @@ lv_status lv_record_yielder_create(const lv_record_yielder_opts *opts, lv_record
     return s;
   }
   y->o.file_pattern = NULL; /* the caller's string may not outlive us */
+  y->pattern = strdup(opts->file_pattern);
+  LV_ASSERT(y->pattern);
+  y->pass_records = -1;
   pthread_mutex_init(&y->mu, NULL);
   pthread_cond_init(&y->not_empty, NULL);
   pthread_cond_init(&y->not_full, NULL);
@@ -495,10 +637,14 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
   memset(rec, 0, sizeof *rec);
   *eof = false;
   pthread_mutex_lock(&y->mu);
-  while (y->q_n == 0 && !y->finished && !y->stop) pthread_cond_wait(&y->not_empty, &y->mu);
+  bool interrupted = false;
+  while (y->q_n == 0 && !y->finished && !y->stop && !(interrupted = lv_record_yielder_interrupted()))
+    lv_cond_wait_tick(&y->not_empty, &y->mu);
   lv_status s = NULL;
   if (y->stop) {
     s = lv_status_make(LV_ERR_CANCELLED, "record yielder: cancelled");
+  } else if (interrupted) {
+    s = lv_status_make(LV_ERR_CANCELLED, "%s: interrupted while waiting for a record", y->pattern);
   } else if (y->q_n > 0) {
     y->cur = y->q[y->q_head];
     y->q_head = (y->q_head + 1) % QUEUE_CAP;
@@ -527,6 +673,19 @@ void lv_record_yielder_cancel(lv_record_yielder *y) {
   pthread_mutex_unlock(&y->mu);
 }
 
+int64_t lv_record_yielder_pass_records(lv_record_yielder *y) {
+  pthread_mutex_lock(&y->mu);
+  int64_t n = y->pass_records;
+  pthread_mutex_unlock(&y->mu);
+  return n;
+}
+
+const char *lv_record_yielder_pattern(const lv_record_yielder *y) { return y->pattern; }
+
+bool lv_record_yielder_repeats_forever(const lv_record_yielder *y) { return y->o.repeat_count < 0; }
+
+int lv_record_yielder_num_replicas(const lv_record_yielder *y) { return y->o.num_replicas; }
+
 int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   pthread_mutex_lock(&y->mu);
   int64_t k = y->skipped;
@@ -534,16 +693,46 @@ int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   return k;
 }
 
+/* How long destroy waits for a cancelled reader before leaving it behind. */
+#define READER_GRACE_SECONDS 2
+
 void lv_record_yielder_destroy(lv_record_yielder *y) {
   if (!y) return;
   if (y->started) {
     lv_record_yielder_cancel(y);
-    pthread_join(y->thread, NULL);
+    /* A reader blocked in the kernel (opening a FIFO nobody writes, reading a stalled
+     * device) never sees the cancellation: after a grace period it is left behind and
+     * frees the yielder itself if it ever returns, so that the caller (a trainer told
+     * to stop) is not blocked with it. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += READER_GRACE_SECONDS;
+    pthread_mutex_lock(&y->mu);
+    while (!y->finished && pthread_cond_timedwait(&y->not_empty, &y->mu, &until) != ETIMEDOUT) continue;
+    /* Once abandoned is set and the lock released, y belongs to the reader. */
+    const pthread_t reader = y->thread;
+    const bool abandon = !y->finished;
+    if (abandon) {
+      y->abandoned = true;
+      lv_warn("%s: the reader thread is blocked in a read or open (a FIFO without a writer?): left behind",
+              y->pattern);
+    }
+    pthread_mutex_unlock(&y->mu);
+    if (abandon) {
+      pthread_detach(reader);
+      return;
+    }
+    pthread_join(reader, NULL);
   }
+  yielder_free(y);
+}
+
+static void yielder_free(lv_record_yielder *y) {
   for (int i = 0; i < y->q_n; i++) free(y->q[(y->q_head + i) % QUEUE_CAP].data);
   free(y->cur.data);
   lv_status_free(y->error);
   lv_file_list_free(&y->files);
+  free(y->pattern);
   pthread_mutex_destroy(&y->mu);
   pthread_cond_destroy(&y->not_empty);
   pthread_cond_destroy(&y->not_full);

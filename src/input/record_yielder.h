@@ -40,10 +40,15 @@
  * offset of the record (for tfrecord_gzip, the offset in the uncompressed stream),
  * delivered in order after the good records before it. With skip_corrupt the bad bytes
  * are skipped and counted (lv_record_yielder_skipped; a warning per file names the
- * count); in a gzip file the rest of the file after a bad frame is skipped as one. */
+ * count); in a gzip file the rest of the file after a bad frame is skipped as one.
+ *
+ * Empty data: repeating forever (repeat_count -1) a pass that holds no record is an
+ * LV_ERR_INVALID naming the pattern, delivered as the next record. */
 #ifndef LV_INPUT_RECORD_YIELDER_H
 #define LV_INPUT_RECORD_YIELDER_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +115,23 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
 void lv_record_yielder_cancel(lv_record_yielder *y);
 /* Corrupt regions skipped so far (skip_corrupt). */
 int64_t lv_record_yielder_skipped(lv_record_yielder *y);
+/* How many records one whole pass over the files holds (before sharding: every
+ * replica's), -1 until the reader has read the first pass. A record is the same in
+ * every pass: same file index and offset, same bytes. */
+int64_t lv_record_yielder_pass_records(lv_record_yielder *y);
+/* The file pattern, for messages. */
+const char *lv_record_yielder_pattern(const lv_record_yielder *y);
+bool lv_record_yielder_repeats_forever(const lv_record_yielder *y);
+int lv_record_yielder_num_replicas(const lv_record_yielder *y);
+
+/* A process-wide stop flag (the trainer's signal flag; NULL: none) that the waits for
+ * data check every 100 ms: lv_record_yielder_next, and the streaming inputs' wait for a
+ * batch (stream_input.h), return LV_ERR_CANCELLED once it is non-zero, so a signal stops
+ * a consumer whose input has nothing to give (a FIFO, a shuffle buffer still filling). */
+void lv_record_yielder_set_interrupt(const volatile sig_atomic_t *flag);
+bool lv_record_yielder_interrupted(void);
+/* pthread_cond_wait that returns after at most 100 ms (callers loop and recheck). */
+void lv_cond_wait_tick(pthread_cond_t *c, pthread_mutex_t *mu);
 /* Stops and joins the reader thread, frees everything. NULL is fine. */
 void lv_record_yielder_destroy(lv_record_yielder *y);
 

@@ -49,6 +49,12 @@ static lv_status read_buckets(const lv_params *p, lv_batcher_opts *o) {
                           "input.bucket_batch_limit must be a list of ints as long as input.bucket_upper_bound "
                           "(%d), got %d",
                           nb, nl);
+  /* Keys are lengths of at least one step: a bound below 1 holds no record. */
+  for (int i = 0; i < nb; i++)
+    if (o->bucket_upper_bound[i] < 1)
+      return lv_status_make(LV_ERR_INVALID, "input.bucket_upper_bound[%d] must be >= 1 (a bucket of sequences "
+                            "at most %lld steps long holds none), got %lld", i, (long long)o->bucket_upper_bound[i],
+                            (long long)o->bucket_upper_bound[i]);
   o->n_buckets = nb;
   return NULL;
 }
@@ -265,7 +271,13 @@ static lv_status stream_next(lv_batch_stream *bs, lv_batch *out, bool *done) {
     if (bs->held) bs->pool[bs->pool_n++] = bs->held;
     bs->held = NULL;
     /* the thread always ends with an item: only destroy (this thread) stops it early */
-    while (bs->q_n == 0) pthread_cond_wait(&bs->not_empty, &bs->mu);
+    while (bs->q_n == 0) {
+      if (lv_record_yielder_interrupted()) {
+        pthread_mutex_unlock(&bs->mu);
+        return lv_status_make(LV_ERR_CANCELLED, "input: interrupted while waiting for a batch");
+      }
+      lv_cond_wait_tick(&bs->not_empty, &bs->mu);
+    }
     it = bs->q[bs->q_head];
     bs->q_head = (bs->q_head + 1) % bs->cap;
     bs->q_n--;
@@ -329,7 +341,7 @@ static lv_status ran_out(const lv_stream_input *in, int64_t step) {
 static lv_status replay_to(lv_stream_input *in, int64_t step) {
   int64_t from = in->next_step, n = step - from;
   lv_info("input %s: resuming at step %lld: reading the training stream's %lld batch%s before it "
-          "(input.resume_replay), so this run trains on what an uninterrupted run would",
+          "(input.resume_replay), so this run trains on what an uninterrupted run with its replica count would",
           in->cls, (long long)step, (long long)n, n == 1 ? "" : "es");
   double t0 = lv_now_monotonic(), last = t0;
   lv_batch b;

@@ -57,7 +57,7 @@ static lv_status base_atten_create(lv_attention *a, const lv_params *p, const ch
   a->atten_dropout_prob = (float)lv_params_float(p, "atten_dropout_prob");
   if (lv_params_bool(p, "packed_input"))
     return lv_status_make(LV_ERR_INVALID, "%s: packed_input=True is not supported", a->base.scope);
-  if (a->atten_dropout_prob < 0 || a->atten_dropout_prob >= 1)
+  if (!(a->atten_dropout_prob >= 0 && a->atten_dropout_prob < 1)) /* NaN too */
     return lv_status_make(LV_ERR_INVALID, "%s: atten_dropout_prob must be in [0, 1), got %g", a->base.scope,
                           a->atten_dropout_prob);
   if (a->source_dim <= 0 || a->query_dim <= 0)

@@ -3,13 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 lv_params *lv_softmax_layer_params(void) {
   lv_params *p = lv_layer_base_params("SimpleFullSoftmax");
   lv_params_define_int(p, "input_dim", 0, "Dimension of the input.");
   lv_params_define_int(p, "num_classes", 0, "Total number of target classes.");
   lv_params_define_int(p, "chunk_size", 0,
                        "If non-zero, computes the per example xent by small chunks (lingvoc: of chunk_size "
-                       "classes, without keeping the full logits; logits and log_probs are then not output).");
+                       "classes, without keeping the full logits; logits and log_probs are then not output). "
+                       "lingvoc: 0 chunks by " STR(LV_SOFTMAX_AUTO_CHUNK) " classes when num_classes >= "
+                       STR(LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES) " (the dense [tokens, classes] logits, their "
+                       "softmax and gradient would dominate a step's memory) and not below; -1 never chunks.");
   lv_params_define_int(p, "num_sampled", 0, "Number of samples to use for the sampled soft-max (lingvoc supports 0).");
   lv_params_define_int(p, "num_shards", 1, "Number of shards to split params into. num_shards should divide "
                        "num_classes.");
@@ -30,8 +36,9 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
   if (shards <= 0 || shards > l->num_classes || l->num_classes % shards)
     return lv_status_make(LV_ERR_INVALID, "%s: num_shards must divide num_classes=%lld, got %lld", l->base.scope,
                           (long long)l->num_classes, (long long)shards);
-  if (l->chunk_size < 0)
-    return lv_status_make(LV_ERR_INVALID, "%s: chunk_size must be >= 0, got %lld", l->base.scope,
+  if (l->chunk_size < -1)
+    return lv_status_make(LV_ERR_INVALID, "%s: chunk_size must be >= -1 (-1: never chunk, 0: chunk only "
+                          "num_classes >= %d), got %lld", l->base.scope, LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES,
                           (long long)l->chunk_size);
   if (lv_params_int(p, "num_sampled") != 0)
     return lv_status_make(LV_ERR_INVALID, "%s: lingvoc's SimpleFullSoftmax supports num_sampled=0 only, got %lld",
@@ -90,6 +97,11 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
   return b ? lv_op_add(g, y, b) : y;
 }
 
+int64_t lv_softmax_layer_chunk(const lv_softmax_layer *l) {
+  if (l->chunk_size) return l->chunk_size > 0 ? l->chunk_size : 0;
+  return l->num_classes >= LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES ? LV_SOFTMAX_AUTO_CHUNK : 0;
+}
+
 /* per_shape with one more dim of size c. */
 static lv_shape with_last(lv_shape s, int64_t c) {
   s.d[s.rank++] = c;
@@ -138,10 +150,11 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
   lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(n, l->input_dim));
   lv_tensor *ids = class_ids ? lv_op_reshape(g, class_ids, lv_shape1(n)) : NULL;
   lv_tensor *xent, *argmax = NULL;
-  if (ids && l->chunk_size > 0) {
+  const int64_t chunk = lv_softmax_layer_chunk(l);
+  if (ids && chunk > 0) {
     lv_tensor *w, *b;
     if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) return false;
-    xent = lv_op_projected_smoothed_xent(g, x2, w, b, ids, NULL, label_smoothing, l->chunk_size, &argmax);
+    xent = lv_op_projected_smoothed_xent(g, x2, w, b, ids, NULL, label_smoothing, chunk, &argmax);
   } else {
     lv_tensor *logits = lv_softmax_layer_logits(l, g, x2);
     lv_tensor *log_probs = lv_op_log_softmax(g, logits);

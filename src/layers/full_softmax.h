@@ -15,17 +15,28 @@
  * which walks the classes in chunks of chunk_size columns and never holds the [N, C]
  * logits (a 32k vocabulary at batch x length 4k needs O(N * chunk) memory); `logits`
  * and `log_probs` are then not produced (NULL, absent from the generic fprop's map).
- * Lingvo's chunk_size chunks the rows instead; the outputs are the same. */
+ * Lingvo's chunk_size chunks the rows instead; the outputs are the same.
+ *
+ * chunk_size 0 (Lingvo's default, "no chunks") chunks anyway by LV_SOFTMAX_AUTO_CHUNK
+ * classes once num_classes >= LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES: with a 32k vocabulary the
+ * dense path holds the logits, the softmax kept for the backward and the logits'
+ * gradient, three [tokens, 32k] float tensors (1.5 GB at 4k tokens), where the chunked
+ * one holds one [tokens, chunk]. The threshold keeps smaller vocabularies on the dense
+ * path, whose sums run in another order, so their numerics stay what they were;
+ * chunk_size -1 keeps the dense path (and its logits) at any size. */
 #ifndef LV_LAYERS_FULL_SOFTMAX_H
 #define LV_LAYERS_FULL_SOFTMAX_H
 
 #include "layers/layer.h"
 
+#define LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES 8192
+#define LV_SOFTMAX_AUTO_CHUNK 2048
+
 typedef struct lv_softmax_layer {
   lv_layer base;
   int64_t input_dim, num_classes;
   int num_shards;
-  int64_t chunk_size;
+  int64_t chunk_size; /* the param: > 0 chunk, 0 automatic, -1 never */
   lv_var **w, **b; /* [num_shards] each; b NULL without use_bias */
 } lv_softmax_layer;
 
@@ -46,6 +57,8 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
 /* The full weight [input_dim, num_classes] and bias [num_classes] (NULL without bias):
  * the variables themselves for one shard, their concatenation otherwise. */
 bool lv_softmax_layer_dense_weights(lv_softmax_layer *l, lv_graph *g, lv_tensor **w, lv_tensor **b);
+/* The chunk fprop uses with class ids (0: the dense path), from chunk_size and num_classes. */
+int64_t lv_softmax_layer_chunk(const lv_softmax_layer *l);
 /* x [..., input_dim] -> logits [..., num_classes]. */
 lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *x);
 /* FProp(theta, inputs, class_weights, class_ids, class_probabilities) with exactly one of

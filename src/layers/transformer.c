@@ -84,6 +84,9 @@ static lv_status tr_atten_create(lv_layer *base, const lv_params *p, const char 
   l->pre_layer_norm = lv_params_bool(p, "pre_layer_norm");
   l->residual_dropout_prob = (float)lv_params_float(p, "residual_dropout_prob");
   if (l->source_dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: source_dim must be > 0", sc);
+  if (!(l->residual_dropout_prob >= 0 && l->residual_dropout_prob < 1)) /* NaN too */
+    return lv_status_make(LV_ERR_INVALID, "%s: residual_dropout_prob must be in [0, 1), got %g", sc,
+                          (double)l->residual_dropout_prob);
   if (l->is_masked && strcmp(lv_params_str(p, "mask_type"), "future"))
     return lv_status_make(LV_ERR_INVALID, "%s: mask_type \"%s\" is not supported (lingvoc has \"future\")", sc,
                           lv_params_str(p, "mask_type"));
@@ -294,6 +297,12 @@ static lv_status tr_ff_create(lv_layer *base, const lv_params *p, const char *pa
   l->pre_layer_norm = lv_params_bool(p, "pre_layer_norm");
   l->add_skip_connection = lv_params_bool(p, "add_skip_connection");
   int64_t od = lv_params_int(p, "output_dim");
+  if (!(l->residual_dropout_prob >= 0 && l->residual_dropout_prob < 1)) /* NaN too */
+    return lv_status_make(LV_ERR_INVALID, "%s: residual_dropout_prob must be in [0, 1), got %g", sc,
+                          (double)l->residual_dropout_prob);
+  if (!(l->relu_dropout_prob >= 0 && l->relu_dropout_prob < 1))
+    return lv_status_make(LV_ERR_INVALID, "%s: relu_dropout_prob must be in [0, 1), got %g", sc,
+                          (double)l->relu_dropout_prob);
   if (l->input_dim <= 0 || l->hidden_dim <= 0)
     return lv_status_make(LV_ERR_INVALID, "%s: input_dim and hidden_dim must be > 0, got %lld and %lld", sc,
                           (long long)l->input_dim, (long long)l->hidden_dim);

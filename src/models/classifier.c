@@ -82,7 +82,7 @@ static lv_status build(classifier *c, const lv_params *p, const lv_params *input
   if (lv_pvalue_to_ints(lv_params_list(input_p, "data_shape"), c->data_shape, 3) != 3)
     return lv_status_make(LV_ERR_INVALID, "input.data_shape must be [height, width, depth]");
   c->dropout_prob = lv_params_float(p, "dropout_prob");
-  if (c->dropout_prob < 0 || c->dropout_prob >= 1)
+  if (!(c->dropout_prob >= 0 && c->dropout_prob < 1)) /* NaN too */
     return lv_status_make(LV_ERR_INVALID, "task.dropout_prob must be in [0, 1), got %g", c->dropout_prob);
   c->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : 0x1e4e75ull;
   lv_shape shape = lv_shape4(1, c->data_shape[0], c->data_shape[1], c->data_shape[2]);

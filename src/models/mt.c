@@ -142,7 +142,7 @@ static lv_status build_side(mt_model *m, const lv_params *p, const char *key, co
   snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(sp, "name"));
   side->model_dim = lv_params_int(sp, "model_dim");
   side->input_dropout_prob = lv_params_float(sp, "input_dropout_prob");
-  if (side->input_dropout_prob < 0 || side->input_dropout_prob >= 1)
+  if (!(side->input_dropout_prob >= 0 && side->input_dropout_prob < 1)) /* NaN too */
     return lv_status_make(LV_ERR_INVALID, "task.%s.input_dropout_prob must be in [0, 1), got %g", key,
                           side->input_dropout_prob);
   int64_t d = side->model_dim;

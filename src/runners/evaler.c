@@ -43,6 +43,24 @@ static lv_status report_total(lv_metric_set *ms, const char *name, double total)
   return NULL;
 }
 
+/* A NaN or Inf metric value or weight would poison its average (the sums become NaN,
+ * reported as 0 or NaN for the whole set): the evaluation stops instead, naming the
+ * batch, and writes no score. */
+static lv_status check_finite(const lv_metrics *mt, const char *prefix, int64_t batch, int64_t seen, int64_t size) {
+  for (int i = 0; i < mt->n; i++) {
+    double v = lv_metrics_value(mt, i), w = mt->weight[i];
+    if (isfinite(v) && isfinite(w)) continue;
+    return lv_status_make(LV_ERR_INVALID,
+                          "evaluating %s: batch %lld (examples %lld to %lld of the pass) gives metric %s = %g with "
+                          "weight %g: a non-finite %s (%s); no score written",
+                          prefix, (long long)batch, (long long)seen, (long long)(seen + size - 1), mt->name[i], v, w,
+                          isfinite(w) ? "value" : "weight",
+                          isfinite(w) ? "a NaN or Inf in the batch's inputs, or variables that diverged"
+                                      : "a NaN or Inf weight in the data, e.g. a record's target_weight");
+  }
+  return NULL;
+}
+
 static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   lv_instance *m = e->m;
   double t0 = lv_now_monotonic();
@@ -67,10 +85,13 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   lv_metrics mt;
   lv_metrics_init(&mt);
   lv_status s = NULL;
+  int64_t batch = 0;
   for (bool first = true, done = false; !s && seen < want; first = false) {
     s = lv_input_next_eval(m->input, &b, &done);
     if (s || done) break;
     s = lv_instance_fprop(m, &b, false, step, &mt);
+    if (!s) s = check_finite(&mt, prefix, batch, seen, b.size);
+    batch++;
     for (int i = 0; !s && i < mt.n; i++) s = add(ms, mt.name[i], lv_metrics_value(&mt, i), mt.weight[i]);
     if (!s) s = add(ms, "num_samples_in_batch", (double)b.size, 1.0);
     if (!s && first && m->task->cls->eval_summaries) s = m->task->cls->eval_summaries(m->task, &b, &mt, step, e->ev);

@@ -306,3 +306,92 @@ lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
   free(differs);
   return s;
 }
+
+/* The line of text starting at p into out (without its newline). */
+static void copy_line(const char *p, char *out, size_t cap) {
+  size_t n = strcspn(p, "\n");
+  snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+/* Length of the key of the line at p: up to " : " (the params text's separator), else
+ * the whole line. */
+static size_t key_len(const char *p) {
+  size_t n = strcspn(p, "\n");
+  for (size_t i = 0; i + 3 <= n; i++)
+    if (!memcmp(p + i, " : ", 3)) return i;
+  return n;
+}
+
+static const char *next_line(const char *p) {
+  p = strchr(p, '\n');
+  return p ? p + 1 : NULL;
+}
+
+/* How `mine` first differs from `chief` (they differ): the first of mine's lines whose
+ * key chief has with another value, else the first line that differs by position (a
+ * key one side lacks: another optimizer's params), as chief's and mine. */
+static void first_difference(const char *chief, const char *mine, char *ours, char *theirs, size_t cap) {
+  for (const char *m = mine; m && *m; m = next_line(m)) {
+    size_t km = key_len(m), lm = strcspn(m, "\n");
+    for (const char *c = chief; c && *c; c = next_line(c)) {
+      size_t kc = key_len(c), lc = strcspn(c, "\n");
+      if (kc != km || memcmp(c, m, km)) continue;
+      if (lc != lm || memcmp(c, m, lm)) {
+        copy_line(c, ours, cap);
+        copy_line(m, theirs, cap);
+        return;
+      }
+      break;
+    }
+  }
+  const char *c = chief, *m = mine;
+  while (c && m && *c && *m) {
+    size_t lc = strcspn(c, "\n"), lm = strcspn(m, "\n");
+    if (lc != lm || memcmp(c, m, lc)) break;
+    c = next_line(c);
+    m = next_line(m);
+  }
+  copy_line(c ? c : "", ours, cap);
+  copy_line(m ? m : "", theirs, cap);
+}
+
+lv_status lv_replicas_check_config(lv_comm *c, const char *config) {
+  int size = lv_comm_size(c), rank = lv_comm_rank(c);
+  if (size <= 1) return NULL;
+  /* Rank 0's text to every rank: its length first, then its bytes. */
+  double len = (double)strlen(config);
+  LV_TRY(lv_status_wrap(lv_comm_broadcast(c, &len, sizeof len, 0), "comparing the replicas' settings"));
+  size_t n = (size_t)len;
+  char *chief = malloc(n + 1);
+  LV_ASSERT(chief);
+  if (rank == 0) memcpy(chief, config, n);
+  lv_status s = lv_comm_broadcast(c, chief, n, 0);
+  chief[n] = 0;
+  /* Which ranks differ, known to all. */
+  double *diff = calloc((size_t)size, sizeof *diff);
+  LV_ASSERT(diff);
+  if (!s) {
+    diff[rank] = strcmp(chief, config) != 0;
+    s = lv_comm_allreduce_f64(c, diff, size);
+  }
+  int first = -1, ndiff = 0;
+  for (int r = 0; !s && r < size; r++)
+    if (diff[r] > 0 && !ndiff++) first = r;
+  if (!s && first > 0) {
+    /* The first differing rank finds where, and tells every rank. */
+    char lines[2][512] = {"", ""};
+    if (rank == first) first_difference(chief, config, lines[0], lines[1], sizeof lines[0]);
+    s = lv_comm_broadcast(c, lines, sizeof lines, first);
+    lines[0][sizeof lines[0] - 1] = lines[1][sizeof lines[1] - 1] = 0;
+    if (!s)
+      s = lv_status_make(LV_ERR_INVALID,
+                         "the replicas were started with different settings (params and flags): rank %d differs "
+                         "from rank 0: rank 0 has \"%s\", rank %d has \"%s\"%s; start every rank with the same "
+                         "--model, --model_params_override and flags",
+                         first, *lines[0] ? lines[0] : "(nothing)", first, *lines[1] ? lines[1] : "(nothing)",
+                         ndiff > 1 ? " (other ranks differ too)" : "");
+  }
+  free(diff);
+  free(chief);
+  return s;
+}

@@ -71,5 +71,12 @@ lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n);
 /* Checks that every rank holds rank 0's variables bit for bit (crc32c of every value):
  * an error naming the ranks that differ. */
 lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step);
+/* At start, before any other collective: compares every rank's `config` (the params
+ * text and the flags that change what a step does) with rank 0's; an LV_ERR_INVALID
+ * on every rank, naming the first rank that differs and its first differing line
+ * with both values, when one does. Ranks started with other settings would otherwise
+ * wait for each other in mismatched collectives (other max_steps, another optimizer's
+ * slots, other bucket boundaries, other variable shapes). */
+lv_status lv_replicas_check_config(lv_comm *c, const char *config);
 
 #endif

@@ -14,6 +14,7 @@
 #include "base/path.h"
 #include "core/ops.h"
 #include "kernels/kernels.h"
+#include "input/record_yielder.h"
 #include "io/events.h"
 #include "optim/optim_params.h"
 #include "runners/instance.h"
@@ -222,6 +223,19 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
   }
   lv_info("restored %d tensors from %s (global_step %lld)", n, prefix, (long long)lv_instance_step(t->m));
   *restored = true;
+  /* Another replica count changes the global batch and each replica's share of the
+   * stream: the batches from here on are not those the interrupted run would have read. */
+  char *was_text = NULL;
+  int64_t was = 0;
+  const int now = lv_comm_size(t->comm);
+  lv_status ps = lv_checkpoint_params_text(prefix, &was_text);
+  if (!ps && was_text && lv_params_text_int(was_text, "cluster.worker.replicas", &was) && was != now)
+    lv_warn("the replica count changed: %s was written by a run of %lld replica%s, this run has %d: the global "
+            "batch and each replica's share of the input differ, so from step %lld on this run does not train on "
+            "the batches the interrupted run would have", prefix, (long long)was, was == 1 ? "" : "s", now,
+            (long long)lv_instance_step(t->m));
+  lv_status_free(ps);
+  free(was_text);
   return NULL;
 }
 
@@ -460,6 +474,22 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     return lv_status_make(LV_ERR_INVALID, "cluster.worker.replicas is %lld but the job runs %d replica%s (%s)",
                           (long long)lv_params_int(cfg, "cluster.worker.replicas"), nrep, nrep == 1 ? "" : "s",
                           lv_comm_describe(comm));
+  if (nrep > 1) {
+    /* The flags that change what a step does, or which collectives it makes. */
+    char *params = lv_params_to_text(cfg), *config = NULL;
+    size_t config_len = 0;
+    FILE *f = open_memstream(&config, &config_len);
+    LV_ASSERT(f);
+    fprintf(f, "%s--allreduce_bucket_mb bytes: %lld\n--enable_check_numerics: %d\n--allow_partial_restore: %d\n"
+            "--rebuild_checkpoint_state: %d\n", params, (long long)opt->allreduce_bucket_bytes, opt->check_numerics,
+            opt->allow_partial_restore, opt->rebuild_checkpoint_state);
+    int closed = fclose(f);
+    LV_ASSERT(closed == 0 && config);
+    s = lv_replicas_check_config(comm, config);
+    free(config);
+    free(params);
+    if (s) return s;
+  }
   s = lv_instance_create(cfg, true, (lv_input_shard){lv_comm_rank(comm), nrep}, &t.m);
   if (s) return s;
   int lock_fd = -1;
@@ -507,6 +537,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     g_stop_signal = 0;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* One process: a signal also ends a wait for input (a FIFO, a shuffle buffer still
+     * filling), between two steps, so the stop below still saves. Replicas keep
+     * waiting: a stop must reach the others through a step's exchange. */
+    if (nrep == 1) lv_record_yielder_set_interrupt(&g_stop_signal);
   }
   const int64_t max_steps = lv_params_int(train_p, "max_steps");
   const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
@@ -539,7 +573,12 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
             lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
-    if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) goto done;
+    if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) {
+      if (lv_status_code(s) != LV_ERR_CANCELLED || !(nrep == 1 && g_stop_signal)) goto done;
+      lv_status_free(s); /* the signal ended the wait for the batch of `step` */
+      s = NULL;
+      break;
+    }
     lv_learner_stats st;
     s = train_step(&t, opt, step, &st, &stop);
     /* Logged also when the learner stops the run for too many skipped steps in a row. */
@@ -621,6 +660,7 @@ done:
   free(t.value);
   free(t.weight);
   if (opt->install_signal_handlers) {
+    lv_record_yielder_set_interrupt(NULL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
   }

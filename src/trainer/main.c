@@ -113,13 +113,19 @@ static lv_status run(int argc, char **argv) {
     return lv_status_make(LV_ERR_INVALID, "--allreduce_bucket_mb=%g: expected 0 (off) up to %d MB", bucket_mb, 1 << 20);
   if (help) return NULL;
   if (!*c.model) return lv_status_make(LV_ERR_INVALID, "--model is required (e.g. --model=image.mnist.LeNet5); see --help");
+  int launched = 1, launched_rank = 0;
+  bool under_mpi = lv_comm_launched_by_mpi(&launched, &launched_rank) && launched > 1;
+  /* The inspect modes run without the communicator: a rank in one would leave the
+   * others waiting for it. */
+  if (under_mpi && !strncmp(c.mode, "inspect_", 8))
+    return lv_status_make(LV_ERR_INVALID, "--mode=%s runs in one process, not under mpirun with %d processes (the "
+                          "other ranks would wait for this one); run it without mpirun", c.mode, launched);
   if (!strcmp(c.mode, "inspect_params")) return inspect_params(&c, flags, n);
   if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
   LV_TRY(lv_cli_trainer_job(&c));
-  int launched = 1, launched_rank = 0;
-  if (lv_comm_launched_by_mpi(&launched, &launched_rank) && launched > 1 && !strcmp(c.mode, "async"))
+  if (under_mpi && !strcmp(c.mode, "async"))
     return lv_status_make(LV_ERR_INVALID, "--mode=async (--job=trainer) with %d replicas: lingvoc's replicas are "
                           "synchronous (Lingvo's async trainers need parameter servers); use --mode=sync", launched);
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
