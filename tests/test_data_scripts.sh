@@ -26,4 +26,19 @@ check "no held-out book in training" [ -z "$(grep -E '^(Ruth|James|Philippians) 
 check "train files are parallel" [ "$(wc -l <"$T/bible/train.en")" -eq "$(wc -l <"$T/bible/train.es")" ]
 check "train + test = every aligned line" \
   [ $(( $(wc -l <"$T/bible/train.en") + 297 )) -eq "$(wc -l <"$T/bible/all/en.txt")" ]
+# The LM corpus (scripts/prepare_lm_bible.sh): the same held-out books as Test, every
+# 100th other sentence as Dev.
+"$S/prepare_lm_bible.sh" "$T/lm" 2>"$T/lm.log"
+check "prepare_lm_bible.sh exits 0" [ $? -eq 0 ]
+check "48,542 train, 490 dev, 371 test sentences" \
+  [ "$(wc -l <"$T/lm/train.txt")" -eq 48542 -a "$(wc -l <"$T/lm/dev.txt")" -eq 490 -a "$(wc -l <"$T/lm/test.txt")" -eq 371 ]
+check "test sentences are Ruth, James and Philippians only" [ -z "$(grep -vE '^(Ruth|James|Philippians) [0-9]+$' "$T/lm/test.refs")" ]
+check "no held-out book in train or dev" [ -z "$(cat "$T/lm/train.refs" "$T/lm/dev.refs" | grep -E '^(Ruth|James|Philippians) ')" ]
+check "refs parallel to the text" [ "$(wc -l <"$T/lm/train.refs")" -eq 48542 -a "$(wc -l <"$T/lm/dev.refs")" -eq 490 ]
+check "Naomi (Ruth only) is in test, never in train or dev" \
+  [ "$(grep -c Naomi "$T/lm/test.txt")" -gt 10 -a -z "$(grep -l Naomi "$T/lm/train.txt" "$T/lm/dev.txt")" ]
+check "plain ASCII text" [ -z "$(LC_ALL=C grep -n '[^ -~]' "$T/lm/train.txt" | head -1)" ]
+"$S/prepare_lm_bible.sh" "$T/lm2" 2>/dev/null
+check "the LM split is deterministic" cmp -s <(cat "$T"/lm/*.txt "$T"/lm/*.refs) <(cat "$T"/lm2/*.txt "$T"/lm2/*.refs)
+expect_exit 2 "prepare_lm_bible.sh without OUTDIR" "$S/prepare_lm_bible.sh"
 finish

@@ -2,7 +2,9 @@
 # lm.model.LanguageModel through the real executables on generated text: a missing data
 # file is exit 2 naming it; RnnLmTinyTest and TransformerLmTinyTest train 200 steps (loss
 # falls); the evaler reports Lingvo's LM metrics on Dev; bin/decoder --score_text's corpus
-# log_pplx equals the evaler's; --sample is deterministic for a seed.
+# log_pplx equals the evaler's; --sample is deterministic for a seed; kill -9 and resume is
+# bit-identical (with a sampled softmax); the one_billion_wds params load and exit 2 without
+# their data.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -38,4 +40,40 @@ for M in RnnLmTinyTest TransformerLmTinyTest; do
   check "$M: samples start with the prefix" test "$(grep -c '^the lord' "$T/sample1")" -eq 3
   check "$M: the same seed, the same samples" cmp -s "$T/sample1" "$T/sample2"
 done
+# SIGKILL mid-run and restart (RnnLmTinyTest with embedding dropout and a sampled softmax
+# of 20 classes, both keyed by the step): the same final weights and Adam slots as an
+# uninterrupted run.
+M=lm.bible.RnnLmTinyTest
+K="input.file_pattern: \"text:$T/train.txt\"; train.max_steps: 40; train.save_interval_steps: 10; task.lm.embedding_dropout_keep_prob: 0.9; task.lm.softmax.num_sampled: 20"
+expect_exit 0 "trainer: 40 steps uninterrupted (sampled softmax)" "$LV_BIN/trainer" --model=$M --logdir="$T/ka" --model_params_override="$K"
+"$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K" >"$T/kb1.log" 2>&1 &
+pid=$!
+for _ in $(seq 6000); do
+  [ -f "$T/kb/train/ckpt-00000020.index" ] && break
+  kill -CONT $pid 2>/dev/null; sleep 0.005; kill -STOP $pid 2>/dev/null
+done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+check "killed before the end" [ ! -f "$T/kb/train/ckpt-00000040.index" ]
+expect_exit 0 "restart after kill -9" "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K"
+err_has "replayed"
+dump() {
+  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+  done
+}
+dump "$T/ka/train/ckpt-00000040" >"$T/wa"
+dump "$T/kb/train/ckpt-00000040" >"$T/wb"
+check "dumps hold the softmax's Adam slots" grep -q 'tensor_name.*softmax/weight_0/var/Adam_1' "$T/wa"
+check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
+
+# Lingvo's one_billion_wds params load; without the data the trainer exits 2 naming the
+# missing file and the recipe (the Tiny model: the full one allocates its 6.5 GB first).
+for M in WordLevelOneBwdsSimpleSampledSoftmax WordLevelOneBwdsSimpleSampledSoftmaxTiny; do
+  expect_exit 0 "inspect_params of $M" "$LV_BIN/trainer" --model=lm.one_billion_wds.$M --mode=inspect_params --logdir="$T/p1b_$M"
+  check "$M: num_sampled in the params" grep -q 'num_sampled *: *[18]' "$T/p1b_$M/train-params.txt"
+done
+expect_exit 2 "one_billion_wds Tiny without the data" "$LV_BIN/trainer" \
+  --model=lm.one_billion_wds.WordLevelOneBwdsSimpleSampledSoftmaxTiny --logdir="$T/1b"
+err_has "training-monolingual.tokenized.shuffled/news.en*"
+err_has "experiments/lm/one_billion_wds.cfg"
 finish

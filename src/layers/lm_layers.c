@@ -2,6 +2,7 @@
  * lm_layers.h. Params carry Lingvo's names and defaults; Lingvo options lingvoc does not
  * implement (direct_features_dim > 0, a list of cell templates) are errors, not ignored. */
 #include "layers/lm_layers.h"
+#include "layers/sampled_softmax.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +98,14 @@ static lv_status make_softmax(lv_lm *lm, const lv_params *p, int64_t input_dim) 
   snprintf(who, sizeof who, "%s.softmax", lm->base.scope);
   lv_params *sp = NULL;
   LV_TRY(lv_owner_params(&lm->own, lv_params_sub(p, "softmax"), who, "softmax", &sp));
+  /* num_sampled > 0: the LM trains through lv_sampled_softmax_fprop over the softmax's
+   * variables; the SimpleFullSoftmax itself (this private copy of its params) is the full
+   * softmax that evaluation, scoring and sampling use. */
+  lm->num_sampled = lv_params_int(sp, "num_sampled");
+  if (lm->num_sampled < 0 || lm->num_sampled > lm->vocab_size)
+    return lv_status_make(LV_ERR_INVALID, "%s.num_sampled must be in [0, vocab_size=%lld], got %lld", who,
+                          (long long)lm->vocab_size, (long long)lm->num_sampled);
+  LV_TRY(lv_params_set_int(sp, "num_sampled", 0));
   if (lv_params_int(sp, "input_dim") == 0) LV_TRY(lv_params_set_int(sp, "input_dim", input_dim));
   if (lv_params_int(sp, "num_classes") == 0) LV_TRY(lv_params_set_int(sp, "num_classes", lm->vocab_size));
   if (lv_params_int(sp, "input_dim") != input_dim)
@@ -332,6 +341,8 @@ bool lv_lm_fprop(lv_lm *lm, lv_graph *g, lv_tensor *inputs, lv_tensor *paddings,
     out->xent.log_probs = lv_op_log_softmax(g, out->xent.logits);
     return out->xent.log_probs != NULL;
   }
+  if (lm->num_sampled > 0 && lv_graph_is_training(g))
+    return lv_sampled_softmax_fprop(lm->softmax, g, lm->num_sampled, x, weights, labels, &out->xent);
   return lv_softmax_layer_fprop(lm->softmax, g, x, weights, labels, NULL, 0.0f, &out->xent);
 }
 

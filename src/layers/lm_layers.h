@@ -14,7 +14,8 @@
  * Lingvo's FRNN and stack scope overrides place them: S/rnns_<i>/{wm,b,w_proj}/var (cell
  * names `<rnns.name>_<i>`); S/layer_<i>/... of the TransformerLayers; S/softmax/{weight,bias}_<k>/var.
  *
- * FProp (lv_lm_fprop) gives Lingvo's xent NestedMap (full softmax; see full_softmax.h) and
+ * FProp (lv_lm_fprop) gives Lingvo's xent NestedMap (full softmax, see full_softmax.h; in
+ * training with softmax.num_sampled > 0 the sampled softmax of sampled_softmax.h) and
  * last_hidden [T, B, D]. The RNN's stack runs from state0 (zeros) and padded steps keep
  * the state. Step by step (lv_lm_step, Lingvo's Step): an lv_lm_state carries the RNN
  * states or the Transformer's key/value caches between calls; all its tensors live in
@@ -47,6 +48,7 @@ typedef struct lv_lm {
   lv_layer_owner own;
   lv_embedding_layer *emb;           /* NULL for RnnLmNoEmbedding */
   lv_softmax_layer *softmax;
+  int64_t num_sampled;               /* softmax.num_sampled: > 0 trains a sampled softmax */
   /* RNN */
   lv_layer *cells[LV_LM_MAX_LAYERS];
   lv_frnn_layer frnn[LV_LM_MAX_LAYERS]; /* views over cells */
