@@ -55,7 +55,7 @@ for sig in TERM INT TERM.prefetch0 TERM.fifo; do
   pid=$!
   for _ in $(seq 100); do [ -f "$log/train/ckpt-00000000.index" ] && break; sleep 0.1; done
   sleep 0.5
-  if [[ $sig == *.fifo ]] && ! kill -0 $pid 2>/dev/null && grep -q "not a regular file" "$T/err"; then
+  if [[ $sig == *.fifo ]] && ! kill -0 $pid 2>/dev/null && grep -qE "not a regular file|expected a regular file" "$T/err"; then
     ok "a FIFO as a TFRecord file is refused at start"
     wait $pid
     continue
