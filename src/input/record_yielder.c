@@ -252,8 +252,12 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
     errno = 0;
     ssize_t n = getline(&s->line, &s->line_cap, s->text);
     if (n < 0) {
-      if (ferror(s->text)) return lv_status_make(LV_ERR_IO, "%s: read error at byte offset %" PRIu64 ": %s", path,
-                                                 s->line_off, strerror(errno ? errno : EIO));
+      /* getline's ENOMEM (a line past the memory limit) sets neither ferror nor feof:
+       * only feof ends the file. */
+      if (ferror(s->text) || !feof(s->text))
+        return lv_status_make(errno == ENOMEM ? LV_ERR_RESOURCE : LV_ERR_IO,
+                              "%s: cannot read the line at byte offset %" PRIu64 ": %s", path, s->line_off,
+                              strerror(errno ? errno : EIO));
       *eof = true;
       return NULL;
     }
