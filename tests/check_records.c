@@ -461,6 +461,22 @@ START_TEST(test_example_wire_variants) {
   ck_assert_ptr_nonnull(s);
   ck_assert_ptr_nonnull(strstr(lv_status_msg(s), "multiple of 4"));
   lv_status_free(s);
+  /* Empty packed lists (valid protobuf, what a writer may emit for []): zero values, and
+   * no memcpy to the list's NULL array (UBSan's "null pointer passed as argument"). */
+  static const uint8_t empty[] = {
+      0x0a, 0x16,                         /* Example.features, 22 bytes */
+      0x0a, 0x09, 0x0a, 0x01, 'f',        /* entry, 9: key "f" */
+      0x12, 0x04, 0x12, 0x02, 0x0a, 0x00, /* float_list: packed, 0 bytes */
+      0x0a, 0x09, 0x0a, 0x01, 'i',        /* entry, 9: key "i" */
+      0x12, 0x04, 0x1a, 0x02, 0x0a, 0x00, /* int64_list: packed, 0 bytes */
+  };
+  ok(lv_example_parse(empty, sizeof empty, &e));
+  const float *fv;
+  ck_assert(lv_example_get_floats(e, "f", &fv, &n));
+  ck_assert_int_eq(n, 0);
+  ck_assert(lv_example_get_int64s(e, "i", &iv, &n));
+  ck_assert_int_eq(n, 0);
+  lv_example_free(e);
   /* Group wire types are refused. */
   static const uint8_t bad3[] = {0x0b};
   s = lv_example_parse(bad3, sizeof bad3, &e);

@@ -21,6 +21,9 @@ if (ulimit -v 4000000 && "$LV_BIN/trainer" --model=image.mnist.LeNet5 --logdir="
 fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=4000"
 mkfifo "$T/fifo"
+# A WPM vocabulary of 128 pieces: the letters and fillers.
+{ printf '<unk>\n<s>\n</s>\n\xe2\x96\x81\n'; for c in a b c d e f g h i j k l m n o p q r s t u v w x y z; do echo "$c"; done
+  for i in $(seq 98); do echo "x$i"; done; } >"$T/wpm.voc"
 # full CMD...: runs CMD with stdout on /dev/full.
 full() { "$@" >/dev/full; }
 
@@ -80,15 +83,23 @@ err_has "--ref /dev/zero is a character device"
 # A third line longer than the memory limit allows: getline fails with ENOMEM, which
 # is not the end of the file (both files alike, so line counts cannot give it away).
 { printf 'One line.\nTwo lines.\n'; head -c 80000000 /dev/zero | tr '\0' a; printf '\n'; } >"$T/big.txt"
-if (ulimit -v 150000 && "$SB" --ref="$T/ref1" --hyp="$T/ref1" >/dev/null 2>&1) 2>/dev/null; then
+if (ulimit -v 100000 && "$SB" --ref="$T/ref1" --hyp="$T/ref1" >/dev/null 2>&1) 2>/dev/null; then
   expect_exit 1 "sacrebleu_score: a line past the memory limit" \
-    bash -c 'ulimit -v 150000 && exec "$@"' _ $TO "$SB" --ref="$T/big.txt" --hyp="$T/big.txt"
+    bash -c 'ulimit -v 100000 && exec "$@"' _ $TO "$SB" --ref="$T/big.txt" --hyp="$T/big.txt"
   err_has "$T/big.txt: cannot read line 3: Cannot allocate memory"
   expect_exit 1 "punct_score: a line past the memory limit" \
-    bash -c 'ulimit -v 150000 && exec "$@"' _ $TO "$PS" --ref="$T/big.txt" --hyp="$T/big.txt"
+    bash -c 'ulimit -v 100000 && exec "$@"' _ $TO "$PS" --ref="$T/big.txt" --hyp="$T/big.txt"
   err_has "$T/big.txt: cannot read line 3"
+  expect_exit 1 "spm_encode_file: a line past the memory limit" \
+    bash -c 'ulimit -v 100000 && exec "$@"' _ $TO "$E" $V --input="$T/big.txt"
+  err_has "$T/big.txt: cannot read line 3: Cannot allocate memory"
+  expect_exit 1 "wpm_encode_file: a line past the memory limit" \
+    bash -c 'ulimit -v 100000 && exec "$@"' _ $TO "$LV_BIN/wpm_encode_file" --wpm_filepath="$T/wpm.voc" \
+    --source_filepaths="$T/big.txt" --target_filepaths="$T/big.txt" --output_filepath="$T/bigrec" --shard_id=0
+  err_has "$T/big.txt: cannot read line 3: Cannot allocate memory"
+  check "no records written" [ ! -e "$T/bigrec" ]
 else
-  skip_part "sacrebleu_score does not start under ulimit -v 150000 (a sanitizer build reserves more)"
+  skip_part "sacrebleu_score does not start under ulimit -v 100000 (a sanitizer build reserves more)"
 fi
 rm -f "$T/big.txt"
 
@@ -116,8 +127,6 @@ expect_exit 1 "trainer --mode=inspect_model to a full disk" $TO bash -c 'exec "$
   "$TR" --model=image.mnist.LeNet5 --logdir="$T/im" --mode=inspect_model
 err_has "stdout: write error"
 # Training inputs through the punctuator's reader, with a hand-made WPM vocabulary.
-{ printf '<unk>\n<s>\n</s>\n\xe2\x96\x81\n'; for c in a b c d e f g h i j k l m n o p q r s t u v w x y z; do echo "$c"; done
-  for i in $(seq 98); do echo "x$i"; done; } >"$T/wpm.voc"
 printf 'Hello, world.\nWhere is the cat?\n' >"$T/train.txt"
 M=punctuator.codelab.RNMTTinyTest
 inspect() { # file_pattern

@@ -204,12 +204,17 @@ static lv_status open_text(src *s, const char *path) {
   unsigned char head[6];
   size_t n = fread(head, 1, sizeof head, s->text);
   const char *kind = compressed_kind(head, n);
+  lv_status st = NULL;
   if (kind)
-    return lv_status_make(LV_ERR_INVALID, "text: file %s is %s-compressed; expected plain UTF-8 text (decompress it)",
-                          path, kind);
-  if (ferror(s->text) || fseek(s->text, 0, SEEK_SET) != 0)
-    return lv_status_make(LV_ERR_IO, "text: file %s: cannot read: %s", path, strerror(errno ? errno : EIO));
-  return NULL;
+    st = lv_status_make(LV_ERR_INVALID, "text: file %s is %s-compressed; expected plain UTF-8 text (decompress it)",
+                        path, kind);
+  else if (ferror(s->text) || fseek(s->text, 0, SEEK_SET) != 0)
+    st = lv_status_make(LV_ERR_IO, "text: file %s: cannot read: %s", path, strerror(errno ? errno : EIO));
+  if (st) {
+    fclose(s->text);
+    s->text = NULL;
+  }
+  return st;
 }
 
 static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corrupt) {
@@ -253,8 +258,12 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
     errno = 0;
     ssize_t n = getline(&s->line, &s->line_cap, s->text);
     if (n < 0) {
-      if (ferror(s->text)) return lv_status_make(LV_ERR_IO, "%s: read error at byte offset %" PRIu64 ": %s", path,
-                                                 s->line_off, strerror(errno ? errno : EIO));
+      /* getline's ENOMEM (a line past the memory limit) sets neither ferror nor feof:
+       * only feof ends the file. */
+      if (ferror(s->text) || !feof(s->text))
+        return lv_status_make(errno == ENOMEM ? LV_ERR_RESOURCE : LV_ERR_IO,
+                              "%s: cannot read the line at byte offset %" PRIu64 ": %s", path, s->line_off,
+                              strerror(errno ? errno : EIO));
       *eof = true;
       return NULL;
     }

@@ -64,7 +64,8 @@ static lv_status run(void) {
   size_t cap = 0;
   ssize_t n;
   lv_tok_ids ids = {0};
-  for (long lineno = 1; !s && (n = getline(&line, &cap, in)) >= 0; lineno++) {
+  long lineno = 1;
+  for (errno = 0; !s && (n = getline(&line, &cap, in)) >= 0; lineno++, errno = 0) {
     if (n > 0 && line[n - 1] == '\n') n--;
     ids.n = 0;
     s = lv_tokenizer_encode(t, line, (size_t)n, &ids);
@@ -75,7 +76,10 @@ static lv_status run(void) {
     for (int i = 0; i < ids.n; i++) fprintf(out, i ? " %d" : "%d", (int)ids.v[i]);
     if (fputc('\n', out) == EOF || ferror(out)) break; /* a full disk: stop reading */
   }
-  if (!s && in && ferror(in)) s = lv_status_make(LV_ERR_IO, "--input=%s: read error", flag_input);
+  /* getline's ENOMEM (a line past the memory limit) sets neither ferror nor feof. */
+  if (!s && in && !(out && ferror(out)) && (ferror(in) || !feof(in)))
+    s = lv_status_make(errno == ENOMEM ? LV_ERR_RESOURCE : LV_ERR_IO, "%s: cannot read line %ld: %s",
+                       *flag_input ? flag_input : "<stdin>", lineno, strerror(errno ? errno : EIO));
   if (out) {
     const char *name = out == stdout ? "stdout" : flag_output;
     errno = 0;

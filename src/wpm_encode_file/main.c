@@ -32,6 +32,7 @@
  * earlier outputs untouched); features are written in sorted key order.
  *
  * Exit 0 ok; 2 bad flags, vocab/model, input file or line; 1 other failures (I/O). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,7 +418,15 @@ static lv_status encode_pair_files(const char *sp, const char *tp, encoder *enc,
   scratch b = {0};
   lv_status s = NULL;
   for (long lineno = 1; !s; lineno++) {
+    errno = 0;
     ssize_t ns = getline(&ls, &cs, fs), nt = getline(&lt, &ct, ft);
+    /* A failed getline that is not the end of its file (ENOMEM on a line past the memory
+     * limit sets neither flag) is an error, not a shorter corpus. */
+    if ((ns < 0 && !feof(fs)) || (nt < 0 && !feof(ft))) {
+      s = lv_status_make(errno == ENOMEM ? LV_ERR_RESOURCE : LV_ERR_IO, "%s: cannot read line %ld: %s",
+                         ns < 0 && !feof(fs) ? sp : tp, lineno, strerror(errno ? errno : EIO));
+      break;
+    }
     if (ns < 0 && nt < 0) break;
     if (ns < 0 || nt < 0) {
       const char *shorter = ns < 0 ? sp : tp, *longer = ns < 0 ? tp : sp;
