@@ -10,6 +10,7 @@
 static const char kUsage[] =
     "usage: decoder --model=mt.bible_en_es.TransformerSmall --logdir=DIR [--dataset=Test] [--once] [flags]\n"
     "       decoder --model=... --logdir=DIR --decode_text=FILE|- [--checkpoint=PREFIX]\n"
+    "       decoder --model=asr.bible_tts.LasSmall --logdir=DIR --decode_audio=FILE|-|@LIST [--checkpoint=PREFIX]\n"
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --score_text=FILE|-\n"
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --sample=N [--prefix=TEXT] [--temperature=T]\n"
     "               [--top_k=K] [--seed=S]\n"
@@ -25,6 +26,11 @@ static const char kUsage[] =
     "empty or invalid-UTF-8 lines give empty lines (the latter with a message on stderr);\n"
     "lines over input.source_max_length pieces are truncated to it (with a message).\n"
     "\n"
+    "--decode_audio transcribes an audio file (WAV, FLAC, OGG; any rate, mono or stereo), or\n"
+    "each file named by a line of LIST (@LIST; - = the lines of stdin), one `path<TAB>text` line\n"
+    "each, in order, and logs the real-time factor. A file that cannot be read gives an error\n"
+    "naming it and an empty line; the others are still transcribed, and the exit status is 2.\n"
+    "\n"
     "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
     "perplexity, tab-separated, then `corpus: N lines, T tokens, log_pplx X, perplexity Y`;\n"
     "--sample writes N continuations of --prefix (task.decoder.sample_temperature, sample_top_k,\n"
@@ -33,7 +39,7 @@ static const char kUsage[] =
 static lv_status run(int argc, char **argv) {
   lv_cli c;
   lv_cli_init(&c);
-  const char *dataset = "Test", *checkpoint = "", *decode_text = "", *score_text = "", *prefix = "";
+  const char *dataset = "Test", *checkpoint = "", *decode_text = "", *decode_audio = "", *score_text = "", *prefix = "";
   int64_t nsample = 0, top_k = -1, seed = -1;
   double temperature = 0;
   bool once = false;
@@ -47,6 +53,7 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("max_poll_secs", &max_poll, "Longest wait between polls for a new checkpoint.");
   flags[n++] = (lv_flag)LV_FLAG_F64("timeout_secs", &timeout, "Give up after waiting this long for a new checkpoint (0 = never).");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_text", &decode_text, "Translate the lines of this file (- = stdin) to stdout and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("decode_audio", &decode_audio, "Transcribe this audio file, the files listed in @LIST, or those of stdin (-), one path<TAB>text line each, and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("score_text", &score_text, "A language model: score the lines of this file (- = stdin) and exit.");
   flags[n++] = (lv_flag)LV_FLAG_I64("sample", &nsample, "A language model: write this many continuations of --prefix and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("prefix", &prefix, "With --sample: the text to continue (default: none).");
@@ -59,8 +66,9 @@ static lv_status run(int argc, char **argv) {
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
   LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
-  if ((*decode_text != 0) + (*score_text != 0) + (nsample != 0) > 1)
-    return lv_status_make(LV_ERR_INVALID, "--decode_text, --score_text and --sample exclude each other");
+  if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) > 1)
+    return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text and --sample exclude each other");
+  if (!strcmp(decode_audio, "@")) return lv_status_make(LV_ERR_INVALID, "--decode_audio=@: give a list file after @");
   if (nsample < 0 || nsample > 1000000) return lv_status_make(LV_ERR_INVALID, "--sample must be in [1, 1000000]");
   /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
   char *ovr = NULL;
@@ -91,6 +99,13 @@ static lv_status run(int argc, char **argv) {
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
                           .decode_kind = "text"};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
+  /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
+  if (*decode_audio) {
+    o.decode_kind = "audio";
+    if (decode_audio[0] == '@') o.decode_input = decode_audio + 1;
+    else if (!strcmp(decode_audio, "-")) o.decode_input = decode_audio;
+    else o.decode_input = decode_audio, o.lines = &decode_audio, o.n_lines = 1;
+  }
   if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);

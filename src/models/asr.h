@@ -22,4 +22,31 @@ extern const lv_task_class lv_asr_model;
  * src.paddings of the host batch). */
 extern const lv_seq_decode_ops lv_asr_decode_ops;
 
+/* The decoder job (models/asr_decode.c): beam search over lv_asr_decode_ops with
+ * task.decoder.beam_search and target_*, the hyps turned into text with input.tokenizer.
+ *   metrics       Lingvo's ASR decoder metrics (reference/lingvo_asr_lm.md §6.3, models/wer.h):
+ *                 norm_wer (corpus errors / words of the top hyps), wer and
+ *                 error_rates/{ins,sub,del,wer}, case_insensitive_error_rates/{...},
+ *                 oracle_norm_wer, sacc, ter, corpus_bleu, num_samples_in_batch; the log
+ *                 line gives the corpus WER.
+ *   decoder_out   per utterance its id as the key and the lines "ref: ..." and
+ *                 "hyp h: score S: ..." per hyp.
+ * Interactive decoding takes kind "audio": a line is an audio file's path, read with
+ * audio/audio_file.h at 16 kHz mono, turned into create_asr_features' log-mel frames
+ * (plus AsrInput's eos frame) and decoded; the output line is `path<TAB>text`. A file
+ * that cannot be read is logged with its error and gives an empty output line; after the
+ * last line the real-time factor is logged and, if any file failed, line_summary fails
+ * the run (LV_ERR_INVALID) saying how many. */
+lv_status lv_asr_decoder_setup(lv_task *t, const lv_params *cfg);
+lv_status lv_asr_create_decoder_metrics(lv_task *t, lv_metric_set *metrics);
+lv_status lv_asr_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out);
+lv_status lv_asr_post_process_decode_out(lv_task *t, const lv_decode_out *dec_out, lv_metric_set *metrics,
+                                         lv_kv_list *out);
+lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
+lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note);
+lv_status lv_asr_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
+                               lv_batch *b, bool *empty);
+lv_status lv_asr_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line);
+lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line);
+
 #endif

@@ -40,8 +40,7 @@ static seq_decoder *decoder_of(lv_task *t) {
   return t->decode_state;
 }
 
-/* The task's beam search params (task.decoder.beam_search and target_*). */
-static lv_status search_params(const lv_params *cfg, lv_beam_search_params *bp) {
+lv_status lv_seq_search_params(const lv_params *cfg, lv_beam_search_params *bp) {
   const lv_params *dp = lv_params_sub(cfg, "task.decoder");
   if (!dp || !lv_params_has(dp, "beam_search") || !lv_params_sub(dp, "beam_search"))
     return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search is missing (task.cls is %s)",
@@ -94,7 +93,7 @@ static lv_status setup(lv_task *t, const lv_params *cfg, bool punct) {
   t->decode_state = d;
   t->decode_state_free = seq_decoder_free;
   d->punct = punct;
-  LV_TRY(search_params(cfg, &d->bp));
+  LV_TRY(lv_seq_search_params(cfg, &d->bp));
   LV_TRY(make_tokenizer(cfg, &d->tok));
   if (d->bp.coverage_penalty > 0 && !ops->atten_probs)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.beam_search.coverage_penalty = %g: the coverage penalty needs "
@@ -175,20 +174,20 @@ static lv_status slice_rows(const lv_batch *b, int64_t rows, int64_t r0, int64_t
  * under kSearchBudgetBytes. */
 static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
 
-static int64_t chunk_rows(lv_task *t, const seq_decoder *d, const lv_batch *b) {
-  int64_t per = t->cls->seq_decode->row_bytes(t, b, d->bp.target_seq_len) * d->bp.num_hyps_per_beam;
+static int64_t chunk_rows(lv_task *t, const lv_beam_search_params *bp, const lv_batch *b) {
+  int64_t per = t->cls->seq_decode->row_bytes(t, b, bp->target_seq_len) * bp->num_hyps_per_beam;
   int64_t k = per > 0 ? kSearchBudgetBytes / per : 1;
   return k < 1 ? 1 : k;
 }
 
 /* Beam search over the k examples of batch c into rows [r0 * H, (r0 + k) * H) of ids
  * [., L], lens and scores. */
-static lv_status search(lv_task *t, seq_decoder *d, lv_graph *g, const lv_batch *c, int64_t k, int64_t r0,
-                        int32_t *ids, int32_t *lens, float *scores) {
+static lv_status search(lv_task *t, const lv_beam_search_params *bp, int vocab, lv_graph *g, const lv_batch *c,
+                        int64_t k, int64_t r0, int32_t *ids, int32_t *lens, float *scores) {
   const lv_seq_decode_ops *ops = t->cls->seq_decode;
   lv_graph_reset(g);
   lv_graph_set_training(g, false);
-  step_ctx sc = {.ops = ops, .n = (int)k * d->bp.num_hyps_per_beam};
+  step_ctx sc = {.ops = ops, .n = (int)k * bp->num_hyps_per_beam};
   int32_t *atten_lens = calloc((size_t)k, sizeof *atten_lens);
   LV_ASSERT(atten_lens);
   int64_t atten_len = 0;
@@ -197,11 +196,11 @@ static lv_status search(lv_task *t, seq_decoder *d, lv_graph *g, const lv_batch 
   /* The coverage penalty reads each example's attention over its own (unpadded) part. */
   int src_len = ops->atten_probs ? (int)atten_len : 0;
   if (!s)
-    s = lv_beam_search_decode(&d->bp, (int)k, d->vocab, src_len, src_len ? atten_lens : NULL, step_fn, &sc, &res);
+    s = lv_beam_search_decode(bp, (int)k, vocab, src_len, src_len ? atten_lens : NULL, step_fn, &sc, &res);
   ops->end(sc.st);
   free(atten_lens);
   if (!s) {
-    const int64_t L = d->bp.target_seq_len, n = k * d->bp.num_hyps_per_beam, o = r0 * d->bp.num_hyps_per_beam;
+    const int64_t L = bp->target_seq_len, n = k * bp->num_hyps_per_beam, o = r0 * bp->num_hyps_per_beam;
     LV_ASSERT(res.max_len == L);
     memcpy(ids + o * L, res.ids, sizeof *ids * (size_t)(n * L));
     memcpy(lens + o, res.lens, sizeof *lens * (size_t)n);
@@ -211,22 +210,14 @@ static lv_status search(lv_task *t, seq_decoder *d, lv_graph *g, const lv_batch 
   return s;
 }
 
-lv_status lv_seq_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
-  seq_decoder *d = decoder_of(t);
-  lv_tensor *sids = lv_batch_get(b, "src.ids"), *spads = lv_batch_get(b, "src.paddings");
-  if (!sids || !spads || sids->shape.rank != 2)
-    return lv_status_make(LV_ERR_INVALID, "%s decodes batches with src.ids and src.paddings [batch, time] (an "
-                          "NmtInput or PunctuatorInput dataset)", t->cls->cls);
-  const int64_t B = sids->shape.d[0], n = b->size < B ? b->size : B, H = d->bp.num_hyps_per_beam;
-  const int64_t L = d->bp.target_seq_len;
+lv_status lv_seq_beam_decode(lv_task *t, const lv_beam_search_params *bp, int vocab, lv_graph *g, const lv_batch *b,
+                             int64_t rows, int64_t n, lv_decode_out *out) {
+  const int64_t H = bp->num_hyps_per_beam, L = bp->target_seq_len;
   lv_tensor *ids = lv_tensor_new(LV_I32, lv_shape2(n * H, L)), *lens = lv_tensor_new(LV_I32, lv_shape1(n * H));
   lv_tensor *scores = lv_tensor_new(LV_F32, lv_shape1(n * H));
   LV_TRY(lv_decode_out_take(out, "topk_ids", ids));
   LV_TRY(lv_decode_out_take(out, "topk_lens", lens));
   LV_TRY(lv_decode_out_take(out, "topk_scores", scores));
-  static const char *const kRefKeys[] = {"src.ids", "src.paddings", "tgt.labels", "tgt.paddings"};
-  for (size_t i = 0; i < LV_ARRAY_LEN(kRefKeys); i++)
-    if (lv_batch_get(b, kRefKeys[i])) LV_TRY(lv_decode_out_set(out, kRefKeys[i], lv_batch_get(b, kRefKeys[i])));
   int nkeys = lv_nmap_count(&b->map);
   lv_tensor *views = calloc((size_t)(nkeys ? nkeys : 1), sizeof *views);
   LV_ASSERT(views);
@@ -234,15 +225,28 @@ lv_status lv_seq_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_ou
   lv_batch_init(&c);
   lv_status s = NULL;
   for (int64_t r0 = 0; !s && r0 < n;) {
-    int64_t k = chunk_rows(t, d, b);
+    int64_t k = chunk_rows(t, bp, b);
     if (k > n - r0) k = n - r0;
-    s = slice_rows(b, B, r0, k, views, &c);
-    if (!s) s = search(t, d, g, &c, k, r0, lv_i32(ids), lv_i32(lens), lv_f32(scores));
+    s = slice_rows(b, rows, r0, k, views, &c);
+    if (!s) s = search(t, bp, vocab, g, &c, k, r0, lv_i32(ids), lv_i32(lens), lv_f32(scores));
     r0 += k;
   }
   lv_batch_free(&c);
   free(views);
   return s;
+}
+
+lv_status lv_seq_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  seq_decoder *d = decoder_of(t);
+  lv_tensor *sids = lv_batch_get(b, "src.ids"), *spads = lv_batch_get(b, "src.paddings");
+  if (!sids || !spads || sids->shape.rank != 2)
+    return lv_status_make(LV_ERR_INVALID, "%s decodes batches with src.ids and src.paddings [batch, time] (an "
+                          "NmtInput or PunctuatorInput dataset)", t->cls->cls);
+  const int64_t B = sids->shape.d[0], n = b->size < B ? b->size : B;
+  static const char *const kRefKeys[] = {"src.ids", "src.paddings", "tgt.labels", "tgt.paddings"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kRefKeys); i++)
+    if (lv_batch_get(b, kRefKeys[i])) LV_TRY(lv_decode_out_set(out, kRefKeys[i], lv_batch_get(b, kRefKeys[i])));
+  return lv_seq_beam_decode(t, &d->bp, d->vocab, g, b, B, n, out);
 }
 
 /* ---- post-processing ---- */

@@ -20,6 +20,7 @@
 #ifndef LV_MODELS_SEQ_DECODE_H
 #define LV_MODELS_SEQ_DECODE_H
 
+#include "models/beam_search.h"
 #include "models/task.h"
 
 /* A task's incremental decoder: encode a batch of sources once, then step every
@@ -50,6 +51,19 @@ struct lv_seq_decode_ops {
                     float *atten_probs);
   void (*end)(void *state);
 };
+
+/* The beam search of task.decoder.beam_search and task.decoder.target_* of cfg (an error
+ * names the missing key). */
+lv_status lv_seq_search_params(const lv_params *cfg, lv_beam_search_params *bp);
+/* Beam search (bp, over a softmax of vocab) through t's seq_decode ops for the first n
+ * examples of host batch b, whose per-example tensors have `rows` rows (n <= rows; the
+ * rest are padding rows), in parts the ops' row_bytes keep under 2 GiB: puts into out
+ * topk_ids int32 [n * H, target_seq_len], topk_lens int32 [n * H] (EOS included) and
+ * topk_scores float [n * H], H = num_hyps_per_beam, hyps of example i in rows
+ * [i * H, (i + 1) * H) best first. Tasks that keep their own decode state (asr.h) call
+ * it; lv_seq_decode is it over src.ids. */
+lv_status lv_seq_beam_decode(lv_task *t, const lv_beam_search_params *bp, int vocab, lv_graph *g, const lv_batch *b,
+                             int64_t rows, int64_t n, lv_decode_out *out);
 
 /* The hooks. decoder_setup reads task.decoder.beam_search / target_* and the tokenizer;
  * lv_seq_decoder_setup_punct also reports the punctuator's metrics and normalises typed

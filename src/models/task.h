@@ -131,7 +131,9 @@ typedef struct lv_task_class {
   /* The decoded example of a one-example batch as its output line (malloc'd). */
   lv_status (*decode_out_to_line)(lv_task *t, const lv_decode_out *dec_out, char **line);
   /* Optional: after the last line of kind, a closing line for the output (*line
-   * malloc'd, NULL for none), e.g. the corpus totals of --score_text. */
+   * malloc'd, NULL for none), e.g. the corpus totals of --score_text. An error fails the
+   * run after every line was written: how a task reports lines it logged and left empty
+   * (--decode_audio's files that could not be read) with a non-zero exit. */
   lv_status (*line_summary)(lv_task *t, const char *kind, char **line);
 
   /* For tasks that decode with models/seq_decode.h's beam search: their incremental

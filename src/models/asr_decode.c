@@ -1,0 +1,302 @@
+/* The decoder job of asr.model.AsrModel (see asr.h): beam search over lv_asr_decode_ops
+ * (models/seq_decode.h's lv_seq_beam_decode), Lingvo's ASR decoder metrics (models/wer.h)
+ * and --decode_audio. The decode state (search params, tokenizer, the frontend and the
+ * buffers of a transcribed file) is the task's decode_state, owned by it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/audio_file.h"
+#include "audio/mel_frontend.h"
+#include "base/log.h"
+#include "input/tokenizer.h"
+#include "models/asr.h"
+#include "models/metrics.h"
+#include "models/wer.h"
+
+/* The sample rate of create_asr_features' features, which the model was trained on. */
+enum { kAsrSampleRate = 16000 };
+
+typedef struct asr_decoder {
+  lv_beam_search_params bp;
+  int vocab;
+  lv_tokenizer *tok;
+  /* --decode_audio */
+  int64_t frame_size; /* input.frame_size: mel bins per frame */
+  bool eos_frame;     /* input.append_eos_frame */
+  lv_mel_frontend *fe;
+  float *frames; /* [cap] the file's frames [1, T, F, 1] */
+  float *pads;   /* [cap_t] [1, T] */
+  size_t cap, cap_t;
+  lv_tensor frames_view, pads_view;
+  char *path;           /* the line being transcribed */
+  double start;         /* lv_now_monotonic() at the first line */
+  double audio_secs;    /* of the files read */
+  int64_t files, failed;
+} asr_decoder;
+
+static void asr_decoder_free(void *state) {
+  asr_decoder *d = state;
+  lv_tokenizer_destroy(d->tok);
+  lv_mel_frontend_free(d->fe);
+  free(d->frames);
+  free(d->pads);
+  free(d->path);
+  free(d);
+}
+
+static asr_decoder *decoder_of(lv_task *t) {
+  LV_ASSERTF(t->decode_state && t->decode_state_free == asr_decoder_free, "%s: decoder_setup has not run",
+             t->cls->cls);
+  return t->decode_state;
+}
+
+lv_status lv_asr_decoder_setup(lv_task *t, const lv_params *cfg) {
+  lv_task_free_decode_state(t);
+  asr_decoder *d = calloc(1, sizeof *d);
+  LV_ASSERT(d);
+  t->decode_state = d;
+  t->decode_state_free = asr_decoder_free;
+  LV_TRY(lv_seq_search_params(cfg, &d->bp));
+  d->vocab = (int)t->cls->seq_decode->vocab_size(t);
+  LV_TRY(lv_status_wrap(lv_beam_search_params_validate(&d->bp, d->vocab), "task.decoder.beam_search"));
+  const lv_params *ip = lv_params_sub(cfg, "input");
+  if (!ip || !lv_params_has(ip, "tokenizer") || !lv_params_sub(ip, "tokenizer") || !lv_params_has(ip, "frame_size"))
+    return lv_status_make(LV_ERR_INVALID, "%s decoder: input must be an AsrInput dataset with a tokenizer (input.cls "
+                          "is %s)", t->cls->cls, ip ? lv_params_str(ip, "cls") : "missing");
+  LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
+  const lv_params *tp = lv_params_sub(ip, "tokenizer");
+  int64_t tv = lv_params_has(tp, "vocab_size") ? lv_params_int(tp, "vocab_size") : 0;
+  if (tv > d->vocab)
+    return lv_status_make(LV_ERR_INVALID, "input.tokenizer.vocab_size = %lld is larger than the model's vocabulary "
+                          "(%d, task.decoder.softmax.num_classes)", (long long)tv, d->vocab);
+  d->frame_size = lv_params_int(ip, "frame_size");
+  d->eos_frame = lv_params_has(ip, "append_eos_frame") && lv_params_bool(ip, "append_eos_frame");
+  return NULL;
+}
+
+lv_status lv_asr_create_decoder_metrics(lv_task *t, lv_metric_set *metrics) {
+  (void)decoder_of(t);
+  LV_TRY(lv_metric_set_add(metrics, "num_samples_in_batch", lv_metric_average_new()));
+  LV_TRY(lv_metric_set_add(metrics, "norm_wer", lv_wer_metric_new()));
+  LV_TRY(lv_metric_set_add(metrics, "corpus_bleu", lv_metric_corpus_bleu_new(LV_BLEU_SEP_NONE)));
+  return NULL;
+}
+
+lv_status lv_asr_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+  asr_decoder *d = decoder_of(t);
+  const lv_tensor *fr = lv_batch_get(b, "src.src_inputs");
+  if (!fr || fr->shape.rank != 4)
+    return lv_status_make(LV_ERR_INVALID, "%s decodes batches with src.src_inputs [batch, time, bins, 1] (an AsrInput "
+                          "dataset)", t->cls->cls);
+  const int64_t B = fr->shape.d[0], n = b->size < B ? b->size : B;
+  static const char *const kRefKeys[] = {"tgt.labels", "tgt.paddings", "sample_ids", "tgt.transcripts"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kRefKeys); i++)
+    if (lv_batch_get(b, kRefKeys[i])) LV_TRY(lv_decode_out_set(out, kRefKeys[i], lv_batch_get(b, kRefKeys[i])));
+  return lv_seq_beam_decode(t, &d->bp, d->vocab, g, b, B, n, out);
+}
+
+/* ---- post-processing ---- */
+
+/* Unpadded positions of row r of paddings [rows, width]. */
+static int row_len(const lv_tensor *pads, int64_t r) {
+  int64_t w = pads->shape.d[1];
+  const float *p = lv_f32(pads) + r * w;
+  int n = 0;
+  for (int64_t i = 0; i < w; i++) n += p[i] < 0.5f;
+  return n;
+}
+
+/* The first len - 1 ids of row (its final </s> dropped: Lingvo's topk_lens - 1 and the
+ * pre-2021 tgt_lens - 1 of the references) as text. */
+static lv_status ids_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
+  int32_t l = len > 0 ? len - 1 : 0;
+  if (l > width) l = width;
+  return lv_tokenizer_ids_to_strings(tok, row, 1, width, &l, out);
+}
+
+/* Example i's entry (ref and hyp lines into f) and its metrics. */
+static lv_status example_entry(asr_decoder *d, const lv_decode_out *o, int64_t i, lv_metric_set *ms, FILE *f) {
+  const lv_tensor *ids = lv_decode_out_get(o, "topk_ids"), *lens = lv_decode_out_get(o, "topk_lens");
+  const lv_tensor *scores = lv_decode_out_get(o, "topk_scores");
+  const lv_tensor *labels = lv_decode_out_get(o, "tgt.labels"), *tpads = lv_decode_out_get(o, "tgt.paddings");
+  const int H = d->bp.num_hyps_per_beam, L = (int)ids->shape.d[1], W = (int)labels->shape.d[1];
+  const int32_t *ref_ids = lv_i32(labels) + i * W;
+  int ref_n = row_len(tpads, i);
+  if (ref_n > W) ref_n = W;
+  char *ref = NULL, **hyps = calloc((size_t)H, sizeof *hyps), *fhyp = NULL, *fref = NULL;
+  LV_ASSERT(hyps);
+  lv_status s = ids_text(d->tok, ref_ids, W, ref_n, &ref);
+  if (!s) fprintf(f, "ref: %s", ref);
+  for (int h = 0; !s && h < H; h++) {
+    int64_t r = i * H + h;
+    s = ids_text(d->tok, lv_i32(ids) + r * L, L, lv_i32(lens)[r], &hyps[h]);
+    if (!s) fprintf(f, "\nhyp %d: score %.6f: %s", h, lv_f32(scores)[r], hyps[h]);
+  }
+  if (!s) {
+    int hyp_n = lv_i32(lens)[i * H];
+    s = lv_wer_stats_add(lv_wer_metric_stats(lv_metric_set_get(ms, "norm_wer")), ref, (const char *const *)hyps, H,
+                         ref_ids, ref_n, lv_i32(ids) + i * H * L, hyp_n < L ? hyp_n : L);
+  }
+  if (!s) {
+    /* corpus_bleu reads the top hyp and the reference without <noise> and <epsilon>. */
+    char *a = lv_wer_filter_noise(hyps[0]), *b = lv_wer_filter_noise(ref);
+    fhyp = a ? lv_wer_filter_epsilon(a) : NULL;
+    fref = b ? lv_wer_filter_epsilon(b) : NULL;
+    free(a);
+    free(b);
+    LV_ASSERT(fhyp && fref);
+    s = lv_metric_bleu_update(lv_metric_set_get(ms, "corpus_bleu"), fref, fhyp);
+  }
+  free(fhyp);
+  free(fref);
+  free(ref);
+  for (int h = 0; h < H; h++) free(hyps[h]);
+  free(hyps);
+  return s;
+}
+
+lv_status lv_asr_post_process_decode_out(lv_task *t, const lv_decode_out *dec_out, lv_metric_set *metrics,
+                                         lv_kv_list *out) {
+  asr_decoder *d = decoder_of(t);
+  const lv_tensor *labels = lv_decode_out_get(dec_out, "tgt.labels"), *tpads = lv_decode_out_get(dec_out, "tgt.paddings");
+  if (!labels || !tpads || labels->shape.rank != 2 || tpads->shape.rank != 2 ||
+      labels->shape.d[1] != tpads->shape.d[1])
+    return lv_status_make(LV_ERR_INVALID, "%s: the batch gives no tgt.labels / tgt.paddings [batch, length] to score "
+                          "against (an AsrInput dataset is needed)", t->cls->cls);
+  const lv_tensor *uttids = lv_decode_out_get(dec_out, "sample_ids");
+  lv_metric *nsb = lv_metric_set_get(metrics, "num_samples_in_batch");
+  const int64_t n = lv_tensor_numel(lv_decode_out_get(dec_out, "topk_lens")) / d->bp.num_hyps_per_beam;
+  const int64_t first = (int64_t)lv_metric_total_value(nsb);
+  lv_status s = NULL;
+  for (int64_t i = 0; !s && i < n; i++) {
+    char *text = NULL, key[64];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    LV_ASSERT(f);
+    s = example_entry(d, dec_out, i, metrics, f);
+    fclose(f);
+    /* Lingvo keys the decoder's outputs by utterance id. */
+    const char *k = uttids && uttids->dtype == LV_STRING ? lv_tensor_str(uttids, i) : "";
+    if (!*k) snprintf(key, sizeof key, "utterance %lld", (long long)(first + i));
+    if (!s) s = lv_kv_list_add(out, *k ? k : key, text);
+    free(text);
+  }
+  if (!s) s = lv_metric_average_update(nsb, (double)n, 1.0);
+  return s;
+}
+
+lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail) {
+  (void)decoder_of(t);
+  lv_metric *wm = lv_metric_set_get(metrics, "norm_wer");
+  const lv_wer_stats *ws = lv_wer_metric_stats(wm);
+  double bleu = 0;
+  LV_TRY(lv_metric_value(lv_metric_set_get(metrics, "corpus_bleu"), &bleu));
+  LV_ASSERT(asprintf(headline, "WER %.2f%% (%lld errors / %lld words), sacc %.4f, ter %.4f, corpus_bleu %.4f over "
+                     "%lld utterances", 100.0 * lv_wer_norm_wer(ws), (long long)ws->norm_errors,
+                     (long long)ws->norm_words, lv_wer_sacc(ws), lv_wer_ter(ws), bleu, (long long)ws->utterances) >= 0);
+  LV_ASSERT(asprintf(detail, "error_rates: ins %lld, sub %lld, del %lld of %lld words (wer %.4f); oracle_norm_wer %.4f",
+                     (long long)ws->ed.ins, (long long)ws->ed.subs, (long long)ws->ed.dels, (long long)ws->ed_words,
+                     lv_wer_wer(ws), lv_wer_oracle(ws)) >= 0);
+  return NULL;
+}
+
+/* ---- --decode_audio ---- */
+
+lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
+  asr_decoder *d = decoder_of(t);
+  if (strcmp(kind, "audio"))
+    return lv_status_make(LV_ERR_INVALID, "--decode_%s: %s transcribes audio files (--decode_audio)", kind, t->cls->cls);
+  if (!d->fe) {
+    lv_mel_frontend_opts o = lv_mel_frontend_opts_librispeech();
+    LV_TRY(lv_mel_frontend_create(&o, &d->fe));
+    if (lv_mel_frontend_output_dim(d->fe) != d->frame_size)
+      return lv_status_make(LV_ERR_INVALID, "--decode_audio: input.frame_size = %lld, but the frontend of "
+                            "create_asr_features makes %d log-mel bins per frame", (long long)d->frame_size,
+                            lv_mel_frontend_output_dim(d->fe));
+  }
+  *verb = "transcribing";
+  *note = "; each line is an audio file (WAV, FLAC, OGG; resampled to 16 kHz, mixed to mono), written as "
+          "path<TAB>text";
+  return NULL;
+}
+
+lv_status lv_asr_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
+                               lv_batch *b, bool *empty) {
+  asr_decoder *d = decoder_of(t);
+  const char *verb, *note;
+  LV_TRY(lv_asr_line_describe(t, kind, &verb, &note));
+  *empty = true;
+  lv_nmap_clear(&b->map);
+  b->size = 0;
+  if (!d->files++) d->start = lv_now_monotonic();
+  free(d->path);
+  d->path = strndup(line, len);
+  LV_ASSERT(d->path);
+  if (!*d->path) return NULL; /* an empty line: an empty output line */
+  lv_audio a = {0};
+  lv_status s = lv_audio_read_file(d->path, kAsrSampleRate, &a);
+  if (s) {
+    /* One unreadable file does not stop the others; line_summary fails the run. */
+    lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
+    lv_status_free(s);
+    d->failed++;
+    return NULL;
+  }
+  d->audio_secs += (double)a.n / a.rate;
+  const int64_t T0 = lv_mel_frontend_num_frames(d->fe, a.n), T = T0 + (d->eos_frame ? 1 : 0), F = d->frame_size;
+  if (T == 0) {
+    lv_audio_free(&a);
+    return NULL; /* shorter than one frame: nothing to hear */
+  }
+  if (d->cap < (size_t)(T * F)) {
+    free(d->frames);
+    d->cap = (size_t)(T * F);
+    d->frames = malloc(sizeof *d->frames * d->cap);
+    LV_ASSERT(d->frames);
+  }
+  if (d->cap_t < (size_t)T) {
+    free(d->pads);
+    d->cap_t = (size_t)T;
+    d->pads = malloc(sizeof *d->pads * d->cap_t);
+    LV_ASSERT(d->pads);
+  }
+  s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, d->frames, NULL);
+  lv_audio_free(&a);
+  LV_TRY(s);
+  /* AsrInput's batch of one: the eos frame is all zeros and not padded. */
+  memset(d->frames + T0 * F, 0, sizeof *d->frames * (size_t)((T - T0) * F));
+  memset(d->pads, 0, sizeof *d->pads * (size_t)T);
+  d->frames_view = lv_tensor_view(LV_F32, lv_shape4(1, T, F, 1), d->frames);
+  d->pads_view = lv_tensor_view(LV_F32, lv_shape2(1, T), d->pads);
+  LV_TRY(lv_nmap_set(&b->map, "src.src_inputs", &d->frames_view));
+  LV_TRY(lv_nmap_set(&b->map, "src.paddings", &d->pads_view));
+  b->size = 1;
+  *empty = false;
+  return NULL;
+}
+
+lv_status lv_asr_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line) {
+  asr_decoder *d = decoder_of(t);
+  const lv_tensor *ids = lv_decode_out_get(dec_out, "topk_ids"), *lens = lv_decode_out_get(dec_out, "topk_lens");
+  char *text = NULL;
+  LV_TRY(ids_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], &text));
+  int r = asprintf(line, "%s\t%s", d->path ? d->path : "", text);
+  free(text);
+  LV_ASSERT(r >= 0);
+  return NULL;
+}
+
+lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line) {
+  asr_decoder *d = decoder_of(t);
+  (void)kind;
+  *line = NULL;
+  double secs = d->files ? lv_now_monotonic() - d->start : 0;
+  lv_info("decode_audio: %lld files, %.2f s of audio in %.2f s: real-time factor %.4f", (long long)d->files,
+          d->audio_secs, secs, d->audio_secs > 0 ? secs / d->audio_secs : 0.0);
+  if (d->failed)
+    return lv_status_make(LV_ERR_INVALID, "--decode_audio: %lld of %lld files could not be read (the errors above "
+                          "name them; their output lines are empty); the others were transcribed",
+                          (long long)d->failed, (long long)d->files);
+  return NULL;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Speech recognition end to end with the real executables: eight short utterances of a
+# few words spoken by espeak-ng, made into records by create_asr_features, learned by
+# asr.bible_tts.TinyTest; the decoder job scores them (WER in the score file, the log
+# line and decoder_out keyed by utterance id); --decode_audio transcribes the files and
+# reports each file it cannot read (truncated WAV, empty file, a text file, a missing
+# path) while still transcribing the others (8 kHz and stereo copies included), exit 2;
+# a trainer killed with -9 and restarted ends with the same weights as an uninterrupted one.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+B=$LV_BIN
+for c in espeak-ng sox; do command -v $c >/dev/null || skip "$c not installed (scripts/install-deps.sh)"; done
+export LINGVOC_EXPERIMENTS=$LV_ROOT/experiments
+cd "$T"
+mkdir -p wavs rec bad
+i=0
+while read -r text; do
+  id=$(printf 'utt%02d' $i)
+  espeak-ng -v en-us -s 150 --stdout "$text" | sox -q -t wav - -r 16000 -c 1 -b 16 "wavs/$id.wav" gain -2
+  printf 'wavs/%s.wav\t%s\n' "$id" "$text" >>list.tsv
+  i=$((i + 1))
+done <<'U'
+yes go
+no stop
+up left
+down right
+go up
+stop down
+left yes
+right no
+U
+expect_exit 0 "records of 8 utterances" "$B/create_asr_features" --input_list=list.tsv --generate_tfrecords \
+  --output_template=rec/utt-%5.5d-of-%5.5d
+M=asr.bible_tts.TinyTest
+STEPS=${ASR_E2E_STEPS:-300}
+OVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: $STEPS; train.save_interval_steps: 100; cluster.num_threads: 2"
+TRAIN=("$B/trainer" --model=$M --run_locally=cpu --mode=sync --log_interval_steps=50)
+
+# 1. Training: the loss falls.
+start=$(date +%s)
+"${TRAIN[@]}" --logdir="$T/a" --model_params_override="$OVR" >a.log 2>&1
+check "trainer exits 0" [ $? -eq 0 ]
+echo "training $STEPS steps took $(($(date +%s) - start)) s"
+first=$(grep -o ' loss:[0-9.e+-]*' a.log | head -1 | cut -d: -f2)
+last=$(grep -o ' loss:[0-9.e+-]*' a.log | tail -1 | cut -d: -f2)
+check "loss falls ($first -> $last)" awk "BEGIN{exit !($last < $first * 0.3)}"
+CK=$(printf 'ckpt-%08d' "$STEPS")
+check "checkpoint at max_steps" [ -f "a/train/$CK.index" ]
+
+# 2. The decoder job: WER of the training utterances, as Lingvo's decoder metrics.
+DOVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: $STEPS"
+expect_exit 0 "decoder --once" "$B/decoder" --model=$M --logdir="$T/a" --dataset=Test --once --model_params_override="$DOVR"
+SCORE=$(printf 'a/decoder_test/score-%08d.txt' "$STEPS")
+check "score file" [ -f "$SCORE" ]
+for tag in norm_wer wer sacc ter corpus_bleu num_samples_in_batch oracle_norm_wer error_rates/ins \
+  case_insensitive_error_rates/wer; do
+  check "score file has $tag" grep -q "^$tag: " "$SCORE"
+done
+wer=$(grep '^norm_wer: ' "$SCORE" | cut -d' ' -f2)
+check "the tiny model transcribes its utterances (norm_wer $wer <= 0.25)" awk "BEGIN{exit !($wer <= 0.25)}"
+check "the log line gives the corpus WER" grep -q "WER [0-9.]*% ([0-9]* errors / 16 words)" "$T/err"
+OUT=$(printf 'a/decoder_test/decoder_out_%09d' "$STEPS")
+check "decoder_out is keyed by utterance id" grep -qx "utt03" "$OUT"
+check "decoder_out has the reference" grep -qx "ref: down right" "$OUT"
+check "decoder_out has scored hyps" grep -q "^hyp 0: score -[0-9.]*: " "$OUT"
+check "decoder events" ls a/decoder_test/events.out.tfevents.* >/dev/null
+
+# 3. --decode_audio: good files, converted ones and unreadable ones.
+sox wavs/utt03.wav -r 8000 bad/8k.wav
+sox wavs/utt03.wav -c 2 bad/stereo.wav
+head -c 9000 wavs/utt01.wav >bad/truncated.wav
+: >bad/empty.wav
+echo "not audio" >bad/text.wav
+expect_exit 0 "--decode_audio=FILE" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=wavs/utt00.wav
+check "one path<TAB>text line" [ "$(cat "$T/out")" = "$(printf 'wavs/utt00.wav\tyes go')" ]
+err_has "real-time factor"
+printf 'wavs/utt01.wav\nbad/truncated.wav\nwavs/utt02.wav\nbad/empty.wav\nbad/text.wav\nbad/missing.wav\nbad/8k.wav\nbad/stereo.wav\n' >files.txt
+expect_exit 2 "--decode_audio=@LIST with unreadable files" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@files.txt
+check "a line per file, in order" [ "$(wc -l <"$T/out")" -eq 8 ]
+check "files around the bad ones are transcribed" [ "$(sed -n '1p;3p' "$T/out")" = "$(printf 'wavs/utt01.wav\tno stop\nwavs/utt02.wav\tup left')" ]
+check "unreadable files give empty lines" [ "$(sed -n '2p;4p;5p;6p' "$T/out" | tr -d '\n')" = "" ]
+check "8 kHz is resampled and transcribed" grep -qP '^bad/8k.wav\t\S' "$T/out"
+check "stereo is mixed down and transcribed" [ "$(sed -n 8p "$T/out")" = "$(printf 'bad/stereo.wav\tdown right')" ]
+err_has "bad/truncated.wav"
+err_has "bad/empty.wav"
+err_has "bad/missing.wav"
+err_has "4 of 8 files could not be read"
+cut -f1 list.tsv | "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=- >stdin.out 2>stdin.err
+check "--decode_audio=- exits 0" [ $? -eq 0 ]
+check "--decode_audio=- transcribes every line" [ "$(cut -f2 stdin.out)" = "$(cut -f2 list.tsv)" ]
+expect_exit 2 "--decode_audio on an MT model" "$B/decoder" --model=mt.bible_en_es.TransformerSmall --logdir="$T/a" \
+  --decode_audio=wavs/utt00.wav
+expect_exit 2 "--decode_audio with --decode_text" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=x.wav --decode_text=-
+err_has "exclude each other"
+expect_exit 2 "--decode_text on the speech model" "$B/decoder" --model=$M --logdir="$T/a" --decode_text=files.txt
+err_has "transcribes audio files (--decode_audio)"
+
+# 4. kill -9 mid-run, restart: the same weights as the uninterrupted run at the same step
+# (run a's checkpoint at step 200: nothing in TinyTest's schedule or data depends on
+# train.max_steps).
+if [ "${ASR_E2E_RESUME:-1}" = 1 ]; then
+  ROVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: 200; train.save_interval_steps: 100; cluster.num_threads: 2"
+  "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$ROVR" >b1.log 2>&1 &
+  pid=$!
+  for _ in $(seq 6000); do [ -f b/train/ckpt-00000100.index ] && break; sleep 0.05; done
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  check "killed before the end" [ ! -f b/train/ckpt-00000200.index ]
+  "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$ROVR" >b2.log 2>&1
+  check "restart exits 0" [ $? -eq 0 ]
+  check "restart resumed from a checkpoint" grep -q "restored .* tensors" b2.log
+  dump() {
+    "$B/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+      "$B/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+    done
+  }
+  dump a/train/ckpt-00000200 >wa
+  dump b/train/ckpt-00000200 >wb
+  check "dumps are complete" [ "$(grep -c tensor_name wa)" -gt 20 ]
+  check "same weights and Adam slots after kill -9 and resume" cmp -s wa wb
+fi
+finish
