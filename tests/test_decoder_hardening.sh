@@ -20,9 +20,15 @@ expect_exit 2 "decoder --decode_text on a task that does not decode" "$LV_BIN/de
   --model=image.mnist.LeNet5Fashion --logdir="$T/lenet" --decode_text="$T/one.txt"
 err_has "has no decoder job"
 
-# 300 MB without a newline, under a 400 MB address-space limit.
+# 300 MB without a newline, under a 400 MB address-space limit (a sanitizer build, which
+# reserves terabytes of shadow memory, gets ASan's RSS limit instead).
+if (ulimit -v 400000 && "$LV_BIN/decoder" --help >/dev/null 2>&1) 2>/dev/null; then
+  limit() { ulimit -v 400000; }
+else
+  limit() { export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=1500"; }
+fi
 (
-  ulimit -v 400000
+  limit
   head -c 300000000 /dev/zero | tr '\0' a | "$LV_BIN/decoder" --model=$M --logdir="$T/log" --decode_text=- \
     --checkpoint="$CK" --model_params_override="$OV" >"$T/long.out" 2>"$T/err"
 )
