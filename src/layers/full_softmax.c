@@ -327,3 +327,25 @@ const lv_layer_class lv_label_smoother_class = {
     .create = label_smoother_create,
     .fprop = label_smoother_fprop,
 };
+
+lv_status lv_softmax_next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
+                                    double *num) {
+  int64_t n = lv_tensor_numel(weights);
+  int32_t *am = malloc(sizeof(int32_t) * (size_t)(n + 1)), *lb = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  float *w = malloc(sizeof(float) * (size_t)(n + 1));
+  LV_ASSERT(am && lb && w);
+  lv_status s = lv_tensor_to_host(xo->per_example_argmax, am);
+  if (!s) s = lv_tensor_to_host(labels, lb);
+  if (!s) s = lv_tensor_to_host(weights, w);
+  double c = 0, tot = 0;
+  for (int64_t i = 0; !s && i < n; i++) {
+    tot += w[i];
+    if (am[i] == lb[i]) c += w[i];
+  }
+  free(am);
+  free(lb);
+  free(w);
+  *acc = c / (tot > 0 ? tot : 1.0);
+  *num = tot;
+  return s;
+}

@@ -94,4 +94,10 @@ bool lv_label_smoother_uniform(const lv_label_smoother *l, float *uncertainty);
  * -> float32 [..., num_classes]. Reads the labels on the host (a sync point). */
 lv_tensor *lv_label_smoother_fprop(lv_label_smoother *l, lv_graph *g, lv_tensor *labels, lv_tensor *ids);
 
+/* Lingvo's fraction_of_correct_next_step_preds on the host: the weight of positions whose
+ * argmax (xo->per_example_argmax) equals labels, over the total weight (*num) of weights
+ * (labels int32 and weights float32, as many as the argmaxes). */
+lv_status lv_softmax_next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
+                                        double *num);
+
 #endif

@@ -121,28 +121,6 @@ static bool encode(asr_model *m, lv_graph *g, lv_tensor *frames, lv_tensor *pads
   return lv_asr_encoder_fprop(&m->enc, g, frames, pads, enc, epads);
 }
 
-/* Host int32 [n] argmax per row against labels and weights: (correct, total) weights. */
-static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
-                                    double *num) {
-  int64_t n = lv_tensor_numel(weights);
-  int32_t *am = malloc(sizeof(int32_t) * (size_t)(n + 1)), *lb = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  float *w = malloc(sizeof(float) * (size_t)(n + 1));
-  LV_ASSERT(am && lb && w);
-  lv_status s = lv_tensor_to_host(xo->per_example_argmax, am);
-  if (!s) s = lv_tensor_to_host(labels, lb);
-  if (!s) s = lv_tensor_to_host(weights, w);
-  double c = 0, tot = 0;
-  for (int64_t i = 0; !s && i < n; i++) {
-    tot += w[i];
-    if (am[i] == lb[i]) c += w[i];
-  }
-  free(am);
-  free(lb);
-  free(w);
-  *acc = c / (tot > 0 ? tot : 1.0);
-  *num = tot;
-  return s;
-}
 
 static bool asr_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *mt) {
   (void)step; /* the graph's step picks the dropout masks */
@@ -180,7 +158,7 @@ static bool asr_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_
   }
   lv_metrics_add_const(mt, "token_normed_prob", exp(-lp), total_weight);
   double acc = 0, num = 0;
-  lv_status s = next_step_accuracy(&xo, labels, weights, &acc, &num);
+  lv_status s = lv_softmax_next_step_accuracy(&xo, labels, weights, &acc, &num);
   if (s) {
     lv_graph_fail(g, "%s", lv_status_msg(s));
     lv_status_free(s);

@@ -71,28 +71,6 @@ static bool graph_ok(lv_graph *g) {
   return ok;
 }
 
-/* Fraction of argmax == label over weighted positions, on the host (eval only). */
-static lv_status next_step_accuracy(const lv_xent_output *xo, lv_tensor *labels, lv_tensor *weights, double *acc,
-                                    double *num) {
-  int64_t n = lv_tensor_numel(weights);
-  int32_t *am = malloc(sizeof(int32_t) * (size_t)(n + 1)), *lb = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  float *w = malloc(sizeof(float) * (size_t)(n + 1));
-  LV_ASSERT(am && lb && w);
-  lv_status s = lv_tensor_to_host(xo->per_example_argmax, am);
-  if (!s) s = lv_tensor_to_host(labels, lb);
-  if (!s) s = lv_tensor_to_host(weights, w);
-  double c = 0, tot = 0;
-  for (int64_t i = 0; !s && i < n; i++) {
-    tot += w[i];
-    if (am[i] == lb[i]) c += w[i];
-  }
-  free(am);
-  free(lb);
-  free(w);
-  *acc = c / (tot > 0 ? tot : 1.0);
-  *num = tot;
-  return s;
-}
 
 bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
                            float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt) {
@@ -115,7 +93,7 @@ bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_t
   lv_metrics_add(mt, "log_pplx", xo.avg_xent, total_weight);
   if (is_eval) {
     double acc = 0, num = 0;
-    lv_status s = next_step_accuracy(&xo, labels, weights, &acc, &num);
+    lv_status s = lv_softmax_next_step_accuracy(&xo, labels, weights, &acc, &num);
     if (s) {
       lv_graph_fail(g, "%s", lv_status_msg(s));
       lv_status_free(s);
