@@ -57,4 +57,10 @@ done
 expect_exit 2 "a tokenizer vocabulary larger than the model's" "$LV_BIN/decoder" --model=$M --logdir="$T/log" \
   --decode_text="$T/one.txt" --checkpoint="$CK" --model_params_override="$OV; input.tokenizer.vocab_size: 200"
 err_has "input.tokenizer.vocab_size = 200 is larger than the model's vocabulary (128"
+# A vocabulary file with more pieces than the model's vocabulary (its vocab_size left at 128).
+{ cat "$G/mt/wpm.voc"; for i in $(seq 100); do echo "▁extra$i"; done; } >"$T/big.voc"
+expect_exit 2 "a vocabulary file with more ids than the model's" "$LV_BIN/decoder" --model=$M --logdir="$T/log" \
+  --decode_text="$T/one.txt" --checkpoint="$CK" \
+  --model_params_override="$OV; input.tokenizer.vocab_filepath: $T/big.voc"
+err_has "input.tokenizer's vocabulary has $(( $(wc -l <"$G/mt/wpm.voc") + 100 )) ids, more than the model's vocabulary (128"
 finish

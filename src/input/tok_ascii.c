@@ -30,6 +30,7 @@ static lv_status ascii_create(const lv_params *p, lv_tokenizer **out) {
   t->sos_id = 1;
   t->eos_id = 2;
   t->unk_id = 0;
+  t->num_ids = 76; /* Lingvo's ascii_to_token_id: ids 0 to 75 */
   *out = t;
   return NULL;
 }

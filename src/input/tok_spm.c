@@ -273,6 +273,7 @@ static lv_status spm_create(const lv_params *p, lv_tokenizer **out) {
     spm_destroy(&m->base);
     return s;
   }
+  m->base.num_ids = m->npieces;
   *out = &m->base;
   return NULL;
 }

@@ -137,6 +137,7 @@ static lv_status vocab_create(const lv_params *p, lv_tokenizer **out) {
     vocab_destroy(&v->base);
     return s;
   }
+  v->base.num_ids = lv_tok_vocab_num_ids(v->vocab);
   *out = &v->base;
   return NULL;
 }

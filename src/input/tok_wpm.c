@@ -105,6 +105,7 @@ static lv_status wpm_create(const lv_params *p, lv_tokenizer **out) {
     wpm_destroy(&w->base);
     return s;
   }
+  w->base.num_ids = lv_tok_vocab_num_ids(w->vocab);
   *out = &w->base;
   return NULL;
 }

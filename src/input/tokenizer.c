@@ -91,6 +91,7 @@ struct lv_tok_vocab {
   char **by_id; /* [nid] owned copies; NULL where no piece has the id */
   size_t *by_id_n;
   int32_t nid;
+  int32_t ids; /* the largest id added + 1 */
 };
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -149,6 +150,7 @@ lv_status lv_tok_vocab_add(lv_tok_vocab *v, const char *piece, size_t n, int32_t
     v->used++;
   }
   sl->id = id;
+  if (id >= v->ids) v->ids = id + 1;
   if (id >= v->nid) {
     int32_t nid = v->nid ? v->nid : 256;
     while (nid <= id) nid = nid > INT32_MAX / 2 ? INT32_MAX : nid * 2;
@@ -182,6 +184,7 @@ const char *lv_tok_vocab_piece(const lv_tok_vocab *v, int32_t id, size_t *n) {
 }
 
 int lv_tok_vocab_size(const lv_tok_vocab *v) { return (int)v->used; }
+int32_t lv_tok_vocab_num_ids(const lv_tok_vocab *v) { return v->ids; }
 
 /* ---- registry ---- */
 

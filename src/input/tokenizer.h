@@ -75,6 +75,7 @@ struct lv_tokenizer {
   const lv_params *p;
   lv_tok_layout layout;
   int32_t sos_id, eos_id, unk_id; /* the ids StringsToIds writes */
+  int64_t num_ids; /* the ids it gives are in [0, num_ids) (its vocabulary's size) */
   bool append_eos, pad_to_max_length;
 };
 
@@ -126,6 +127,8 @@ int32_t lv_tok_vocab_find(const lv_tok_vocab *v, const char *piece, size_t n);
 const char *lv_tok_vocab_piece(const lv_tok_vocab *v, int32_t id, size_t *n);
 /* Number of distinct pieces. */
 int lv_tok_vocab_size(const lv_tok_vocab *v);
+/* The largest id added + 1 (0 when empty). */
+int32_t lv_tok_vocab_num_ids(const lv_tok_vocab *v);
 
 /* SentencePiece's DecodeUTF8: the code point at s[0..n) (n >= 1) and its byte length;
  * invalid sequences give U+FFFD with *len 1. */

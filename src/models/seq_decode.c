@@ -108,6 +108,13 @@ static lv_status setup(lv_task *t, const lv_params *cfg, bool punct) {
                           "piece and </s>)", (long long)max_src);
   d->max_src = (int)max_src;
   /* The tokenizer's ids index the model's embeddings and softmax. */
+  if (d->tok->num_ids > d->vocab)
+    return lv_status_make(LV_ERR_INVALID, "input.tokenizer's vocabulary has %lld ids, more than the model's vocabulary "
+                          "(%d, the decoder's softmax): ids beyond it would not decode; use the model's vocabulary",
+                          (long long)d->tok->num_ids, d->vocab);
+  if (d->tok->num_ids > 0 && d->tok->num_ids < d->vocab)
+    lv_warn("input.tokenizer's vocabulary has %lld ids, fewer than the model's vocabulary (%d): the model's ids "
+            "from %lld on decode to <unk>", (long long)d->tok->num_ids, d->vocab, (long long)d->tok->num_ids);
   const lv_params *tp = lv_params_sub(ip, "tokenizer");
   int64_t tv = tp && lv_params_has(tp, "vocab_size") ? lv_params_int(tp, "vocab_size") : 0;
   if (tv > d->vocab)
