@@ -91,29 +91,11 @@ lv_status lv_asr_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_ou
                           "dataset)", t->cls->cls);
   const int64_t B = fr->shape.d[0], n = b->size < B ? b->size : B;
   static const char *const kRefKeys[] = {"tgt.labels", "tgt.paddings", "sample_ids", "tgt.transcripts"};
-  for (size_t i = 0; i < LV_ARRAY_LEN(kRefKeys); i++)
-    if (lv_batch_get(b, kRefKeys[i])) LV_TRY(lv_decode_out_set(out, kRefKeys[i], lv_batch_get(b, kRefKeys[i])));
+  LV_TRY(lv_seq_keep_batch_keys(out, b, kRefKeys, LV_ARRAY_LEN(kRefKeys)));
   return lv_seq_beam_decode(t, &d->bp, d->vocab, g, b, B, n, out);
 }
 
 /* ---- post-processing ---- */
-
-/* Unpadded positions of row r of paddings [rows, width]. */
-static int row_len(const lv_tensor *pads, int64_t r) {
-  int64_t w = pads->shape.d[1];
-  const float *p = lv_f32(pads) + r * w;
-  int n = 0;
-  for (int64_t i = 0; i < w; i++) n += p[i] < 0.5f;
-  return n;
-}
-
-/* The first len - 1 ids of row (its final </s> dropped: Lingvo's topk_lens - 1 and the
- * pre-2021 tgt_lens - 1 of the references) as text. */
-static lv_status ids_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
-  int32_t l = len > 0 ? len - 1 : 0;
-  if (l > width) l = width;
-  return lv_tokenizer_ids_to_strings(tok, row, 1, width, &l, out);
-}
 
 /* Example i's entry (ref and hyp lines into f) and its metrics. */
 static lv_status example_entry(asr_decoder *d, const lv_decode_out *o, int64_t i, lv_metric_set *ms, FILE *f) {
@@ -122,15 +104,15 @@ static lv_status example_entry(asr_decoder *d, const lv_decode_out *o, int64_t i
   const lv_tensor *labels = lv_decode_out_get(o, "tgt.labels"), *tpads = lv_decode_out_get(o, "tgt.paddings");
   const int H = d->bp.num_hyps_per_beam, L = (int)ids->shape.d[1], W = (int)labels->shape.d[1];
   const int32_t *ref_ids = lv_i32(labels) + i * W;
-  int ref_n = row_len(tpads, i);
+  int ref_n = lv_seq_row_len(tpads, i);
   if (ref_n > W) ref_n = W;
   char *ref = NULL, **hyps = calloc((size_t)H, sizeof *hyps), *fhyp = NULL, *fref = NULL;
   LV_ASSERT(hyps);
-  lv_status s = ids_text(d->tok, ref_ids, W, ref_n, &ref);
+  lv_status s = lv_seq_row_text(d->tok, ref_ids, W, ref_n, &ref);
   if (!s) fprintf(f, "ref: %s", ref);
   for (int h = 0; !s && h < H; h++) {
     int64_t r = i * H + h;
-    s = ids_text(d->tok, lv_i32(ids) + r * L, L, lv_i32(lens)[r], &hyps[h]);
+    s = lv_seq_row_text(d->tok, lv_i32(ids) + r * L, L, lv_i32(lens)[r], &hyps[h]);
     if (!s) fprintf(f, "\nhyp %d: score %.6f: %s", h, lv_f32(scores)[r], hyps[h]);
   }
   if (!s) {
@@ -280,7 +262,7 @@ lv_status lv_asr_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, ch
   asr_decoder *d = decoder_of(t);
   const lv_tensor *ids = lv_decode_out_get(dec_out, "topk_ids"), *lens = lv_decode_out_get(dec_out, "topk_lens");
   char *text = NULL;
-  LV_TRY(ids_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], &text));
+  LV_TRY(lv_seq_row_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], &text));
   int r = asprintf(line, "%s\t%s", d->path ? d->path : "", text);
   free(text);
   LV_ASSERT(r >= 0);

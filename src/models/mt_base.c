@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/ops.h"
+#include "models/seq_decode.h"
 
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
   lv_params *bs = lv_params_new_cls("BeamSearchHelper");
@@ -128,12 +129,7 @@ lv_status lv_mt_decode_source(lv_graph *g, const lv_batch *b, const char *who, l
                           "[batch, time]", who);
   const int64_t B = hi->shape.d[0], S = hi->shape.d[1];
   *atten_len = S;
-  for (int64_t r = 0; r < B; r++) {
-    const float *p = lv_f32(hp) + r * S;
-    int n = 0;
-    for (int64_t i = 0; i < S; i++) n += p[i] < 0.5f;
-    atten_lens[r] = n;
-  }
+  for (int64_t r = 0; r < B; r++) atten_lens[r] = lv_seq_row_len(hp, r);
   *ids = lv_graph_from_host(g, hi);
   *paddings = lv_graph_from_host(g, hp);
   if (!*ids || !*paddings) {

@@ -251,15 +251,13 @@ lv_status lv_seq_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_ou
                           "NmtInput or PunctuatorInput dataset)", t->cls->cls);
   const int64_t B = sids->shape.d[0], n = b->size < B ? b->size : B;
   static const char *const kRefKeys[] = {"src.ids", "src.paddings", "tgt.labels", "tgt.paddings"};
-  for (size_t i = 0; i < LV_ARRAY_LEN(kRefKeys); i++)
-    if (lv_batch_get(b, kRefKeys[i])) LV_TRY(lv_decode_out_set(out, kRefKeys[i], lv_batch_get(b, kRefKeys[i])));
+  LV_TRY(lv_seq_keep_batch_keys(out, b, kRefKeys, LV_ARRAY_LEN(kRefKeys)));
   return lv_seq_beam_decode(t, &d->bp, d->vocab, g, b, B, n, out);
 }
 
 /* ---- post-processing ---- */
 
-/* Tokens in row r of paddings [rows, width] (1 - padding summed). */
-static int row_len(const lv_tensor *pads, int64_t r) {
+int lv_seq_row_len(const lv_tensor *pads, int64_t r) {
   int64_t w = pads->shape.d[1];
   const float *p = lv_f32(pads) + r * w;
   int n = 0;
@@ -267,15 +265,20 @@ static int row_len(const lv_tensor *pads, int64_t r) {
   return n;
 }
 
-/* Row r of ids [rows, width] up to len - 1 (dropping the final </s>) as text. */
-static lv_status row_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
+lv_status lv_seq_row_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out) {
   int32_t l = len > 0 ? len - 1 : 0;
   if (l > width) l = width;
   return lv_tokenizer_ids_to_strings(tok, row, 1, width, &l, out);
 }
 
+lv_status lv_seq_keep_batch_keys(lv_decode_out *out, const lv_batch *b, const char *const *keys, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (lv_batch_get(b, keys[i])) LV_TRY(lv_decode_out_set(out, keys[i], lv_batch_get(b, keys[i])));
+  return NULL;
+}
+
 static lv_status ids_text(const lv_tokenizer *tok, const lv_tensor *ids, const lv_tensor *pads, int64_t r, char **out) {
-  return row_text(tok, lv_i32(ids) + r * ids->shape.d[1], (int)ids->shape.d[1], row_len(pads, r), out);
+  return lv_seq_row_text(tok, lv_i32(ids) + r * ids->shape.d[1], (int)ids->shape.d[1], lv_seq_row_len(pads, r), out);
 }
 
 /* One example's entry: its src/ref/hyp lines as the value, its top hyp into metrics. */
@@ -292,7 +295,7 @@ static lv_status example_entry(seq_decoder *d, const lv_decode_out *o, int64_t i
     int len = lv_i32(lens)[r];
     if (len == 0) continue;
     char *hyp = NULL;
-    LV_TRY(row_text(d->tok, lv_i32(ids) + r * L, L, len, &hyp));
+    LV_TRY(lv_seq_row_text(d->tok, lv_i32(ids) + r * L, L, len, &hyp));
     fprintf(f, "\nhyp %d: score %.6f: %s", h, lv_f32(scores)[r], hyp);
     if (h == 0) *hyp0 = hyp;
     else free(hyp);
@@ -453,7 +456,7 @@ lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, s
 lv_status lv_seq_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line) {
   seq_decoder *d = decoder_of(t);
   const lv_tensor *ids = lv_decode_out_get(dec_out, "topk_ids"), *lens = lv_decode_out_get(dec_out, "topk_lens");
-  if (lv_i32(lens)[0] > 0) return row_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], line);
+  if (lv_i32(lens)[0] > 0) return lv_seq_row_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], line);
   *line = strdup("");
   LV_ASSERT(*line);
   return NULL;

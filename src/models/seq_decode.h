@@ -21,6 +21,7 @@
 #define LV_MODELS_SEQ_DECODE_H
 
 #include "models/beam_search.h"
+#include "input/tokenizer.h"
 #include "models/task.h"
 
 /* A task's incremental decoder: encode a batch of sources once, then step every
@@ -64,6 +65,14 @@ lv_status lv_seq_search_params(const lv_params *cfg, lv_beam_search_params *bp);
  * it; lv_seq_decode is it over src.ids. */
 lv_status lv_seq_beam_decode(lv_task *t, const lv_beam_search_params *bp, int vocab, lv_graph *g, const lv_batch *b,
                              int64_t rows, int64_t n, lv_decode_out *out);
+/* Helpers of the tasks' post-processing: the unpadded positions of row r of paddings
+ * [rows, width] (host), and a row of ids as text up to len - 1 (its final </s> dropped:
+ * Lingvo's topk_lens - 1), at most width ids (malloc'd). */
+int lv_seq_row_len(const lv_tensor *paddings, int64_t r);
+lv_status lv_seq_row_text(const lv_tokenizer *tok, const int32_t *row, int width, int len, char **out);
+/* Borrows into out each of batch b's tensors named in keys[0..n) that b has (what the
+ * post-processing reads of the batch). */
+lv_status lv_seq_keep_batch_keys(lv_decode_out *out, const lv_batch *b, const char *const *keys, size_t n);
 
 /* The hooks. decoder_setup reads task.decoder.beam_search / target_* and the tokenizer;
  * lv_seq_decoder_setup_punct also reports the punctuator's metrics and normalises typed
