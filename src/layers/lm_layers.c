@@ -396,6 +396,142 @@ bool lv_lm_step(lv_lm *lm, lv_graph *g, lv_lm_state *st, lv_tensor *ids, lv_tens
   return *logits != NULL;
 }
 
+/* ---- over a search's hyps ---------------------------------------------------------- */
+
+struct lv_lm_search {
+  lv_lm *lm;
+  lv_graph *g;
+  lv_graph_mark mark;
+  int64_t rows; /* rows of the last step */
+  int64_t step; /* steps done */
+  lv_rnn_state *rnn;  /* [num_layers]: views of kept[] between steps */
+  lv_tensor **kept;   /* [2 * num_layers] the RNN states (m, c) outside the graph */
+  lv_tr_step_caches kv;
+  int32_t *ids;       /* host scratch [cap] */
+  int cap;
+};
+
+lv_status lv_lm_search_begin(lv_lm *lm, lv_graph *g, lv_lm_search **out) {
+  *out = NULL;
+  if (lm->kind == LV_LM_RNN_NO_EMB)
+    return lv_status_make(LV_ERR_INVALID, "%s: RnnLmNoEmbedding takes activations, not ids: it cannot score hyps",
+                          lm->base.scope);
+  lv_lm_search *s = calloc(1, sizeof *s);
+  LV_ASSERT(s);
+  s->lm = lm;
+  s->g = g;
+  const int L = lm->num_layers > 0 ? lm->num_layers : 1;
+  s->rnn = calloc((size_t)L, sizeof *s->rnn);
+  s->kept = calloc(2 * (size_t)L, sizeof *s->kept);
+  LV_ASSERT(s->rnn && s->kept);
+  lv_tr_step_caches_init(&s->kv, g, lm->kind == LV_LM_TRANSFORMER ? lm->num_layers : 0, lm->base.scope);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  s->mark = lv_graph_get_mark(g);
+  *out = s;
+  return NULL;
+}
+
+void lv_lm_search_end(lv_lm_search *s) {
+  if (!s) return;
+  for (int i = 0; s->kept && i < 2 * s->lm->num_layers; i++) lv_tensor_free(s->kept[i]);
+  free(s->kept);
+  free(s->rnn);
+  free(s->ids);
+  lv_tr_step_caches_free(&s->kv);
+  free(s);
+}
+
+static lv_status search_graph_error(lv_lm_search *s, const char *what) {
+  lv_status st = lv_graph_status(s->g);
+  return st ? lv_status_wrap(st, "%s: %s at step %lld", s->lm->base.scope, what, (long long)s->step)
+            : lv_status_make(LV_ERR_INTERNAL, "%s: %s failed at step %lld", s->lm->base.scope, what,
+                             (long long)s->step);
+}
+
+/* Copies the graph tensor *t into buffer *b (made or remade to its shape) and points *t
+ * at it, which outlives the next rewind. */
+static lv_status keep(lv_lm_search *s, lv_tensor **b, lv_tensor **t) {
+  if (!*b || (*b)->dtype != (*t)->dtype || !lv_shape_eq(&(*b)->shape, &(*t)->shape)) {
+    lv_tensor_free(*b);
+    *b = lv_tensor_new_on(lv_graph_device(s->g), (*t)->dtype, (*t)->shape);
+    if (!*b)
+      return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for a state of %lld values", s->lm->base.scope,
+                            (long long)lv_tensor_numel(*t));
+  }
+  if (!lv_graph_copy_into(s->g, *b, 0, *t)) return search_graph_error(s, "keeping the state");
+  *t = *b;
+  return NULL;
+}
+
+/* Host ids [n] as a graph tensor. */
+static lv_tensor *search_ids(lv_lm_search *s, int n, const int32_t *v) {
+  if (s->cap < n) {
+    free(s->ids);
+    s->ids = malloc(sizeof *s->ids * (size_t)n);
+    LV_ASSERT(s->ids);
+    s->cap = n;
+  }
+  memcpy(s->ids, v, sizeof *v * (size_t)n);
+  lv_tensor h = lv_tensor_view(LV_I32, lv_shape1(n), s->ids);
+  return lv_graph_from_host(s->g, &h);
+}
+
+lv_status lv_lm_search_step(lv_lm_search *s, int n, const int32_t *step_ids, const int32_t *parent, float *log_probs) {
+  lv_lm *lm = s->lm;
+  lv_graph *g = s->g;
+  if (n <= 0) return lv_status_make(LV_ERR_INVALID, "%s search step: %d rows", lm->base.scope, n);
+  if (s->step > 0 && !parent && n != s->rows)
+    return lv_status_make(LV_ERR_INVALID, "%s search step: %d rows without parents after a step of %lld rows",
+                          lm->base.scope, n, (long long)s->rows);
+  for (int i = 0; i < n; i++) {
+    if (step_ids[i] < 0 || step_ids[i] >= lm->vocab_size)
+      return lv_status_make(LV_ERR_INVALID, "%s search step: step_ids[%d] = %d is outside [0, %lld)", lm->base.scope,
+                            i, step_ids[i], (long long)lm->vocab_size);
+    if (s->step > 0 && parent && (parent[i] < 0 || parent[i] >= s->rows))
+      return lv_status_make(LV_ERR_INVALID, "%s search step: parent[%d] = %d is outside [0, %lld)", lm->base.scope, i,
+                            parent[i], (long long)s->rows);
+  }
+  if (s->step == 0) parent = NULL;
+  if (parent && n == s->rows) {
+    bool same = true;
+    for (int i = 0; same && i < n; i++) same = parent[i] == i;
+    if (same) parent = NULL;
+  }
+  lv_graph_rewind(g, &s->mark);
+  if (lm->kind == LV_LM_RNN) {
+    lv_tensor *idx = parent ? search_ids(s, n, parent) : NULL;
+    if (parent && !idx) return search_graph_error(s, "reorder ids");
+    for (int i = 0; i < lm->num_layers; i++) {
+      if (s->step == 0) {
+        if (!lv_rnn_cell_zero_state(lm->cells[i], g, n, &s->rnn[i])) return search_graph_error(s, "zero state");
+      } else if (parent) {
+        s->rnn[i].m = lv_op_gather(g, s->rnn[i].m, idx);
+        s->rnn[i].c = lv_op_gather(g, s->rnn[i].c, idx);
+        if (!s->rnn[i].m || !s->rnn[i].c) return search_graph_error(s, "reordering the state");
+      }
+    }
+  } else if (s->step > 0) {
+    LV_TRY(lv_tr_step_caches_prepare(&s->kv, s->step, s->rows, n, parent));
+  }
+  lv_lm_state st = {.batch = n, .t = s->step, .rnn = s->rnn, .cache = s->kv.cache};
+  lv_tensor *ids = search_ids(s, n, step_ids), *logits = NULL;
+  if (!ids || !lv_lm_step(lm, g, &st, ids, &logits)) return search_graph_error(s, "step");
+  lv_tensor *lp = lv_op_log_softmax(g, logits);
+  if (!lp) return search_graph_error(s, "log_softmax");
+  LV_TRY(lv_tensor_to_host(lp, log_probs));
+  if (lm->kind == LV_LM_RNN)
+    for (int i = 0; i < lm->num_layers; i++) {
+      LV_TRY(keep(s, &s->kept[2 * i], &s->rnn[i].m));
+      LV_TRY(keep(s, &s->kept[2 * i + 1], &s->rnn[i].c));
+    }
+  else if (s->step == 0)
+    LV_TRY(lv_tr_step_caches_keep_first(&s->kv));
+  s->rows = n;
+  s->step++;
+  return NULL;
+}
+
 /* ---- generic fprop --------------------------------------------------------------- */
 
 static bool lm_fprop_generic(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *out) {

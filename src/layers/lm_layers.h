@@ -91,4 +91,20 @@ bool lv_lm_state_begin(lv_lm *lm, lv_graph *g, int64_t b, lv_lm_state *st);
 bool lv_lm_step(lv_lm *lm, lv_graph *g, lv_lm_state *st, lv_tensor *ids, lv_tensor **logits);
 void lv_lm_state_free(lv_lm_state *st);
 
+/* The LM over the hyps of a search (beam search's shallow fusion, models/lm_fusion.h),
+ * with the step callback's contract of models/seq_decode.h: each step the per-row state
+ * (RNN states, or the Transformer's key/value caches) is first gathered by parent, then
+ * step_ids are consumed and log_probs [n, V] (host) receive log_softmax of the LM's
+ * logits. The state is kept outside the graph, which is rewound to the mark taken by
+ * begin before each step (eval mode), so g must hold nothing else of value during the
+ * search. Running it over one row's tokens gives the log-probs of lv_lm_fprop. */
+typedef struct lv_lm_search lv_lm_search;
+/* Resets g (eval mode) and starts a search; *out is freed with lv_lm_search_end. */
+lv_status lv_lm_search_begin(lv_lm *lm, lv_graph *g, lv_lm_search **out);
+/* Step for n rows: parent [n] (rows of the previous step; NULL: each row continues its
+ * own, which needs the previous step's n; the first step starts every row from the zero
+ * state, and ignores parent). */
+lv_status lv_lm_search_step(lv_lm_search *s, int n, const int32_t *step_ids, const int32_t *parent, float *log_probs);
+void lv_lm_search_end(lv_lm_search *s);
+
 #endif

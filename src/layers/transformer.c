@@ -203,6 +203,106 @@ void lv_tr_cache_view(lv_tr_cache *c, int64_t t) {
   c->value = &c->value_view;
 }
 
+/* ---- a stack's caches over a search --------------------------------------------- */
+
+void lv_tr_step_caches_init(lv_tr_step_caches *c, lv_graph *g, int num_layers, const char *who) {
+  memset(c, 0, sizeof *c);
+  c->g = g;
+  c->who = who;
+  c->num_layers = num_layers;
+  c->cache = calloc((size_t)(num_layers > 0 ? num_layers : 1), sizeof *c->cache);
+  c->bufs = calloc((size_t)(num_layers > 0 ? num_layers : 1) * 4, sizeof *c->bufs);
+  LV_ASSERT(c->cache && c->bufs);
+}
+
+void lv_tr_step_caches_free(lv_tr_step_caches *c) {
+  for (int i = 0; c->bufs && i < c->num_layers * 4; i++) lv_tensor_free(c->bufs[i]);
+  free(c->bufs);
+  free(c->cache);
+  free(c->idx);
+  memset(c, 0, sizeof *c);
+}
+
+/* Buffer j (0 key, 1 value) of pair p of layer i. */
+static lv_tensor **buf_at(lv_tr_step_caches *c, int i, int p, int j) { return &c->bufs[4 * i + 2 * p + j]; }
+
+/* Makes buffer *b a [cap, rows, dim] float32 tensor on the graph's device (content
+ * undefined when it is new). */
+static lv_status ensure_buf(lv_tr_step_caches *c, lv_tensor **b, int64_t cap, int64_t rows, int64_t dim) {
+  if (*b && (*b)->shape.d[0] == cap && (*b)->shape.d[1] == rows && (*b)->shape.d[2] == dim) return NULL;
+  lv_tensor_free(*b);
+  *b = lv_tensor_new_on(lv_graph_device(c->g), LV_F32, lv_shape3(cap, rows, dim));
+  if (!*b)
+    return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for a [%lld, %lld, %lld] key/value cache", c->who,
+                          (long long)cap, (long long)rows, (long long)dim);
+  return NULL;
+}
+
+/* Copies the graph tensor src [t, rows, dim] (this step's cache) into pair p's buffer j
+ * of layer i, sized [cap, rows, dim]. */
+static lv_status store(lv_tr_step_caches *c, int i, int p, int j, const lv_tensor *src, int64_t cap) {
+  lv_tensor **b = buf_at(c, i, p, j);
+  LV_TRY(ensure_buf(c, b, cap, src->shape.d[1], src->shape.d[2]));
+  if (!lv_graph_copy_into(c->g, *b, 0, src))
+    return lv_status_wrap(lv_graph_status(c->g), "%s: storing the key/value cache", c->who);
+  return NULL;
+}
+
+/* Points layer i's cache at pair p's buffers, holding t steps. */
+static void use_pair(lv_tr_step_caches *c, int i, int p, int64_t t) {
+  c->cache[i].key_buf = *buf_at(c, i, p, 0);
+  c->cache[i].value_buf = *buf_at(c, i, p, 1);
+  lv_tr_cache_view(&c->cache[i], t);
+}
+
+lv_status lv_tr_step_caches_keep_first(lv_tr_step_caches *c) {
+  c->cap = 8;
+  for (int i = 0; i < c->num_layers; i++) {
+    LV_TRY(store(c, i, 0, 0, c->cache[i].key, c->cap));
+    LV_TRY(store(c, i, 0, 1, c->cache[i].value, c->cap));
+    use_pair(c, i, 0, 1);
+  }
+  c->cur = 0;
+  return NULL;
+}
+
+lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t rows, int n, const int32_t *parent) {
+  bool grow = c->cap <= t;
+  if (!parent && !grow) return NULL;
+  int64_t cap = grow ? 2 * c->cap : c->cap;
+  if (parent) {
+    if (c->idx_cap < t * n) {
+      free(c->idx);
+      c->idx_cap = t * n;
+      c->idx = malloc(sizeof *c->idx * (size_t)c->idx_cap);
+      LV_ASSERT(c->idx);
+    }
+    for (int64_t s = 0; s < t; s++)
+      for (int i = 0; i < n; i++) c->idx[s * n + i] = (int32_t)(s * rows + parent[i]);
+  }
+  lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(t * n), c->idx);
+  lv_tensor *ids = parent ? lv_graph_from_host(c->g, &hi) : NULL;
+  if (parent && !ids) return lv_status_wrap(lv_graph_status(c->g), "%s: reorder ids", c->who);
+  int other = 1 - c->cur;
+  for (int i = 0; i < c->num_layers; i++) {
+    lv_tensor *kv[2] = {c->cache[i].key, c->cache[i].value};
+    for (int j = 0; j < 2; j++) {
+      lv_tensor *src = kv[j];
+      if (parent) {
+        int64_t d = src->shape.d[2];
+        lv_tensor *sel = lv_op_gather(c->g, lv_op_reshape(c->g, src, lv_shape2(t * rows, d)), ids);
+        src = sel ? lv_op_reshape(c->g, sel, lv_shape3(t, n, d)) : NULL;
+        if (!src) return lv_status_wrap(lv_graph_status(c->g), "%s: reordering the cache", c->who);
+      }
+      LV_TRY(store(c, i, other, j, src, cap));
+    }
+    use_pair(c, i, other, t);
+  }
+  c->cur = other;
+  c->cap = cap;
+  return NULL;
+}
+
 bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tr_cache *cache,
                                    lv_tensor **out, lv_tensor **probs) {
   *out = NULL;

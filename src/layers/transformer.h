@@ -50,6 +50,35 @@ typedef struct lv_tr_cache {
 /* Points key / value at the first t rows of key_buf / value_buf (t = 0: empty cache). */
 void lv_tr_cache_view(lv_tr_cache *c, int64_t t);
 
+/* The self-attention caches of a stack of num_layers layers over the steps of a search
+ * (beam or greedy), kept outside the graph so that the graph can be rewound to a mark
+ * before each step: per layer key and value buffers [cap, rows, .] on the graph's device,
+ * two pairs (a step's reorder by parent writes the other pair), doubled when full. A
+ * search then holds one step of graph memory plus these buffers: O(steps * rows * dims),
+ * not O(steps^2 * ...). Use: step 0 runs on the zeroed caches (cache[i] empty) and is
+ * followed by lv_tr_step_caches_keep_first; every later step t is preceded (after the
+ * rewind) by lv_tr_step_caches_prepare. Errors name `who`. */
+typedef struct lv_tr_step_caches {
+  lv_graph *g;
+  const char *who;
+  int num_layers;
+  lv_tr_cache *cache; /* [num_layers]: what the layers' extend_step reads and extends */
+  lv_tensor **bufs;   /* [num_layers * 4]: pair p of layer i at 4 * i + 2 * p (key, value) */
+  int cur;            /* the pair holding the caches */
+  int64_t cap;        /* steps the buffers hold */
+  int32_t *idx;       /* host scratch for the reorder's row ids */
+  int64_t idx_cap;
+} lv_tr_step_caches;
+
+void lv_tr_step_caches_init(lv_tr_step_caches *c, lv_graph *g, int num_layers, const char *who);
+void lv_tr_step_caches_free(lv_tr_step_caches *c);
+/* After step 0: its caches [1, n, .] (graph tensors) moved into buffers. */
+lv_status lv_tr_step_caches_keep_first(lv_tr_step_caches *c);
+/* Before step t > 0: every layer's cache [t, rows, .] reordered by parent [n] (host; rows
+ * of the previous step; NULL: kept as is, n == rows) into buffers that hold at least
+ * t + 1 steps. The graph memory this takes is the step's (rewound before the next). */
+lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t rows, int n, const int32_t *parent);
+
 typedef struct lv_tr_atten_layer {
   lv_layer base;
   int64_t source_dim;

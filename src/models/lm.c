@@ -469,6 +469,8 @@ static lv_status lm_line_summary(lv_task *t, const char *kind, char **line) {
              : NULL;
 }
 
+lv_lm *lv_lm_task_lm(lv_task *t) { return t && t->cls == &lv_lm_language_model ? ((lm_task *)t)->lm : NULL; }
+
 const lv_task_class lv_lm_language_model = {
     .cls = "lm.model.LanguageModel",
     .params = lm_task_params,

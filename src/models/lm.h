@@ -22,4 +22,8 @@
 
 extern const lv_task_class lv_lm_language_model;
 
+typedef struct lv_lm lv_lm; /* layers/lm_layers.h */
+/* The LM layer of a LanguageModel task, or NULL for a task of another class. */
+lv_lm *lv_lm_task_lm(lv_task *t);
+
 #endif

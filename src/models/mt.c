@@ -314,13 +314,11 @@ lv_status lv_mt_decode_state_init(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_t
   st->num_layers = m->dec.num_layers;
   st->batch = vecs->shape.d[1];
   st->packed = calloc((size_t)st->num_layers, sizeof *st->packed);
-  st->cache = calloc((size_t)st->num_layers, sizeof *st->cache);
-  LV_ASSERT(st->packed && st->cache);
+  LV_ASSERT(st->packed);
+  lv_tr_step_caches_init(&st->kv, g, st->num_layers, "mt decoder");
   for (int i = 0; i < st->num_layers; i++)
     if (!lv_transformer_layer_pack_aux(m->dec.layers[i], g, vecs, paddings, &st->packed[i]))
       return lv_status_wrap(lv_graph_status(g), "mt decoder: packing the encoder output");
-  st->bufs = calloc((size_t)st->num_layers * 4, sizeof *st->bufs);
-  LV_ASSERT(st->bufs);
   /* Source lengths (sum of 1 - padding) for the attention probs given to beam search. */
   st->src_len = paddings->shape.d[0];
   float *hp = malloc(sizeof(float) * (size_t)(st->src_len * st->batch));
@@ -336,88 +334,11 @@ lv_status lv_mt_decode_state_init(lv_task *t, lv_graph *g, lv_tensor *vecs, lv_t
 }
 
 void lv_mt_decode_state_free(lv_mt_decode_state *st) {
-  for (int i = 0; st->bufs && i < st->num_layers * 4; i++) lv_tensor_free(st->bufs[i]);
-  free(st->bufs);
-  free(st->idx);
+  lv_tr_step_caches_free(&st->kv);
   free(st->src_lens);
   free(st->probs_scratch);
   free(st->packed);
-  free(st->cache);
   memset(st, 0, sizeof *st);
-}
-
-/* Buffer j (0 key, 1 value) of pair p of layer i. */
-static lv_tensor **buf_at(lv_mt_decode_state *st, int i, int p, int j) { return &st->bufs[4 * i + 2 * p + j]; }
-
-/* Makes buffer *b a [cap, rows, dim] float32 tensor on the graph's device (content
- * undefined when it is new). */
-static lv_status ensure_buf(lv_mt_decode_state *st, lv_tensor **b, int64_t cap, int64_t rows, int64_t dim) {
-  if (*b && (*b)->shape.d[0] == cap && (*b)->shape.d[1] == rows && (*b)->shape.d[2] == dim) return NULL;
-  lv_tensor_free(*b);
-  *b = lv_tensor_new_on(lv_graph_device(st->g), LV_F32, lv_shape3(cap, rows, dim));
-  if (!*b)
-    return lv_status_make(LV_ERR_RESOURCE, "mt decoder: out of memory for a [%lld, %lld, %lld] key/value cache",
-                          (long long)cap, (long long)rows, (long long)dim);
-  return NULL;
-}
-
-/* Copies the graph tensor src [t, rows, dim] (this step's cache) into pair p's buffer j
- * of layer i, sized [cap, rows, dim]. */
-static lv_status store(lv_mt_decode_state *st, int i, int p, int j, const lv_tensor *src, int64_t cap) {
-  lv_tensor **b = buf_at(st, i, p, j);
-  LV_TRY(ensure_buf(st, b, cap, src->shape.d[1], src->shape.d[2]));
-  if (!lv_graph_copy_into(st->g, *b, 0, src))
-    return lv_status_wrap(lv_graph_status(st->g), "mt decoder: storing the key/value cache");
-  return NULL;
-}
-
-/* Points layer i's cache at pair p's buffers, holding t steps. */
-static void use_pair(lv_mt_decode_state *st, int i, int p, int64_t t) {
-  st->cache[i].key_buf = *buf_at(st, i, p, 0);
-  st->cache[i].value_buf = *buf_at(st, i, p, 1);
-  lv_tr_cache_view(&st->cache[i], t);
-}
-
-/* Before step t > 0: every layer's cache [t, rows, .] reordered by parent (NULL: kept)
- * into n rows, in buffers that hold at least t + 1 steps. Graph memory of this stays
- * within the step (the graph is rewound before the next one). */
-static lv_status prepare_caches(lv_mt_decode_state *st, int n, lv_tensor *parent) {
-  int64_t t = st->step, rows = st->rows;
-  bool grow = st->cap <= t;
-  if (!parent && !grow) return NULL;
-  int64_t cap = grow ? 2 * st->cap : st->cap;
-  if (parent) {
-    if (st->idx_cap < t * n) {
-      free(st->idx);
-      st->idx_cap = t * n;
-      st->idx = malloc(sizeof *st->idx * (size_t)st->idx_cap);
-      LV_ASSERT(st->idx);
-    }
-    const int32_t *pp = lv_i32(parent);
-    for (int64_t s = 0; s < t; s++)
-      for (int i = 0; i < n; i++) st->idx[s * n + i] = (int32_t)(s * rows + pp[i]);
-  }
-  lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(t * n), st->idx);
-  lv_tensor *ids = parent ? lv_graph_from_host(st->g, &hi) : NULL;
-  if (parent && !ids) return lv_status_wrap(lv_graph_status(st->g), "mt decoder: reorder ids");
-  int other = 1 - st->cur;
-  for (int i = 0; i < st->num_layers; i++) {
-    lv_tensor *kv[2] = {st->cache[i].key, st->cache[i].value};
-    for (int j = 0; j < 2; j++) {
-      lv_tensor *src = kv[j];
-      if (parent) {
-        int64_t d = src->shape.d[2];
-        lv_tensor *sel = lv_op_gather(st->g, lv_op_reshape(st->g, src, lv_shape2(t * rows, d)), ids);
-        src = sel ? lv_op_reshape(st->g, sel, lv_shape3(t, n, d)) : NULL;
-        if (!src) return lv_status_wrap(lv_graph_status(st->g), "mt decoder: reordering the cache");
-      }
-      LV_TRY(store(st, i, other, j, src, cap));
-    }
-    use_pair(st, i, other, t);
-  }
-  st->cur = other;
-  st->cap = cap;
-  return NULL;
 }
 
 lv_status lv_mt_decode_step(lv_mt_decode_state *st, int n, const int32_t *step_ids, const int32_t *parent,
@@ -466,10 +387,7 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
     if (same) parent = NULL;
   }
   lv_graph_rewind(g, &st->mark);
-  if (st->step > 0) {
-    lv_tensor hp = lv_tensor_view(LV_I32, lv_shape1(n), (void *)parent);
-    LV_TRY(prepare_caches(st, n, parent ? &hp : NULL));
-  }
+  if (st->step > 0) LV_TRY(lv_tr_step_caches_prepare(&st->kv, st->step, st->rows, n, parent));
   lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(n), (void *)step_ids);
   lv_tensor *ids = lv_graph_from_host(g, &hi);
   lv_tensor *x = ids ? lv_embedding_layer_lookup(m->dec.emb, g, ids) : NULL; /* [n, D] */
@@ -478,7 +396,7 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
   if (atten_probs) memset(atten_probs, 0, sizeof(float) * (size_t)n * (size_t)st->src_len);
   for (int i = 0; x && i < st->num_layers; i++) {
     lv_tensor *pr = NULL;
-    if (!lv_transformer_layer_extend_step_probs(m->dec.layers[i], g, x, &st->cache[i], &st->packed[i], &x,
+    if (!lv_transformer_layer_extend_step_probs(m->dec.layers[i], g, x, &st->kv.cache[i], &st->packed[i], &x,
                                                 atten_probs ? &pr : NULL))
       x = NULL;
     else if (atten_probs) {
@@ -495,16 +413,8 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
     return s ? lv_status_wrap(s, "mt decoder step %d", st->step)
              : lv_status_make(LV_ERR_INTERNAL, "mt decoder step %d failed", st->step);
   }
-  if (st->step == 0) {
-    /* The first step's caches [1, n, .] are in the graph: move them to buffers. */
-    st->cap = 8;
-    for (int i = 0; i < st->num_layers; i++) {
-      LV_TRY(store(st, i, 0, 0, st->cache[i].key, st->cap));
-      LV_TRY(store(st, i, 0, 1, st->cache[i].value, st->cap));
-      use_pair(st, i, 0, 1);
-    }
-    st->cur = 0;
-  }
+  /* The first step's caches [1, n, .] are in the graph: move them to buffers. */
+  if (st->step == 0) LV_TRY(lv_tr_step_caches_keep_first(&st->kv));
   LV_TRY(lv_tensor_to_host(lp, log_probs));
   st->rows = n;
   st->step++;

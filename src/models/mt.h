@@ -50,16 +50,9 @@ typedef struct lv_mt_decode_state {
   int64_t rows;             /* rows of the last step (N = hyps * B) */
   int step;                 /* steps done */
   lv_atten_packed *packed;  /* [num_layers] encoder output packed per layer */
-  lv_tr_cache *cache;       /* [num_layers] self-attention keys/values [step, rows, .] */
-  /* The caches' storage outside the graph: per layer key and value buffers [cap, rows, .],
-   * two pairs (a step's reorder by parent writes the other pair); the graph is rewound
-   * to `mark` (after the encoder) before each step, so a search holds one step of graph
-   * memory plus these buffers: O(steps * rows * dims), not O(steps^2 * ...). */
-  lv_tensor **bufs; /* [num_layers * 4]: pair p of layer i at 4 * i + 2 * p (key, value) */
-  int cur;          /* the pair holding the cache */
-  int64_t cap;      /* steps the buffers hold */
-  int32_t *idx;     /* host scratch for the reorder's row ids */
-  int64_t idx_cap;
+  /* The self-attention keys/values [step, rows, .], outside the graph; the graph is
+   * rewound to `mark` (after the encoder) before each step. */
+  lv_tr_step_caches kv;
   int64_t src_len;      /* S: source positions */
   int32_t *src_lens;    /* [batch] unpadded source lengths (host) */
   float *probs_scratch; /* host [rows * S] */

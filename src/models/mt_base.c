@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/ops.h"
+#include "models/lm_fusion.h"
 #include "models/seq_decode.h"
 
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
@@ -41,6 +42,7 @@ void lv_mt_define_decoder_params(lv_params *p, double length_normalization, doub
   lv_params_define_int(p, "target_eos_id", 2, "Id of the target sequence eos symbol.");
   lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(length_normalization, coverage_penalty),
                           "BeamSearchHelper params.");
+  lv_lm_fusion_define_params(p);
 }
 
 lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float *uncertainty) {

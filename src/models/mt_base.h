@@ -12,7 +12,8 @@
 /* BeamSearchHelper params as task.decoder.beam_search, with the decoder's defaults. */
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty);
 /* Defines MTBaseDecoder's label_smoothing (None), per_word_avg_loss, target_seq_len,
- * target_sos_id, target_eos_id and beam_search in decoder params p. */
+ * target_sos_id, target_eos_id, beam_search and fusion (models/lm_fusion.h) in decoder
+ * params p. */
 void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty);
 /* An NmtInput batch's tensors (Lingvo's input_batch.src / .tgt). */
 typedef struct lv_mt_batch {

@@ -9,6 +9,7 @@
 #include "input/punctuator_input.h"
 #include "input/tokenizer.h"
 #include "models/beam_search.h"
+#include "models/lm_fusion.h"
 #include "models/metrics.h"
 #include "models/punct_metrics.h"
 #include "models/sacrebleu.h"
@@ -150,13 +151,15 @@ typedef struct step_ctx {
   const lv_seq_decode_ops *ops;
   void *st;
   int n; /* rows of every step: H * B */
+  lv_lm_fusion_search *lm; /* the task's fused LM (NULL: none) */
 } step_ctx;
 
 static lv_status step_fn(void *ctx, int t, const int32_t *step_ids, const int32_t *parent, float *log_probs,
                          float *atten_probs) {
   step_ctx *c = ctx;
   /* At t = 0 every row starts from the encoder state (parent[i] = i). */
-  return c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs);
+  LV_TRY(c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs));
+  return c->lm ? lv_lm_fusion_step(c->lm, c->n, step_ids, t ? parent : NULL, log_probs) : NULL;
 }
 
 /* Rows [r0, r0 + k) of every tensor of b whose first dimension is b's rows (views). */
@@ -200,10 +203,12 @@ static lv_status search(lv_task *t, const lv_beam_search_params *bp, int vocab, 
   int64_t atten_len = 0;
   lv_beam_search_result res = {0};
   lv_status s = ops->begin(t, g, c, &atten_len, atten_lens, &sc.st);
+  if (!s && t->fusion) s = lv_lm_fusion_begin(t->fusion, vocab, &sc.lm);
   /* The coverage penalty reads each example's attention over its own (unpadded) part. */
   int src_len = ops->atten_probs ? (int)atten_len : 0;
   if (!s)
     s = lv_beam_search_decode(bp, (int)k, vocab, src_len, src_len ? atten_lens : NULL, step_fn, &sc, &res);
+  lv_lm_fusion_end(sc.lm);
   ops->end(sc.st);
   free(atten_lens);
   if (!s) {

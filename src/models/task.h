@@ -48,6 +48,7 @@ double lv_metrics_value(const lv_metrics *m, int i);
 typedef struct lv_task lv_task;
 typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
 typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* models/seq_decode.h */
+typedef struct lv_lm_fusion lv_lm_fusion;           /* models/lm_fusion.h */
 
 /* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs): the
  * decoder job writes each pair to its decoder_out file as the key's line, the value's
@@ -148,6 +149,9 @@ struct lv_task {
    * decode_state_free by lv_task_free_decode_state (NULL outside a decoder job). */
   void *decode_state;
   void (*decode_state_free)(void *state);
+  /* The language model fused into the task's beam searches (models/lm_fusion.h), set by
+   * the decoder job when task.decoder.fusion names one; not owned. NULL: none. */
+  lv_lm_fusion *fusion;
 };
 
 /* Frees t's decode state, if any (each class's destroy calls it). */

@@ -1,0 +1,156 @@
+/* Shallow fusion of a language model into beam search: see lm_fusion.h. */
+#include "models/lm_fusion.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/lm_layers.h"
+#include "models/lm.h"
+#include "models/seq_decode.h"
+
+lv_params *lv_lm_fusion_params(void) {
+  lv_params *p = lv_params_new_cls("ShallowFusion");
+  lv_params_define_string(p, "lm_model", "", "lingvoc: the LanguageModel experiment to fuse into beam search (e.g. "
+                          "lm.bible.RnnLmSpanishSmall); empty: no fusion.");
+  lv_params_define_string(p, "lm_logdir", "", "The LM's log directory: its latest checkpoint in <lm_logdir>/train "
+                          "is used (unless lm_checkpoint is set).");
+  lv_params_define_string(p, "lm_checkpoint", "", "The LM's checkpoint prefix (or a directory: its latest).");
+  lv_params_define_string(p, "lm_params_override", "", "Overrides of the LM's params (as --model_params_override), "
+                          "e.g. its vocabulary's path.");
+  lv_params_define_float(p, "lm_weight", 0.0, "Weight of the LM's log-probabilities added to the model's.");
+  return p;
+}
+
+void lv_lm_fusion_define_params(lv_params *decoder_p) {
+  lv_params_define_params(decoder_p, "fusion", lv_lm_fusion_params(),
+                          "lingvoc: shallow fusion of a language model into beam search.");
+}
+
+/* Whether ids [0, V) are the same pieces in both tokenizers (*bad: the first that is not). */
+static lv_status same_pieces(const lv_tokenizer *a, const lv_tokenizer *b, int64_t V, bool *same, int32_t *bad,
+                             char **pa, char **pb) {
+  *same = true;
+  for (int32_t id = 0; *same && id < V; id++) {
+    char *x = NULL, *y = NULL;
+    lv_status s = lv_tokenizer_decode(a, &id, 1, &x);
+    if (!s) s = lv_tokenizer_decode(b, &id, 1, &y);
+    if (!s && strcmp(x, y)) {
+      *same = false;
+      *bad = id;
+      *pa = x;
+      *pb = y;
+      continue;
+    }
+    free(x);
+    free(y);
+    if (s) return s;
+  }
+  return NULL;
+}
+
+/* The tokenizer of cfg's input.tokenizer (*tok NULL when it has none). */
+static lv_status cfg_tokenizer(const lv_params *cfg, const char *whose, lv_tokenizer **tok) {
+  *tok = NULL;
+  const lv_params *ip = lv_params_sub(cfg, "input");
+  if (!ip || !lv_params_has(ip, "tokenizer") || !lv_params_sub(ip, "tokenizer")) return NULL;
+  return lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), tok), "%s input.tokenizer", whose);
+}
+
+static lv_status check_tokenizers(const lv_tokenizer *tok, const lv_tokenizer *lm_tok, int64_t vocab) {
+  if (tok->num_ids != lm_tok->num_ids)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the LM's input.tokenizer has %lld ids, the "
+                          "decoder's input.tokenizer %lld: they must be the same vocabulary",
+                          (long long)lm_tok->num_ids, (long long)tok->num_ids);
+  bool same = true;
+  int32_t bad = 0;
+  char *pa = NULL, *pb = NULL;
+  LV_TRY(same_pieces(tok, lm_tok, vocab, &same, &bad, &pa, &pb));
+  if (same) return NULL;
+  lv_status s = lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: id %d is \"%s\" in the decoder's "
+                               "input.tokenizer but \"%s\" in the LM's: they must be the same vocabulary",
+                               bad, pa, pb);
+  free(pa);
+  free(pb);
+  return s;
+}
+
+lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, lv_lm_fusion *f) {
+  t->fusion = NULL;
+  if (!f) return NULL;
+  if (!t->cls->seq_decode)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: %s does not decode with lingvoc's beam search "
+                          "(models/seq_decode.h), into which the LM is fused", t->cls->cls);
+  const int64_t vocab = t->cls->seq_decode->vocab_size(t);
+  lv_lm *lm = lv_lm_task_lm(f->lm);
+  if (!lm)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model: the LM's task is %s, not an "
+                          "lm.model.LanguageModel over token ids", f->lm->cls->cls);
+  const int64_t lv = lm->softmax->num_classes;
+  if (lv != vocab)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the LM %s has %lld classes "
+                          "(task.lm.softmax.num_classes) but %s's decoder has %lld: shallow fusion adds the "
+                          "LM's log-probs id by id, so both must use the target side's vocabulary",
+                          lv_params_str(lm_cfg, "model"), (long long)lv, t->cls->cls, (long long)vocab);
+  lv_tokenizer *tok = NULL, *lm_tok = NULL;
+  lv_status s = cfg_tokenizer(cfg, "the decoder's", &tok);
+  if (!s) s = cfg_tokenizer(lm_cfg, "the LM's", &lm_tok);
+  if (!s && tok && lm_tok) s = check_tokenizers(tok, lm_tok, vocab);
+  lv_tokenizer_destroy(tok);
+  lv_tokenizer_destroy(lm_tok);
+  LV_TRY(s);
+  if (!(f->weight >= 0) || f->weight > 1e6)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_weight = %g: expected a finite value >= 0",
+                          f->weight);
+  t->fusion = f;
+  return NULL;
+}
+
+struct lv_lm_fusion_search {
+  lv_lm_search *s;
+  float weight;
+  int64_t vocab;
+  float *lp; /* [cap * vocab] */
+  int cap;
+};
+
+lv_status lv_lm_fusion_begin(const lv_lm_fusion *f, int64_t vocab, lv_lm_fusion_search **out) {
+  *out = NULL;
+  lv_lm *lm = lv_lm_task_lm(f->lm);
+  LV_ASSERTF(lm && lm->softmax->num_classes == vocab, "lv_lm_fusion_begin: the LM was not attached (vocab %lld)",
+             (long long)vocab);
+  lv_lm_fusion_search *fs = calloc(1, sizeof *fs);
+  LV_ASSERT(fs);
+  fs->weight = f->weight;
+  fs->vocab = vocab;
+  lv_status s = lv_lm_search_begin(lm, f->g, &fs->s);
+  if (s) {
+    free(fs);
+    return lv_status_wrap(s, "shallow fusion");
+  }
+  *out = fs;
+  return NULL;
+}
+
+lv_status lv_lm_fusion_step(lv_lm_fusion_search *fs, int n, const int32_t *step_ids, const int32_t *parent,
+                            float *log_probs) {
+  if (fs->cap < n) {
+    free(fs->lp);
+    fs->lp = malloc(sizeof *fs->lp * (size_t)n * (size_t)fs->vocab);
+    if (!fs->lp)
+      return lv_status_make(LV_ERR_RESOURCE, "shallow fusion: out of memory for [%d, %lld] log-probs", n,
+                            (long long)fs->vocab);
+    fs->cap = n;
+  }
+  LV_TRY(lv_status_wrap(lv_lm_search_step(fs->s, n, step_ids, parent, fs->lp), "shallow fusion"));
+  const size_t m = (size_t)n * (size_t)fs->vocab;
+  const float w = fs->weight;
+  for (size_t i = 0; i < m; i++) log_probs[i] += w * fs->lp[i];
+  return NULL;
+}
+
+void lv_lm_fusion_end(lv_lm_fusion_search *fs) {
+  if (!fs) return;
+  lv_lm_search_end(fs->s);
+  free(fs->lp);
+  free(fs);
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Shallow fusion (task.decoder.fusion, models/lm_fusion.h), a few seconds: mt.bible_en_es.TinyTest
+# overfits a generated 20-pair corpus (as tests/test_mt_decode.sh) and two LMs of its target
+# side (lm.bible.RnnLmSpanishTinyTest and TransformerLmSpanishTinyTest, the same 128-piece
+# vocabulary) train on train.es. For each LM: bin/decoder with lm_weight 0 writes the same
+# decoder_out and score values, byte for byte, as without fusion (also --decode_text); with
+# lm_weight 0.5 and length_normalization 0, every top hyp that is the same as without fusion
+# scores the model's score + 0.5 x the LM's log-probability of that hyp, as bin/decoder
+# --score_text gives it. An LM of another vocabulary size, one of the same size but other
+# pieces, and a missing LM checkpoint are exit 2 naming the problem. Then RNMT
+# (mt.bible_en_es.RNMTTinyTest) with the RNN LM: lm_weight 0 is bit-identical there too.
+# Skips with one line when sentencepiece is not installed.
+. "$(dirname "$0")/lib.sh"
+for c in spm_train spm_export_vocab; do
+  if ! command -v "$c" >/dev/null 2>&1; then
+    skip "$c not installed (apt-get install sentencepiece)"
+  fi
+done
+gen_mt_pairs 7 20 "$T"
+expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
+  sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.en,$T/train.es" --vocab_size=128 --out="$T/wpm.voc"
+expect_exit 0 "wpm_encode_file" "$LV_BIN/wpm_encode_file" --source_filepaths="$T/train.en" \
+  --target_filepaths="$T/train.es" --wpm_filepath="$T/wpm.voc" --output_filepath="$T/train.tfrecord" --num_shards=1
+M=mt.bible_en_es.TinyTest
+DATA="input.file_pattern: $T/train.tfrecord@1"
+OV="$DATA; train.max_steps: 300; task.encoder.input_dropout_prob: 0; task.decoder.input_dropout_prob: 0"
+OV="$OV; task.decoder.label_smoothing.uncertainty: 0"
+expect_exit 0 "trainer: 300 steps of $M on 20 pairs" "$LV_BIN/trainer" --model=$M --logdir="$T/run" \
+  --model_params_override="$OV"
+LMDATA="input.file_pattern: \"text:$T/train.es\"; input.tokenizer.vocab_filepath: $T/wpm.voc"
+for lm in RnnLmSpanishTinyTest TransformerLmSpanishTinyTest; do
+  expect_exit 0 "trainer: 100 steps of lm.bible.$lm on train.es" "$LV_BIN/trainer" --model=lm.bible.$lm \
+    --logdir="$T/$lm" --model_params_override="$LMDATA"
+done
+TOK="input.tokenizer.cls: WpmTokenizer; input.tokenizer.vocab_filepath: $T/wpm.voc; input.tokenizer.vocab_size: 128"
+DEC="$DATA; $TOK; task.decoder.target_seq_len: 40; task.decoder.beam_search.num_hyps_per_beam: 4"
+# fusion LM M: the overrides that fuse lm.bible.M (its checkpoint in $T/M) into the search.
+fusion() {
+  echo "task.decoder.fusion.lm_model: lm.bible.$1; task.decoder.fusion.lm_logdir: $T/$1"
+  echo "; task.decoder.fusion.lm_params_override: \"input.tokenizer.vocab_filepath: $T/wpm.voc\""
+}
+# decode NAME MODEL LOGDIR OVERRIDES: bin/decoder --once on Train into $T/NAME.out (the
+# decoder_out file) and $T/NAME.score (the score file less examples/sec).
+decode() {
+  rm -rf "$3/decoder_train"
+  expect_exit 0 "decoder: $1" "$LV_BIN/decoder" --model="$2" --logdir="$3" --once --job=decoder_train \
+    --model_params_override="$4"
+  cp "$3"/decoder_train/decoder_out_* "$T/$1.out"
+  grep -v '^examples/sec' "$3"/decoder_train/score-*.txt >"$T/$1.score"
+}
+# Top hyp and its score per example: "score<TAB>text".
+tops() { sed -n 's/^hyp 0: score \([^:]*\): /\1\t/p' "$1"; }
+decode plain $M "$T/run" "$DEC"
+decode plain_ln0 $M "$T/run" "$DEC; task.decoder.beam_search.length_normalization: 0"
+check "without fusion the model translates (>= 18 of 20 top hyps are the targets)" \
+  test "$(tops "$T/plain.out" | cut -f2 | paste - "$T/train.es" | awk -F'\t' '$1 == $2' | wc -l)" -ge 18
+for lm in RnnLmSpanishTinyTest TransformerLmSpanishTinyTest; do
+  F=$(fusion $lm | tr -d '\n')
+  decode w0_$lm $M "$T/run" "$DEC; $F; task.decoder.fusion.lm_weight: 0"
+  check "$lm: the decoder logs the fusion" grep -q "shallow fusion: lm.bible.$lm" "$T/err"
+  check "$lm, lm_weight 0: decoder_out byte-identical to no fusion" cmp "$T/plain.out" "$T/w0_$lm.out"
+  check "$lm, lm_weight 0: the same scores" cmp "$T/plain.score" "$T/w0_$lm.score"
+  decode w5_$lm $M "$T/run" "$DEC; $F; task.decoder.fusion.lm_weight: 0.5; task.decoder.beam_search.length_normalization: 0"
+  # The LM's log-probability of each fused top hyp, as --score_text gives it.
+  tops "$T/w5_$lm.out" | cut -f2 >"$T/hyps_$lm"
+  expect_exit 0 "$lm: --score_text of the fused top hyps" "$LV_BIN/decoder" --model=lm.bible.$lm --logdir="$T/$lm" \
+    --score_text="$T/hyps_$lm" --model_params_override="$LMDATA"
+  cp "$T/out" "$T/lmscores_$lm"
+  # fused score = model score + 0.5 * LM log-prob, for the hyps that are the model's own top hyps.
+  tops "$T/plain_ln0.out" >"$T/plain_tops"
+  tops "$T/w5_$lm.out" >"$T/w5_tops"
+  res=$(paste "$T/plain_tops" "$T/w5_tops" <(head -20 "$T/lmscores_$lm") | awk -F'\t' '
+    $2 == $4 { n++; want = $1 + 0.5 * $5; d = $3 - want; if (d < 0) d = -d
+               if (d > 1e-3 + 1e-4 * (want < 0 ? -want : want)) { bad++; print "  " $2 ": fused " $3 ", model " $1 " + 0.5 x LM " $5 " = " want > "/dev/stderr" } }
+    END { print n + 0, bad + 0 }')
+  set -- $res
+  check "$lm, lm_weight 0.5: fused score = model + 0.5 x LM log-prob for all $1 top hyps the fusion kept ($2 off)" \
+    test "$1" -ge 10 -a "$2" -eq 0
+  check "$lm: the LM's log-probs are not all 0 (the check above can fail)" \
+    awk -F'\t' 'NR <= 20 && $1 < -0.01 { n++ } END { exit !(n >= 10) }' "$T/lmscores_$lm"
+  # --decode_text goes through the same search.
+  head -3 "$T/train.en" >"$T/src3"
+  expect_exit 0 "$lm: --decode_text, no fusion" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --decode_text="$T/src3" \
+    --model_params_override="$DEC"
+  cp "$T/out" "$T/text_plain"
+  expect_exit 0 "$lm: --decode_text, lm_weight 0" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+    --decode_text="$T/src3" --model_params_override="$DEC; $F; task.decoder.fusion.lm_weight: 0"
+  check "$lm: --decode_text with lm_weight 0 gives the same lines" cmp "$T/text_plain" "$T/out"
+done
+# Vocabularies that differ: 76 ASCII classes, and 128 pieces learned on other text.
+F=$(fusion RnnLmSpanishTinyTest | tr -d '\n')
+expect_exit 0 "trainer: lm.bible.RnnLmTinyTest (76 ASCII classes), 5 steps" "$LV_BIN/trainer" \
+  --model=lm.bible.RnnLmTinyTest --logdir="$T/ascii" \
+  --model_params_override="input.file_pattern: \"text:$T/train.es\"; train.max_steps: 5"
+expect_exit 2 "decoder fusing an LM of 76 classes into a 128-piece model" "$LV_BIN/decoder" --model=$M \
+  --logdir="$T/run" --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: \
+lm.bible.RnnLmTinyTest; task.decoder.fusion.lm_logdir: $T/ascii; task.decoder.fusion.lm_weight: 0.3"
+err_has "the LM lm.bible.RnnLmTinyTest@"
+err_has "has 76 classes"
+err_has "decoder has 128"
+mkdir -p "$T/other"
+gen_mt_pairs 11 20 "$T/other"
+expect_exit 0 "build_wpm_vocab.sh (128 pieces of English only)" \
+  sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/other/train.en" --vocab_size=128 --out="$T/other.voc"
+expect_exit 2 "decoder fusing an LM whose 128 pieces are other pieces" "$LV_BIN/decoder" --model=$M \
+  --logdir="$T/run" --once --job=decoder_train --model_params_override="$DEC; $F; task.decoder.fusion.lm_weight: 0.3; \
+task.decoder.fusion.lm_params_override: \"input.tokenizer.vocab_filepath: $T/other.voc\""
+err_has "in the decoder's input.tokenizer but"
+err_has "must be the same vocabulary"
+expect_exit 2 "decoder with an LM logdir that has no checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: lm.bible.RnnLmSpanishTinyTest; \
+task.decoder.fusion.lm_logdir: $T/nothing"
+err_has "$T/nothing/train does not exist"
+# RNMT: the fused RNN LM with weight 0 changes nothing either.
+R=mt.bible_en_es.RNMTTinyTest
+ROV="$DATA; train.max_steps: 150; task.encoder.dropout_prob: 0; task.decoder.dropout_prob: 0"
+expect_exit 0 "trainer: 150 steps of $R" "$LV_BIN/trainer" --model=$R --logdir="$T/rnmt" --model_params_override="$ROV"
+decode rnmt_plain $R "$T/rnmt" "$DEC"
+decode rnmt_w0 $R "$T/rnmt" "$DEC; $F; task.decoder.fusion.lm_weight: 0"
+check "RNMT, lm_weight 0: decoder_out byte-identical to no fusion" cmp "$T/rnmt_plain.out" "$T/rnmt_w0.out"
+decode rnmt_w1 $R "$T/rnmt" "$DEC; $F; task.decoder.fusion.lm_weight: 1"
+check "RNMT, lm_weight 1: the scores change" bash -c "! cmp -s '$T/rnmt_plain.out' '$T/rnmt_w1.out'"
+finish
