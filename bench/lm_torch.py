@@ -1,18 +1,28 @@
-"""PyTorch twin of lm.bible.RnnLmSmall (experiments/lm/bible.cfg) for bench/bench_lm.sh.
+"""PyTorch twins of lm.bible.RnnLmSmall and lm.bible.TransformerLmSmall
+(experiments/lm/bible.cfg) for bench/bench_lm.sh.
 
-Same architecture (Lingvo's RnnLm: embedding x sqrt(dim), embedding dropout, 2 stacked
-LSTMs of 512 with dropout after each and a residual from layer 1, full softmax), same
-vocabulary (Lingvo's AsciiTokenizer: lower-cased, <s>=1 </s>=2 space=3 a..z=5.. ...), the
-same batching (LmInput: bucket by word count with bounds [10,20,30,50,100] and limits
-[64,48,32,20,10], lines over 255 characters cut), Adam 2e-3 with gradients clipped to 1.0.
+RnnLmSmall: Lingvo's RnnLm (embedding x sqrt(dim), embedding dropout, 2 stacked LSTMs of
+512 with dropout after each and a residual from layer 1, full softmax), Adam 2e-3 with
+gradients clipped to 1.0.
+TransformerLmSmall: Lingvo's TransformerLm (embedding Gaussian(1/16) x sqrt(256) +
+sinusoidal positions; 4 causal layers of 4-head attention with q/k/v/out projections and
+hidden 1024 ReLU feed-forward, pre-layer-norm, the attention residual adding the
+*normalised* input, residual dropout 0.1; no final layer norm; full softmax), Adam (0.9,
+0.98, 1e-9) with TransformerSchedule (lr 1.0, warmup 1000, model_dim 256), no clipping.
+Both: the same vocabulary (Lingvo's AsciiTokenizer: lower-cased, <s>=1 </s>=2 space=3
+a..z=5.. ...), the same batching (LmInput: bucket by word count with bounds
+[10,20,30,50,100] and limits [64,48,32,20,10], lines over 255 characters cut).
 Trains STEPS steps on FILE and prints the training tokens/s (predicted tokens incl. </s>
-over the wall time of the steps after the first WARMUP), then scores the first 200 lines
-(tokens/s, no gradient) and samples 3 x 200 characters (tokens/s, carried state).
+over the wall time of the steps after the first WARMUP) and the process's peak RSS after
+training, then scores the first 200 lines (tokens/s, no gradient) and samples 3 x 200
+characters (tokens/s; carried LSTM state, or the whole prefix again each step for the
+Transformer, which has no cache here).
 
-usage: lm_torch.py FILE THREADS STEPS [WARMUP]
+usage: lm_torch.py FILE THREADS STEPS [WARMUP] [rnn|transformer]
 """
 import math
 import random
+import resource
 import sys
 import time
 
@@ -20,6 +30,8 @@ import torch
 
 FILE, THREADS, STEPS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 WARMUP = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+KIND = sys.argv[5] if len(sys.argv) > 5 else "rnn"
+assert KIND in ("rnn", "transformer"), KIND
 torch.set_num_threads(THREADS)
 torch.manual_seed(1234)
 random.seed(1234)
@@ -94,9 +106,63 @@ class RnnLm(torch.nn.Module):
         return self.out(y1), (s0, s1)
 
 
+class Layer(torch.nn.Module):
+    """Lingvo's TransformerLayer without aux attention: h = LN(x) + Drop(Attn(LN(x)));
+    out = h + Drop(FF(LN(h)))."""
+
+    def __init__(self, dim, heads, hidden, drop):
+        super().__init__()
+        self.ln0 = torch.nn.LayerNorm(dim)
+        self.atten = torch.nn.MultiheadAttention(dim, heads)
+        self.ln1 = torch.nn.LayerNorm(dim)
+        self.ff0 = torch.nn.Linear(dim, hidden)
+        self.ff1 = torch.nn.Linear(hidden, dim)
+        self.drop = torch.nn.Dropout(drop)
+
+    def forward(self, x, mask):
+        a = self.ln0(x)
+        h = a + self.drop(self.atten(a, a, a, attn_mask=mask, need_weights=False)[0])
+        return h + self.drop(self.ff1(torch.relu(self.ff0(self.ln1(h)))))
+
+
+class TransformerLm(torch.nn.Module):
+    def __init__(self, dim=256, layers=4, heads=4, hidden=1024, drop=0.1):
+        super().__init__()
+        self.emb = torch.nn.Embedding(V, dim)
+        torch.nn.init.normal_(self.emb.weight, 0.0, 1 / math.sqrt(dim))
+        self.scale = math.sqrt(dim)
+        self.layers = torch.nn.ModuleList(Layer(dim, heads, hidden, drop) for _ in range(layers))
+        self.out = torch.nn.Linear(dim, V)
+        self.dim = dim
+
+    def pos(self, T):
+        """Lingvo's PositionalEmbeddingLayer: [sin(t / 10000^(i/(D/2-1))), cos(...)]."""
+        half = self.dim // 2
+        inv = torch.exp(-math.log(1.0e4) * torch.arange(half, dtype=torch.float32) / max(half - 1, 1))
+        t = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+        return torch.cat([torch.sin(t), torch.cos(t)], 1)
+
+    def forward(self, ids, state=None):
+        T = ids.shape[0]
+        x = self.emb(ids) * self.scale + self.pos(T)[:, None, :]
+        mask = torch.triu(torch.full((T, T), float("-inf")), 1)
+        for l in self.layers:
+            x = l(x, mask)
+        return self.out(x), None
+
+
 lines = [l.rstrip("\n") for l in open(FILE)]
-model = RnnLm()
-opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+if KIND == "rnn":
+    model = RnnLm()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    sched, clip = None, 1.0
+else:
+    model = TransformerLm()
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    # TransformerSchedule: lr * model_dim^-0.5 * min(step * warmup^-1.5, step^-0.5), step from 1.
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 256 ** -0.5 * min((s + 1) * 1000 ** -1.5, (s + 1) ** -0.5))
+    clip = 0.0
 gen = batches(list(lines))
 tokens, t0, first = 0, None, None
 for step in range(STEPS):
@@ -110,11 +176,15 @@ for step in range(STEPS):
         first = loss.item()
     opt.zero_grad()
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
+    if sched is not None:
+        sched.step()
     tokens += int(w.sum())
 dt = time.perf_counter() - t0
 print("torch_lm train %d steps %.0f tokens/s log_pplx %.3f -> %.3f" % (STEPS - WARMUP, tokens / dt, first, loss.item()))
+print("torch_lm rss_train %.0f MB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
 model.eval()
 with torch.no_grad():
@@ -128,8 +198,10 @@ with torch.no_grad():
     t0, tokens = time.perf_counter(), 0
     for n in range(3):
         x, state = torch.tensor([[1]]), None
+        prefix = x
         for t in range(200):
-            logits, state = model(x, state)
+            logits, state = model(x if KIND == "rnn" else prefix, state)
             x = torch.multinomial(torch.softmax(logits[-1, 0], -1), 1).reshape(1, 1)
+            prefix = torch.cat([prefix, x], 0)
             tokens += 1
     print("torch_lm sample %.0f tokens/s" % (tokens / (time.perf_counter() - t0)))

@@ -67,13 +67,18 @@ check "dumps hold the softmax's Adam slots" grep -q 'tensor_name.*softmax/weight
 check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
 
 # Lingvo's one_billion_wds params load; without the data the trainer exits 2 naming the
-# missing file and the recipe (the Tiny model: the full one allocates its 6.5 GB first).
+# missing file and the recipe, before the model allocates its variables (the full-size
+# one, whose variables take gigabytes, runs under a 1 GB address-space limit).
 for M in WordLevelOneBwdsSimpleSampledSoftmax WordLevelOneBwdsSimpleSampledSoftmaxTiny; do
   expect_exit 0 "inspect_params of $M" "$LV_BIN/trainer" --model=lm.one_billion_wds.$M --mode=inspect_params --logdir="$T/p1b_$M"
   check "$M: num_sampled in the params" grep -q 'num_sampled *: *[18]' "$T/p1b_$M/train-params.txt"
 done
 expect_exit 2 "one_billion_wds Tiny without the data" "$LV_BIN/trainer" \
   --model=lm.one_billion_wds.WordLevelOneBwdsSimpleSampledSoftmaxTiny --logdir="$T/1b"
+err_has "training-monolingual.tokenized.shuffled/news.en*"
+err_has "experiments/lm/one_billion_wds.cfg"
+expect_exit 2 "one_billion_wds full size without the data, in 1 GB of address space" bash -c \
+  "ulimit -v 1000000 && exec '$LV_BIN/trainer' --model=lm.one_billion_wds.WordLevelOneBwdsSimpleSampledSoftmax --logdir='$T/1bf'"
 err_has "training-monolingual.tokenized.shuffled/news.en*"
 err_has "experiments/lm/one_billion_wds.cfg"
 finish
