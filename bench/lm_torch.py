@@ -6,9 +6,10 @@ RnnLmSmall: Lingvo's RnnLm (embedding x sqrt(dim), embedding dropout, 2 stacked 
 gradients clipped to 1.0.
 TransformerLmSmall: Lingvo's TransformerLm (embedding Gaussian(1/16) x sqrt(256) +
 sinusoidal positions; 4 causal layers of 4-head attention with q/k/v/out projections and
-hidden 1024 ReLU feed-forward, pre-layer-norm, the attention residual adding the
-*normalised* input, residual dropout 0.1; no final layer norm; full softmax), Adam (0.9,
-0.98, 1e-9) with TransformerSchedule (lr 1.0, warmup 1000, model_dim 256), no clipping.
+hidden 1024 ReLU feed-forward, Xavier(1.0) weights and zero biases as Lingvo's defaults;
+pre-layer-norm, the attention residual adding the *normalised* input, residual dropout
+0.1; no final layer norm; full softmax), Adam (0.9, 0.98, 1e-9) with TransformerSchedule
+(lr 1.0, warmup 1000, model_dim 256), no clipping.
 Both: the same vocabulary (Lingvo's AsciiTokenizer: lower-cased, <s>=1 </s>=2 space=3
 a..z=5.. ...), the same batching (LmInput: bucket by word count with bounds
 [10,20,30,50,100] and limits [64,48,32,20,10], lines over 255 characters cut).
@@ -134,6 +135,15 @@ class TransformerLm(torch.nn.Module):
         self.layers = torch.nn.ModuleList(Layer(dim, heads, hidden, drop) for _ in range(layers))
         self.out = torch.nn.Linear(dim, V)
         self.dim = dim
+        # Lingvo's default params_init, Xavier(1.0) per weight matrix, zero biases.
+        for m in self.modules():
+            if isinstance(m, torch.nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.zeros_(m.bias)
+            elif isinstance(m, torch.nn.MultiheadAttention):
+                for w in m.in_proj_weight.data.chunk(3):
+                    torch.nn.init.xavier_uniform_(w)
+                torch.nn.init.zeros_(m.in_proj_bias)
 
     def pos(self, T):
         """Lingvo's PositionalEmbeddingLayer: [sin(t / 10000^(i/(D/2-1))), cos(...)]."""

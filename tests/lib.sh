@@ -81,6 +81,29 @@ gen_mt_pairs() {
     }
   }'
 }
+# mt_toy_model: mt.bible_en_es.TinyTest (M) trained 300 steps (dropout and label smoothing
+# off) into $T/run on gen_mt_pairs 7 20 "$T" with a 128-piece vocabulary $T/wpm.voc and
+# records $T/train.tfrecord (DATA: the override that reads them); skips the test when
+# sentencepiece (which build_wpm_vocab.sh needs) is not installed.
+mt_toy_model() {
+  local c
+  for c in spm_train spm_export_vocab; do
+    if ! command -v "$c" >/dev/null 2>&1; then
+      skip "$c not installed (apt-get install sentencepiece)"
+    fi
+  done
+  gen_mt_pairs 7 20 "$T"
+  expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
+    sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.en,$T/train.es" --vocab_size=128 --out="$T/wpm.voc"
+  expect_exit 0 "wpm_encode_file" "$LV_BIN/wpm_encode_file" --source_filepaths="$T/train.en" \
+    --target_filepaths="$T/train.es" --wpm_filepath="$T/wpm.voc" --output_filepath="$T/train.tfrecord" --num_shards=1
+  M=mt.bible_en_es.TinyTest
+  DATA="input.file_pattern: $T/train.tfrecord@1"
+  OV="$DATA; train.max_steps: 300; task.encoder.input_dropout_prob: 0; task.decoder.input_dropout_prob: 0"
+  OV="$OV; task.decoder.label_smoothing.uncertainty: 0"
+  expect_exit 0 "trainer: 300 steps of $M on 20 pairs" "$LV_BIN/trainer" --model=$M --logdir="$T/run" \
+    --model_params_override="$OV"
+}
 # gen_punct_text SEED LINES: LINES sentences (to stdout) whose punctuation and capitals
 # follow rules (questions, a comma after an interjection, "Run ...!", capitalized names).
 gen_punct_text() {

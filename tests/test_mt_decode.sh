@@ -10,22 +10,7 @@
 # penalty 0.2) and each model's checkpoint read as the other's. Skips with one line when
 # sentencepiece is not installed.
 . "$(dirname "$0")/lib.sh"
-for c in spm_train spm_export_vocab; do
-  if ! command -v "$c" >/dev/null 2>&1; then
-    skip "$c not installed (apt-get install sentencepiece)"
-  fi
-done
-gen_mt_pairs 7 20 "$T"
-expect_exit 0 "build_wpm_vocab.sh (128 pieces)" \
-  sh "$LV_ROOT/scripts/build_wpm_vocab.sh" --input="$T/train.en,$T/train.es" --vocab_size=128 --out="$T/wpm.voc"
-expect_exit 0 "wpm_encode_file" "$LV_BIN/wpm_encode_file" --source_filepaths="$T/train.en" \
-  --target_filepaths="$T/train.es" --wpm_filepath="$T/wpm.voc" --output_filepath="$T/train.tfrecord" --num_shards=1
-M=mt.bible_en_es.TinyTest
-DATA="input.file_pattern: $T/train.tfrecord@1"
-OV="$DATA; train.max_steps: 300; task.encoder.input_dropout_prob: 0; task.decoder.input_dropout_prob: 0"
-OV="$OV; task.decoder.label_smoothing.uncertainty: 0"
-expect_exit 0 "trainer: 300 steps of $M on 20 pairs" "$LV_BIN/trainer" --model=$M --logdir="$T/run" \
-  --model_params_override="$OV"
+mt_toy_model
 TOK="input.tokenizer.cls: WpmTokenizer; input.tokenizer.vocab_filepath: $T/wpm.voc; input.tokenizer.vocab_size: 128"
 DEC="task.decoder.target_seq_len: 40; task.decoder.beam_search.num_hyps_per_beam: 4; $TOK"
 expect_exit 2 "decoder without input.tokenizer (the Train dataset has none)" "$LV_BIN/decoder" --model=$M \
