@@ -43,6 +43,8 @@ for lm in RnnLmSpanishTinyTest TransformerLmSpanishTinyTest; do
   F=$(fusion $lm | tr -d '\n')
   decode w0_$lm $M "$T/run" "$DEC; $F; task.decoder.fusion.lm_weight: 0"
   check "$lm: the decoder logs the fusion" grep -q "shallow fusion: lm.bible.$lm" "$T/err"
+  check "$lm: the fusion keys are not model params that drifted from the trainer's" \
+    bash -c "! grep -q 'task.decoder.fusion.lm' '$T/err'"
   check "$lm, lm_weight 0: decoder_out byte-identical to no fusion" cmp "$T/plain.out" "$T/w0_$lm.out"
   check "$lm, lm_weight 0: the same scores" cmp "$T/plain.score" "$T/w0_$lm.score"
   decode w5_$lm $M "$T/run" "$DEC; $F; task.decoder.fusion.lm_weight: 0.5; task.decoder.beam_search.length_normalization: 0"

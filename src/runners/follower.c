@@ -260,7 +260,8 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
 /* Whether the key (klen bytes) of a "key : value" params line describes the model (see the header). */
 static bool model_key(const char *key, size_t klen) {
   if (klen < 5 || strncmp(key, "task.", 5)) return false;
-  if ((klen >= 11 && !strncmp(key, "task.train.", 11)) || (klen >= 10 && !strncmp(key, "task.eval.", 10)))
+  if ((klen >= 11 && !strncmp(key, "task.train.", 11)) || (klen >= 10 && !strncmp(key, "task.eval.", 10)) ||
+      (klen >= 20 && !strncmp(key, "task.decoder.fusion.", 20)))
     return false;
   for (size_t i = 0; i + 7 <= klen; i++)
     if (!strncmp(key + i, "dropout", 7)) return false;
