@@ -25,6 +25,10 @@ typedef struct lv_var {
    * IndexedSlices gradient, and Lingvo's L2/L1 regularize only the rows a step looked up
    * (the learner's lp_row_width). */
   bool lp_looked_up_rows;
+  /* In the group a task clips by its own global norm before the learner scales the
+   * gradients (Lingvo's LanguageModel.AdjustGradients: train.max_lstm_gradient_norm on
+   * the LSTM variables, the learner's grad_group). */
+  bool grad_clip_group;
 } lv_var;
 
 /* How to fill a new variable (Lingvo's py_utils.WeightInit). */

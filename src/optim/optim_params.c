@@ -202,7 +202,7 @@ static double getf(const lv_params *p, const char *key) { return lv_params_float
 
 lv_params *lv_optimizer_params(lv_optimizer_type t) {
   const char *cls = lv_optimizer_type_names[t];
-  lv_params *p = base_params(cls, cls);
+  lv_params *p = base_params(cls, t == LV_OPT_ADAFACTOR ? "Adafactor" : cls);
   lv_params_define_bool(p, "use_bf16_gradients_ar", false,
                         "Whether to use bfloat16 dtype for gradients all-reduce. This applies "
                         "to TPU only.");
@@ -214,8 +214,13 @@ lv_params *lv_optimizer_params(lv_optimizer_type t) {
   const lv_optimizer_class *k = lv_optimizer_class_of(t);
   for (int i = 0; i < k->nparams; i++) {
     const lv_optim_param *op = &k->params[i];
-    if (op->kind == LV_OPTP_BOOL) lv_params_define_bool(p, op->name, op->def != 0, op->desc);
-    else lv_params_define_float(p, op->name, op->def, op->desc);
+    switch (op->kind) {
+      case LV_OPTP_BOOL: lv_params_define_bool(p, op->name, op->def != 0, op->desc); break;
+      case LV_OPTP_INT: lv_params_define_int(p, op->name, (int64_t)op->def, op->desc); break;
+      case LV_OPTP_OPT_FLOAT: lv_params_define_none(p, op->name, LV_PV_FLOAT, op->desc); break;
+      case LV_OPTP_FLOAT: lv_params_define_float(p, op->name, op->def, op->desc); break;
+      case LV_OPTP_HIDDEN: break;
+    }
   }
   return p;
 }
@@ -232,7 +237,9 @@ lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_
   for (int i = 0; i < k->nparams; i++) {
     const lv_optim_param *op = &k->params[i];
     char *f = (char *)&c + op->off;
+    if (op->kind == LV_OPTP_HIDDEN) continue;
     if (op->kind == LV_OPTP_BOOL) *(bool *)f = lv_params_bool(p, op->name);
+    else if (op->kind == LV_OPTP_OPT_FLOAT) *(double *)f = lv_params_is_set(p, op->name) ? getf(p, op->name) : 0.0;
     else *(double *)f = getf(p, op->name);
   }
   return lv_optimizer_create(&c, be, out);
@@ -411,6 +418,8 @@ lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *o
   c.grad_norm_to_clip_to_zero = getf(t, "grad_norm_to_clip_to_zero");
   c.scale_gradients = lv_params_bool(t, "scale_gradients");
   c.max_consecutive_skipped_steps = lv_params_int(t, "max_consecutive_skipped_steps");
+  /* Defined by the tasks that clip a group of their variables (LanguageModel). */
+  if (lv_params_has(t, "max_lstm_gradient_norm")) c.max_group_gradient_norm = getf(t, "max_lstm_gradient_norm");
   const lv_params *gt = lv_params_sub(t, "grad_norm_tracker");
   c.has_grad_norm_tracker = gt != NULL;
   if (gt) {

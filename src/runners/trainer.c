@@ -93,7 +93,7 @@ typedef struct train_state {
 } train_state;
 
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
- * (shaped like their variable: "<var>/Adam"; their host copies, see save and
+ * (shaped like their variable: "<var>/Adam", but Adafactor's "<var>/Adafactor_1"; their host copies, see save and
  * restore_or_init), non-slot optimizer state (beta1_power) and learner state
  * (GradNormTracker statistics), gradient accumulators ("<var>/grad_accumulator/var"), and
  * last the moving averages of the variables
@@ -117,9 +117,11 @@ static lv_status collect_saveables(train_state *t) {
     char var[LV_VAR_NAME_MAX];
     snprintf(var, sizeof var, "%.*s", (int)(slash ? slash - name : 0), name);
     lv_var *v = lv_varstore_find(t->m->vs, var);
-    if (!v || lv_tensor_numel(&v->value) != n)
-      return lv_status_make(LV_ERR_INTERNAL, "optimizer slot %s has no variable %s of %lld elements", name, var, (long long)n);
-    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, lv_optimizer_slot_host(opt, i), lv_device_host()};
+    if (!v) return lv_status_make(LV_ERR_INTERNAL, "optimizer slot %s has no variable %s", name, var);
+    /* Shaped like the variable, but Adafactor's factored accumulators. */
+    lv_shape shape = v->value.shape;
+    if (lv_tensor_numel(&v->value) != n) shape.rank = lv_optimizer_slot_dims(opt, i, shape.d);
+    t->items[k++] = (lv_saveable){name, LV_F32, shape, lv_optimizer_slot_host(opt, i), lv_device_host()};
   }
   for (int i = 0; i < nn; i++) {
     const char *name;
