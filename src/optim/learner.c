@@ -371,6 +371,7 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
 
 lv_optimizer *lv_learner_optimizer(lv_learner *l) { return l->opt; }
 const lv_schedule *lv_learner_schedule(const lv_learner *l) { return l->schedule; }
+lv_schedule *lv_learner_schedule_mut(lv_learner *l) { return l->schedule; }
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l) { return l->nan_inf_steps; }
 int64_t lv_learner_num_skipped_steps(const lv_learner *l) { return l->skipped_steps; }
 void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps) {

@@ -155,6 +155,8 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *stats);
 double lv_learner_learning_rate(const lv_learner *l, int64_t step);
 lv_optimizer *lv_learner_optimizer(lv_learner *l);
 const lv_schedule *lv_learner_schedule(const lv_learner *l);
+/* The same, for the trainer to advance a DevBasedSchedule and checkpoint its state. */
+lv_schedule *lv_learner_schedule_mut(lv_learner *l);
 /* Steps skipped because of NaN/Inf gradients, and all skipped steps (NaN/Inf or
  * grad_norm_to_clip_to_zero). */
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l);

@@ -58,6 +58,7 @@ static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metri
   if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   free(score);
   for (int i = 0; !s && i < n; i++) lv_events_scalar(d->ev, all[i].tag, step, all[i].value);
+  if (!s) s = lv_append_metric_histories(d->m->cfg, d->job, d->dir, step, all, n);
   char *headline = NULL, *detail = NULL;
   const lv_task_class *c = d->m->task->cls;
   if (!s && c->decoder_report) s = c->decoder_report(d->m->task, ms, &headline, &detail);

@@ -90,4 +90,12 @@ lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_
  * else. Names up to 4 keys with both values. */
 void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg);
 
+/* Lingvo's MetricHistory.ConditionalAppend after an evaluation or decode of step: each of
+ * the n summaries whose (job, tag) is a metric history of task.train (early_stop with a
+ * window, a DevBasedSchedule) is appended to <dir>/<tag>.history.txt, dir being the job's
+ * <logdir>/<job>. */
+struct lv_summary_value;
+lv_status lv_append_metric_histories(const lv_params *cfg, const char *job, const char *dir, int64_t step,
+                                     const struct lv_summary_value *sv, int n);
+
 #endif

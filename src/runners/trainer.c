@@ -90,6 +90,14 @@ typedef struct train_state {
   lv_metrics mt;
   int nvalues;
   double *value, *weight; /* [mt.n] each metric's mean over the replicas, its total weight */
+  /* task.train.early_stop (window > 0) and a DevBasedSchedule: their history files. */
+  lv_early_stop_config es;
+  char es_file[LV_PATH_MAX];
+  bool dev_based;
+  double dev_tol;
+  lv_metric_history dev_hist;
+  char dev_file[LV_PATH_MAX];
+  int64_t es_seen[2], dev_seen[2]; /* the last (best, last) logged */
 } train_state;
 
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
@@ -104,7 +112,7 @@ static lv_status collect_saveables(train_state *t) {
   lv_optimizer *opt = lv_learner_optimizer(t->learner);
   int ns = lv_optimizer_num_slot_vars(opt), nn = lv_optimizer_num_nonslot(opt), nl = lv_learner_num_state(t->learner);
   int ne = lv_ema_num_vars(t->ema), na = lv_learner_num_accumulators(t->learner);
-  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne), sizeof *t->items);
+  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne + 2), sizeof *t->items);
   LV_ASSERT(t->items);
   memcpy(t->items, model, sizeof *model * (size_t)nm);
   free(model);
@@ -128,6 +136,14 @@ static lv_status collect_saveables(train_state *t) {
     float *value;
     lv_optimizer_nonslot(opt, i, &name, &value);
     t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value, lv_device_host()};
+  }
+  if (t->dev_based) {
+    /* DevBasedSchedule's variables (Lingvo's LRSched/cur_factor, LRSched/ref_step). */
+    lv_schedule *sc = lv_learner_schedule_mut(t->learner);
+    t->items[k++] = (lv_saveable){"LRSched/cur_factor/var", LV_F32, lv_shape0(), lv_schedule_dev_based_factor(sc),
+                                  lv_device_host()};
+    t->items[k++] = (lv_saveable){"LRSched/ref_step/var", LV_I64, lv_shape0(), lv_schedule_dev_based_ref_step(sc),
+                                  lv_device_host()};
   }
   for (int i = 0; i < nl; i++) {
     const char *name;
@@ -168,8 +184,19 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
   lv_var **vars = calloc((size_t)n + 1, sizeof *vars);
   LV_ASSERT(vars);
   for (int i = 0; i < n; i++) vars[i] = lv_varstore_get(t->m->vs, i);
-  lv_status s = lv_learner_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n,
-                                       &t->learner);
+  const lv_params *tp = lv_params_sub(cfg, "task.train");
+  const char *logdir = lv_params_str(cfg, "cluster.logdir");
+  lv_status s = lv_early_stop_from_params(tp, &t->es);
+  if (!s && t->es.window > 0) s = lv_metric_history_file(logdir, &t->es.history, t->es_file, sizeof t->es_file);
+  if (!s) t->dev_based = lv_dev_based_schedule_from_params(tp, &t->dev_hist, &t->dev_tol, &s);
+  if (!s && t->dev_based) s = lv_metric_history_file(logdir, &t->dev_hist, t->dev_file, sizeof t->dev_file);
+  if (!s && t->es.window > 0)
+    lv_info("early stop: training stops once %s has not improved by more than %g for %lld steps (min_steps %lld)",
+            t->es_file, t->es.tolerance, (long long)t->es.window, (long long)t->es.min_steps);
+  if (!s && t->dev_based) lv_info("DevBasedSchedule: the learning rate decays from %s", t->dev_file);
+  t->es_seen[0] = t->es_seen[1] = t->dev_seen[0] = t->dev_seen[1] = -1;
+  if (!s)
+    s = lv_learner_from_params(tp, num_splits, t->m->backend, vars, n, &t->learner);
   if (!s) s = lv_ema_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n, &t->ema);
   if (!s && t->ema)
     lv_info("moving averages of %d variables (task.train.ema_decay %g): the evaler and the decoder use them",
@@ -413,6 +440,40 @@ static lv_status step_after_update(train_state *t, int64_t step) {
  * variables are updated at the end of step_after_update, so a skipped update leaves them.
  * *st is filled as far as the step got (the learner's stats of a failed update
  * included); *stop says whether the replicas stop after this step. */
+/* best_step of a history file, read by the chief and sent to every replica (the file may
+ * grow between two ranks' reads). */
+static lv_status read_best_step(train_state *t, const char *path, double tol, bool minimize, int64_t bl[2]) {
+  lv_status s = NULL;
+  if (lv_comm_rank(t->comm) == 0) s = lv_best_step(path, tol, minimize, &bl[0], &bl[1]);
+  if (s || lv_comm_size(t->comm) == 1) return s;
+  lv_shape sh = {1, {2}};
+  lv_saveable it = {"best_step", LV_I64, sh, bl, lv_device_host()};
+  return lv_replicas_broadcast(t->comm, &it, 1);
+}
+
+/* Lingvo's DevBasedSchedule.Value before the step: the factor from the history. */
+static lv_status dev_based_update(train_state *t, int64_t step) {
+  int64_t bl[2] = {0, 0};
+  LV_TRY(read_best_step(t, t->dev_file, t->dev_tol, t->dev_hist.minimize, bl));
+  lv_schedule *sc = lv_learner_schedule_mut(t->learner);
+  if (lv_schedule_dev_based_update(sc, bl[0], bl[1]))
+    lv_info("DevBasedSchedule: step %lld: %s best at step %lld, last at %lld: learning rate factor now %g",
+            (long long)step, t->dev_hist.metric, (long long)bl[0], (long long)bl[1],
+            (double)*lv_schedule_dev_based_factor(sc));
+  return NULL;
+}
+
+/* Lingvo's EarlyStop.Stop: *stop when the metric has not improved for window steps. */
+static lv_status early_stop_check(train_state *t, bool *stop) {
+  int64_t bl[2] = {0, 0};
+  LV_TRY(read_best_step(t, t->es_file, t->es.tolerance, t->es.history.minimize, bl));
+  *stop = lv_early_stop_triggered(&t->es, bl[0], bl[1]);
+  if (t->es.verbose && (bl[0] != t->es_seen[0] || bl[1] != t->es_seen[1] || *stop))
+    lv_info("early stop check: best_step=%lld, last_step=%lld, stop=%d", (long long)bl[0], (long long)bl[1], *stop);
+  t->es_seen[0] = bl[0], t->es_seen[1] = bl[1];
+  return NULL;
+}
+
 static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64_t step, lv_learner_stats *st,
                             bool *stop) {
   memset(st, 0, sizeof *st);
@@ -574,7 +635,13 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.3g MB (--allreduce_bucket_mb)",
             lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
+  bool early_stopped = false;
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
+    if (t.es.window > 0) {
+      if ((s = early_stop_check(&t, &early_stopped))) goto done;
+      if (early_stopped) break;
+    }
+    if (t.dev_based && (s = dev_based_update(&t, step))) goto done;
     if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) {
       if (lv_status_code(s) != LV_ERR_CANCELLED || !(nrep == 1 && g_stop_signal)) goto done;
       lv_status_free(s); /* the signal ended the wait for the batch of `step` */
@@ -648,7 +715,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     }
     if (t.ck && lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   }
-  if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
+  if (early_stopped)
+    lv_info("early stop at step %lld: %s/%s has not improved by more than %g in %lld steps", (long long)step,
+            t.es.history.jobname, t.es.history.metric, t.es.tolerance, (long long)t.es.window);
+  else if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
