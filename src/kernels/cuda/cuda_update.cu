@@ -324,21 +324,15 @@ __global__ void ada_sums_k(const lv_adafactor_args a, const float *w, const floa
   if (threadIdx.x == 0) scratch[1] = t;
 }
 
-__global__ void ada_rows_k(const lv_adafactor_args a, const float *g, float *vr_row) {
+/* acc[o] = acc[o] * decay + mean_k(g[o * so + k * sk]^2 + eps1) * (1 - decay) for o < count,
+ * k < len: the row accumulator (so = cols, sk = 1) or the column one (so = 1, sk = cols). */
+__global__ void ada_means_k(const lv_adafactor_args a, const float *g, float *acc, int64_t count, int64_t len,
+                            int64_t so, int64_t sk) {
   const float mix = 1.0f - a.decay;
-  LV_GRID_LOOP(r, a.rows) {
+  LV_GRID_LOOP(o, count) {
     double s = 0;
-    for (int64_t c = 0; c < a.cols; c++) s += (double)(g[r * a.cols + c] * g[r * a.cols + c] + a.eps1);
-    vr_row[r] = vr_row[r] * a.decay + (float)(s / (double)a.cols) * mix;
-  }
-}
-
-__global__ void ada_cols_k(const lv_adafactor_args a, const float *g, float *vc_col) {
-  const float mix = 1.0f - a.decay;
-  LV_GRID_LOOP(c, a.cols) {
-    double s = 0;
-    for (int64_t r = 0; r < a.rows; r++) s += (double)(g[r * a.cols + c] * g[r * a.cols + c] + a.eps1);
-    vc_col[c] = vc_col[c] * a.decay + (float)(s / (double)a.rows) * mix;
+    for (int64_t k = 0; k < len; k++) s += (double)(g[o * so + k * sk] * g[o * so + k * sk] + a.eps1);
+    acc[o] = acc[o] * a.decay + (float)(s / (double)len) * mix;
   }
 }
 
@@ -382,9 +376,11 @@ extern "C" void lv_cuda_optim_adafactor(lv_kctx *ctx, const lv_adafactor_args *a
   const int64_t n = a->rows * a->cols;
   if (n <= 0) return;
   if (a->factored) {
-    ada_rows_k<<<lv_cuda_blocks(ctx, a->rows), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vr_row);
+    ada_means_k<<<lv_cuda_blocks(ctx, a->rows), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vr_row, a->rows, a->cols,
+                                                                                   a->cols, 1);
     LV_CUDA_LAUNCHED();
-    ada_cols_k<<<lv_cuda_blocks(ctx, a->cols), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vc_col);
+    ada_means_k<<<lv_cuda_blocks(ctx, a->cols), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vc_col, a->cols, a->rows, 1,
+                                                                                   a->cols);
     LV_CUDA_LAUNCHED();
   } else {
     ada_v_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vr_row);
