@@ -65,10 +65,25 @@ bool lv_layer_set_out(const lv_layer *l, lv_graph *g, lv_nmap *out, const char *
 lv_tensor *lv_layer_in(const lv_layer *l, lv_graph *g, const lv_nmap *in, const char *key);
 
 /* BaseLayer params: cls, name, random_seed (None), params_init {method, scale},
- * skip_lp_regularization (None). */
+ * skip_lp_regularization (None), vn (lv_layer_vn_params). */
 lv_params *lv_layer_base_params(const char *cls);
+/* Lingvo's VariationalNoiseParams at DefaultVN(): scale None, global_vn, per_step_vn,
+ * seed None, deterministic None, use_uniform_noise, weight_norm_type None,
+ * weight_norm_stop_grad, start_step 0. */
+lv_params *lv_layer_vn_params(void);
+/* The noise settings vn params give (where: "task" or a layer scope, for errors), with
+ * scale (< 0: None) and start_step as given and seed when vn.seed is None. All off
+ * unless global_vn or per_step_vn. Errors as Lingvo's AddVN: a scale that is None when
+ * noise is on; per_step_vn without deterministic=True; and a weight_norm_type (lingvoc
+ * has none yet). */
+lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
+                               lv_var_vn *out);
+/* Marks v as one of the variables Lingvo's AddGlobalVN of l's class perturbs (per_step:
+ * also one its AddVN(per_step=True) perturbs), with the settings in force at l's scope. */
+void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step);
 /* scope = parent_scope + "/" + p.name (or p.name at the top); cls from p.cls. Errors if
- * name is empty. */
+ * name is empty. A vn other than the default is recorded for the layer's scope (its
+ * errors: lv_layer_vn_settings). */
 lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs);
 /* Adds "<scope>/<name>/var" (float32, trainable) initialized by params_init or init. */
 lv_status lv_layer_add_var(lv_layer *l, const char *name, lv_shape shape, const lv_var_init *init,

@@ -49,7 +49,7 @@ static lv_params *asr_model_params(void) {
   LV_ASSERT(!lv_params_set_float(p, "train.grad_norm_to_clip_to_zero", 100.0));
   LV_ASSERT(!lv_params_set_float(p, "train.l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_int(p, "train.tpu_steps_per_loop", 20));
-  if (lv_params_has(p, "train.vn_start_step")) LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
+  LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
   lv_params *sched = lv_params_instantiate("PiecewiseConstantSchedule");
   int64_t bounds[3] = {350000, 500000, 600000};
   double values[4] = {1.0, 0.1, 0.01, 0.001};
