@@ -67,20 +67,19 @@ lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double sc
   return NULL;
 }
 
-/* A layer whose vn is not the default brings its own settings to its subtree. */
-static lv_status setup_vn(lv_layer *l) {
-  if (!lv_params_has(l->p, "vn") || !lv_params_sub(l->p, "vn")) return NULL;
-  const lv_params *vn = lv_params_sub(l->p, "vn");
+lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params *p, const char *where) {
+  if (!lv_params_has(p, "vn") || !lv_params_sub(p, "vn")) return NULL;
+  const lv_params *vn = lv_params_sub(p, "vn");
   lv_params *def = lv_layer_vn_params();
   bool is_default = lv_params_equal(vn, def);
   lv_params_free(def);
   if (is_default) return NULL;
   lv_var_vn parent = {0}, own;
   parent.seed = 1234;
-  lv_varstore_scope_vn(l->vs, l->scope, &parent);
-  LV_TRY(lv_layer_vn_settings(l->scope, vn, lv_params_is_set(vn, "scale") ? lv_params_float(vn, "scale") : -1.0,
+  lv_varstore_scope_vn(vs, scope, &parent);
+  LV_TRY(lv_layer_vn_settings(where, vn, lv_params_is_set(vn, "scale") ? lv_params_float(vn, "scale") : -1.0,
                               lv_params_int(vn, "start_step"), parent.seed, &own));
-  lv_varstore_set_scope_vn(l->vs, l->scope, &own);
+  lv_varstore_set_scope_vn(vs, scope, &own);
   return NULL;
 }
 
@@ -109,7 +108,7 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
   uint64_t h = 1469598103934665603ull;
   for (const char *c = l->scope; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
   l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : h;
-  return setup_vn(l);
+  return lv_layer_scope_vn(vs, l->scope, p, l->scope);
 }
 
 lv_status lv_layer_params_init(const lv_layer *l, lv_var_init *out) {

@@ -78,6 +78,11 @@ lv_params *lv_layer_vn_params(void);
  * has none yet). */
 lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
                                lv_var_vn *out);
+/* Records p.vn for scope when it is not the default (Lingvo's CopyBaseParams keeps a
+ * child's own vn): the layers and variables under scope take it. lv_layer_setup does this
+ * for every layer; a task calls it for the params of the parts it builds without a layer
+ * of their own (task.encoder, task.decoder). where names p in errors. */
+lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params *p, const char *where);
 /* Marks v as one of the variables Lingvo's AddGlobalVN of l's class perturbs (per_step:
  * also one its AddVN(per_step=True) perturbs), with the settings in force at l's scope. */
 void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step);
