@@ -7,7 +7,8 @@
  * come back bit for bit; the gradient the trainer takes is that of the loss at the noisy
  * weights (central differences); a child's own vn (Lingvo's DisableVN) turns its subtree
  * off; and Lingvo's errors: vn.scale or vn.start_step set on the task, per_step_vn
- * without deterministic, a child's global_vn without a scale. */
+ * without deterministic, a child's global_vn without a scale (and lingvoc's: per-step
+ * noise and weight_norm_type, not built yet). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -340,6 +341,10 @@ START_TEST(test_vn_errors) {
   EXPECT_OK(build("task.vn.per_step_vn: true; task.train.vn_std: 0.1", &cfg));
   EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "task.vn",
              "per_step vn requires deterministic=True");
+  lv_params_free(cfg);
+  EXPECT_OK(build("task.vn.per_step_vn: true; task.vn.deterministic: true; task.train.vn_std: 0.1", &cfg));
+  EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "task.vn.per_step_vn",
+             "not supported by lingvoc yet");
   lv_params_free(cfg);
   EXPECT_OK(build("task.decoder.emb.vn.global_vn: true", &cfg));
   EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "dec/emb.vn.scale",

@@ -55,6 +55,10 @@ lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double sc
   if (!global && !per_step) return NULL;
   if (per_step && !(lv_params_is_set(vn, "deterministic") && lv_params_bool(vn, "deterministic")))
     return lv_status_make(LV_ERR_INVALID, "%s.vn: per_step vn requires deterministic=True (as Lingvo's AddVN)", where);
+  if (per_step)
+    return lv_status_make(LV_ERR_INVALID, "%s.vn.per_step_vn: per-step noise (drawn afresh at every decoder step in "
+                          "AdditiveAttention and SimpleFullSoftmax) is not supported by lingvoc yet; use global_vn",
+                          where);
   if (!(scale >= 0.0))
     return lv_status_make(LV_ERR_INVALID, "%s.vn.scale: VN scale must be set (a number >= 0) when global_vn or "
                           "per_step_vn is on", where);

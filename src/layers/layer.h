@@ -74,8 +74,8 @@ lv_params *lv_layer_vn_params(void);
 /* The noise settings vn params give (where: "task" or a layer scope, for errors), with
  * scale (< 0: None) and start_step as given and seed when vn.seed is None. All off
  * unless global_vn or per_step_vn. Errors as Lingvo's AddVN: a scale that is None when
- * noise is on; per_step_vn without deterministic=True; and a weight_norm_type (lingvoc
- * has none yet). */
+ * noise is on; per_step_vn without deterministic=True; and what lingvoc has not yet:
+ * per_step_vn, a weight_norm_type. */
 lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
                                lv_var_vn *out);
 /* Records p.vn for scope when it is not the default (Lingvo's CopyBaseParams keeps a
