@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "optim/vn.h"
 #include "runners/instance.h"
+#include "vars_util.h"
 
 #define G "tests/data/decode_golden/punct"
 #define VN_ON "task.vn.global_vn: true; task.train.vn_std: 0.075; task.train.vn_start_step: 5"
@@ -102,39 +103,21 @@ START_TEST(test_vn_targets) {
 }
 END_TEST
 
-/* Every float variable's values (host copy, store order). */
-static float *snapshot(lv_instance *m, int64_t *total) {
-  int64_t n = 0;
-  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
-    lv_var *v = lv_varstore_get(m->vs, i);
-    if (v->value.dtype == LV_F32) n += lv_tensor_numel(&v->value);
-  }
-  float *out = malloc(sizeof(float) * (size_t)n), *p = out;
-  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
-    lv_var *v = lv_varstore_get(m->vs, i);
-    if (v->value.dtype != LV_F32) continue;
-    EXPECT_OK(lv_tensor_to_host(&v->value, p));
-    p += lv_tensor_numel(&v->value);
-  }
-  *total = n;
-  return out;
-}
-
 START_TEST(test_vn_noise_and_restore) {
   lv_params *cfg = NULL;
   lv_instance *m = open_model(VN_ON, &cfg, false);
   lv_vn *vn = make_vn(m);
   int64_t n, n2;
-  float *clean = snapshot(m, &n);
+  float *clean = host_vars(m->vs, &n);
   /* Before vn_start_step: nothing. */
   ck_assert_int_eq(lv_vn_perturb(vn, 4), 0);
-  float *same = snapshot(m, &n2);
+  float *same = host_vars(m->vs, &n2);
   ck_assert(memcmp(same, clean, sizeof(float) * (size_t)n) == 0);
   lv_vn_restore(vn);
   free(same);
   /* From it on: every marked variable, w + 0.075 * N(0, 1); the others untouched. */
   ck_assert_int_eq(lv_vn_perturb(vn, 5), 46);
-  float *noisy = snapshot(m, &n2);
+  float *noisy = host_vars(m->vs, &n2);
   double sum = 0, sum2 = 0;
   int64_t cnt = 0, off = 0;
   for (int i = 0; i < lv_varstore_count(m->vs); i++) {
@@ -160,21 +143,21 @@ START_TEST(test_vn_noise_and_restore) {
   /* Clean values back, bit for bit; the same step draws the same noise again (also in
    * a fresh instance), another step other noise. */
   lv_vn_restore(vn);
-  float *back = snapshot(m, &n2);
+  float *back = host_vars(m->vs, &n2);
   ck_assert(memcmp(back, clean, sizeof(float) * (size_t)n) == 0);
   lv_vn_perturb(vn, 5);
-  float *again = snapshot(m, &n2);
+  float *again = host_vars(m->vs, &n2);
   ck_assert(memcmp(again, noisy, sizeof(float) * (size_t)n) == 0);
   lv_vn_restore(vn);
   lv_vn_perturb(vn, 6);
-  float *other = snapshot(m, &n2);
+  float *other = host_vars(m->vs, &n2);
   ck_assert(memcmp(other, noisy, sizeof(float) * (size_t)n) != 0);
   lv_vn_restore(vn);
   lv_params *cfg2 = NULL;
   lv_instance *m2 = open_model(VN_ON, &cfg2, false);
   lv_vn *vn2 = make_vn(m2);
   lv_vn_perturb(vn2, 5);
-  float *fresh = snapshot(m2, &n2);
+  float *fresh = host_vars(m2->vs, &n2);
   ck_assert(memcmp(fresh, noisy, sizeof(float) * (size_t)n) == 0);
   lv_vn_free(vn2);
   lv_instance_destroy(m2);
@@ -183,7 +166,7 @@ START_TEST(test_vn_noise_and_restore) {
   m2 = open_model(VN_ON "; task.vn.seed: 7", &cfg2, false);
   vn2 = make_vn(m2);
   lv_vn_perturb(vn2, 5);
-  float *seeded = snapshot(m2, &n2);
+  float *seeded = host_vars(m2->vs, &n2);
   ck_assert(memcmp(seeded, noisy, sizeof(float) * (size_t)n) != 0);
   lv_vn_free(vn2);
   lv_instance_destroy(m2);
