@@ -386,6 +386,13 @@ static void cases_elementwise(void) {
     x = fin(n, -3, 3), y = fout(n);
     int mask = fout(n);
     RUN("dropout_fwd", EXACT) KT->dropout_fwd(CTX, n, PF(x), 0.7f, 1234, 17 + (uint64_t)s, PF(y), PF(mask));
+    /* Weight noise: the same draws for the same seed and stream (Box-Muller's log and
+     * cos within the math tolerance). */
+    for (int uniform = 0; uniform < 2; uniform++) {
+      DESC("n %lld, %s noise", (long long)n, uniform ? "uniform" : "normal");
+      x = fin(n, -3, 3), y = fout(n);
+      RUN("add_noise", MATH) KT->add_noise(CTX, n, PF(x), 0.075f, uniform, 1234, 99 + (uint64_t)s, PF(y));
+    }
   }
   for (int a = 0; a < LV_ACT_COUNT; a++)
     for (int s = 0; s < 4; s++) {

@@ -45,6 +45,7 @@ static lv_params *lm_task_params(void) {
   LV_ASSERT(!lv_params_set_float(tp, "l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_float(tp, "clip_gradient_norm_to_value", 1.0));
   LV_ASSERT(!lv_params_set_float(tp, "grad_norm_to_clip_to_zero", 100.0));
+  LV_ASSERT(!lv_params_set_int(tp, "vn_start_step", 20000));
   return p;
 }
 

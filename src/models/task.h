@@ -168,6 +168,12 @@ lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_me
 /* One decode of a one-example batch made by the task's line_to_batch into *line. */
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
 
+/* BaseTask._UpdateVnConfig: the weight-noise settings of the task's scope (the root of
+ * vs, which every layer without a vn of its own inherits): with train.vn_std > 0 and
+ * vn.global_vn or vn.per_step_vn, scale vn_std from train.vn_start_step (an error if
+ * task.vn.scale or task.vn.start_step is set, as in Lingvo); otherwise off. seed: vn.seed
+ * when it is None. Call before the task creates its layers. */
+lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uint64_t seed);
 /* BaseTask params shared by every task: layer base + train + eval (§5.2, §5.3). */
 lv_params *lv_task_base_params(const char *cls);
 const lv_task_class *lv_task_class_find(const char *cls);

@@ -266,7 +266,10 @@ static bool model_key(const char *key, size_t klen) {
     return false;
   for (size_t i = 0; i + 7 <= klen; i++)
     if (!strncmp(key + i, "dropout", 7)) return false;
-  return true;
+  /* Weight noise is training's only: a layer's vn.* and a projection's enable_vn. */
+  for (size_t i = 0; i + 4 <= klen; i++)
+    if (!strncmp(key + i, ".vn.", 4)) return false;
+  return !(klen >= 10 && !strncmp(key + klen - 10, ".enable_vn", 10));
 }
 
 void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {

@@ -17,6 +17,7 @@
 #include "input/record_yielder.h"
 #include "io/events.h"
 #include "optim/optim_params.h"
+#include "optim/vn.h"
 #include "runners/instance.h"
 #include "runners/replicas.h"
 
@@ -78,6 +79,8 @@ typedef struct train_state {
   lv_instance *m;
   lv_learner *learner;
   lv_ema *ema; /* task.train.ema_decay > 0: the variables' moving averages, else NULL */
+  lv_vn *vn;   /* task.train.vn_std > 0 with global noise: the variables it perturbs, else NULL */
+  bool vn_logged; /* the line that says the noise is on was written */
   lv_checkpointer *ck;
   lv_events_writer *ev;
   lv_saveable *items;
@@ -201,6 +204,11 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
   if (!s && t->ema)
     lv_info("moving averages of %d variables (task.train.ema_decay %g): the evaler and the decoder use them",
             lv_ema_num_vars(t->ema), lv_params_float(cfg, "task.train.ema_decay"));
+  if (!s) s = lv_vn_create(t->m->backend, vars, n, &t->vn);
+  if (!s && t->vn)
+    lv_info("variational weight noise (task.train.vn_std %g) on %d variables from step %lld (task.train.vn_start_step); "
+            "training only, never in eval or decode", lv_params_float(cfg, "task.train.vn_std"),
+            lv_vn_num_vars(t->vn), (long long)lv_vn_start_step(t->vn));
   free(vars);
   return s;
 }
@@ -435,8 +443,8 @@ static lv_status step_after_update(train_state *t, int64_t step) {
 }
 
 /* One training step at global step `step` (before its increment) on t->batch:
- * forward, backward, update, and the work that follows an applied update. Weight noise,
- * which only training applies, belongs before step_forward; the moving averages of the
+ * forward and backward (at the noisy weights when weight noise is on), update (of the
+ * clean weights), and the work that follows an applied update; the moving averages of the
  * variables are updated at the end of step_after_update, so a skipped update leaves them.
  * *st is filled as far as the step got (the learner's stats of a failed update
  * included); *stop says whether the replicas stop after this step. */
@@ -480,8 +488,19 @@ static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64
   *stop = false;
   lv_varstore_zero_grads(t->m->vs);
   float loss_scale = 1.0f;
-  LV_TRY(step_forward(t, opt, step, &loss_scale, stop));
-  LV_TRY(step_backward(t, loss_scale));
+  /* Weight noise for the forward and backward passes; the update sees the clean values. */
+  int noisy = lv_vn_perturb(t->vn, step);
+  if (noisy && !t->vn_logged) {
+    int64_t from = lv_vn_start_step(t->vn);
+    lv_info("step %lld: variational weight noise is on%s (task.train.vn_start_step %lld): %d variables perturbed per "
+            "step; the training loss and accuracy usually get worse from here for a while", (long long)step,
+            step == from ? "" : " (resumed past its start)", (long long)from, noisy);
+    t->vn_logged = true;
+  }
+  lv_status s = step_forward(t, opt, step, &loss_scale, stop);
+  if (!s) s = step_backward(t, loss_scale);
+  lv_vn_restore(t->vn);
+  LV_TRY(s);
   LV_TRY(step_update(t, opt, step, st));
   if (!st->skipped) LV_TRY(step_after_update(t, step));
   return NULL;
@@ -750,6 +769,7 @@ done:
   free(t.params_text);
   lv_learner_free(t.learner);
   lv_ema_free(t.ema);
+  lv_vn_free(t.vn);
   lv_instance_destroy(t.m);
   if (lock_fd >= 0) close(lock_fd);
   return s;
