@@ -235,8 +235,8 @@ const lv_task_class lv_asr_model = {
     .post_process_decode_out = lv_asr_post_process_decode_out,
     .decoder_report = lv_asr_decoder_report,
     .line_describe = lv_asr_line_describe,
-    .line_to_batch = lv_asr_line_to_batch,
-    .decode_out_to_line = lv_asr_decode_out_to_line,
+    .lines_to_batch = lv_asr_lines_to_batch,
+    .decode_out_to_lines = lv_asr_decode_out_to_lines,
     .line_summary = lv_asr_line_summary,
     .seq_decode = &lv_asr_decode_ops,
 };
