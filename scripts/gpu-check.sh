@@ -26,7 +26,7 @@
 # CPU halves (LeNet5 and MT CPU runs, a CPU resume, the curve comparison of a run with its
 # resumed self, the refusals); exits 0 when those pass.
 # Environment: LENET_STEPS (200) MT_GPU_STEPS (300) MT_CPU_STEPS (80) GPU_CHECK_WORK (a
-# fresh /tmp dir) GPU_CHECK_BUDGET (seconds, 460: the Transformer speed run is skipped when
+# fresh /tmp dir) GPU_CHECK_BUDGET (seconds, 420: the Transformer speed run is skipped when
 # less than 100 s are left) and the tolerances below.
 set -uo pipefail
 [ $# -eq 1 ] && [ "$1" != "-h" ] && [ "$1" != "--help" ] || {
@@ -36,7 +36,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 CPU_ONLY=${GPU_CHECK_CPU_ONLY:-0}
 if [ -n "${GPU_CHECK_WORK:-}" ]; then W=$GPU_CHECK_WORK; mkdir -p "$W"; else W=$(mktemp -d /tmp/gpu-check.XXXXXX); fi
-BUDGET=${GPU_CHECK_BUDGET:-460}
+BUDGET=${GPU_CHECK_BUDGET:-420}
 LENET_STEPS=${LENET_STEPS:-200}
 MT_GPU_STEPS=${MT_GPU_STEPS:-300}
 MT_CPU_STEPS=${MT_CPU_STEPS:-80}
@@ -54,7 +54,7 @@ elapsed() { echo $(($(date +%s) - T0)); }
 # result CHECK FILE STATUS FIGURE: one summary line, also at the end of the check's file.
 result() {
   local line
-  line=$(printf '%-16s %-4s %s' "$1" "$3" "$4")
+  line=$(printf '%-17s %-4s %s' "$1" "$3" "$4")
   echo "$line" | tee -a "$OUT/summary.txt"
   echo "== $line" >>"$OUT/$2.txt"
 }
@@ -93,6 +93,7 @@ done
 GPUS=0
 if [ "$CPU_ONLY" != 1 ]; then
   GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  [ "$GPUS" -gt 0 ] || GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
   [ "$GPUS" -gt 0 ] || missing+=("no GPU visible (nvidia-smi -L lists none, GPU_CHECK_CPU_ONLY=1 runs the CPU halves)")
 fi
 SANITIZER=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
@@ -165,27 +166,27 @@ cpu_refs >"$W/cpu_refs.log" 2>&1 &
 CPU_PID=$!
 
 # ---- ops -----------------------------------------------------------------------------------
-echo "check_backend_ops (cuda:0 and the guarded cpu:1 against cpu:0), timeout 240 s" >"$OUT/ops.txt"
-timeout -k 10 240 "$BIN/check_backend_ops" >"$W/ops.log" 2>&1
+echo "check_backend_ops (cuda:0 and the guarded cpu:1 against cpu:0), timeout 180 s" >"$OUT/ops.txt"
+timeout -k 10 180 "$BIN/check_backend_ops" >"$W/ops.log" 2>&1
 rc=$?
 grep '^check_backend_ops:' "$W/ops.log" >>"$OUT/ops.txt"
 grep -E '^FAIL|differ' "$W/ops.log" | head -40 >>"$OUT/ops.txt"
-cuda_line=$(grep '^check_backend_ops: cuda:0 vs' "$W/ops.log" | sed 's/^check_backend_ops: //')
+cuda_line=$(grep '^check_backend_ops: cuda' "$W/ops.log" | sed 's/^check_backend_ops: //')
 if [ "$CPU_ONLY" = 1 ]; then
   [ $rc -eq 77 ] && result ops ops SKIP "no GPU (CPU_ONLY); cpu:1 part: $(grep -o 'cpu:1 vs cpu:0: .*' "$W/ops.log")" ||
     result ops ops FAIL "exit $rc without a GPU (expected 77)"
 elif [ $rc -eq 0 ] && [ -n "$cuda_line" ]; then result ops ops PASS "$cuda_line"
-elif [ $rc -ge 124 ]; then result ops ops FAIL "timed out after 240 s"
+elif [ $rc -ge 124 ]; then result ops ops FAIL "timed out after 180 s"
 else result ops ops FAIL "exit $rc: ${cuda_line:-no cuda:0 line} (see ops.txt)"
 fi
 if [ "$CPU_ONLY" = 1 ] || [ -z "$SANITIZER" ]; then
   result memcheck ops SKIP "$([ -z "$SANITIZER" ] && echo 'no compute-sanitizer' || echo 'no GPU (CPU_ONLY)')"
 else
-  CK_FORK=no timeout -k 10 240 "$SANITIZER" --tool memcheck --error-exitcode 99 "$BIN/check_backend_ops" >"$W/memcheck.log" 2>&1
+  CK_FORK=no timeout -k 10 180 "$SANITIZER" --tool memcheck --error-exitcode 99 "$BIN/check_backend_ops" >"$W/memcheck.log" 2>&1
   rc=$?
   summ=$(grep -o 'ERROR SUMMARY: [0-9]* error[s]*' "$W/memcheck.log" | tail -1)
-  { echo "compute-sanitizer --tool memcheck check_backend_ops (CK_FORK=no), timeout 240 s: exit $rc"; grep -E 'ERROR SUMMARY|Invalid|out of bounds|leak' "$W/memcheck.log" | head -40; } >>"$OUT/ops.txt"
-  if [ $rc -ge 124 ] && [ $rc -ne 99 ]; then result memcheck ops FAIL "timed out after 240 s (${summ:-no summary})"
+  { echo "compute-sanitizer --tool memcheck check_backend_ops (CK_FORK=no), timeout 180 s: exit $rc"; grep -E 'ERROR SUMMARY|Invalid|out of bounds|leak' "$W/memcheck.log" | head -40; } >>"$OUT/ops.txt"
+  if [ $rc -ge 124 ] && [ $rc -ne 99 ]; then result memcheck ops FAIL "timed out after 180 s (${summ:-no summary})"
   elif [ $rc -eq 0 ] && [ "$summ" = "ERROR SUMMARY: 0 errors" ]; then result memcheck ops PASS "$summ"
   else result memcheck ops FAIL "exit $rc, ${summ:-no summary}"
   fi
@@ -193,17 +194,17 @@ fi
 
 # ---- GPU training runs (the CPU references run meanwhile) -----------------------------------
 if [ "$CPU_ONLY" != 1 ]; then
-  train "$W/lenet_gpu" gpu 200 "$LENET" "$LENET_OV"; echo "lenet_gpu rc=$?" >>"$W/gpu_runs.log"
-  timeout -k 10 120 "$BIN/evaler" --model=$LENET --logdir="$W/lenet_gpu" --run_locally=gpu --once --dataset=Test \
+  train "$W/lenet_gpu" gpu 120 "$LENET" "$LENET_OV"; echo "lenet_gpu rc=$?" >>"$W/gpu_runs.log"
+  timeout -k 10 90 "$BIN/evaler" --model=$LENET --logdir="$W/lenet_gpu" --run_locally=gpu --once --dataset=Test \
     --model_params_override="$LENET_OV; input.num_samples: 2000" >"$W/lenet_gpu_eval.log" 2>&1
   echo "lenet_gpu evaler rc=$?" >>"$W/gpu_runs.log"
-  train "$W/mt_gpu" gpu 240 "$MT" "$MT_OV; train.max_steps: $MT_GPU_STEPS; train.save_interval_steps: $MT_HALF"
+  train "$W/mt_gpu" gpu 180 "$MT" "$MT_OV; train.max_steps: $MT_GPU_STEPS; train.save_interval_steps: $MT_HALF"
   echo "mt_gpu rc=$?" >>"$W/gpu_runs.log"
   resume_from "$W/mt_gpu" "$MT_HALF" "$W/mt_gpu_from_gpu" &&
-    train "$W/mt_gpu_from_gpu" gpu 120 "$MT" "$MT_OV; train.max_steps: $MT_CPU_STEPS; train.save_interval_steps: $MT_HALF"
+    train "$W/mt_gpu_from_gpu" gpu 90 "$MT" "$MT_OV; train.max_steps: $MT_CPU_STEPS; train.save_interval_steps: $MT_HALF"
   echo "mt_gpu_from_gpu rc=$?" >>"$W/gpu_runs.log"
-  if wait_file "$(ckpt_of "$W/mt_cpu" "$MT_HALF")" 300 && resume_from "$W/mt_cpu" "$MT_HALF" "$W/mt_gpu_from_cpu"; then
-    train "$W/mt_gpu_from_cpu" gpu 120 "$MT" "$MT_OV; train.max_steps: $MT_CPU_STEPS; train.save_interval_steps: $MT_HALF"
+  if wait_file "$(ckpt_of "$W/mt_cpu" "$MT_HALF")" 240 && resume_from "$W/mt_cpu" "$MT_HALF" "$W/mt_gpu_from_cpu"; then
+    train "$W/mt_gpu_from_cpu" gpu 90 "$MT" "$MT_OV; train.max_steps: $MT_CPU_STEPS; train.save_interval_steps: $MT_HALF"
     echo "mt_gpu_from_cpu rc=$?" >>"$W/gpu_runs.log"
   fi
 fi

@@ -49,7 +49,7 @@ def main():
                 name, len(miss), a.first, a.want, "%d..%d" % (min(have), max(have)) if have else "none")
         sys.exit("; ".join(say(n, m, h) for n, m, h in ((a.name_a, miss_a, la), (a.name_b, miss_b, lb)) if m))
     print("step %s %s abs_diff rel_diff" % (a.name_a, a.name_b))
-    worst = (0.0, 0, 0.0)  # rel, step, abs
+    worst = (0.0, a.first, 0.0)  # rel, step, abs
     worst_early = 0.0
     bad = []
     for i, s in enumerate(steps):
