@@ -122,8 +122,9 @@ export OMP_NUM_THREADS=$NPROC OPENBLAS_NUM_THREADS=1
 # ---- Run helpers -------------------------------------------------------------------------
 LENET=image.mnist.LeNet5Fashion
 MT=mt.bible_en_es.TransformerSmall
-LENET_OV="input.ckpt: \"$W/fm/fm\"; input.num_samples: 12000; train.max_steps: $LENET_STEPS; train.save_interval_steps: 100000; train.summary_interval_steps: 50; cluster.num_threads: $NPROC"
-MT_OV="input.file_pattern: \"$DATA/bible/train.tfrecord@1\"; train.summary_interval_steps: 50; cluster.num_threads: $NPROC"
+# Summaries 4 times a LeNet5 run, every MT_HALF/2 steps of an MT run (the tensorboard check).
+LENET_OV="input.ckpt: \"$W/fm/fm\"; input.num_samples: 12000; train.max_steps: $LENET_STEPS; train.save_interval_steps: 100000; train.summary_interval_steps: $(((LENET_STEPS + 3) / 4)); cluster.num_threads: $NPROC"
+MT_OV="input.file_pattern: \"$DATA/bible/train.tfrecord@1\"; train.summary_interval_steps: $(((MT_HALF + 1) / 2)); cluster.num_threads: $NPROC"
 # train LOGDIR DEVICE(cpu|gpu) TIMEOUT MODEL OVERRIDE [LOG_EVERY]: a trainer run logging
 # every step (or every LOG_EVERY).
 train() {
