@@ -95,7 +95,7 @@ $(CUDA_LIB): $(CU_OBJ)
 $(BINS) $(TESTS): $(CUDA_LIB)
 endif
 
-.PHONY: all test run-tests asan bench fuzz clean deps
+.PHONY: all test run-tests asan bench fuzz clean deps gpu-bundle
 .DELETE_ON_ERROR:
 # Keep every intermediate (generated sources, objects of mains and tests) between builds.
 .SECONDARY:
@@ -140,6 +140,16 @@ $(BINDIR)/%: $(BUILD)/src/%/main.o $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
 
+# Benchmark drivers linked like the executables (bench/mt_bench.c for the GPU bundle).
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+# A directory to carry to a GPU machine that has CUDA and PyTorch but none of lingvoc's
+# build dependencies: a CUDA build (MPI=0) with its shared libraries, small data subsets
+# and scripts/gpu-check.sh (scripts/make-gpu-bundle.sh says what is in it).
+gpu-bundle:
+	scripts/make-gpu-bundle.sh gpu-bundle
+
 # `make test` first installs what is missing (apt-get, idempotent), then re-reads this
 # Makefile (pkg-config flags need the packages) to build and run every suite.
 test: deps
@@ -163,6 +173,6 @@ fuzz:
 	@scripts/run-fuzz.sh $(FUZZ_SRC)
 
 clean:
-	rm -rf build build-asan build-fuzz build-cuda bin
+	rm -rf build build-asan build-fuzz build-cuda build-gpu-bundle gpu-bundle bin
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--train_steps", type=int, default=60)
     ap.add_argument("--eval_batches", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (scripts/gpu-check.sh): timings end with a synchronize")
     ap.add_argument("--eval_forever", action="store_true",
                     help="only run the eval loop, until killed (the co-running evaler of CORUN=1)")
     a = ap.parse_args()
@@ -53,7 +54,14 @@ def main():
     g = torch.Generator().manual_seed(0)
     raw = torch.randint(0, 256, (a.batch, 1, 28, 28), dtype=torch.uint8, generator=g)
     labels = torch.randint(0, 10, (a.batch,), generator=g)
-    model = LeNet5()
+    dev = torch.device(a.device)
+    raw, labels = raw.to(dev), labels.to(dev)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    model = LeNet5().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-6)
 
     def train_step():
@@ -72,22 +80,26 @@ def main():
     model.train()
     for _ in range(a.warmup):
         train_step()
+    sync()
     t0 = time.perf_counter()
     for _ in range(a.train_steps):
         train_step()
+    sync()
     train_eps = a.train_steps * a.batch / (time.perf_counter() - t0)
 
     model.eval()
     with torch.no_grad():
         for _ in range(a.warmup):
             model(standardize(raw))
+        sync()
         t0 = time.perf_counter()
         for _ in range(a.eval_batches):
             logits = model(standardize(raw))
             (logits.argmax(1) == labels).float().mean()
+        sync()
         eval_eps = a.eval_batches * a.batch / (time.perf_counter() - t0)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"torch": torch.__version__, "threads": a.threads, "train_examples_per_sec": train_eps,
+    print(json.dumps({"torch": torch.__version__, "threads": a.threads, "device": a.device, "train_examples_per_sec": train_eps,
                       "eval_examples_per_sec": eval_eps, "peak_rss_mb": rss_mb}))
 
 

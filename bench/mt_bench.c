@@ -23,7 +23,13 @@
  * Prints one line: "lingvoc train_ms=<ms/step> train_tok=<target tokens/step>
  * greedy_ms=<ms/search> greedy_tok=<tokens/search> beam_ms=<ms> beam_tok=<tokens>
  * params=<trainable parameters>".
- * Target tokens: non-padded target positions (training), batch x steps (searches). */
+ * Target tokens: non-padded target positions (training), batch x steps (searches).
+ *
+ * Environment (scripts/gpu-check.sh): MT_BENCH_GPU=1 runs on cuda:0 (as --run_locally=gpu
+ * does; needs a CUDA build and a visible GPU); MT_BENCH_MODEL=NAME another experiment
+ * (mt.bible_en_es.TransformerBase: model 512, 8 heads, 6 + 6 layers); MT_BENCH_OVERRIDE=TEXT
+ * is applied as --model_params_override is. Every step reads its loss back, so GPU times
+ * include the work. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "kernels/kernels.h"
 #include "models/beam_search.h"
 #include "models/model.h"
 #include "models/mt.h"
@@ -150,9 +157,20 @@ int main(int argc, char **argv) {
   }
   lv_model_options o;
   lv_model_options_init(&o);
-  o.model = "mt.bible_en_es.TransformerSmall";
+  const char *model = getenv("MT_BENCH_MODEL");
+  o.model = model && *model ? model : "mt.bible_en_es.TransformerSmall";
   o.dataset = "Train";
   o.num_threads = threads;
+  const char *gpu = getenv("MT_BENCH_GPU"), *override = getenv("MT_BENCH_OVERRIDE");
+  if (gpu && !strcmp(gpu, "1")) {
+    int n = lv_cuda_device_count();
+    if (n <= 0) {
+      fprintf(stderr, "mt_bench: MT_BENCH_GPU=1: %s\n", n < 0 ? "this build has no CUDA (make CUDA=1)" : "no GPU is visible");
+      return 2;
+    }
+    o.gpus_per_replica = 1;
+  }
+  if (override) o.params_override = override;
   lv_params *cfg = NULL;
   lv_status s = lv_model_params_build(&o, &cfg);
   if (s) die(s);

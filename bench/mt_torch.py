@@ -20,15 +20,21 @@ lingvoc computes it (src/models/mt.c, src/layers/transformer.c, attention.c):
 Same synthetic batch and dims as bench/mt_bench.c. Prints one line:
 "torch train_ms=<ms/step> train_tok=<target tokens/step> greedy_ms=<ms> greedy_tok=<n>
 params=<trainable parameters>".
-Usage: mt_torch.py threads train_steps batch src_len tgt_len dec_batch dec_steps"""
+Usage: mt_torch.py threads train_steps batch src_len tgt_len dec_batch dec_steps
+Environment (scripts/gpu-check.sh): MT_DIMS=model,heads,ffn,layers (default 256,4,1024,3)
+and MT_DEVICE=cuda (default cpu); on cuda every step reads its loss back (as on the CPU),
+and the searches end with a synchronize."""
 import math
+import os
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
-D, HEADS, FFN, LAYERS, V = 256, 4, 1024, 3, 8000
+D, HEADS, FFN, LAYERS = [int(v) for v in os.environ.get("MT_DIMS", "256,4,1024,3").split(",")]
+V = 8000
+DEV = torch.device(os.environ.get("MT_DEVICE", "cpu"))
 DROPOUT, SMOOTHING, SOS, EOS = 0.1, 0.1, 1, 2
 
 
@@ -56,7 +62,7 @@ def make_batch(B, S, T):
             labels[b, t] = EOS if t == lt - 1 else tok(b, t, 2)
             tgt_in[b, t] = SOS if t == 0 else tok(b, t - 1, 2)
             tgt_pad[b, t] = 0
-    return src, src_pad, tgt_in, labels, tgt_pad
+    return tuple(x.to(DEV) for x in (src, src_pad, tgt_in, labels, tgt_pad))
 
 
 def sinusoids(T):
@@ -151,7 +157,7 @@ class TransformerModel(torch.nn.Module):
     def loss(self, src, src_pad, tgt_in, labels, tgt_pad):
         enc, enc_mask = self.encode(src, src_pad)
         T = tgt_in.shape[1]
-        causal = torch.triu(torch.full((T, T), -1e9), diagonal=1)
+        causal = torch.triu(torch.full((T, T), -1e9, device=DEV), diagonal=1)
         self_mask = causal[None, None] + (tgt_pad * -1e9)[:, None, None, :]
         x = self.embed(self.tgt_emb, tgt_in)
         for layer in self.dec:
@@ -171,17 +177,17 @@ class TransformerModel(torch.nn.Module):
         enc_k = [a.heads(a.k(enc)) for a in att]
         enc_v = att[0].heads(enc)
         dh = D // HEADS
-        k_cache = [torch.empty(B, HEADS, steps, dh) for _ in self.dec]
-        v_cache = [torch.empty(B, HEADS, steps, dh) for _ in self.dec]
-        ids = torch.full((B,), SOS, dtype=torch.long)
-        out = torch.empty(B, steps, dtype=torch.long)
-        score = torch.zeros(B)
-        no_mask = torch.zeros(1)
+        k_cache = [torch.empty(B, HEADS, steps, dh, device=DEV) for _ in self.dec]
+        v_cache = [torch.empty(B, HEADS, steps, dh, device=DEV) for _ in self.dec]
+        ids = torch.full((B,), SOS, dtype=torch.long, device=DEV)
+        out = torch.empty(B, steps, dtype=torch.long, device=DEV)
+        score = torch.zeros(B, device=DEV)
+        no_mask = torch.zeros(1, device=DEV)
         for t in range(steps):
             if full_recompute:  # the reference for the cache: the whole prefix each step
-                prefix = torch.cat([torch.full((B, 1), SOS, dtype=torch.long), out[:, :t]], dim=1)
+                prefix = torch.cat([torch.full((B, 1), SOS, dtype=torch.long, device=DEV), out[:, :t]], dim=1)
                 x = self.tgt_emb(prefix) * math.sqrt(D) + self.pos[: t + 1]
-                causal = torch.triu(torch.full((t + 1, t + 1), -1e9), diagonal=1)[None, None]
+                causal = torch.triu(torch.full((t + 1, t + 1), -1e9, device=DEV), diagonal=1)[None, None]
                 for layer in self.dec:
                     x = layer(x, causal, enc, enc_mask)
                 x = x[:, -1:]
@@ -213,7 +219,7 @@ def main():
     threads, steps, B, S, T, DB, DN = [int(v) for v in sys.argv[1:8]]
     torch.set_num_threads(threads)
     torch.manual_seed(1234)
-    model = TransformerModel(max(S, T, DN))
+    model = TransformerModel(max(S, T, DN)).to(DEV)
     opt = torch.optim.Adam(model.parameters(), lr=0.7, betas=(0.9, 0.98), eps=1e-9)
     batch = make_batch(B, S, T)
     train_tok = int((1 - batch[4]).sum())
@@ -246,6 +252,8 @@ def main():
     for rep in range(2):  # rep 0 warms up
         t0 = time.perf_counter()
         out, _ = model.greedy(dec[0], dec[1], DN)
+        if DEV.type == "cuda":
+            torch.cuda.synchronize()
         greedy = time.perf_counter() - t0
     assert out.shape == (DB, DN)
     params = sum(p.numel() for p in model.parameters())

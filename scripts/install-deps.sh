@@ -14,12 +14,14 @@ PKGS=(
   sentencepiece libsword-utils sword-text-web sword-text-sparv
   perl strace
   libfftw3-dev libsndfile1-dev libsoxr-dev libarchive-dev
-  espeak-ng sox
+  espeak-ng sox pocketsphinx-testdata
 )
 # Speech (src/audio/, bin/create_asr_features): FFTW's float FFT for the log-mel frontend,
 # libsndfile to decode WAV/FLAC/OGG, libsoxr to resample to 16 kHz, libarchive to read
 # LibriSpeech's .tar.gz. espeak-ng and sox synthesize speech for tests/test_asr_features.sh
-# and scripts/prepare_asr_bible.sh (../shared/data-tools/synth_speech.sh's scheme).
+# and scripts/prepare_asr_bible.sh (../shared/data-tools/synth_speech.sh's scheme);
+# pocketsphinx-testdata's LibriVox recordings are the real speech of
+# scripts/prepare_asr_real.sh and tests/test_asr_real.sh.
 # Every tool the tests call is here, so that on a machine with these packages only the
 # tests that need a GPU skip (exit 77, counted by scripts/run-tests.sh): spm_* from
 # sentencepiece, mod2imp and the WEB text from the sword packages (tests/test_spm_parity.sh,

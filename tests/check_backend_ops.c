@@ -386,6 +386,13 @@ static void cases_elementwise(void) {
     x = fin(n, -3, 3), y = fout(n);
     int mask = fout(n);
     RUN("dropout_fwd", EXACT) KT->dropout_fwd(CTX, n, PF(x), 0.7f, 1234, 17 + (uint64_t)s, PF(y), PF(mask));
+    /* Weight noise: the same draws for the same seed and stream (Box-Muller's log and
+     * cos within the math tolerance). */
+    for (int uniform = 0; uniform < 2; uniform++) {
+      DESC("n %lld, %s noise", (long long)n, uniform ? "uniform" : "normal");
+      x = fin(n, -3, 3), y = fout(n);
+      RUN("add_noise", MATH) KT->add_noise(CTX, n, PF(x), 0.075f, uniform, 1234, 99 + (uint64_t)s, PF(y));
+    }
   }
   for (int a = 0; a < LV_ACT_COUNT; a++)
     for (int s = 0; s < 4; s++) {
@@ -857,6 +864,28 @@ static void cases_optim(void) {
   }
 }
 
+/* Adafactor on matrices (factored both ways, unfactored), a vector and an empty one, with
+ * and without parameter scale, clipping and first moment. */
+static void cases_optim_adafactor(void) {
+  static const int64_t shapes[][2] = {{0, 3}, {1, 7}, {5, 3}, {3, 5}, {300, 257}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t rows = shapes[i][0], cols = shapes[i][1], n = rows * cols;
+    for (int v = 0; v < 8; v++) {
+      const bool factored = rows > 1 && !(v & 4);
+      DESC("rows %lld cols %lld variant %d", (long long)rows, (long long)cols, v);
+      lv_adafactor_args a = {.rows = rows, .cols = cols, .factored = factored, .norm_rows = rows < cols,
+                             .param_scale = v & 1, .lr = 0.05f, .decay = 0.8f, .eps1 = 1e-30f, .eps2 = 1e-3f,
+                             .clip = v & 2 ? 1.0f : 0.0f, .beta1 = v & 4 ? 0.9f : 0.0f};
+      int w = fslot(n, -1, 1, false), g = fin(n, -1, 1), m1 = fout(n);
+      int vr = fslot(factored ? rows : n, 0.1f, 1, false), vc = fslot(factored ? cols : 1, 0.1f, 1, false);
+      int sc = dout(4);
+      g_s[sc].tol = 1e-6;
+      RUN("optim_adafactor", 1e-5, 1e-6)
+      KT->optim_adafactor(CTX, &a, PF(w), PF(g), v & 4 ? PF(m1) : NULL, PF(vr), factored ? PF(vc) : NULL, PD(sc));
+    }
+  }
+}
+
 /* An embedding's L2/L1 on its looked-up rows, every third row's gradient all zero (what
  * the rows get is checked in check_optim; here the backends must agree). */
 static void cases_optim_rows(void) {
@@ -889,6 +918,7 @@ static int run_all(const lv_backend *be) {
   cases_xent_chunks();
   cases_norm();
   cases_optim_rows();
+  cases_optim_adafactor();
   cases_shape_index();
   cases_lstm();
   cases_optim();

@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "optim/optim_params.h"
 #include "runners/instance.h"
+#include "vars_util.h"
 
 enum { N_EXAMPLES = 64, BATCH = 32 };
 
@@ -79,23 +80,6 @@ typedef struct run {
   int64_t nvars;
 } run;
 
-static float *host_vars(lv_instance *m, int64_t *total) {
-  int64_t n = 0;
-  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
-    lv_var *v = lv_varstore_get(m->vs, i);
-    if (v->value.dtype == LV_F32) n += lv_tensor_numel(&v->value);
-  }
-  float *out = malloc(sizeof(float) * (size_t)n), *p = out;
-  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
-    lv_var *v = lv_varstore_get(m->vs, i);
-    if (v->value.dtype != LV_F32) continue;
-    EXPECT_OK(lv_tensor_to_host(&v->value, p));
-    p += lv_tensor_numel(&v->value);
-  }
-  *total = n;
-  return out;
-}
-
 /* One training step (as lv_trainer_run drives it), one eval step, save, restore. */
 static void run_on(lv_device dev, const lv_params *cfg, run *r) {
   bool guarded = !lv_device_is_host(dev);
@@ -141,7 +125,7 @@ static void run_on(lv_device dev, const lv_params *cfg, run *r) {
   EXPECT_OK(lv_tensor_to_host(pred, r->pred));
   lv_metrics_free(&mt);
   lv_batch_free(&b);
-  r->vars = host_vars(m, &r->nvars);
+  r->vars = host_vars(m->vs, &r->nvars);
 
   /* Save from this device, restore into a fresh instance on it: same variables. */
   char train_dir[300];
@@ -162,7 +146,7 @@ static void run_on(lv_device dev, const lv_params *cfg, run *r) {
   free(items);
   ck_assert_int_eq(lv_instance_step(m2), 1);
   int64_t n2;
-  float *restored = host_vars(m2, &n2);
+  float *restored = host_vars(m2->vs, &n2);
   ck_assert_int_eq(n2, r->nvars);
   ck_assert(memcmp(restored, r->vars, sizeof(float) * (size_t)n2) == 0);
   free(restored);

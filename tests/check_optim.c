@@ -73,7 +73,8 @@ END_TEST
 START_TEST(test_optimizer_classes) {
   for (int t = 0; t < LV_OPT_COUNT; t++) {
     const lv_optimizer_class *k = lv_optimizer_class_of((lv_optimizer_type)t);
-    ck_assert_ptr_nonnull(k->update);
+    ck_assert((k->update != NULL) != (k->update_shaped != NULL));
+    ck_assert((k->slot_shapes != NULL) == (k->update_shaped != NULL));
     ck_assert(k->nslots >= 0 && k->nslots <= LV_OPT_MAX_SLOTS);
     ck_assert(k->nnonslot >= 0 && k->nnonslot <= LV_OPT_MAX_NONSLOT);
     lv_optimizer_config c = lv_optimizer_defaults((lv_optimizer_type)t);
@@ -86,8 +87,10 @@ START_TEST(test_optimizer_classes) {
     }
     lv_optimizer *o = make_opt(c);
     OK(lv_optimizer_add_var(o, "fc/w/var", 3, NULL));
-    ck_assert_int_eq(lv_optimizer_num_slot_vars(o), k->nslots);
-    for (int i = 0; i < k->nslots; i++) {
+    /* Shape-dependent slots (Adafactor, beta1 0): one accumulator v for a vector. */
+    const int nslots = k->slot_shapes ? 1 : k->nslots;
+    ck_assert_int_eq(lv_optimizer_num_slot_vars(o), nslots);
+    for (int i = 0; i < nslots; i++) {
       const char *name;
       int64_t n;
       lv_optimizer_slot_var(o, i, &name, NULL, &n);
@@ -416,10 +419,10 @@ START_TEST(test_learner_sgd_vector) {
   float hello = 0, world = 0, moon = 0, mars = 0;
   float g_hello = 1, g_world = -2, g_moon = 0, g_mars = 0;
   lv_learner_var v[] = {
-      {"hello", &hello, &g_hello, 1, true, false, 0},
-      {"world", &world, &g_world, 1, true, false, 0},
-      {"moon", &moon, &g_moon, 1, true, false, 0},
-      {"mars", &mars, &g_mars, 1, false, false, 0},
+      {"hello", &hello, &g_hello, 1, true, false, 0, false, 0, {0}},
+      {"world", &world, &g_world, 1, true, false, 0, false, 0, {0}},
+      {"moon", &moon, &g_moon, 1, true, false, 0, false, 0, {0}},
+      {"mars", &mars, &g_mars, 1, false, false, 0, false, 0, {0}},
   };
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 0.1;
@@ -452,7 +455,7 @@ END_TEST
 /* lingvo/core/base_model_test.py: grads of ones -> grad_scale 1. */
 START_TEST(test_learner_grad_scale_one) {
   float w[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
-  lv_learner_var v[] = {{"w", w, g, 4, true, false, 0}};
+  lv_learner_var v[] = {{"w", w, g, 4, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   lv_learner *l = make_learner(c, LV_OPT_SGD, v, 1);
@@ -473,7 +476,7 @@ START_TEST(test_learner_nan_inf_skipped) {
   for (int k = 0; k < 3; k++) {
     float w[3] = {1, 2, 3}, g[3] = {0.5f, bad[k], 1};
     float u[2] = {4, 5}, gu[2] = {1, 1};
-    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0}, {"u", u, gu, 2, true, false, 0}};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0, false, 0, {0}}, {"u", u, gu, 2, true, false, 0, false, 0, {0}}};
     lv_learner_config c = lv_learner_defaults();
     c.learning_rate = 0.1;
     c.clip_gradient_norm_to_value = 1.0;
@@ -509,7 +512,7 @@ START_TEST(test_learner_nonfinite_update_undone) {
   for (int adam = 0; adam < 2; adam++) {
     float w[3] = {1, 2, 3}, g[3];
     const float sane[3] = {0.1f, 0.2f, 0.3f}, huge[3] = {0.5f, 1e30f, 1};
-    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0}};
+    lv_learner_var v[] = {{"w", w, g, 3, true, false, 0, false, 0, {0}}};
     lv_learner_config c = lv_learner_defaults();
     c.learning_rate = adam ? 0.1 : 1e10;
     lv_learner *l = make_learner(c, adam ? LV_OPT_ADAM : LV_OPT_SGD, v, 1);
@@ -551,7 +554,7 @@ END_TEST
  * filled); a good step in between resets the count; 0 never stops. */
 START_TEST(test_learner_consecutive_skips_stop) {
   float w[2] = {1, 2}, g[2];
-  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0}};
+  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   ck_assert_int_eq(c.max_consecutive_skipped_steps, 100);
   c.learning_rate = 0.1;
@@ -588,7 +591,7 @@ END_TEST
 /* base_model_test: clip_gradient_single_norm_to_value = 1 with scalars a = 10, b = 0.5. */
 START_TEST(test_learner_single_norm_clip) {
   float a = 0, b = 0, ga = 10, gb = 0.5f;
-  lv_learner_var v[] = {{"a", &a, &ga, 1, true, false, 0}, {"b", &b, &gb, 1, true, false, 0}};
+  lv_learner_var v[] = {{"a", &a, &ga, 1, true, false, 0, false, 0, {0}}, {"b", &b, &gb, 1, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   c.clip_gradient_single_norm_to_value = 1.0;
@@ -635,7 +638,7 @@ END_TEST
 START_TEST(test_learner_l2_l1) {
   float gamma[3] = {1, -2, 3}, beta[2] = {5, 6};
   float gg[3] = {0.1f, 0.2f, 0.3f}, gb[2] = {1, 1};
-  lv_learner_var v[] = {{"gamma", gamma, gg, 3, true, false, 0}, {"beta", beta, gb, 2, true, true, 0}};
+  lv_learner_var v[] = {{"gamma", gamma, gg, 3, true, false, 0, false, 0, {0}}, {"beta", beta, gb, 2, true, true, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.has_l2 = true;
   c.l2_regularizer_weight = 0.1;
@@ -657,7 +660,7 @@ START_TEST(test_learner_l2_l1) {
   lv_learner_free(l);
 
   float g2[3] = {0.1f, 0.2f, 0.3f};
-  lv_learner_var v1[] = {{"gamma", gamma, g2, 3, true, false, 0}};
+  lv_learner_var v1[] = {{"gamma", gamma, g2, 3, true, false, 0, false, 0, {0}}};
   lv_learner_config c1 = lv_learner_defaults();
   c1.has_l1 = true;
   c1.l1_regularizer_weight = 0.1;
@@ -678,7 +681,7 @@ START_TEST(test_learner_lp_looked_up_rows) {
   for (int l1 = 0; l1 < 2; l1++) {
     float emb[6] = {1, -2, 3, 4, -5, 6}, g[6] = {0.5f, 0, 0, 0, 0, -0.25f};
     float w[2] = {7, 8}, gw[2] = {0, 0};
-    lv_learner_var v[] = {{"emb", emb, g, 6, true, false, 2}, {"w", w, gw, 2, true, false, 0}};
+    lv_learner_var v[] = {{"emb", emb, g, 6, true, false, 2, false, 0, {0}}, {"w", w, gw, 2, true, false, 0, false, 0, {0}}};
     lv_learner_config c = lv_learner_defaults();
     if (l1) {
       c.has_l1 = true;
@@ -712,7 +715,7 @@ START_TEST(test_learner_lp_looked_up_rows) {
   }
   /* A width that does not divide the variable is a programming error. */
   float e[5] = {0}, ge[5] = {0};
-  lv_learner_var bad[] = {{"emb", e, ge, 5, true, false, 2}};
+  lv_learner_var bad[] = {{"emb", e, ge, 5, true, false, 2, false, 0, {0}}};
   lv_learner *l = NULL;
   lv_learner_config c = lv_learner_defaults();
   lv_status st = lv_learner_create(&c, make_sched(LV_SCHED_CONTINUOUS), make_opt(lv_optimizer_defaults(LV_OPT_SGD)),
@@ -725,7 +728,7 @@ END_TEST
 
 START_TEST(test_learner_global_norm_clip) {
   float w[2] = {0, 0}, g[2] = {3, 4};
-  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0}};
+  lv_learner_var v[] = {{"w", w, g, 2, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 1.0;
   c.clip_gradient_norm_to_value = 1.0;
@@ -746,7 +749,7 @@ START_TEST(test_learner_global_norm_clip) {
 
   /* grad_norm_to_clip_to_zero: norm >= 4 -> scale 0, step skipped, not a NaN step. */
   float w2[2] = {1, 1}, h[2] = {3, 4};
-  lv_learner_var v2[] = {{"w", w2, h, 2, true, false, 0}};
+  lv_learner_var v2[] = {{"w", w2, h, 2, true, false, 0, false, 0, {0}}};
   lv_learner_config z = lv_learner_defaults();
   z.learning_rate = 1.0;
   z.grad_norm_to_clip_to_zero = 4.0;
@@ -767,7 +770,7 @@ END_TEST
 
 START_TEST(test_learner_schedule_and_scale_off) {
   float w[1] = {0}, g[1] = {NAN};
-  lv_learner_var v[] = {{"w", w, g, 1, true, false, 0}};
+  lv_learner_var v[] = {{"w", w, g, 1, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 2.0;
   c.scale_gradients = false;
@@ -797,7 +800,7 @@ END_TEST
 START_TEST(test_learner_grad_norm_tracker) {
   for (int capmin = 0; capmin < 2; capmin++) {
     float w[1] = {0}, g[1];
-    lv_learner_var v[] = {{"w", w, g, 1, true, false, 0}};
+    lv_learner_var v[] = {{"w", w, g, 1, true, false, 0, false, 0, {0}}};
     lv_learner_config c = lv_learner_defaults();
     c.has_grad_norm_tracker = true;
     c.grad_norm_tracker = lv_grad_norm_tracker_defaults();
@@ -851,9 +854,9 @@ END_TEST
 /* Per-variable norms (Lingvo's grad_norm/<var>, var_norm/<var> summaries). */
 START_TEST(test_learner_var_norms) {
   float a[2] = {3, 4}, ga[2] = {0, 2}, b[1] = {1}, gb[1] = {-1}, c0[1] = {7}, gc[1] = {7};
-  lv_learner_var v[] = {{"a", a, ga, 2, true, false, 0},
-                        {"frozen", c0, gc, 1, false, false, 0},
-                        {"b", b, gb, 1, true, false, 0}};
+  lv_learner_var v[] = {{"a", a, ga, 2, true, false, 0, false, 0, {0}},
+                        {"frozen", c0, gc, 1, false, false, 0, false, 0, {0}},
+                        {"b", b, gb, 1, true, false, 0, false, 0, {0}}};
   lv_learner *l = make_learner(lv_learner_defaults(), LV_OPT_SGD, v, 3);
   OK(lv_learner_step(l, 0, NULL));
   ck_assert_int_eq(lv_learner_num_vars(l), 2);
@@ -943,7 +946,7 @@ START_TEST(test_learner_accumulator) {
   enum { N = 37, K = 4 };
   float wa[N], ga[N], wb[N], gb[N];
   for (int i = 0; i < N; i++) wa[i] = wb[i] = 0.01f * (float)(i - 18);
-  lv_learner_var va[] = {{"w", wa, ga, N, true, false, 0}}, vb[] = {{"w", wb, gb, N, true, false, 0}};
+  lv_learner_var va[] = {{"w", wa, ga, N, true, false, 0, false, 0, {0}}}, vb[] = {{"w", wb, gb, N, true, false, 0, false, 0, {0}}};
   lv_learner_config c = lv_learner_defaults();
   c.learning_rate = 0.01;
   lv_learner *plain = make_learner(c, LV_OPT_ADAM, vb, 1);
@@ -990,6 +993,145 @@ START_TEST(test_learner_accumulator) {
 }
 END_TEST
 
+/* XLAShardingAdafactor against tests/parity/adafactor_ref.py (a float32 numpy transcription
+ * of Lingvo's _resource_apply_dense): 3 steps at global steps 0, 1, 2 with
+ * g[i] = sin(0.7 i + step + 1), w[i] = 0.1 (i - n / 3), lr 0.5; the final values and slots
+ * (TF's names and the factored shapes). */
+typedef struct ada_case {
+  int rank;
+  int64_t dims[2];
+  double beta1, clip, pow_, offset, min_dim;
+  bool param_scale, factored;
+  const float *w;
+  int nslots;
+  int slot_rank[3];
+  int64_t slot_dims[3][2];
+  const float *slot[3];
+} ada_case;
+
+static void run_ada_case(const ada_case *k) {
+  lv_optimizer_config c = lv_optimizer_defaults(LV_OPT_ADAFACTOR);
+  c.beta1 = k->beta1, c.clipping_threshold = k->clip, c.decay_exponent_pow = k->pow_;
+  c.decay_exponent_offset = k->offset, c.min_dim_size_to_factor = k->min_dim;
+  c.multiply_by_parameter_scale = k->param_scale, c.factored = k->factored;
+  lv_optimizer *o = make_opt(c);
+  OK(lv_optimizer_add_var_shaped(o, "m/w/var", k->rank, k->dims, NULL));
+  const int n = (int)(k->rank == 2 ? k->dims[0] * k->dims[1] : k->dims[0]);
+  float w[15], g[15];
+  for (int i = 0; i < n; i++) w[i] = 0.1f * (float)(i - n / 3);
+  for (int step = 0; step < 3; step++) {
+    for (int i = 0; i < n; i++) g[i] = sinf(0.7f * (float)i + (float)(step + 1));
+    float *ws[1] = {w};
+    const float *gs[1] = {g};
+    lv_optimizer_set_step(o, step);
+    OK(lv_optimizer_apply(o, 0.5f, 1, ws, gs));
+  }
+  for (int i = 0; i < n; i++) CLOSE(w[i], k->w[i], 2e-6);
+  ck_assert_int_eq(lv_optimizer_num_slot_vars(o), k->nslots);
+  for (int s = 0; s < k->nslots; s++) {
+    const char *name;
+    float *data;
+    int64_t sn, dims[LV_KMAX_RANK];
+    lv_optimizer_slot_var(o, s, &name, &data, &sn);
+    char want[64];
+    if (s == 0) snprintf(want, sizeof want, "m/w/var/Adafactor");
+    else snprintf(want, sizeof want, "m/w/var/Adafactor_%d", s);
+    ck_assert_str_eq(name, want);
+    ck_assert_int_eq(lv_optimizer_slot_dims(o, s, dims), k->slot_rank[s]);
+    int64_t want_n = 1;
+    for (int d = 0; d < k->slot_rank[s]; d++) {
+      ck_assert_int_eq(dims[d], k->slot_dims[s][d]);
+      want_n *= dims[d];
+    }
+    ck_assert_int_eq(sn, want_n);
+    for (int64_t i = 0; i < sn; i++) CLOSE(data[i], k->slot[s][i], 2e-6);
+  }
+  lv_optimizer_free(o);
+}
+
+START_TEST(test_adafactor_reference) {
+  static const float w0[] = {-0.87052685f, -0.453014195f, 0.0255359113f, 0.386276424f, 0.572842598f, 0.52675879f,
+                             0.256518036f, -0.0964518636f, -0.285708785f, 0.0335724093f, 0.455602705f, 0.935118258f};
+  static const float vr0[] = {0.504374027f, 0.495462537f, 0.494083524f};
+  static const float vc0[] = {0.491971374f, 0.512266934f, 0.496000528f, 0.491654575f};
+  static const float w1[] = {-0.557858706f, -0.444268078f, -0.322404027f, -0.161699802f, -0.0401016921f,
+                             0.0490679704f, 0.121191368f,  0.184334219f,  0.232197449f,  0.34047389f,
+                             0.465340555f,  0.603808999f,  0.750577986f,  0.888256371f,  0.95206368f};
+  static const float m1[] = {0.0236220025f, 0.00904187839f, -0.00700537302f, -0.0272642467f, -0.0286153127f,
+                             -0.015253827f, 0.00359795988f, 0.0214418508f,   0.0345860906f,  0.0236616954f,
+                             0.00513553899f, -0.0155730471f, -0.0328640342f, -0.0374214239f, -0.0158555135f};
+  static const float vr1[] = {0.358216405f, 0.355380714f, 0.353901446f};
+  static const float vc1[] = {0.329760641f, 0.336891651f, 0.379290581f, 0.386572421f, 0.346648902f};
+  static const float w2[] = {-1.21700585f, -0.398334414f, 0.53999567f, 1.05436969f, 1.72231674f};
+  static const float v2[] = {0.518033803f, 0.48202458f, 0.475855738f, 0.509768009f, 0.527464688f};
+  static const float w3[] = {-0.616119087f, -0.377599716f, -0.113535032f, 0.0694729686f, 0.274787337f, 0.247762114f,
+                             0.197909355f,  0.140692279f,  0.0757045075f, 0.286948413f,  0.525977015f, 0.790675044f};
+  static const float v3[] = {0.518033803f, 0.48202458f,  0.475855738f, 0.509768009f, 0.527464688f, 0.499568224f,
+                             0.472388446f, 0.491045654f, 0.524567485f, 0.517305911f, 0.481315166f, 0.476342618f};
+  static const float w4[] = {-0.836505234f, -0.43664676f, 0.00582712889f, 0.269470751f, 0.564418912f, 0.387869537f,
+                             0.168047726f,  -0.0523275435f, -0.272358418f, 0.0701788291f, 0.471004277f, 0.914390206f};
+  const ada_case cases[] = {
+      /* [4, 3] defaults (min_dim_size_to_factor 1): vr = mean over rows [3], vc [4] */
+      {2, {4, 3}, 0, 0, 0, 0, 1, true, true, w0, 2, {1, 1}, {{3}, {4}}, {vr0, vc0}},
+      /* [3, 5] beta1 0.9, clip 0.5, decay_exponent_pow 0.8, offset -2: m, vr [3], vc [5] */
+      {2, {3, 5}, 0.9, 0.5, 0.8, -2, 1, true, true, w1, 3, {2, 1, 1}, {{3, 5}, {3}, {5}}, {m1, vr1, vc1}},
+      /* [5] without the parameter scale: v [5] */
+      {1, {5}, 0, 0, 0, 0, 1, false, true, w2, 1, {1}, {{5}}, {v2}},
+      /* [4, 3] factored False, clip 0.5: v [4, 3] */
+      {2, {4, 3}, 0, 0.5, 0, 0, 1, true, false, w3, 1, {2}, {{4, 3}}, {v3}},
+      /* [4, 3] min_dim_size_to_factor 4: not factored */
+      {2, {4, 3}, 0, 0, 0, 0, 4, true, true, w4, 1, {2}, {{4, 3}}, {v3}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_ada_case(&cases[i]);
+  /* A rank-3 variable with two dims to factor is refused, naming it. */
+  lv_optimizer *o = make_opt(lv_optimizer_defaults(LV_OPT_ADAFACTOR));
+  const int64_t d3[3] = {2, 128, 128};
+  expect_err(lv_optimizer_add_var_shaped(o, "conv/w/var", 3, d3, NULL), LV_ERR_INVALID, "conv/w/var has rank 3");
+  lv_optimizer_config bad = lv_optimizer_defaults(LV_OPT_ADAFACTOR);
+  bad.cond_is_finite = true;
+  lv_optimizer *b = NULL;
+  expect_err(lv_optimizer_create(&bad, lv_cpu_backend(), &b), LV_ERR_INVALID, "cond_is_finite");
+  lv_optimizer_free(o);
+}
+END_TEST
+
+/* Lingvo's LanguageModel.AdjustGradients (max_lstm_gradient_norm): the group's gradients
+ * are clipped by their own global norm after grad_norm/all is taken and before the global
+ * clip; the others are left alone. */
+START_TEST(test_learner_group_clip) {
+  float a[2] = {0, 0}, ga[2], b[1] = {0}, gb[1];
+  lv_learner_config c = lv_learner_defaults();
+  c.learning_rate = 1.0;
+  c.max_group_gradient_norm = 2.5;
+  c.clip_gradient_norm_to_value = 10.0;
+  lv_learner_var v[] = {{"rnn/wm", a, ga, 2, true, false, 0, true, 0, {0}},
+                        {"softmax/w", b, gb, 1, true, false, 0, false, 0, {0}}};
+  lv_optimizer_config oc = lv_optimizer_defaults(LV_OPT_SGD);
+  lv_learner *l = NULL;
+  OK(lv_learner_create(&c, make_sched(LV_SCHED_CONSTANT_ONE), make_opt(oc), v, 2, &l));
+  ga[0] = 3, ga[1] = 4, gb[0] = 12; /* group norm 5 -> scaled by 0.5; total norm 13 -> 10/13 */
+  lv_learner_stats st;
+  OK(lv_learner_step(l, 0, &st));
+  CLOSE(st.grad_norm_all, 13.0, 1e-12);
+  CLOSE(st.grad_scale_all, 10.0 / 13.0, 1e-7);
+  CLOSE(a[0], -1.5 * 10.0 / 13.0, 1e-6);
+  CLOSE(a[1], -2.0 * 10.0 / 13.0, 1e-6);
+  CLOSE(b[0], -12.0 * 10.0 / 13.0, 1e-6);
+  /* Under the cap: unchanged. */
+  ga[0] = 0.3f, ga[1] = 0.4f, gb[0] = 1;
+  float a0 = a[0];
+  OK(lv_learner_step(l, 1, &st));
+  CLOSE(a[0] - a0, -0.3, 1e-6);
+  lv_learner_free(l);
+  /* A group clip with no variable in the group is an error. */
+  v[0].grad_group = false;
+  expect_err(lv_learner_create(&c, make_sched(LV_SCHED_CONSTANT_ONE), make_opt(oc), v, 2, &l), LV_ERR_INVALID,
+             "max_lstm_gradient_norm");
+  c.max_group_gradient_norm = -1;
+  expect_err(lv_learner_config_validate(&c), LV_ERR_INVALID, "max_lstm_gradient_norm");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("optim");
   TCase *o = tcase_create("optimizer");
@@ -1004,6 +1146,7 @@ int main(void) {
   tcase_add_test(o, test_rmsprop_adadelta);
   tcase_add_test(o, test_large_deterministic);
   tcase_add_test(o, test_optimizer_slots_host_copies);
+  tcase_add_test(o, test_adafactor_reference);
   suite_add_tcase(s, o);
   TCase *l = tcase_create("learner");
   tcase_add_test(l, test_learner_sgd_vector);
@@ -1021,6 +1164,7 @@ int main(void) {
   tcase_add_test(l, test_learner_var_norms);
   tcase_add_test(l, test_learner_for_vars);
   tcase_add_test(l, test_learner_accumulator);
+  tcase_add_test(l, test_learner_group_clip);
   suite_add_tcase(s, l);
   return lv_test_run(s);
 }

@@ -5,7 +5,8 @@
 # line and decoder_out keyed by utterance id); --decode_audio transcribes the files and
 # reports each file it cannot read (truncated WAV, empty file, a text file, a missing
 # path) while still transcribing the others (8 kHz and stereo copies included), exit 2;
-# a trainer killed with -9 and restarted ends with the same weights as an uninterrupted one.
+# batches of files decode as single files; silence gives an empty line; a trainer with
+# SpecAugment killed with -9 and restarted ends with the same weights as an uninterrupted one.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 B=$LV_BIN
@@ -81,11 +82,28 @@ H() { sed -n "$1p" good.out | cut -f2; }
 check "a line per clean file, path first" [ "$(cut -f1 good.out)" = "$(cat good.txt)" ]
 right=$(paste <(cut -f2 good.out) <(cut -f2 list.tsv) | awk -F'\t' '$1 == $2' | wc -l)
 check "most files transcribed exactly ($right of 8 >= 5)" [ "$right" -ge 5 ]
+# Batches (8 files of different lengths padded into one by default) decode as one file
+# at a time does.
+expect_exit 0 "--decode_audio one file at a time" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@good.txt \
+  --decode_batch_size=1
+check "one at a time gives the batch's lines" cmp -s "$T/out" good.out
+expect_exit 0 "--decode_audio in batches of 3" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@good.txt \
+  --decode_batch_size=3
+check "batches of 3 give the same lines" cmp -s "$T/out" good.out
+sox -n -r 16000 -c 1 -b 16 silence.wav trim 0 1.5
+printf 'wavs/utt00.wav\nsilence.wav\nwavs/utt05.wav\n' >sil.txt
+expect_exit 0 "--decode_audio with a silent file" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@sil.txt
+check "silence gives an empty line between transcribed ones" \
+  [ "$(cat "$T/out")" = "$(printf 'wavs/utt00.wav\t%s\nsilence.wav\t\nwavs/utt05.wav\t%s' "$(H 1)" "$(H 6)")" ]
 expect_exit 0 "--decode_audio=FILE" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=wavs/utt00.wav
 check "one path<TAB>text line, as in the list run" [ "$(cat "$T/out")" = "$(printf 'wavs/utt00.wav\t%s' "$(H 1)")" ]
 err_has "real-time factor"
 printf 'wavs/utt01.wav\nbad/truncated.wav\nwavs/utt02.wav\nbad/empty.wav\nbad/text.wav\nbad/missing.wav\nbad/8k.wav\nbad/stereo.wav\n' >files.txt
+expect_exit 2 "--decode_audio=@LIST with unreadable files, batches of 3" "$B/decoder" --model=$M --logdir="$T/a" \
+  --decode_audio=@files.txt --decode_batch_size=3
+cp "$T/out" files3.out
 expect_exit 2 "--decode_audio=@LIST with unreadable files" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@files.txt
+check "batches of 3 around unreadable files give the same lines" cmp -s "$T/out" files3.out
 check "a line per file, in order" [ "$(wc -l <"$T/out")" -eq 8 ]
 check "files around the bad ones are transcribed" [ "$(sed -n '1p;3p' "$T/out")" = "$(printf 'wavs/utt01.wav\t%s\nwavs/utt02.wav\t%s' "$(H 2)" "$(H 3)")" ]
 check "unreadable files give empty lines" [ "$(sed -n '2p;4p;5p;6p' "$T/out" | tr -d '\n')" = "" ]
@@ -106,11 +124,16 @@ err_has "exclude each other"
 expect_exit 2 "--decode_text on the speech model" "$B/decoder" --model=$M --logdir="$T/a" --decode_text=files.txt
 err_has "transcribes audio files (--decode_audio)"
 
-# 4. kill -9 mid-run, restart: the same weights as the uninterrupted run at the same step
-# (run a's checkpoint at step 200: nothing in TinyTest's schedule or data depends on
-# train.max_steps).
+# 4. kill -9 mid-run, restart: the same weights as an uninterrupted run at the same step,
+# with SpecAugment on (its masks and warps are drawn per step, so the resumed run draws
+# the ones the uninterrupted run drew).
 if [ "${ASR_E2E_RESUME:-1}" = 1 ]; then
-  ROVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: 200; train.save_interval_steps: 100; cluster.num_threads: 2"
+  SA="task.encoder.use_specaugment: true; task.encoder.specaugment_network.time_mask_max_frames: 10"
+  SA="$SA; task.encoder.specaugment_network.freq_mask_max_bins: 8; task.encoder.specaugment_network.time_warp_max_frames: 4"
+  SA="$SA; task.encoder.specaugment_network.time_warp_max_ratio: 0.1"
+  ROVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: 200; train.save_interval_steps: 100; cluster.num_threads: 2; $SA"
+  "${TRAIN[@]}" --logdir="$T/c" --model_params_override="$ROVR" >c.log 2>&1
+  check "uninterrupted SpecAugment run exits 0" [ $? -eq 0 ]
   "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$ROVR" >b1.log 2>&1 &
   pid=$!
   for _ in $(seq 6000); do [ -f b/train/ckpt-00000100.index ] && break; sleep 0.05; done
@@ -124,9 +147,11 @@ if [ "${ASR_E2E_RESUME:-1}" = 1 ]; then
       "$B/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
     done
   }
-  dump a/train/ckpt-00000200 >wa
+  dump c/train/ckpt-00000200 >wa
   dump b/train/ckpt-00000200 >wb
   check "dumps are complete" [ "$(grep -c tensor_name wa)" -gt 20 ]
   check "same weights and Adam slots after kill -9 and resume" cmp -s wa wb
+  dump a/train/ckpt-00000200 >w0
+  check "SpecAugment changed the training" sh -c "! cmp -s w0 wa"
 fi
 finish

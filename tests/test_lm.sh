@@ -81,4 +81,21 @@ expect_exit 2 "one_billion_wds full size without the data, in 1 GB of address sp
   "ulimit -v 1000000 && exec '$LV_BIN/trainer' --model=lm.one_billion_wds.WordLevelOneBwdsSimpleSampledSoftmax --logdir='$T/1bf'"
 err_has "training-monolingual.tokenized.shuffled/news.en*"
 err_has "experiments/lm/one_billion_wds.cfg"
+# train.max_lstm_gradient_norm (Lingvo's LanguageModel.AdjustGradients): a tiny cap clips
+# the cells' gradients, so the LSTM weights move less than without it; the softmax is
+# not in the group. A TransformerLm has no lm.rnns: exit 2.
+LSTM_W=lm/lm/rnns_0/wm/var
+inspect() { "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$2" --printoptions=threshold=100000000 | tail -n +2; }
+for cap in 0 1e-4; do
+  expect_exit 0 "RnnLmTinyTest, max_lstm_gradient_norm $cap" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest \
+    --logdir="$T/clip$cap" --model_params_override="$TR; train.max_steps: 3; task.train.max_lstm_gradient_norm: $cap"
+done
+if inspect "$T/clip0/train/ckpt-00000003" "$LSTM_W" >/dev/null 2>&1; then
+  check "clipped LSTM weights differ" [ "$(inspect "$T/clip0/train/ckpt-00000003" $LSTM_W)" != "$(inspect "$T/clip1e-4/train/ckpt-00000003" $LSTM_W)" ]
+else
+  fail "no $LSTM_W in the RnnLmTinyTest checkpoint"
+fi
+expect_exit 2 "max_lstm_gradient_norm on a TransformerLm" "$LV_BIN/trainer" --model=lm.bible.TransformerLmTinyTest \
+  --logdir="$T/clipT" --model_params_override="$TR; train.max_steps: 1; task.train.max_lstm_gradient_norm: 1.0"
+err_has "task.train.max_lstm_gradient_norm: 1 needs an RnnLm"
 finish

@@ -5,6 +5,7 @@
 #include "core/backend.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -49,6 +50,11 @@ struct lv_varstore {
   int64_t n_train;
   void *other;           /* every other variable */
   size_t other_bytes;
+  struct scope_vn {
+    char scope[LV_VAR_NAME_MAX];
+    lv_var_vn vn;
+  } *vn; /* lv_varstore_set_scope_vn */
+  int nvn, capvn;
 };
 
 lv_varstore *lv_varstore_create_on(lv_device dev) {
@@ -70,6 +76,7 @@ void lv_varstore_destroy(lv_varstore *vs) {
   if (vs->values) vs->be->free(vs->be->ctx, vs->values);
   if (vs->grads) vs->be->free(vs->be->ctx, vs->grads);
   if (vs->other) vs->be->free(vs->be->ctx, vs->other);
+  free(vs->vn);
   free(vs);
 }
 
@@ -255,4 +262,32 @@ float *lv_varstore_grads(lv_varstore *vs, int64_t *n) {
 }
 void lv_varstore_zero_grads(lv_varstore *vs) {
   if (vs->grads) vs->be->kernels->zero(vs->be->ctx, sizeof(float) * (size_t)vs->n_train, vs->grads);
+}
+
+void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_vn *vn) {
+  int i = 0;
+  while (i < vs->nvn && strcmp(vs->vn[i].scope, scope)) i++;
+  if (i == vs->nvn) {
+    if (vs->nvn == vs->capvn) {
+      vs->capvn = vs->capvn ? 2 * vs->capvn : 8;
+      vs->vn = realloc(vs->vn, sizeof *vs->vn * (size_t)vs->capvn);
+      LV_ASSERT(vs->vn);
+    }
+    snprintf(vs->vn[i].scope, sizeof vs->vn[i].scope, "%s", scope);
+    vs->nvn++;
+  }
+  vs->vn[i].vn = *vn;
+}
+
+bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *out) {
+  int best = -1;
+  size_t best_len = 0;
+  for (int i = 0; i < vs->nvn; i++) {
+    size_t n = strlen(vs->vn[i].scope);
+    bool covers = n == 0 || (!strncmp(scope, vs->vn[i].scope, n) && (scope[n] == 0 || scope[n] == '/'));
+    if (covers && (best < 0 || n >= best_len)) best = i, best_len = n;
+  }
+  if (best < 0) return false;
+  *out = vs->vn[best].vn;
+  return true;
 }

@@ -15,6 +15,20 @@
 
 #define LV_VAR_NAME_MAX 256
 
+/* Lingvo's variational weight noise on one variable (VariationalNoiseParams resolved for
+ * the layer that owns it, reference/lingvo_asr_lm.md §9; optim/vn.h applies it): while
+ * training from global step start_step on, the step reads w + scale * noise, noise N(0, 1)
+ * (U[-0.5, 0.5) if uniform) drawn from (seed, step, variable name). global: once per step
+ * (AddGlobalVN); per_step: one of the variables Lingvo also perturbs afresh at each use
+ * (AddVN(per_step=True); lingvoc refuses per_step_vn so far, so it stays false).
+ * All zero: no noise. */
+typedef struct lv_var_vn {
+  bool global, per_step, uniform;
+  float scale;
+  int64_t start_step;
+  uint64_t seed;
+} lv_var_vn;
+
 typedef struct lv_var {
   char name[LV_VAR_NAME_MAX];
   lv_tensor value;  /* view into the store's value buffer (requires_grad if trainable) */
@@ -25,6 +39,11 @@ typedef struct lv_var {
    * IndexedSlices gradient, and Lingvo's L2/L1 regularize only the rows a step looked up
    * (the learner's lp_row_width). */
   bool lp_looked_up_rows;
+  /* In the group a task clips by its own global norm before the learner scales the
+   * gradients (Lingvo's LanguageModel.AdjustGradients: train.max_lstm_gradient_norm on
+   * the LSTM variables, the learner's grad_group). */
+  bool grad_clip_group;
+  lv_var_vn vn; /* set by the owning layer for Lingvo's AddGlobalVN / AddVN targets */
 } lv_var;
 
 /* How to fill a new variable (Lingvo's py_utils.WeightInit). */
@@ -76,5 +95,13 @@ lv_var *lv_varstore_find(lv_varstore *vs, const char *name);
 float *lv_varstore_values(lv_varstore *vs, int64_t *n);
 float *lv_varstore_grads(lv_varstore *vs, int64_t *n);
 void lv_varstore_zero_grads(lv_varstore *vs);
+
+/* Weight-noise settings by layer scope (Lingvo's CopyBaseParams: a layer whose vn is the
+ * default takes its parent's): scope "" is the root (the task's, from train.vn_std).
+ * set copies vn (a scope set twice keeps the last); find gives the settings of the
+ * longest scope that is scope itself or one of its ancestors ("a/b" for "a/b/c", never
+ * for "a/bc"), false if none is set. */
+void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_vn *vn);
+bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *out);
 
 #endif

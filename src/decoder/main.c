@@ -30,6 +30,9 @@ static const char kUsage[] =
     "each file named by a line of LIST (@LIST; - = the lines of stdin), one `path<TAB>text` line\n"
     "each, in order, and logs the real-time factor. A file that cannot be read gives an error\n"
     "naming it and an empty line; the others are still transcribed, and the exit status is 2.\n"
+    "Files are transcribed --decode_batch_size (8) at a time, padded to the longest of the\n"
+    "batch (the text is the same as one at a time; lines come out batch by batch). Silence\n"
+    "(no sample above -60 dBFS) gives `path<TAB>` with no text.\n"
     "\n"
     "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
     "perplexity, tab-separated, then `corpus: N lines, T tokens, log_pplx X, perplexity Y`;\n"
@@ -40,7 +43,7 @@ static lv_status run(int argc, char **argv) {
   lv_cli c;
   lv_cli_init(&c);
   const char *dataset = "Test", *checkpoint = "", *decode_text = "", *decode_audio = "", *score_text = "", *prefix = "";
-  int64_t nsample = 0, top_k = -1, seed = -1;
+  int64_t nsample = 0, top_k = -1, seed = -1, batch = 8;
   double temperature = 0;
   bool once = false;
   double max_poll = 300, timeout = 0;
@@ -54,6 +57,7 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("timeout_secs", &timeout, "Give up after waiting this long for a new checkpoint (0 = never).");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_text", &decode_text, "Translate the lines of this file (- = stdin) to stdout and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_audio", &decode_audio, "Transcribe this audio file, the files listed in @LIST, or those of stdin (-), one path<TAB>text line each, and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_I64("decode_batch_size", &batch, "With --decode_audio: files transcribed as one batch (padded to the longest; the same text as one at a time).");
   flags[n++] = (lv_flag)LV_FLAG_STR("score_text", &score_text, "A language model: score the lines of this file (- = stdin) and exit.");
   flags[n++] = (lv_flag)LV_FLAG_I64("sample", &nsample, "A language model: write this many continuations of --prefix and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("prefix", &prefix, "With --sample: the text to continue (default: none).");
@@ -68,6 +72,7 @@ static lv_status run(int argc, char **argv) {
   LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
   if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) > 1)
     return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text and --sample exclude each other");
+  if (batch < 1 || batch > 4096) return lv_status_make(LV_ERR_INVALID, "--decode_batch_size must be in [1, 4096], got %lld", (long long)batch);
   if (!strcmp(decode_audio, "@")) return lv_status_make(LV_ERR_INVALID, "--decode_audio=@: give a list file after @");
   if (nsample < 0 || nsample > 1000000) return lv_status_make(LV_ERR_INVALID, "--sample must be in [1, 1000000]");
   /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
@@ -97,7 +102,7 @@ static lv_status run(int argc, char **argv) {
   }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "text"};
+                          .decode_kind = "text", .batch_size = (int)batch};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
   /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
   if (*decode_audio) {

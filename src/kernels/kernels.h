@@ -23,6 +23,17 @@
 /* Elements per block of the learner's ordered sums (optim_sum). */
 #define LV_OPTIM_SUM_BLOCK 8192
 
+/* One Adafactor update's shape and hyperparameters (kernels.def: optim_adafactor). */
+typedef struct lv_adafactor_args {
+  int64_t rows, cols; /* the variable as [rows, cols] */
+  bool factored;      /* factored second moments (vr_row [rows], vc_col [cols]) */
+  bool norm_rows;     /* factored: the row accumulator is the one normalised by its mean */
+  bool param_scale;   /* multiply_by_parameter_scale */
+  float lr, decay, eps1, eps2;
+  float clip;  /* clipping_threshold; 0: no clipping */
+  float beta1; /* 0: no first moment */
+} lv_adafactor_args;
+
 /* Elementwise binary ops; reduce kinds are LV_RED_*. */
 /* MAX / MIN give the larger / smaller operand; LT .. NE give 1.0f where the comparison
  * holds, else 0.0f (in the order of ops.h's lv_compare). */

@@ -19,7 +19,9 @@ lv_params *lv_asr_encoder_params(void) {
   LV_ASSERT(!lv_params_set_bool(proj, "batch_norm", true));
   LV_ASSERT(!lv_params_set_string(proj, "activation", "RELU"));
   lv_params_define_params(p, "proj_tpl", proj, "Configs template for the projection layer.");
-  lv_params_define_bool(p, "use_specaugment", false, "Use SpecAugment (not implemented in lingvoc).");
+  lv_params_define_params(p, "specaugment_network", lv_params_instantiate("SpectrumAugmenter"),
+                          "Configs template for the augmentation network.");
+  lv_params_define_bool(p, "use_specaugment", false, "Use specaugmentation or not.");
   lv_params_define_bool(p, "highway_skip", false, "If set, residual connections from different layers are gated. "
                         "Will only be used if residual_start is enabled (not implemented in lingvoc).");
   lv_pvalue *shapes = lv_pvalue_list(), *strides = lv_pvalue_list();
@@ -61,8 +63,6 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
                               lv_varstore *vs) {
   memset(e, 0, sizeof *e);
   char k[160];
-  if (lv_params_bool(ep, "use_specaugment"))
-    return unsupported(path, "use_specaugment", "SpecAugment is not implemented in lingvoc yet; set False");
   if (lv_params_int(ep, "num_conv_lstm_layers") != 0)
     return unsupported(path, "num_conv_lstm_layers", "conv-LSTM blocks are not implemented in lingvoc; set 0 (as "
                        "Librispeech960Base does)");
@@ -97,6 +97,16 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
     return lv_status_make(LV_ERR_INVALID, "%s.conv_filter_shapes and conv_filter_strides need num_cnn_layers = %lld "
                           "entries, got %d and %d", path, (long long)ncnn, lv_pvalue_len(fs), lv_pvalue_len(fst));
   lv_layer_owner *o = &e->own;
+  if (lv_params_bool(ep, "use_specaugment")) {
+    snprintf(k, sizeof k, "%s.specaugment_network", path);
+    lv_params *sp = NULL;
+    LV_TRY(lv_owner_params(o, lv_params_sub(ep, "specaugment_network"), k, "specaugment", &sp));
+    lv_layer *l = NULL;
+    LV_TRY(lv_owner_layer(o, sp, scope, vs, k, &l));
+    if (strcmp(l->cls->cls, "SpectrumAugmenter"))
+      return lv_status_make(LV_ERR_INVALID, "%s.cls must be SpectrumAugmenter, got %s", k, l->cls->cls);
+    e->specaug = (lv_spectrum_augmenter *)l;
+  }
   int64_t freq = e->freq, ch = e->channels;
   for (int i = 0; i < ncnn; i++) {
     int64_t f[4], s[2];
@@ -174,6 +184,8 @@ bool lv_asr_encoder_fprop(lv_asr_encoder *e, lv_graph *g, lv_tensor *x, lv_tenso
     return false;
   }
   const int64_t B = x->shape.d[0];
+  /* Lingvo: `if p.use_specaugment and not self.do_eval`. */
+  if (e->specaug && lv_graph_is_training(g)) x = lv_spectrum_augmenter_fprop(e->specaug, g, x, pads);
   if (e->pad_steps > 0) {
     x = concat2(g, x, lv_graph_zeros(g, LV_F32, lv_shape4(B, e->pad_steps, e->freq, e->channels)), 1);
     pads = concat2(g, pads, lv_graph_fill(g, lv_shape2(B, e->pad_steps), 1.0f), 1);

@@ -1,6 +1,8 @@
 /* Lingvo's AsrEncoder (lingvo/tasks/asr/encoder.py) as a piece a speech task composes:
  *
  *   src_inputs [B, T, F, C] with paddings [B, T]
+ *   -> in training with use_specaugment: SpectrumAugmenter `specaugment` of
+ *      specaugment_network (layers/spectrum_augmenter.h; off by default, as in Lingvo)
  *   -> pad_steps more frames (zeros, padded)
  *   -> num_cnn_layers ConvLayers `conv_L<i>` with time paddings (layers/conv.h: strided
  *      SAME conv, batch norm over the non-padded frames, ReLU, padded frames zeroed)
@@ -14,7 +16,7 @@
  * Variables under the scope given at creation (e.g. librispeech/enc): conv_L<i>/{w, beta,
  * gamma, moving_mean, moving_variance}, fwd_rnn_L<i>/{wm, b}, bak_rnn_L<i>/{wm, b},
  * proj_L<i>/{w, beta, gamma, moving_mean, moving_variance}, as Lingvo names them.
- * Lingvo's conv-LSTM blocks, SpecAugment, residual and highway skips, stacking and
+ * Lingvo's conv-LSTM blocks, residual and highway skips, stacking and
  * final_proj are not implemented: their params exist with Lingvo's defaults and a value
  * that would need them is an error naming the key. */
 #ifndef LV_LAYERS_ASR_ENCODER_H
@@ -24,11 +26,13 @@
 #include "layers/owner.h"
 #include "layers/projection.h"
 #include "layers/rnn_layers.h"
+#include "layers/spectrum_augmenter.h"
 
 #define LV_ASR_ENC_MAX_LAYERS 16
 
 typedef struct lv_asr_encoder {
   lv_layer_owner own;
+  lv_spectrum_augmenter *specaug; /* `specaugment`, with use_specaugment; NULL otherwise */
   int64_t pad_steps, freq, channels; /* input_shape's F and C */
   int cnn_layers, lstm_layers;
   lv_conv_layer *conv[LV_ASR_ENC_MAX_LAYERS];

@@ -173,6 +173,11 @@ static lv_status additive_create(lv_layer *base, const lv_params *p, const char 
   LV_TRY(lv_layer_add_var(base, "source_var", lv_shape2(l->a.source_dim, l->hidden_dim), NULL, true, &l->source_var));
   LV_TRY(lv_layer_add_var(base, "query_var", lv_shape2(l->a.query_dim, l->hidden_dim), NULL, true, &l->query_var));
   LV_TRY(lv_layer_add_var(base, "hidden_var", lv_shape1(l->hidden_dim), NULL, true, &l->hidden_var));
+  /* AddGlobalVN: all three; AddVN(per_step=True) in ComputeContextVectorWithSource:
+   * hidden_var and query_var. */
+  lv_layer_vn_target(base, l->source_var, false);
+  lv_layer_vn_target(base, l->query_var, true);
+  lv_layer_vn_target(base, l->hidden_var, true);
   return NULL;
 }
 

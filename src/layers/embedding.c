@@ -62,6 +62,7 @@ static lv_status embedding_create(lv_layer *base, const lv_params *p, const char
    * (a one-hot matmul: a dense gradient, regularized whole). */
   if (!sharded) {
     LV_TRY(lv_layer_add_var(&l->base, "wm", shape, NULL, true, &l->shards[0]));
+    lv_layer_vn_target(&l->base, l->shards[0], false);
     l->shards[0]->lp_looked_up_rows = !lv_params_bool(p, "use_matmul");
     return NULL;
   }
@@ -69,6 +70,7 @@ static lv_status embedding_create(lv_layer *base, const lv_params *p, const char
     char name[32];
     snprintf(name, sizeof name, "var_%d", i);
     LV_TRY(lv_layer_add_var(&l->base, name, shape, NULL, true, &l->shards[i]));
+    lv_layer_vn_target(&l->base, l->shards[i], false);
     l->shards[i]->lp_looked_up_rows = true;
   }
   return NULL;

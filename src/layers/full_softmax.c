@@ -52,6 +52,7 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
     char name[32];
     snprintf(name, sizeof name, "weight_%d", i);
     LV_TRY(lv_layer_add_var(&l->base, name, lv_shape2(l->input_dim, per), NULL, true, &l->w[i]));
+    lv_layer_vn_target(&l->base, l->w[i], true); /* AddGlobalVN, and AddVN(per_step) in DenseWeights */
   }
   if (lv_params_bool(p, "use_bias")) {
     lv_var_init bi = {LV_INIT_CONSTANT, lv_params_float(p, "bias_init")};
@@ -59,6 +60,7 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
       char name[32];
       snprintf(name, sizeof name, "bias_%d", i);
       LV_TRY(lv_layer_add_var(&l->base, name, lv_shape1(per), &bi, true, &l->b[i]));
+      lv_layer_vn_target(&l->base, l->b[i], true);
     }
   } else {
     free(l->b);

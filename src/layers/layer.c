@@ -17,7 +17,83 @@ lv_params *lv_layer_base_params(const char *cls) {
   lv_params_define_params(p, "params_init", init, "How model weights should be initialized.");
   lv_params_define_bool(p, "skip_lp_regularization", false,
                         "If True, all variables in this layer skip L1/L2 regularization.");
+  lv_params_define_params(p, "vn", lv_layer_vn_params(),
+                          "How variational noise should be applied (a layer whose vn is the default takes its "
+                          "parent's; the task's is set from train.vn_std and train.vn_start_step).");
   return p;
+}
+
+lv_params *lv_layer_vn_params(void) {
+  lv_params *p = lv_params_new();
+  lv_params_define_none(p, "scale", LV_PV_FLOAT,
+                        "The multiplier of the variational noise to apply. For Gaussian noise, this is the standard "
+                        "deviation. For uniform noise, the range is [-scale/2, scale/2].");
+  lv_params_define_bool(p, "global_vn", false, "Adds global variational noise every training setp iff True.");
+  lv_params_define_bool(p, "per_step_vn", false, "Adds per-timesetp variational noise iff True.");
+  lv_params_define_none(p, "seed", LV_PV_INT, "Random seed used to generate noise.");
+  lv_params_define_none(p, "deterministic", LV_PV_BOOL,
+                        "If true, generate noise using stateless random ops that are compatible with TF functional "
+                        "ops (lingvoc's noise is always stateless: a function of seed, step and variable).");
+  lv_params_define_bool(p, "use_uniform_noise", false,
+                        "If True, use Unif(-0.5, 0.5) for the noise. Otherwise, use Gaussian(0, 1).");
+  lv_params_define_none(p, "weight_norm_type", LV_PV_STRING,
+                        "If in the supported set, scale the noise by the norm of the vectorized weight tensor "
+                        "(lingvoc: only None, no norm scaling).");
+  lv_params_define_bool(p, "weight_norm_stop_grad", true,
+                        "If True, when weight_norm_type is nont None, stop the gradient from backpropagating to the norm.");
+  lv_params_define_int(p, "start_step", 0, "Step starting from which variational noise is added during training.");
+  return p;
+}
+
+lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
+                               lv_var_vn *out) {
+  memset(out, 0, sizeof *out);
+  bool global = lv_params_bool(vn, "global_vn"), per_step = lv_params_bool(vn, "per_step_vn");
+  if (lv_params_is_set(vn, "weight_norm_type"))
+    return lv_status_make(LV_ERR_INVALID, "%s.vn.weight_norm_type: \"%s\": lingvoc scales the noise by no weight norm "
+                          "yet; leave it None", where, lv_params_str(vn, "weight_norm_type"));
+  if (!global && !per_step) return NULL;
+  if (per_step && !(lv_params_is_set(vn, "deterministic") && lv_params_bool(vn, "deterministic")))
+    return lv_status_make(LV_ERR_INVALID, "%s.vn: per_step vn requires deterministic=True (as Lingvo's AddVN)", where);
+  if (per_step)
+    return lv_status_make(LV_ERR_INVALID, "%s.vn.per_step_vn: per-step noise (drawn afresh at every decoder step in "
+                          "AdditiveAttention and SimpleFullSoftmax) is not supported by lingvoc yet; use global_vn",
+                          where);
+  if (!(scale >= 0.0))
+    return lv_status_make(LV_ERR_INVALID, "%s.vn.scale: VN scale must be set (a number >= 0) when global_vn or "
+                          "per_step_vn is on", where);
+  out->global = global;
+  out->per_step = per_step;
+  out->uniform = lv_params_bool(vn, "use_uniform_noise");
+  out->scale = (float)scale;
+  out->start_step = start_step;
+  out->seed = lv_params_is_set(vn, "seed") ? (uint64_t)lv_params_int(vn, "seed") : seed;
+  return NULL;
+}
+
+lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params *p, const char *where) {
+  if (!lv_params_has(p, "vn") || !lv_params_sub(p, "vn")) return NULL;
+  const lv_params *vn = lv_params_sub(p, "vn");
+  lv_params *def = lv_layer_vn_params();
+  bool is_default = lv_params_equal(vn, def);
+  lv_params_free(def);
+  if (is_default) return NULL;
+  lv_var_vn parent = {0}, own;
+  parent.seed = 1234;
+  lv_varstore_scope_vn(vs, scope, &parent);
+  LV_TRY(lv_layer_vn_settings(where, vn, lv_params_is_set(vn, "scale") ? lv_params_float(vn, "scale") : -1.0,
+                              lv_params_int(vn, "start_step"), parent.seed, &own));
+  lv_varstore_set_scope_vn(vs, scope, &own);
+  return NULL;
+}
+
+void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step) {
+  lv_var_vn vn = {0};
+  if (lv_varstore_scope_vn(l->vs, l->scope, &vn)) {
+    vn.per_step &= per_step;
+    if (!vn.global && !vn.per_step) memset(&vn, 0, sizeof vn);
+  }
+  v->vn = vn;
 }
 
 lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
@@ -36,7 +112,7 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
   uint64_t h = 1469598103934665603ull;
   for (const char *c = l->scope; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
   l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : h;
-  return NULL;
+  return lv_layer_scope_vn(vs, l->scope, p, l->scope);
 }
 
 lv_status lv_layer_params_init(const lv_layer *l, lv_var_init *out) {

@@ -65,10 +65,30 @@ bool lv_layer_set_out(const lv_layer *l, lv_graph *g, lv_nmap *out, const char *
 lv_tensor *lv_layer_in(const lv_layer *l, lv_graph *g, const lv_nmap *in, const char *key);
 
 /* BaseLayer params: cls, name, random_seed (None), params_init {method, scale},
- * skip_lp_regularization (None). */
+ * skip_lp_regularization (None), vn (lv_layer_vn_params). */
 lv_params *lv_layer_base_params(const char *cls);
+/* Lingvo's VariationalNoiseParams at DefaultVN(): scale None, global_vn, per_step_vn,
+ * seed None, deterministic None, use_uniform_noise, weight_norm_type None,
+ * weight_norm_stop_grad, start_step 0. */
+lv_params *lv_layer_vn_params(void);
+/* The noise settings vn params give (where: "task" or a layer scope, for errors), with
+ * scale (< 0: None) and start_step as given and seed when vn.seed is None. All off
+ * unless global_vn or per_step_vn. Errors as Lingvo's AddVN: a scale that is None when
+ * noise is on; per_step_vn without deterministic=True; and what lingvoc has not yet:
+ * per_step_vn, a weight_norm_type. */
+lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
+                               lv_var_vn *out);
+/* Records p.vn for scope when it is not the default (Lingvo's CopyBaseParams keeps a
+ * child's own vn): the layers and variables under scope take it. lv_layer_setup does this
+ * for every layer; a task calls it for the params of the parts it builds without a layer
+ * of their own (task.encoder, task.decoder). where names p in errors. */
+lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params *p, const char *where);
+/* Marks v as one of the variables Lingvo's AddGlobalVN of l's class perturbs (per_step:
+ * also one its AddVN(per_step=True) perturbs), with the settings in force at l's scope. */
+void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step);
 /* scope = parent_scope + "/" + p.name (or p.name at the top); cls from p.cls. Errors if
- * name is empty. */
+ * name is empty. A vn other than the default is recorded for the layer's scope (its
+ * errors: lv_layer_vn_settings). */
 lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs);
 /* Adds "<scope>/<name>/var" (float32, trainable) initialized by params_init or init. */
 lv_status lv_layer_add_var(lv_layer *l, const char *name, lv_shape shape, const lv_var_init *init,

@@ -16,6 +16,7 @@ static lv_params *projection_params(const char *cls, bool has_bias) {
                         "normalization on the input, followed by activation, and finally the affine "
                         "transformation. Otherwise, apply affine transformation first, followed by batch "
                         "normalization and activation.");
+  lv_params_define_bool(p, "enable_vn", false, "Whether to enable variational noise.");
   lv_params *bn = lv_batch_norm_layer_params();
   LV_ASSERT(!lv_params_set_float(bn, "decay", 0.999));
   lv_params_define_params(p, "bn_params", bn, "Default params for batch norm layer.");
@@ -51,6 +52,7 @@ lv_status lv_projection_layer_create(lv_projection_layer *l, const lv_params *p,
     LV_TRY(lv_batch_norm_layer_create(&l->bn, l->bn_params, parent, vs));
   }
   LV_TRY(lv_layer_add_var(&l->base, "w", lv_shape2(l->input_dim, l->output_dim), NULL, true, &l->w));
+  if (lv_params_bool(p, "enable_vn")) lv_layer_vn_target(&l->base, l->w, false);
   if (lv_params_bool(p, "has_bias")) {
     lv_var_init bi = {LV_INIT_CONSTANT, lv_params_float(p, "bias_init")};
     LV_TRY(lv_layer_add_var(&l->base, "b", lv_shape1(l->output_dim), &bi, true, &l->b));

@@ -104,7 +104,9 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
     l->ln_eps = (float)eps;
   }
   LV_TRY(lv_layer_add_var(base, "wm", lv_shape2(l->num_input + l->output, 4 * l->hidden), NULL, true, &l->wm));
+  lv_layer_vn_target(base, l->wm, false);
   if (nh) LV_TRY(lv_layer_add_var(base, "w_proj", lv_shape2(l->hidden, l->output), NULL, true, &l->w_proj));
+  if (nh) lv_layer_vn_target(base, l->w_proj, false);
   if (lv_params_bool(p, "enable_lstm_bias")) {
     lv_var_init bi;
     const char *m = lv_params_str(p, "bias_init.method");
@@ -115,10 +117,12 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
     }
     bi.scale = lv_params_float(p, "bias_init.scale");
     LV_TRY(lv_layer_add_var(base, "b", lv_shape1(4 * l->hidden), &bi, true, &l->b));
+    lv_layer_vn_target(base, l->b, false);
   }
   if (l->layer_norm) {
     lv_var_init one = {LV_INIT_CONSTANT, 1.0};
     LV_TRY(lv_layer_add_var(base, "ln_scale", lv_shape1(4 * l->hidden), &one, true, &l->ln_scale));
+    lv_layer_vn_target(base, l->ln_scale, false);
   }
   return NULL;
 }

@@ -49,7 +49,7 @@ static lv_params *asr_model_params(void) {
   LV_ASSERT(!lv_params_set_float(p, "train.grad_norm_to_clip_to_zero", 100.0));
   LV_ASSERT(!lv_params_set_float(p, "train.l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_int(p, "train.tpu_steps_per_loop", 20));
-  if (lv_params_has(p, "train.vn_start_step")) LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
+  LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
   lv_params *sched = lv_params_instantiate("PiecewiseConstantSchedule");
   int64_t bounds[3] = {350000, 500000, 600000};
   double values[4] = {1.0, 0.1, 0.01, 0.001};
@@ -79,8 +79,10 @@ static lv_status build(asr_model *m, const lv_params *p, lv_varstore *vs) {
   if (!ep || !dp) return lv_status_make(LV_ERR_INVALID, "task.encoder and task.decoder must be set");
   char scope[LV_VAR_NAME_MAX];
   snprintf(scope, sizeof scope, "%s/%s", name, lv_params_str(ep, "name"));
+  LV_TRY(lv_layer_scope_vn(vs, scope, ep, "task.encoder"));
   LV_TRY(lv_asr_encoder_init(&m->enc, ep, "task.encoder", scope, vs));
   snprintf(scope, sizeof scope, "%s/%s", name, lv_params_str(dp, "name"));
+  LV_TRY(lv_layer_scope_vn(vs, scope, dp, "task.decoder"));
   LV_TRY(lv_atten_lstm_decoder_init_asr(&m->dec, dp, "task.decoder", scope, lv_asr_encoder_out_dim(&m->enc), vs,
                                         m->base.cls->cls, m->seed, STREAM_DEC));
   LV_TRY(lv_mt_label_smoothing(dp, m->base.cls->cls, &m->smoothing));
@@ -233,8 +235,8 @@ const lv_task_class lv_asr_model = {
     .post_process_decode_out = lv_asr_post_process_decode_out,
     .decoder_report = lv_asr_decoder_report,
     .line_describe = lv_asr_line_describe,
-    .line_to_batch = lv_asr_line_to_batch,
-    .decode_out_to_line = lv_asr_decode_out_to_line,
+    .lines_to_batch = lv_asr_lines_to_batch,
+    .decode_out_to_lines = lv_asr_decode_out_to_lines,
     .line_summary = lv_asr_line_summary,
     .seq_decode = &lv_asr_decode_ops,
 };

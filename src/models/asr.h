@@ -33,10 +33,13 @@ extern const lv_seq_decode_ops lv_asr_decode_ops;
  *                 "hyp h: score S: ..." per hyp.
  * Interactive decoding takes kind "audio": a line is an audio file's path, read with
  * audio/audio_file.h at 16 kHz mono, turned into create_asr_features' log-mel frames
- * (plus AsrInput's eos frame) and decoded; the output line is `path<TAB>text`. A file
- * that cannot be read is logged with its error and gives an empty output line; after the
- * last line the real-time factor is logged and, if any file failed, line_summary fails
- * the run (LV_ERR_INVALID) saying how many. */
+ * (plus AsrInput's eos frame) and decoded; the output line is `path<TAB>text`. The
+ * runner's batch of lines becomes one batch of utterances padded to the longest (rows
+ * in line order, each with its own paddings, so each decodes as it would alone); a
+ * silent file (no sample above -60 dBFS) gives an empty text without decoding. A file
+ * that cannot be read is logged with its error and gives an empty output line; after
+ * the last line the real-time factor is logged and, if any file failed, line_summary
+ * fails the run (LV_ERR_INVALID) saying how many. */
 lv_status lv_asr_decoder_setup(lv_task *t, const lv_params *cfg);
 lv_status lv_asr_create_decoder_metrics(lv_task *t, lv_metric_set *metrics);
 lv_status lv_asr_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out);
@@ -44,9 +47,9 @@ lv_status lv_asr_post_process_decode_out(lv_task *t, const lv_decode_out *dec_ou
                                          lv_kv_list *out);
 lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
 lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note);
-lv_status lv_asr_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
-                               lv_batch *b, bool *empty);
-lv_status lv_asr_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line);
+lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
+                                int64_t first_lineno, lv_batch *b, bool *empty);
+lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines);
 lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line);
 
 #endif

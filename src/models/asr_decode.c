@@ -2,6 +2,7 @@
  * (models/seq_decode.h's lv_seq_beam_decode), Lingvo's ASR decoder metrics (models/wer.h)
  * and --decode_audio. The decode state (search params, tokenizer, the frontend and the
  * buffers of a transcribed file) is the task's decode_state, owned by it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,18 @@
 
 /* The sample rate of create_asr_features' features, which the model was trained on. */
 enum { kAsrSampleRate = 16000 };
+/* -60 dBFS in the int16 range of lv_audio's samples. */
+static const float kSilencePeak = 32768.0f / 1000.0f;
+
+/* A line of --decode_audio: its path and, when it has something to decode, its log-mel
+ * frames [T0, F] and its row in the batch (-1 for none). */
+typedef struct asr_file {
+  char *path;
+  float *frames;
+  int64_t T0, T; /* frames, and with AsrInput's eos frame */
+  int row;
+  bool blank; /* an empty line or an unreadable file: an empty output line */
+} asr_file;
 
 typedef struct asr_decoder {
   lv_beam_search_params bp;
@@ -25,15 +38,18 @@ typedef struct asr_decoder {
   int64_t frame_size; /* input.frame_size: mel bins per frame */
   bool eos_frame;     /* input.append_eos_frame */
   lv_mel_frontend *fe;
-  float *frames; /* [cap] the file's frames [1, T, F, 1] */
-  float *pads;   /* [cap_t] [1, T] */
+  float *frames; /* [cap] the batch's frames [B, T, F, 1] */
+  float *pads;   /* [cap_t] [B, T] */
   size_t cap, cap_t;
   lv_tensor frames_view, pads_view;
-  char *path;           /* the line being transcribed */
+  asr_file *file;       /* [nfiles] the lines of the batch being transcribed */
+  int nfiles, cap_files;
   double start;         /* lv_now_monotonic() at the first line */
   double audio_secs;    /* of the files read */
   int64_t files, failed;
 } asr_decoder;
+
+static void files_clear(asr_decoder *d);
 
 static void asr_decoder_free(void *state) {
   asr_decoder *d = state;
@@ -41,7 +57,8 @@ static void asr_decoder_free(void *state) {
   lv_mel_frontend_free(d->fe);
   free(d->frames);
   free(d->pads);
-  free(d->path);
+  files_clear(d);
+  free(d->file);
   free(d);
 }
 
@@ -203,69 +220,139 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
-lv_status lv_asr_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
-                               lv_batch *b, bool *empty) {
+/* One line's file read into d->file[i]: its frames (NULL when it has nothing to decode:
+ * an empty line, an unreadable file, shorter than a frame, or silence: the output line
+ * is then empty for the first two and `path<TAB>` for the others). */
+static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
+  asr_file *f = &d->file[i];
+  if (!*f->path) {
+    f->blank = true; /* an empty line: an empty output line */
+    return NULL;
+  }
+  lv_audio a = {0};
+  lv_status s = lv_audio_read_file(f->path, kAsrSampleRate, &a);
+  if (s) {
+    /* One unreadable file does not stop the others; line_summary fails the run. */
+    lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
+    lv_status_free(s);
+    d->failed++;
+    f->blank = true;
+    return NULL;
+  }
+  d->audio_secs += (double)a.n / a.rate;
+  /* Silence: no sample reaches kSilencePeak (-60 dBFS; 16-bit dither peaks near -84 dBFS,
+   * speech recorded at a usable level far above): nothing to transcribe, and a model
+   * never trained on silence would otherwise make words up. */
+  float peak = 0;
+  for (int64_t k = 0; k < a.n; k++) peak = fabsf(a.samples[k]) > peak ? fabsf(a.samples[k]) : peak;
+  if (peak < kSilencePeak) {
+    lv_audio_free(&a);
+    return NULL;
+  }
+  const int64_t T0 = lv_mel_frontend_num_frames(d->fe, a.n), F = d->frame_size;
+  if (T0 == 0) {
+    lv_audio_free(&a);
+    return NULL; /* shorter than one frame: nothing to hear */
+  }
+  f->frames = malloc(sizeof *f->frames * (size_t)(T0 * F));
+  LV_ASSERT(f->frames);
+  s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, f->frames, NULL);
+  lv_audio_free(&a);
+  if (s) return lv_status_wrap(s, "%s", f->path);
+  f->T = T0 + (d->eos_frame ? 1 : 0);
+  f->T0 = T0;
+  return NULL;
+}
+
+static void files_clear(asr_decoder *d) {
+  for (int i = 0; i < d->nfiles; i++) {
+    free(d->file[i].path);
+    free(d->file[i].frames);
+  }
+  d->nfiles = 0;
+}
+
+lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
+                                int64_t first_lineno, lv_batch *b, bool *empty) {
   asr_decoder *d = decoder_of(t);
   const char *verb, *note;
   LV_TRY(lv_asr_line_describe(t, kind, &verb, &note));
   *empty = true;
   lv_nmap_clear(&b->map);
   b->size = 0;
-  if (!d->files++) d->start = lv_now_monotonic();
-  free(d->path);
-  d->path = strndup(line, len);
-  LV_ASSERT(d->path);
-  if (!*d->path) return NULL; /* an empty line: an empty output line */
-  lv_audio a = {0};
-  lv_status s = lv_audio_read_file(d->path, kAsrSampleRate, &a);
-  if (s) {
-    /* One unreadable file does not stop the others; line_summary fails the run. */
-    lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
-    lv_status_free(s);
-    d->failed++;
-    return NULL;
+  if (!d->files) d->start = lv_now_monotonic();
+  d->files += n;
+  files_clear(d);
+  if (d->cap_files < n) {
+    free(d->file);
+    d->cap_files = n;
+    d->file = malloc(sizeof *d->file * (size_t)n);
+    LV_ASSERT(d->file);
   }
-  d->audio_secs += (double)a.n / a.rate;
-  const int64_t T0 = lv_mel_frontend_num_frames(d->fe, a.n), T = T0 + (d->eos_frame ? 1 : 0), F = d->frame_size;
-  if (T == 0) {
-    lv_audio_free(&a);
-    return NULL; /* shorter than one frame: nothing to hear */
+  d->nfiles = n;
+  memset(d->file, 0, sizeof *d->file * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    d->file[i].path = strndup(lines[i], lens[i]);
+    LV_ASSERT(d->file[i].path);
+    d->file[i].row = -1;
   }
-  if (d->cap < (size_t)(T * F)) {
+  int64_t B = 0, T = 0;
+  for (int i = 0; i < n; i++) {
+    LV_TRY(read_one(d, i, first_lineno + i));
+    if (!d->file[i].frames) continue;
+    d->file[i].row = (int)B++;
+    if (d->file[i].T > T) T = d->file[i].T;
+  }
+  if (!B) return NULL;
+  /* AsrInput's batch: each file's frames, its eos frame (zeros, not padded), then padded
+   * zero frames up to the longest. */
+  const int64_t F = d->frame_size;
+  if (d->cap < (size_t)(B * T * F)) {
     free(d->frames);
-    d->cap = (size_t)(T * F);
+    d->cap = (size_t)(B * T * F);
     d->frames = malloc(sizeof *d->frames * d->cap);
     LV_ASSERT(d->frames);
   }
-  if (d->cap_t < (size_t)T) {
+  if (d->cap_t < (size_t)(B * T)) {
     free(d->pads);
-    d->cap_t = (size_t)T;
+    d->cap_t = (size_t)(B * T);
     d->pads = malloc(sizeof *d->pads * d->cap_t);
     LV_ASSERT(d->pads);
   }
-  s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, d->frames, NULL);
-  lv_audio_free(&a);
-  LV_TRY(s);
-  /* AsrInput's batch of one: the eos frame is all zeros and not padded. */
-  memset(d->frames + T0 * F, 0, sizeof *d->frames * (size_t)((T - T0) * F));
-  memset(d->pads, 0, sizeof *d->pads * (size_t)T);
-  d->frames_view = lv_tensor_view(LV_F32, lv_shape4(1, T, F, 1), d->frames);
-  d->pads_view = lv_tensor_view(LV_F32, lv_shape2(1, T), d->pads);
+  memset(d->frames, 0, sizeof *d->frames * (size_t)(B * T * F));
+  for (int i = 0; i < n; i++) {
+    const asr_file *f = &d->file[i];
+    if (f->row < 0) continue;
+    memcpy(d->frames + f->row * T * F, f->frames, sizeof *f->frames * (size_t)(f->T0 * F));
+    for (int64_t k = 0; k < T; k++) d->pads[f->row * T + k] = k < f->T ? 0.0f : 1.0f;
+  }
+  d->frames_view = lv_tensor_view(LV_F32, lv_shape4(B, T, F, 1), d->frames);
+  d->pads_view = lv_tensor_view(LV_F32, lv_shape2(B, T), d->pads);
   LV_TRY(lv_nmap_set(&b->map, "src.src_inputs", &d->frames_view));
   LV_TRY(lv_nmap_set(&b->map, "src.paddings", &d->pads_view));
-  b->size = 1;
+  b->size = B;
   *empty = false;
   return NULL;
 }
 
-lv_status lv_asr_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line) {
+lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines) {
   asr_decoder *d = decoder_of(t);
-  const lv_tensor *ids = lv_decode_out_get(dec_out, "topk_ids"), *lens = lv_decode_out_get(dec_out, "topk_lens");
-  char *text = NULL;
-  LV_TRY(lv_seq_row_text(d->tok, lv_i32(ids), (int)ids->shape.d[1], lv_i32(lens)[0], &text));
-  int r = asprintf(line, "%s\t%s", d->path ? d->path : "", text);
-  free(text);
-  LV_ASSERT(r >= 0);
+  const lv_tensor *ids = dec_out ? lv_decode_out_get(dec_out, "topk_ids") : NULL;
+  const lv_tensor *lens = dec_out ? lv_decode_out_get(dec_out, "topk_lens") : NULL;
+  const int H = d->bp.num_hyps_per_beam;
+  for (int i = 0; i < d->nfiles; i++) {
+    const asr_file *f = &d->file[i];
+    char *text = NULL;
+    if (f->row >= 0) {
+      if (!ids || !lens)
+        return lv_status_make(LV_ERR_INTERNAL, "%s: the decode gave no topk_ids / topk_lens", t->cls->cls);
+      const int64_t r = (int64_t)f->row * H, L = ids->shape.d[1];
+      LV_TRY(lv_seq_row_text(d->tok, lv_i32(ids) + r * L, (int)L, lv_i32(lens)[r], &text));
+    }
+    int rc = f->blank ? asprintf(&lines[i], "%s", "") : asprintf(&lines[i], "%s\t%s", f->path, text ? text : "");
+    free(text);
+    LV_ASSERT(rc >= 0);
+  }
   return NULL;
 }
 

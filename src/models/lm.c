@@ -1,6 +1,7 @@
 /* lm.model.LanguageModel: see lm.h. Params follow Lingvo's LanguageModel.Params() with its
- * training defaults; Lingvo options lingvoc does not implement (packed_input,
- * train.max_lstm_gradient_norm) are errors when set, not ignored. */
+ * training defaults; Lingvo options lingvoc does not implement (packed_input) are errors
+ * when set, not ignored. train.max_lstm_gradient_norm marks the RNN cells' variables as the
+ * learner's clip group (Lingvo's AdjustGradients clips var_grad.lm.rnns). */
 #include "models/lm.h"
 
 #include <math.h>
@@ -29,7 +30,7 @@ static lv_params *lm_task_params(void) {
   lv_params_define_bool(p, "packed_input", false, "Whether the inputs are packed (lingvoc: must be False).");
   lv_params *tp = lv_params_sub(p, "train");
   lv_params_define_float(tp, "max_lstm_gradient_norm", 0.0,
-                         "Clip LSTM gradients by their own global norm (lingvoc: not supported, must be 0).");
+                         "Clip gradient for vars in lstm layers by setting this value to something > 0.");
   lv_params_define_bool(tp, "sum_loss_across_tokens_in_batch", false,
                         "Sum the logP across predicted tokens in batch when set to True; average otherwise.");
   lv_params *dp = lv_params_new_cls("LmDecoder");
@@ -44,6 +45,7 @@ static lv_params *lm_task_params(void) {
   LV_ASSERT(!lv_params_set_float(tp, "l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_float(tp, "clip_gradient_norm_to_value", 1.0));
   LV_ASSERT(!lv_params_set_float(tp, "grad_norm_to_clip_to_zero", 100.0));
+  LV_ASSERT(!lv_params_set_int(tp, "vn_start_step", 20000));
   return p;
 }
 
@@ -53,6 +55,32 @@ static void lm_destroy(lv_task *t) {
   lv_params_free(m->lm_p);
   lv_task_free_decode_state(t);
   free(m);
+}
+
+/* The variables of the RNN cells (S/<rnns.name>_<i>/...) form the learner's clip group
+ * of train.max_lstm_gradient_norm. A TransformerLm has no lm.rnns: Lingvo fails on it. */
+static lv_status mark_lstm_vars(lm_task *m, lv_varstore *vs) {
+  if (m->lm->kind != LV_LM_RNN)
+    return lv_status_make(LV_ERR_INVALID, "task.train.max_lstm_gradient_norm: %g needs an RnnLm (it clips the "
+                          "gradients of lm.rnns); task.lm.cls is %s",
+                          lv_params_float(m->base.p, "train.max_lstm_gradient_norm"), lv_params_str(m->lm_p, "cls"));
+  const char *rname = lv_params_str(m->lm_p, "rnns.name");
+  int marked = 0;
+  for (int i = 0; i < m->lm->num_layers; i++) {
+    char prefix[LV_VAR_NAME_MAX + 100];
+    int len = snprintf(prefix, sizeof prefix, "%s/%.80s_%d/", m->lm->base.scope, *rname ? rname : "rnns", i);
+    for (int k = 0; k < lv_varstore_count(vs); k++) {
+      lv_var *v = lv_varstore_get(vs, k);
+      if (v->trainable && !strncmp(v->name, prefix, (size_t)len)) {
+        v->grad_clip_group = true;
+        marked++;
+      }
+    }
+  }
+  if (!marked)
+    return lv_status_make(LV_ERR_INTERNAL, "task.train.max_lstm_gradient_norm: no LSTM variable found under %s",
+                          m->lm->base.scope);
+  return NULL;
 }
 
 static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_varstore *vs, lv_task **out) {
@@ -67,9 +95,6 @@ static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_vars
   if (!*name) s = lv_status_make(LV_ERR_INVALID, "task.name must be set (e.g. \"lm\")");
   if (!s && lv_params_bool(p, "packed_input"))
     s = lv_status_make(LV_ERR_INVALID, "task.packed_input: packed inputs are not supported by lingvoc; leave it False");
-  if (!s && lv_params_float(p, "train.max_lstm_gradient_norm") != 0.0)
-    s = lv_status_make(LV_ERR_INVALID, "task.train.max_lstm_gradient_norm: per-LSTM gradient clipping is not "
-                       "supported by lingvoc yet; leave it 0");
   if (!s && !lv_params_sub(p, "lm")) s = lv_status_make(LV_ERR_INVALID, "task.lm must be set (it is None)");
   if (!s) {
     m->lm_p = lv_params_copy(lv_params_sub(p, "lm"));
@@ -82,6 +107,7 @@ static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_vars
       s = lv_status_make(LV_ERR_INVALID, "task.lm.cls must be RnnLm or TransformerLm (a layer over token ids), got %s",
                          lv_params_str(m->lm_p, "cls"));
   }
+  if (!s && lv_params_float(p, "train.max_lstm_gradient_norm") > 0) s = mark_lstm_vars(m, vs);
   m->sum_loss = lv_params_bool(p, "train.sum_loss_across_tokens_in_batch");
   if (s) {
     lm_destroy(&m->base);

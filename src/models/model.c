@@ -14,7 +14,10 @@
 #include "base/path.h"
 #include "models/task.h"
 
-static const char *const kDatasets[] = {"Train", "Dev", "Test"};
+/* Lingvo's model params classes define their datasets as methods (Train, Dev, Test, and
+ * e.g. Librispeech960Base's DevOther / TestOther); lingvoc lists the names its experiments
+ * may define. Real: the real-speech test set of asr.bible_tts (scripts/prepare_asr_real.sh). */
+static const char *const kDatasets[] = {"Train", "Dev", "Test", "DevOther", "TestOther", "Real"};
 static const char *const kCopiedTrainKeys[] = {
     "start_up_delay_steps", "max_steps", "tpu_steps_per_loop", "enqueue_max_steps", "save_interval_seconds",
     "save_interval_steps", "save_max_to_keep", "save_keep_checkpoint_every_n_hours", "summary_interval_steps",
@@ -67,6 +70,9 @@ lv_params *lv_model_default_params(void) {
   lv_params_define_params(ds, "train", NULL, "Input params of dataset Train.");
   lv_params_define_params(ds, "dev", NULL, "Input params of dataset Dev.");
   lv_params_define_params(ds, "test", NULL, "Input params of dataset Test.");
+  lv_params_define_params(ds, "devother", NULL, "Input params of dataset DevOther.");
+  lv_params_define_params(ds, "testother", NULL, "Input params of dataset TestOther.");
+  lv_params_define_params(ds, "real", NULL, "Input params of dataset Real.");
   lv_params_define_params(p, "datasets", ds, "Input params of every dataset (experiment files only).");
   return p;
 }

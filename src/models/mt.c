@@ -140,6 +140,9 @@ static lv_status build_side(mt_model *m, const lv_params *p, const char *key, co
   const lv_params *sp = lv_params_sub(p, key);
   char scope[256];
   snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(sp, "name"));
+  char where[32];
+  snprintf(where, sizeof where, "task.%s", key);
+  LV_TRY(lv_layer_scope_vn(vs, scope, sp, where));
   side->model_dim = lv_params_int(sp, "model_dim");
   side->input_dropout_prob = lv_params_float(sp, "input_dropout_prob");
   if (!(side->input_dropout_prob >= 0 && side->input_dropout_prob < 1)) /* NaN too */

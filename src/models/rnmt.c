@@ -81,6 +81,7 @@ static void rnmt_destroy(lv_task *t) {
 static lv_status build_encoder(rnmt_model *m, const lv_params *ep, const char *task_name, lv_varstore *vs) {
   char scope[LV_VAR_NAME_MAX];
   snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(ep, "name"));
+  LV_TRY(lv_layer_scope_vn(vs, scope, ep, "task.encoder"));
   lv_layer_owner *o = &m->own;
   LV_TRY(lv_owner_embedding(o, ep, "task.encoder", scope, vs, &m->enc_emb));
   int64_t n = lv_params_int(ep, "num_lstm_layers"), cell = lv_params_int(ep, "lstm_cell_size");
@@ -133,6 +134,7 @@ static lv_status build_decoder(rnmt_model *m, const lv_params *dp, const char *t
                                lv_varstore *vs) {
   char scope[LV_VAR_NAME_MAX];
   snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(dp, "name"));
+  LV_TRY(lv_layer_scope_vn(vs, scope, dp, "task.decoder"));
   if (lv_params_int(dp, "source_dim") != enc_out)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.source_dim (%lld) must equal the encoder's output depth "
                           "task.encoder.encoder_out_dim (%lld)", (long long)lv_params_int(dp, "source_dim"),

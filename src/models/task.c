@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "input/input.h"
 #include "input/tokenizer.h"
 #include "layers/layer.h"
@@ -175,6 +176,18 @@ lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char *
   return s;
 }
 
+lv_status lv_task_decode_lines(lv_task *t, lv_graph *g, const lv_batch *b, char **lines) {
+  const lv_task_class *c = t->cls;
+  if (!c->decode || !c->decode_out_to_lines)
+    return lv_status_make(LV_ERR_INVALID, "task %s does not decode batches of lines", c->cls);
+  if (!b) return c->decode_out_to_lines(t, NULL, lines);
+  lv_decode_out dec_out;
+  lv_status s = decode(t, g, b, &dec_out);
+  if (!s) s = c->decode_out_to_lines(t, &dec_out, lines);
+  lv_decode_out_free(&dec_out);
+  return s;
+}
+
 /* Classes added at run time (lv_task_class_register), after tasks.def's. */
 #define MAX_EXTRA_TASKS 16
 static const lv_task_class *g_extra[MAX_EXTRA_TASKS];
@@ -220,7 +233,8 @@ static lv_params *train_params(void) {
   lv_params_define_int(tp, "start_up_delay_steps", 200, "i-th replica starts training after i*(i+1)/2*start_up_delay_steps steps.");
   lv_params_define_int(tp, "max_steps", 4000000, "Training max of 4M steps.");
   lv_params_define_int(tp, "tpu_steps_per_loop", 1000, "The number of training steps per training loop for TPUs.");
-  lv_params_define_float(tp, "vn_std", 0.0, "Std of the variational noise (lingvoc: must be 0).");
+  lv_params_define_int(tp, "vn_start_step", 200000000, "Step starting from which variational noise is added to params values during training.");
+  lv_params_define_float(tp, "vn_std", 0.0, "Std of the variational noise.");
   lv_params_define_float(tp, "ema_decay", 0.0, "If > 0, enable ExponentialMovingAverage during training with the give decay. Must be < 1. Disabled if <= 0.");
   lv_params_define_none(tp, "ema_decay_moving_vars", LV_PV_BOOL, "If True, include variables from collection \"moving_vars\" in ema.");
   lv_params_define_params(tp, "ema_schedule", NULL, "If not None, a schedule over global_step giving the moving averages' decay (e.g. EmaDecaySchedule), used instead of ema_decay's min(ema_decay, (1 + step) / (10 + step)).");
@@ -248,6 +262,30 @@ static lv_params *eval_params(void) {
   lv_params_define_bool(ep, "eval_all_checkpoints", false, "Compute evaluation metrics for every checkpoint saved by the Trainer.");
   lv_params_define_bool(ep, "decode_all_checkpoints", false, "Compute decoder metrics for every checkpoint saved by the Trainer.");
   return ep;
+}
+
+lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uint64_t seed) {
+  const lv_params *vn = lv_params_sub(task_p, "vn");
+  const double std = lv_params_float(task_p, "train.vn_std");
+  const bool wanted = vn && (lv_params_bool(vn, "global_vn") || lv_params_bool(vn, "per_step_vn"));
+  lv_var_vn c = {0};
+  c.seed = seed;
+  if (!(std > 0.0) || !wanted) {
+    if (std > 0.0)
+      lv_warn("task.train.vn_std is %g but task.vn.global_vn and task.vn.per_step_vn are both off: no weight noise "
+              "(Lingvo's lines are task.vn.global_vn: true; task.train.vn_std: ...)", std);
+    lv_varstore_set_scope_vn(vs, "", &c);
+    return NULL;
+  }
+  if (lv_params_is_set(vn, "scale"))
+    return lv_status_make(LV_ERR_INVALID, "task.vn.scale: A value should not be specified for p.vn.scale. It will be "
+                          "overwritten by p.train.vn_std (%g); remove task.vn.scale", std);
+  if (lv_params_int(vn, "start_step"))
+    return lv_status_make(LV_ERR_INVALID, "task.vn.start_step: A value should not be specified for p.vn.start_step. It "
+                          "will be overwritten by p.train.vn_start_step; set task.train.vn_start_step instead");
+  LV_TRY(lv_layer_vn_settings("task", vn, std, lv_params_int(task_p, "train.vn_start_step"), seed, &c));
+  lv_varstore_set_scope_vn(vs, "", &c);
+  return NULL;
 }
 
 lv_params *lv_task_base_params(const char *cls) {

@@ -131,6 +131,15 @@ typedef struct lv_task_class {
                              lv_batch *b, bool *empty);
   /* The decoded example of a one-example batch as its output line (malloc'd). */
   lv_status (*decode_out_to_line)(lv_task *t, const lv_decode_out *dec_out, char **line);
+  /* Optional, instead of line_to_batch and decode_out_to_line: n input lines (n >= 1, up
+   * to --decode_batch_size) into one batch of the lines that have something to decode,
+   * in input order (the task's tensors until its next call; the task keeps which row is
+   * which line); *empty: none has. Then decode_out_to_lines gives the n output lines
+   * (malloc'd, in input order; dec_out NULL when *empty was set): a batch decodes as its
+   * lines would one at a time. */
+  lv_status (*lines_to_batch)(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
+                              int64_t first_lineno, lv_batch *b, bool *empty);
+  lv_status (*decode_out_to_lines)(lv_task *t, const lv_decode_out *dec_out, char **lines);
   /* Optional: after the last line of kind, a closing line for the output (*line
    * malloc'd, NULL for none), e.g. the corpus totals of --score_text. An error fails the
    * run after every line was written: how a task reports lines it logged and left empty
@@ -171,7 +180,16 @@ bool lv_task_class_decodes(const lv_task_class *c);
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out);
 /* One decode of a one-example batch made by the task's line_to_batch into *line. */
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
+/* One decode of a batch made by the task's lines_to_batch into its n output lines
+ * (b NULL: nothing to decode, the task fills the lines alone). */
+lv_status lv_task_decode_lines(lv_task *t, lv_graph *g, const lv_batch *b, char **lines);
 
+/* BaseTask._UpdateVnConfig: the weight-noise settings of the task's scope (the root of
+ * vs, which every layer without a vn of its own inherits): with train.vn_std > 0 and
+ * vn.global_vn or vn.per_step_vn, scale vn_std from train.vn_start_step (an error if
+ * task.vn.scale or task.vn.start_step is set, as in Lingvo); otherwise off. seed: vn.seed
+ * when it is None. Call before the task creates its layers. */
+lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uint64_t seed);
 /* BaseTask params shared by every task: layer base + train + eval (§5.2, §5.3). */
 lv_params *lv_task_base_params(const char *cls);
 const lv_task_class *lv_task_class_find(const char *cls);

@@ -60,6 +60,9 @@ lv_status lv_learner_config_validate(const lv_learner_config *c) {
   }
   if (c->accum_steps < 0)
     return lv_status_make(LV_ERR_INVALID, "optimizer.accum_steps: must be >= 1, found %lld", (long long)c->accum_steps);
+  if (!(c->max_group_gradient_norm >= 0) || isinf(c->max_group_gradient_norm))
+    return lv_status_make(LV_ERR_INVALID, "max_lstm_gradient_norm: must be a finite value >= 0 (0: off), found %g",
+                          c->max_group_gradient_norm);
   if (c->max_consecutive_skipped_steps < 0)
     return lv_status_make(LV_ERR_INVALID, "max_consecutive_skipped_steps: must be >= 0 (0: never stop), found %lld",
                           (long long)c->max_consecutive_skipped_steps);
@@ -346,7 +349,15 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     l->values[l->n] = v->value;
     l->grads[l->n] = v->grad;
     l->n++;
-    st = lv_optimizer_add_var(optimizer, v->name, v->n, NULL);
+    st = v->rank > 0 ? lv_optimizer_add_var_shaped(optimizer, v->name, v->rank, v->shape, NULL)
+                     : lv_optimizer_add_var(optimizer, v->name, v->n, NULL);
+  }
+  if (!st && cfg->max_group_gradient_norm > 0) {
+    bool any = false;
+    for (int i = 0; i < l->n; i++) any = any || l->v[i].grad_group;
+    if (!any)
+      st = lv_status_make(LV_ERR_INVALID, "max_lstm_gradient_norm: %g, but no trained variable is an LSTM variable of "
+                          "the task (Lingvo clips the gradients of lm.rnns)", cfg->max_group_gradient_norm);
   }
   if (!st) st = alloc_update_check(l);
   if (!st && cfg->accum_steps > 1) st = alloc_accumulators(l);
@@ -360,6 +371,7 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
 
 lv_optimizer *lv_learner_optimizer(lv_learner *l) { return l->opt; }
 const lv_schedule *lv_learner_schedule(const lv_learner *l) { return l->schedule; }
+lv_schedule *lv_learner_schedule_mut(lv_learner *l) { return l->schedule; }
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l) { return l->nan_inf_steps; }
 int64_t lv_learner_num_skipped_steps(const lv_learner *l) { return l->skipped_steps; }
 void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps) {
@@ -394,6 +406,23 @@ static double lp_total(const lv_learner *l, const double *sum) {
   for (int i = 0; i < l->n; i++)
     if (!l->v[i].skip_lp) total += sum[i];
   return total;
+}
+
+/* tf.clip_by_global_norm over the grad_group variables, in float32 as TF: scale =
+ * clip * min(1 / norm, 1 / clip), applied unless it is exactly 1. Runs on finite
+ * gradients only (a non-finite norm makes TF's gradients NaN, and the step is skipped
+ * either way). */
+static void clip_group(lv_learner *l) {
+  const int n = l->n;
+  double g2 = 0;
+  for (int i = 0; i < n; i++)
+    if (l->v[i].grad_group) g2 += l->sums[SUM_GRAD_SQ * n + i];
+  const float clip = (float)l->c.max_group_gradient_norm;
+  const float norm = (float)sqrt(g2);
+  const float scale = clip * fminf(1.0f / norm, 1.0f / clip);
+  if (scale == 1.0f) return;
+  for (int i = 0; i < n; i++)
+    if (l->v[i].grad_group) l->k->optim_scale(l->ctx, l->v[i].n, l->v[i].grad, scale);
 }
 
 lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
@@ -446,6 +475,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
      * also overflows above FLT_MAX, which the float cast reproduces. */
     s.grad_norm_is_nan_or_inf = !isfinite((float)s.grad_norm_all);
     s.has_nan_or_inf = !isfinite(gsq) || s.grad_norm_is_nan_or_inf;
+    if (c->max_group_gradient_norm > 0 && !s.has_nan_or_inf) clip_group(l);
 
     if (c->clip_gradient_single_norm_to_value != 0) {
       const double clip = c->clip_gradient_single_norm_to_value;
@@ -506,6 +536,7 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
      * neither (as Lingvo does no NaN check then). */
     const bool check = c->scale_gradients;
     if (check) backup_copy(l, true);
+    lv_optimizer_set_step(o, step);
     lv_status st = lv_optimizer_apply(o, (float)s.learning_rate, l->n, l->values,
                                       l->acc ? (const float *const *)l->acc : l->grads);
     if (st) return st;

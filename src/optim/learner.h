@@ -6,7 +6,8 @@
  *      l1_loss = w * sum |v|) on trainable variables not marked skip_lp (on an embedding's
  *      rows, only those with a nonzero gradient: lp_row_width);
  *   2. if scale_gradients: global grad norm sqrt(sum g^2), var norm, has_nan_or_inf
- *      (any non-finite gradient or a non-finite norm); then either per-variable
+ *      (any non-finite gradient or a non-finite norm); the task's adjustment
+ *      (max_group_gradient_norm: the LSTM gradients clipped by their own norm); then either per-variable
  *      clip_by_norm (clip_gradient_single_norm_to_value) or a global grad_scale =
  *      min(1, clip_gradient_norm_to_value / norm) x [norm < grad_norm_to_clip_to_zero]
  *      x GradNormTracker (1 or 0), forced to 0 on NaN/Inf; gradients are multiplied by the scale (0 -> zeroed, so
@@ -57,6 +58,12 @@ typedef struct lv_learner_var {
    * regularize (gradient and loss) only the rows the step looked up. lingvoc takes those
    * as the rows with a nonzero gradient after the all-reduce, the same on every replica. */
   int64_t lp_row_width;
+  /* In the group clipped by max_group_gradient_norm (the LSTM variables of an LM). */
+  bool grad_group;
+  /* The value's shape (rank 0: a vector of n), for optimizers that factor by shape
+   * (Adafactor). */
+  int rank;
+  int64_t shape[LV_KMAX_RANK];
 } lv_learner_var;
 
 /* Lingvo's layers.GradNormTracker: rejects a step (scale 0) whose log(grad norm + 1)
@@ -89,6 +96,11 @@ typedef struct lv_learner_config {
    * steps where step % accum_steps == accum_steps - 1, on the sums times 1/accum_steps,
    * which are then zeroed. 0 or 1: every step updates. */
   int64_t accum_steps;
+  /* > 0: Lingvo's LanguageModel.AdjustGradients (train.max_lstm_gradient_norm): with
+   * scale_gradients, after grad_norm/all is taken and before the scaling, the gradients of
+   * the variables marked grad_group are clipped by their own global norm
+   * (tf.clip_by_global_norm). 0: off. */
+  double max_group_gradient_norm;
 } lv_learner_config;
 
 /* Lingvo's BaseTask train defaults (learning_rate 0, no L1/L2, no clipping,
@@ -143,6 +155,8 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *stats);
 double lv_learner_learning_rate(const lv_learner *l, int64_t step);
 lv_optimizer *lv_learner_optimizer(lv_learner *l);
 const lv_schedule *lv_learner_schedule(const lv_learner *l);
+/* The same, for the trainer to advance a DevBasedSchedule and checkpoint its state. */
+lv_schedule *lv_learner_schedule_mut(lv_learner *l);
 /* Steps skipped because of NaN/Inf gradients, and all skipped steps (NaN/Inf or
  * grad_norm_to_clip_to_zero). */
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l);

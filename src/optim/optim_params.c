@@ -53,7 +53,94 @@ lv_params *lv_schedule_params(lv_schedule_type t) {
       }
     }
   }
+  if (t == LV_SCHED_DEV_BASED)
+    lv_params_define_params(p, "metric_history", lv_metric_history_params(), "Metric to monitor for stopping.");
   return p;
+}
+
+/* ---------------- early stop: early_stop.h ---------------- */
+
+lv_params *lv_metric_history_params(void) {
+  lv_params *p = lv_params_new();
+  lv_params_define_string(p, "name", "MetricHistory", "Used by SetLogdirInMetricHistories.");
+  lv_params_define_string(p, "jobname", "eval_dev", "Job and dataset to which metric applies.");
+  lv_params_define_string(p, "metric", "log_pplx", "Metric to record.");
+  lv_params_define_bool(p, "minimize", true,
+                        "If True, training minimizes the metric. If False, training maximizes the metric.");
+  lv_params_define_string(p, "logdir", "", "Root dir for BF logs (lingvoc: always the run's --logdir, as Lingvo "
+                                           "sets it).");
+  lv_params_define_bool(p, "tfevent_file", false,
+                        "If True, read the metric from events.out.tfevents.* files in the job dir instead of "
+                        "maintaining a history file (lingvoc: must be False).");
+  lv_params_define_bool(p, "local_filesystem", false, "Logdir is on local filesystem (needed for unit test).");
+  return p;
+}
+
+static lv_params *early_stop_params(void) {
+  lv_params *p = base_params("EarlyStop", "EarlyStop");
+  lv_params_define_params(p, "metric_history", lv_metric_history_params(), "Metric history params.");
+  lv_params_define_float(p, "tolerance", 0.0, "Minimum significant difference in metric; useful if progress is "
+                                              "asymptotic.");
+  lv_params_define_int(p, "window", 0, "Maximum number of steps between best and current.");
+  lv_params_define_bool(p, "verbose", true, "Log early-stop checks.");
+  lv_params_define_int(p, "min_steps", 0, "Minimum number of steps before stopping.");
+  lv_params_define_int(p, "logging_interval", 100,
+                       "The number of global steps after which the early stop metric history is updated.");
+  return p;
+}
+
+lv_status lv_metric_history_from_params(const lv_params *p, const char *where, lv_metric_history *out) {
+  memset(out, 0, sizeof *out);
+  if (!p) return lv_status_make(LV_ERR_INVALID, "%s.metric_history: is None", where);
+  if (lv_params_bool(p, "tfevent_file"))
+    return lv_status_make(LV_ERR_INVALID, "%s.metric_history.tfevent_file: reading the metric from events files is "
+                          "not supported by lingvoc; leave it False (the evaler keeps <metric>.history.txt)", where);
+  const char *job = lv_params_str(p, "jobname"), *metric = lv_params_str(p, "metric");
+  if (!*job || !*metric || strlen(job) >= sizeof out->jobname || strlen(metric) >= sizeof out->metric ||
+      strstr(job, "..") || strstr(metric, ".."))
+    return lv_status_make(LV_ERR_INVALID, "%s.metric_history: jobname \"%s\" and metric \"%s\": expected non-empty "
+                          "names under %zu characters without \"..\"", where, job, metric, sizeof out->jobname);
+  snprintf(out->jobname, sizeof out->jobname, "%s", job);
+  snprintf(out->metric, sizeof out->metric, "%s", metric);
+  out->minimize = lv_params_bool(p, "minimize");
+  return NULL;
+}
+
+lv_status lv_early_stop_from_params(const lv_params *train, lv_early_stop_config *out) {
+  memset(out, 0, sizeof *out);
+  const lv_params *p = lv_params_sub(train, "early_stop");
+  if (!p || lv_params_int(p, "window") == 0) return NULL;
+  out->window = lv_params_int(p, "window");
+  out->tolerance = lv_params_float(p, "tolerance");
+  out->min_steps = lv_params_int(p, "min_steps");
+  out->verbose = lv_params_bool(p, "verbose");
+  if (out->window < 0 || !(out->tolerance >= 0))
+    return lv_status_make(LV_ERR_INVALID, "task.train.early_stop: window %lld and tolerance %g must be >= 0",
+                          (long long)out->window, out->tolerance);
+  return lv_metric_history_from_params(lv_params_sub(p, "metric_history"), "task.train.early_stop",
+                                       &out->history);
+}
+
+bool lv_dev_based_schedule_from_params(const lv_params *train, lv_metric_history *hist, double *tolerance,
+                                       lv_status *st) {
+  const lv_params *p = lv_params_sub(train, "lr_schedule");
+  *st = NULL;
+  if (!p || strcmp(lv_params_str(p, "cls"), "DevBasedSchedule") != 0) return false;
+  *tolerance = lv_params_float(p, "tolerance");
+  *st = lv_metric_history_from_params(lv_params_sub(p, "metric_history"), "task.train.lr_schedule", hist);
+  return true;
+}
+
+int lv_metric_histories_from_params(const lv_params *train, lv_metric_history *out, int max) {
+  int n = 0;
+  lv_early_stop_config es;
+  lv_status st = lv_early_stop_from_params(train, &es);
+  if (!st && es.window > 0 && n < max) out[n++] = es.history;
+  lv_status_free(st);
+  double tol;
+  if (lv_dev_based_schedule_from_params(train, &out[n < max ? n : 0], &tol, &st) && !st && n < max) n++;
+  lv_status_free(st);
+  return n;
 }
 
 /* Reads a list of numbers (ints or floats) into out[max]. */
@@ -202,7 +289,7 @@ static double getf(const lv_params *p, const char *key) { return lv_params_float
 
 lv_params *lv_optimizer_params(lv_optimizer_type t) {
   const char *cls = lv_optimizer_type_names[t];
-  lv_params *p = base_params(cls, cls);
+  lv_params *p = base_params(cls, t == LV_OPT_ADAFACTOR ? "Adafactor" : cls);
   lv_params_define_bool(p, "use_bf16_gradients_ar", false,
                         "Whether to use bfloat16 dtype for gradients all-reduce. This applies "
                         "to TPU only.");
@@ -214,8 +301,13 @@ lv_params *lv_optimizer_params(lv_optimizer_type t) {
   const lv_optimizer_class *k = lv_optimizer_class_of(t);
   for (int i = 0; i < k->nparams; i++) {
     const lv_optim_param *op = &k->params[i];
-    if (op->kind == LV_OPTP_BOOL) lv_params_define_bool(p, op->name, op->def != 0, op->desc);
-    else lv_params_define_float(p, op->name, op->def, op->desc);
+    switch (op->kind) {
+      case LV_OPTP_BOOL: lv_params_define_bool(p, op->name, op->def != 0, op->desc); break;
+      case LV_OPTP_INT: lv_params_define_int(p, op->name, (int64_t)op->def, op->desc); break;
+      case LV_OPTP_OPT_FLOAT: lv_params_define_none(p, op->name, LV_PV_FLOAT, op->desc); break;
+      case LV_OPTP_FLOAT: lv_params_define_float(p, op->name, op->def, op->desc); break;
+      case LV_OPTP_HIDDEN: break;
+    }
   }
   return p;
 }
@@ -232,7 +324,9 @@ lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_
   for (int i = 0; i < k->nparams; i++) {
     const lv_optim_param *op = &k->params[i];
     char *f = (char *)&c + op->off;
+    if (op->kind == LV_OPTP_HIDDEN) continue;
     if (op->kind == LV_OPTP_BOOL) *(bool *)f = lv_params_bool(p, op->name);
+    else if (op->kind == LV_OPTP_OPT_FLOAT) *(double *)f = lv_params_is_set(p, op->name) ? getf(p, op->name) : 0.0;
     else *(double *)f = getf(p, op->name);
   }
   return lv_optimizer_create(&c, be, out);
@@ -305,6 +399,7 @@ SCHED_CTOR(LV_SCHED_SQRT_DECAY)
 SCHED_CTOR(LV_SCHED_SQRT_DECAY_TO_ZERO)
 SCHED_CTOR(LV_SCHED_INVERSE_SIGMOID)
 SCHED_CTOR(LV_SCHED_EMA_DECAY)
+SCHED_CTOR(LV_SCHED_DEV_BASED)
 OPT_CTOR(0)
 OPT_CTOR(1)
 OPT_CTOR(2)
@@ -351,6 +446,7 @@ void lv_optim_register_all(void) {
       [LV_SCHED_SQRT_DECAY_TO_ZERO] = ctor_LV_SCHED_SQRT_DECAY_TO_ZERO,
       [LV_SCHED_INVERSE_SIGMOID] = ctor_LV_SCHED_INVERSE_SIGMOID,
       [LV_SCHED_EMA_DECAY] = ctor_LV_SCHED_EMA_DECAY,
+      [LV_SCHED_DEV_BASED] = ctor_LV_SCHED_DEV_BASED,
   };
   for (int i = 0; i < LV_SCHED_COUNT; i++) {
     LV_ASSERTF(scheds[i], "schedule %s has no ctor", lv_schedule_type_names[i]);
@@ -359,6 +455,7 @@ void lv_optim_register_all(void) {
   for (int i = 0; i < LV_OPT_COUNT; i++) lv_registry_add(lv_optimizer_type_names[i], k_opt_ctors[i]);
   lv_registry_add("GradNormTracker", grad_norm_tracker_params);
   lv_registry_add("Accumulator", accumulator_params);
+  lv_registry_add("EarlyStop", early_stop_params);
 }
 
 /* ---------------- task.train ---------------- */
@@ -394,6 +491,7 @@ void lv_optim_define_train_params(lv_params *train) {
                         "If set, only backprop variables whose names partially match this regexp (re.search).");
   lv_params_define_none(train, "bprop_variable_exclusion", LV_PV_STRING,
                         "If set, do not backprop variables whose names partially match this regexp (re.search).");
+  lv_params_define_params(train, "early_stop", early_stop_params(), "Early stopping based on dev-set performance.");
   lv_params_define_int(train, "max_consecutive_skipped_steps", 100,
                        "lingvoc: stop the run with an error after this many consecutive skipped steps (NaN/Inf "
                        "gradients or updates, grad_scale 0); 0 never stops.");
@@ -411,6 +509,8 @@ lv_status lv_learner_config_from_params(const lv_params *t, lv_learner_config *o
   c.grad_norm_to_clip_to_zero = getf(t, "grad_norm_to_clip_to_zero");
   c.scale_gradients = lv_params_bool(t, "scale_gradients");
   c.max_consecutive_skipped_steps = lv_params_int(t, "max_consecutive_skipped_steps");
+  /* Defined by the tasks that clip a group of their variables (LanguageModel). */
+  if (lv_params_has(t, "max_lstm_gradient_norm")) c.max_group_gradient_norm = getf(t, "max_lstm_gradient_norm");
   const lv_params *gt = lv_params_sub(t, "grad_norm_tracker");
   c.has_grad_norm_tracker = gt != NULL;
   if (gt) {

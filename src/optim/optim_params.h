@@ -7,7 +7,8 @@
  * Schedule params come from the class table of schedule.h (lv_schedule_class_of): every
  * class there is registered, the composites too (CombinedMinimumSchedule,
  * PiecewiseSchedule, CycleSchedule: `schedules` is a list of params, built recursively).
- * DevBasedSchedule is not implemented (it needs the early-stop metric history).
+ * DevBasedSchedule's metric_history (a MetricHistory params) is read by the trainer
+ * (lv_dev_based_schedule_from_params), as is task.train.early_stop.
  * Optimizer params likewise come from the class table of optimizer.h
  * (lv_optimizer_class_of): the common keys, then the class's own. */
 #ifndef LV_OPTIM_OPTIM_PARAMS_H
@@ -15,6 +16,7 @@
 
 #include "core/variable.h"
 #include "kernels/kernels.h"
+#include "optim/early_stop.h"
 #include "optim/ema.h"
 #include "optim/learner.h"
 #include "optim/optimizer.h"
@@ -36,6 +38,22 @@ lv_params *lv_optimizer_params(lv_optimizer_type t);
  * items, found 1", "CombinedMinimumSchedule.schedules[1]: ...". */
 lv_status lv_schedule_from_params(const lv_params *p, int num_splits, lv_schedule **out);
 lv_status lv_optimizer_from_params(const lv_params *p, const lv_backend *be, lv_optimizer **out);
+
+/* Lingvo's MetricHistory.Params() (jobname, metric, minimize, ...). */
+lv_params *lv_metric_history_params(void);
+/* Reads one (where names it in errors: "task.train.early_stop"); tfevent_file is refused. */
+lv_status lv_metric_history_from_params(const lv_params *mh, const char *where, lv_metric_history *out);
+/* task.train.early_stop: out->window 0 when off (window 0 or early_stop None). */
+lv_status lv_early_stop_from_params(const lv_params *task_train, lv_early_stop_config *out);
+/* True when task.train.lr_schedule is a DevBasedSchedule: its history and tolerance (*st:
+ * an error in its metric_history, else NULL). */
+bool lv_dev_based_schedule_from_params(const lv_params *task_train, lv_metric_history *hist, double *tolerance,
+                                       lv_status *st);
+/* The histories the evaler and decoder jobs keep for this task (Lingvo's
+ * MetricHistory._metric_histories_map): early_stop's when its window is set, the
+ * DevBasedSchedule's; at most max into out; returns the count. Invalid ones are left out
+ * (the trainer reports them). */
+int lv_metric_histories_from_params(const lv_params *task_train, lv_metric_history *out, int max);
 
 /* Defines the learner keys of BaseTask's `train` params with Lingvo's defaults:
  * learning_rate, lr_schedule (ContinuousSchedule), optimizer (Adam),

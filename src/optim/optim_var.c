@@ -36,6 +36,9 @@ lv_status lv_learner_create_for_vars(const lv_learner_config *cfg, lv_schedule *
     lv[i].n = lv_tensor_numel(&v->value);
     lv[i].trainable = usable;
     lv[i].skip_lp = v->skip_lp_regularization;
+    lv[i].grad_group = v->grad_clip_group;
+    lv[i].rank = v->value.shape.rank;
+    for (int d = 0; d < v->value.shape.rank && d < LV_KMAX_RANK; d++) lv[i].shape[d] = v->value.shape.d[d];
     if (v->lp_looked_up_rows && v->value.shape.rank == 2) lv[i].lp_row_width = v->value.shape.d[1];
   }
   lv_status st = lv_learner_create(cfg, schedule, optimizer, lv, nvars, out);

@@ -37,10 +37,14 @@ typedef enum {
                        "Adadelta_1" */
   LV_OPT_ADAM,      /* AdamOptimizer(lr, beta1, beta2, epsilon); slots "Adam" (m),
                        "Adam_1" (v); non-slot beta1_power, beta2_power */
+  LV_OPT_ADAFACTOR, /* XLAShardingAdafactor (mesh_tensorflow's Adafactor, Lingvo's only TF
+                       Adafactor); slots "Adafactor", "Adafactor_1", ... in TF's order:
+                       m (beta1 > 0), then vr and vc (a factored matrix) or v */
   LV_OPT_COUNT
 } lv_optimizer_type;
 
-/* Lingvo class names: "SGD", "Momentum", "RMSProp", "Adagrad", "AdaDelta", "Adam". */
+/* Lingvo class names: "SGD", "Momentum", "RMSProp", "Adagrad", "AdaDelta", "Adam",
+ * "XLAShardingAdafactor". */
 extern const char *const lv_optimizer_type_names[LV_OPT_COUNT];
 bool lv_optimizer_type_from_name(const char *name, lv_optimizer_type *out);
 
@@ -53,7 +57,16 @@ typedef struct lv_optimizer_config {
   double momentum;                  /* RMSProp (0.9) */
   double epsilon;                   /* RMSProp (1.0), AdaDelta (1e-8), Adam (1e-6) */
   double initial_accumulator_value; /* Adagrad (1.0) */
-  double beta1, beta2;              /* Adam (0.9, 0.999) */
+  double beta1, beta2;              /* Adam (0.9, 0.999); Adafactor (0, 0.999) */
+  /* Adafactor */
+  bool multiply_by_parameter_scale; /* true */
+  double clipping_threshold;        /* None -> 0: no update clipping */
+  bool factored;                    /* true */
+  double decay_exponent_pow;        /* None -> 0: Adam-like decay from beta2 */
+  double decay_exponent_offset;     /* 0 */
+  double min_dim_size_to_factor;    /* 128 */
+  bool cond_is_finite;              /* false (lingvoc: must stay false) */
+  double epsilon1, epsilon2;        /* 1e-30, 1e-3 (constructor defaults, not Params) */
 } lv_optimizer_config;
 
 /* ---- optimizer classes ----
@@ -66,8 +79,12 @@ typedef struct lv_optimizer_config {
  * every class) all walk this one table. Adding an optimizer = an enum value and its name
  * above (config fields for new hyperparameters), a class entry, and its kernel. */
 typedef enum {
-  LV_OPTP_FLOAT, /* float param -> double field */
-  LV_OPTP_BOOL,  /* bool param -> bool field */
+  LV_OPTP_FLOAT,     /* float param -> double field */
+  LV_OPTP_BOOL,      /* bool param -> bool field */
+  LV_OPTP_INT,       /* int param -> double field */
+  LV_OPTP_OPT_FLOAT, /* float or None (the default) -> double field, None = 0 */
+  LV_OPTP_HIDDEN,    /* no param (a constructor argument Lingvo's Params do not expose):
+                        the default lands in the double field */
 } lv_optim_param_kind;
 
 /* The values a param accepts (checked by lv_optimizer_create; NaN is never accepted). */
@@ -89,7 +106,7 @@ typedef struct {
   size_t off; /* offsetof(lv_optimizer_config, ...) of the value */
 } lv_optim_param;
 
-#define LV_OPT_MAX_SLOTS 2   /* slot variables per variable */
+#define LV_OPT_MAX_SLOTS 3   /* slot variables per variable */
 #define LV_OPT_MAX_NONSLOT 2 /* non-slot scalars per optimizer */
 
 typedef struct {
@@ -113,6 +130,15 @@ typedef struct {
   /* Updates w[n] from g[n] and the variable's slots with the backend's kernel. */
   void (*update)(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float rate, int64_t n,
                  float *w, const float *g, float *const *slot);
+  /* Optimizers whose slots depend on the variable's shape (Adafactor), instead of
+   * nslots/slot_init/update: slot_shapes gives the variable's slots (count, each one's
+   * rank and dims, names "<slot_names[0]>", "<slot_names[0]>_1", ...; zero-initialised)
+   * or an error; update_shaped updates it at global step `step` (scratch: 4 doubles of
+   * device memory). */
+  lv_status (*slot_shapes)(const lv_optimizer_config *c, const char *var, int rank, const int64_t *dims,
+                           int *nslots, int *slot_rank, int64_t (*slot_dims)[LV_KMAX_RANK]);
+  void (*update_shaped)(const lv_kernel_table *k, lv_kctx *ctx, const lv_optimizer_config *c, float lr, int64_t step,
+                        int rank, const int64_t *dims, float *w, const float *g, float *const *slot, double *scratch);
 } lv_optimizer_class;
 
 /* The class of type t (its name is lv_optimizer_type_names[t]). */
@@ -134,6 +160,11 @@ const lv_backend *lv_optimizer_backend(const lv_optimizer *o);
 /* Registers a variable of n float32 elements and creates its slots. Names must be
  * unique. Returns the variable's index (0, 1, ...) through *index (may be NULL). */
 lv_status lv_optimizer_add_var(lv_optimizer *o, const char *var_name, int64_t n, int *index);
+/* The same for a variable of shape dims[rank] (Adafactor factors matrices). */
+lv_status lv_optimizer_add_var_shaped(lv_optimizer *o, const char *var_name, int rank, const int64_t *dims, int *index);
+/* The global step of the next lv_optimizer_apply (Adafactor's decay rate depends on it;
+ * 0 until set). */
+void lv_optimizer_set_step(lv_optimizer *o, int64_t step);
 int lv_optimizer_num_vars(const lv_optimizer *o);
 
 /* One step: updates values[i] (n_i elements of device memory, registered as variable i)
@@ -146,6 +177,9 @@ lv_status lv_optimizer_apply(lv_optimizer *o, float lr, int nvars, float *const 
  * The name is "<var>/<slot>" ("fc/w/var/Adam_1"); data has n floats of device memory. */
 int lv_optimizer_num_slot_vars(const lv_optimizer *o);
 void lv_optimizer_slot_var(lv_optimizer *o, int i, const char **name, float **data, int64_t *n);
+/* Slot i's shape: its rank, dims into dims[LV_KMAX_RANK] (the variable's shape for every
+ * optimizer but Adafactor's factored accumulators; rank 1 for a variable added by n). */
+int lv_optimizer_slot_dims(const lv_optimizer *o, int i, int64_t *dims);
 /* Looks a slot variable up by its full name; device memory, NULL if none. */
 float *lv_optimizer_find_slot(lv_optimizer *o, const char *name, int64_t *n);
 /* For checkpoints: slot i's host copy (n floats, stable while the optimizer lives), and

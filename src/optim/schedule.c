@@ -37,8 +37,9 @@ const char *const lv_schedule_type_names[LV_SCHED_COUNT] = {
     [LV_SCHED_SQRT_DECAY_TO_ZERO] = "SqrtDecayToZero",
     [LV_SCHED_INVERSE_SIGMOID] = "InverseSigmoid",
     [LV_SCHED_EMA_DECAY] = "EmaDecaySchedule",
+    [LV_SCHED_DEV_BASED] = "DevBasedSchedule",
 };
-_Static_assert(LV_SCHED_COUNT == 27, "lv_schedule_type_names must list every schedule type");
+_Static_assert(LV_SCHED_COUNT == 28, "lv_schedule_type_names must list every schedule type");
 
 bool lv_schedule_type_from_name(const char *name, lv_schedule_type *out) {
   int i = lv_name_index(lv_schedule_type_names, LV_SCHED_COUNT, name);
@@ -59,6 +60,8 @@ struct lv_schedule {
   float fb[LV_SCHED_MAX_POINTS];
   double scale;  /* CONTINUOUS initial value; SQRT_DECAY_TO_ZERO scale */
   double period; /* CYCLE */
+  float dev_factor; /* DEV_BASED: cur_factor */
+  int64_t dev_ref_step; /* DEV_BASED: ref_step */
 };
 
 void lv_schedule_free(lv_schedule *s) {
@@ -514,6 +517,46 @@ static double value_ema_decay(const lv_schedule *s, int64_t step) {
   return fmin((1 + x) / (10 + x), c->u.ema_decay.ema_decay);
 }
 
+static double value_dev_based(const lv_schedule *s, int64_t step) {
+  (void)step;
+  return s->dev_factor;
+}
+
+static lv_status build_dev_based(lv_schedule *s, const lv_schedule_config *c, int splits_in) {
+  (void)splits_in;
+  const __typeof__(c->u.dev_based) *p = &c->u.dev_based;
+  if (!(p->tolerance >= 0))
+    return lv_status_make(LV_ERR_INVALID, "DevBasedSchedule: tolerance must be >= 0, found %g", p->tolerance);
+  if (!(p->decay > 0 && p->decay <= 1) || !(p->min_factor >= 0))
+    return lv_status_make(LV_ERR_INVALID, "DevBasedSchedule: decay must be in (0, 1] and min_factor >= 0, found %g, %g",
+                          p->decay, p->min_factor);
+  s->dev_factor = 1.0f;
+  s->dev_ref_step = 0;
+  return NULL;
+}
+
+bool lv_schedule_dev_based_update(lv_schedule *s, int64_t best, int64_t last) {
+  LV_ASSERT(s->c.type == LV_SCHED_DEV_BASED);
+  const __typeof__(s->c.u.dev_based) *p = &s->c.u.dev_based;
+  int64_t ref = s->dev_ref_step > best ? s->dev_ref_step : best;
+  const float f = s->dev_factor;
+  /* tf.where(last - ref < window, f, max(min_factor, f * decay)) in float32; ref_step
+   * moves to last only when the factor changed (at min_factor it stays). */
+  float nf = (double)(last - ref) < p->window ? f : fmaxf((float)p->min_factor, f * (float)p->decay);
+  s->dev_ref_step = nf == f ? ref : last;
+  s->dev_factor = nf;
+  return nf != f;
+}
+
+float *lv_schedule_dev_based_factor(lv_schedule *s) {
+  LV_ASSERT(s->c.type == LV_SCHED_DEV_BASED);
+  return &s->dev_factor;
+}
+int64_t *lv_schedule_dev_based_ref_step(lv_schedule *s) {
+  LV_ASSERT(s->c.type == LV_SCHED_DEV_BASED);
+  return &s->dev_ref_step;
+}
+
 static lv_status build_stepwise_exponential(lv_schedule *s, const lv_schedule_config *c, int splits_in) {
   (void)s;
   (void)splits_in;
@@ -689,6 +732,12 @@ static const lv_sched_param p_inverse_sigmoid[] = {
 static const lv_sched_param p_ema_decay[] = {
     PFLOAT("ema_decay", 0.9999, ema_decay.ema_decay, "Upper bound of the decay."),
 };
+static const lv_sched_param p_dev_based[] = {
+    PFLOAT("tolerance", 0.0, dev_based.tolerance, "Minimum significant difference in metric."),
+    PINT("window", 10000, dev_based.window, "Steps since most recent decay or best_step before decaying."),
+    PFLOAT("decay", 0.5, dev_based.decay, "Factor by which learning rate multiplier is decayed."),
+    PFLOAT("min_factor", 0.01, dev_based.min_factor, "Minimum learning rate multiplier."),
+};
 
 #define CLASS(params, nchild, build, value) {params, (int)LV_ARRAY_LEN(params), nchild, build, value}
 
@@ -725,6 +774,7 @@ static const lv_schedule_class g_classes[LV_SCHED_COUNT] = {
     [LV_SCHED_SQRT_DECAY_TO_ZERO] = CLASS(p_sqrt_decay_to_zero, 0, build_sqrt_decay_to_zero, value_sqrt_decay_to_zero),
     [LV_SCHED_INVERSE_SIGMOID] = CLASS(p_inverse_sigmoid, 0, build_inverse_sigmoid, value_inverse_sigmoid),
     [LV_SCHED_EMA_DECAY] = CLASS(p_ema_decay, 0, NULL, value_ema_decay),
+    [LV_SCHED_DEV_BASED] = CLASS(p_dev_based, 0, build_dev_based, value_dev_based),
 };
 
 const lv_schedule_class *lv_schedule_class_of(lv_schedule_type t) {

@@ -13,8 +13,9 @@
  * Values are computed in double; comparisons that Lingvo does in float32
  * (PiecewiseConstant boundaries, step casts) are done in float32 too.
  *
- * Not here: DevBasedSchedule, which is stateful and reads the evaler's metric history
- * file (its value is a runner concern). */
+ * DevBasedSchedule is the one stateful schedule: its value is its current factor, which
+ * lv_schedule_dev_based_update advances from the metric history's (best, last) steps
+ * (the trainer reads the file, early_stop.h, before each step). */
 #ifndef LV_OPTIM_SCHEDULE_H
 #define LV_OPTIM_SCHEDULE_H
 
@@ -51,6 +52,7 @@ typedef enum {
   LV_SCHED_SQRT_DECAY_TO_ZERO,
   LV_SCHED_INVERSE_SIGMOID,
   LV_SCHED_EMA_DECAY,
+  LV_SCHED_DEV_BASED,
   LV_SCHED_COUNT
 } lv_schedule_type;
 
@@ -139,6 +141,7 @@ struct lv_schedule_config {
     struct { double warmup_steps, starting_lr, final_steps; } sqrt_decay_to_zero;
     struct { bool has_k; double k; } inverse_sigmoid;
     struct { double ema_decay; } ema_decay;
+    struct { double tolerance, window, decay, min_factor; } dev_based;
   } u;
 };
 
@@ -208,5 +211,15 @@ void lv_schedule_free(lv_schedule *s);
 lv_schedule_type lv_schedule_get_type(const lv_schedule *s);
 /* The schedule's value at global step `step`. */
 double lv_schedule_value(const lv_schedule *s, int64_t step);
+
+/* DevBasedSchedule (LV_SCHED_DEV_BASED) only: Lingvo's Value() from the history's best
+ * and last steps: ref_step = max(ref_step, best); if last - ref_step >= window:
+ * cur_factor = max(min_factor, cur_factor * decay), ref_step = last. Returns true when it
+ * decayed. */
+bool lv_schedule_dev_based_update(lv_schedule *s, int64_t best, int64_t last);
+/* Its variables for checkpoints: "LRSched/cur_factor/var" (float32, starts at 1) and
+ * "LRSched/ref_step/var" (int64, starts at 0). */
+float *lv_schedule_dev_based_factor(lv_schedule *s);
+int64_t *lv_schedule_dev_based_ref_step(lv_schedule *s);
 
 #endif

@@ -64,6 +64,7 @@ static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metri
   if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   free(score);
   for (int i = 0; !s && i < n; i++) lv_events_scalar(d->ev, all[i].tag, step, all[i].value);
+  if (!s) s = lv_append_metric_histories(d->m->cfg, d->job, d->dir, step, all, n);
   char *headline = NULL, *detail = NULL;
   const lv_task_class *c = d->m->task->cls;
   if (!s && c->decoder_report) s = c->decoder_report(d->m->task, ms, &headline, &detail);
@@ -292,6 +293,56 @@ static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batc
   return s;
 }
 
+/* Lines waiting to be decoded as one batch (tasks with lines_to_batch). */
+typedef struct pending_lines {
+  char **line;
+  size_t *len;
+  int n, cap;
+  int64_t first; /* line number of line[0] */
+} pending_lines;
+
+/* The pending lines as one batch -> their output lines, in order. */
+static lv_status decode_pending(dec_state *d, const lv_decoder_options *opt, lv_batch *b, pending_lines *pl,
+                                FILE *out) {
+  if (!pl->n) return NULL;
+  lv_task *t = d->m->task;
+  const char *kind = opt->decode_kind;
+  bool empty = true;
+  char **res = calloc((size_t)pl->n, sizeof *res);
+  LV_ASSERT(res);
+  lv_status s = t->cls->lines_to_batch(t, kind, (const char *const *)pl->line, pl->len, pl->n, pl->first, b, &empty);
+  if (!s) s = lv_task_decode_lines(t, d->m->graph, empty ? NULL : b, res);
+  if (s) s = lv_status_wrap(s, "--decode_%s=%s lines %lld-%lld", kind, opt->decode_input, (long long)pl->first,
+                            (long long)(pl->first + pl->n - 1));
+  for (int i = 0; i < pl->n; i++) {
+    if (!s) s = write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
+    free(res[i]);
+    free(pl->line[i]);
+  }
+  free(res);
+  pl->first += pl->n;
+  pl->n = 0;
+  return s;
+}
+
+/* One input line: decoded now, or queued for the next batch (decoded when it is full). */
+static lv_status take_line(dec_state *d, const lv_decoder_options *opt, lv_batch *b, pending_lines *pl,
+                           const char *line, size_t len, int64_t lineno, FILE *out) {
+  const int batch = opt->batch_size > 0 ? opt->batch_size : 1;
+  if (!d->m->task->cls->lines_to_batch) return decode_one(d, opt, b, line, len, lineno, out);
+  if (!pl->n) pl->first = lineno;
+  if (pl->n == pl->cap) {
+    pl->cap = pl->cap ? 2 * pl->cap : 16;
+    pl->line = realloc(pl->line, sizeof *pl->line * (size_t)pl->cap);
+    pl->len = realloc(pl->len, sizeof *pl->len * (size_t)pl->cap);
+    LV_ASSERT(pl->line && pl->len);
+  }
+  pl->line[pl->n] = strndup(line, len);
+  LV_ASSERT(pl->line[pl->n]);
+  pl->len[pl->n++] = len;
+  return pl->n >= batch ? decode_pending(d, opt, b, pl, out) : NULL;
+}
+
 /* The --decode_<kind> loop: one output line per input line (from in, or opt->lines),
  * then the task's closing line if it has one. */
 static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
@@ -299,13 +350,14 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
   const char *kind = opt->decode_kind;
   lv_batch b;
   lv_batch_init(&b);
+  pending_lines pl = {0};
   char *line = NULL;
   size_t cap = 0;
   int64_t lineno = 0;
   lv_status s = NULL;
   if (opt->lines) {
     for (int i = 0; !s && i < opt->n_lines; i++)
-      s = decode_one(d, opt, &b, opt->lines[i], strlen(opt->lines[i]), ++lineno, out);
+      s = take_line(d, opt, &b, &pl, opt->lines[i], strlen(opt->lines[i]), ++lineno, out);
   } else {
     const char *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
     for (ssize_t len = 0; !s;) {
@@ -315,9 +367,13 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
       if (cut)
         lv_warn("decode_%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
                 (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
-      s = decode_one(d, opt, &b, line, (size_t)len, ++lineno, out);
+      s = take_line(d, opt, &b, &pl, line, (size_t)len, ++lineno, out);
     }
   }
+  if (!s) s = decode_pending(d, opt, &b, &pl, out);
+  for (int i = 0; i < pl.n; i++) free(pl.line[i]);
+  free(pl.line);
+  free(pl.len);
   free(line);
   lv_batch_free(&b);
   char *sum = NULL;
@@ -372,7 +428,8 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   char prefix[LV_PATH_MAX];
   lv_status s = setup(cfg, false, &d);
   lv_task *t = d.m ? d.m->task : NULL;
-  if (!s && (!t->cls->line_to_batch || !t->cls->decode_out_to_line || !t->cls->line_describe))
+  if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
+                (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
     s = lv_status_make(LV_ERR_INVALID, "--decode_%s: task %s does not decode lines", kind, t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);

@@ -13,7 +13,8 @@
  * "audio") into a batch and the decoded example into the output line; the task's
  * optional line_summary closes the output. Instead of a file, the caller may give the
  * input lines themselves (lines: e.g. N copies of a prompt for kind "sample"; decode_input
- * then only names them in messages). */
+ * then only names them in messages). A task with lines_to_batch decodes batch_size lines
+ * at a time (their output lines follow once the batch is decoded). */
 #ifndef LV_RUNNERS_DECODER_H
 #define LV_RUNNERS_DECODER_H
 
@@ -34,6 +35,7 @@ typedef struct lv_decoder_options {
   FILE *out;               /* decode_text's output; NULL = stdout */
   const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
   int n_lines;
+  int batch_size;           /* lines decoded as one batch by tasks that batch lines (0 = 1) */
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);

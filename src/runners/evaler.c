@@ -117,9 +117,10 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
     lv_events_scalar(e->ev, sv[i].tag, step, sv[i].value);
   }
   fclose(stf);
+  s = lv_append_metric_histories(m->cfg, e->job, e->dir, step, sv, nsv);
   free(sv);
   char path[LV_PATH_MAX];
-  s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
+  if (!s) s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
   if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   lv_info("%s (%lld examples, %.3f s)", status, (long long)seen, lv_now_monotonic() - t0);
   free(score);

@@ -10,6 +10,8 @@
 
 #include "base/file.h"
 #include "base/path.h"
+#include "models/metrics.h"
+#include "optim/optim_params.h"
 #include "base/log.h"
 #include "runners/checkpointer.h"
 
@@ -265,7 +267,10 @@ static bool model_key(const char *key, size_t klen) {
     return false;
   for (size_t i = 0; i + 7 <= klen; i++)
     if (!strncmp(key + i, "dropout", 7)) return false;
-  return true;
+  /* Weight noise is training's only: a layer's vn.* and a projection's enable_vn. */
+  for (size_t i = 0; i + 4 <= klen; i++)
+    if (!strncmp(key + i, ".vn.", 4)) return false;
+  return !(klen >= 10 && !strncmp(key + klen - 10, ".enable_vn", 10));
 }
 
 void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg) {
@@ -316,5 +321,22 @@ lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_
   bool found = false;
   LV_TRY(lv_checkpoint_latest(train_dir, latest, sizeof latest, &ls, &found));
   if (found) *out = lv_trainer_max_steps(latest, own, own);
+  return NULL;
+}
+
+lv_status lv_append_metric_histories(const lv_params *cfg, const char *job, const char *dir, int64_t step,
+                                     const lv_summary_value *sv, int n) {
+  lv_metric_history h[4];
+  int nh = lv_metric_histories_from_params(lv_params_sub(cfg, "task.train"), h, 4);
+  for (int k = 0; k < nh; k++) {
+    if (strcmp(h[k].jobname, job) != 0) continue;
+    for (int i = 0; i < n; i++) {
+      if (strcmp(sv[i].tag, h[k].metric) != 0) continue;
+      char path[LV_PATH_MAX];
+      LV_TRY(lv_path_fmt(path, sizeof path, "%s/%s.history.txt", dir, h[k].metric));
+      LV_TRY(lv_metric_history_append(path, step, sv[i].value));
+      break;
+    }
+  }
   return NULL;
 }

@@ -85,10 +85,18 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own);
 lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out);
 /* Warns (once per process) when the model params this job built (cfg's task.*, less
  * task.train.*, task.eval.*, task.decoder.fusion.* (the LM fused into the decoder's
- * searches) and dropout probabilities) differ from those the trainer
+ * searches), dropout probabilities and weight noise) differ from those the trainer
  * stored in checkpoint prefix: e.g. a trainer run with --model_params_override that this
  * job was not given, where the variables still load but the model computes something
  * else. Names up to 4 keys with both values. */
 void lv_warn_model_params_drift(const char *prefix, const lv_params *cfg);
+
+/* Lingvo's MetricHistory.ConditionalAppend after an evaluation or decode of step: each of
+ * the n summaries whose (job, tag) is a metric history of task.train (early_stop with a
+ * window, a DevBasedSchedule) is appended to <dir>/<tag>.history.txt, dir being the job's
+ * <logdir>/<job>. */
+struct lv_summary_value;
+lv_status lv_append_metric_histories(const lv_params *cfg, const char *job, const char *dir, int64_t step,
+                                     const struct lv_summary_value *sv, int n);
 
 #endif

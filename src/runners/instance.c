@@ -50,8 +50,6 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   if (!s && lv_params_float(tp, "train.ema_decay") >= 1.0)
     s = lv_status_make(LV_ERR_INVALID, "task.train.ema_decay: %g: expected a decay below 1 (0 or less: no moving averages)",
                        lv_params_float(tp, "train.ema_decay"));
-  if (!s && lv_params_float(tp, "train.vn_std") != 0.0)
-    s = lv_status_make(LV_ERR_INVALID, "task.train.vn_std: variational noise is not supported by lingvoc yet; leave it 0");
   m->vs = lv_varstore_create_on(dev);
   m->backend = lv_backend_get(dev);
   char dn[32];
@@ -64,8 +62,9 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   if (!s && with_input) s = lv_instance_create_input(m, shard);
   lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
   if (!s) s = lv_varstore_add(m->vs, "global_step", LV_I64, lv_shape0(), zero, false, &m->global_step);
-  if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
   uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
+  if (!s) s = lv_task_update_vn_config(tp, m->vs, seed);
+  if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
   if (!s) s = lv_varstore_finalize(m->vs, seed);
   if (s) {
     lv_instance_destroy(m);

@@ -17,6 +17,7 @@
 #include "input/record_yielder.h"
 #include "io/events.h"
 #include "optim/optim_params.h"
+#include "optim/vn.h"
 #include "runners/instance.h"
 #include "runners/replicas.h"
 
@@ -78,6 +79,8 @@ typedef struct train_state {
   lv_instance *m;
   lv_learner *learner;
   lv_ema *ema; /* task.train.ema_decay > 0: the variables' moving averages, else NULL */
+  lv_vn *vn;   /* task.train.vn_std > 0 with global noise: the variables it perturbs, else NULL */
+  bool vn_logged; /* the line that says the noise is on was written */
   lv_checkpointer *ck;
   lv_events_writer *ev;
   lv_saveable *items;
@@ -90,10 +93,18 @@ typedef struct train_state {
   lv_metrics mt;
   int nvalues;
   double *value, *weight; /* [mt.n] each metric's mean over the replicas, its total weight */
+  /* task.train.early_stop (window > 0) and a DevBasedSchedule: their history files. */
+  lv_early_stop_config es;
+  char es_file[LV_PATH_MAX];
+  bool dev_based;
+  double dev_tol;
+  lv_metric_history dev_hist;
+  char dev_file[LV_PATH_MAX];
+  int64_t es_seen[2], dev_seen[2]; /* the last (best, last) logged */
 } train_state;
 
 /* Every tensor a checkpoint holds: model variables (with global_step), optimizer slots
- * (shaped like their variable: "<var>/Adam"; their host copies, see save and
+ * (shaped like their variable: "<var>/Adam", but Adafactor's "<var>/Adafactor_1"; their host copies, see save and
  * restore_or_init), non-slot optimizer state (beta1_power) and learner state
  * (GradNormTracker statistics), gradient accumulators ("<var>/grad_accumulator/var"), and
  * last the moving averages of the variables
@@ -104,7 +115,7 @@ static lv_status collect_saveables(train_state *t) {
   lv_optimizer *opt = lv_learner_optimizer(t->learner);
   int ns = lv_optimizer_num_slot_vars(opt), nn = lv_optimizer_num_nonslot(opt), nl = lv_learner_num_state(t->learner);
   int ne = lv_ema_num_vars(t->ema), na = lv_learner_num_accumulators(t->learner);
-  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne), sizeof *t->items);
+  t->items = calloc((size_t)(nm + ns + nn + nl + na + ne + 2), sizeof *t->items);
   LV_ASSERT(t->items);
   memcpy(t->items, model, sizeof *model * (size_t)nm);
   free(model);
@@ -117,15 +128,25 @@ static lv_status collect_saveables(train_state *t) {
     char var[LV_VAR_NAME_MAX];
     snprintf(var, sizeof var, "%.*s", (int)(slash ? slash - name : 0), name);
     lv_var *v = lv_varstore_find(t->m->vs, var);
-    if (!v || lv_tensor_numel(&v->value) != n)
-      return lv_status_make(LV_ERR_INTERNAL, "optimizer slot %s has no variable %s of %lld elements", name, var, (long long)n);
-    t->items[k++] = (lv_saveable){name, LV_F32, v->value.shape, lv_optimizer_slot_host(opt, i), lv_device_host()};
+    if (!v) return lv_status_make(LV_ERR_INTERNAL, "optimizer slot %s has no variable %s", name, var);
+    /* Shaped like the variable, but Adafactor's factored accumulators. */
+    lv_shape shape = v->value.shape;
+    if (lv_tensor_numel(&v->value) != n) shape.rank = lv_optimizer_slot_dims(opt, i, shape.d);
+    t->items[k++] = (lv_saveable){name, LV_F32, shape, lv_optimizer_slot_host(opt, i), lv_device_host()};
   }
   for (int i = 0; i < nn; i++) {
     const char *name;
     float *value;
     lv_optimizer_nonslot(opt, i, &name, &value);
     t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value, lv_device_host()};
+  }
+  if (t->dev_based) {
+    /* DevBasedSchedule's variables (Lingvo's LRSched/cur_factor, LRSched/ref_step). */
+    lv_schedule *sc = lv_learner_schedule_mut(t->learner);
+    t->items[k++] = (lv_saveable){"LRSched/cur_factor/var", LV_F32, lv_shape0(), lv_schedule_dev_based_factor(sc),
+                                  lv_device_host()};
+    t->items[k++] = (lv_saveable){"LRSched/ref_step/var", LV_I64, lv_shape0(), lv_schedule_dev_based_ref_step(sc),
+                                  lv_device_host()};
   }
   for (int i = 0; i < nl; i++) {
     const char *name;
@@ -166,12 +187,28 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
   lv_var **vars = calloc((size_t)n + 1, sizeof *vars);
   LV_ASSERT(vars);
   for (int i = 0; i < n; i++) vars[i] = lv_varstore_get(t->m->vs, i);
-  lv_status s = lv_learner_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n,
-                                       &t->learner);
+  const lv_params *tp = lv_params_sub(cfg, "task.train");
+  const char *logdir = lv_params_str(cfg, "cluster.logdir");
+  lv_status s = lv_early_stop_from_params(tp, &t->es);
+  if (!s && t->es.window > 0) s = lv_metric_history_file(logdir, &t->es.history, t->es_file, sizeof t->es_file);
+  if (!s) t->dev_based = lv_dev_based_schedule_from_params(tp, &t->dev_hist, &t->dev_tol, &s);
+  if (!s && t->dev_based) s = lv_metric_history_file(logdir, &t->dev_hist, t->dev_file, sizeof t->dev_file);
+  if (!s && t->es.window > 0)
+    lv_info("early stop: training stops once %s has not improved by more than %g for %lld steps (min_steps %lld)",
+            t->es_file, t->es.tolerance, (long long)t->es.window, (long long)t->es.min_steps);
+  if (!s && t->dev_based) lv_info("DevBasedSchedule: the learning rate decays from %s", t->dev_file);
+  t->es_seen[0] = t->es_seen[1] = t->dev_seen[0] = t->dev_seen[1] = -1;
+  if (!s)
+    s = lv_learner_from_params(tp, num_splits, t->m->backend, vars, n, &t->learner);
   if (!s) s = lv_ema_from_params(lv_params_sub(cfg, "task.train"), num_splits, t->m->backend, vars, n, &t->ema);
   if (!s && t->ema)
     lv_info("moving averages of %d variables (task.train.ema_decay %g): the evaler and the decoder use them",
             lv_ema_num_vars(t->ema), lv_params_float(cfg, "task.train.ema_decay"));
+  if (!s) s = lv_vn_create(t->m->backend, vars, n, &t->vn);
+  if (!s && t->vn)
+    lv_info("variational weight noise (task.train.vn_std %g) on %d variables from step %lld (task.train.vn_start_step); "
+            "training only, never in eval or decode", lv_params_float(cfg, "task.train.vn_std"),
+            lv_vn_num_vars(t->vn), (long long)lv_vn_start_step(t->vn));
   free(vars);
   return s;
 }
@@ -406,19 +443,64 @@ static lv_status step_after_update(train_state *t, int64_t step) {
 }
 
 /* One training step at global step `step` (before its increment) on t->batch:
- * forward, backward, update, and the work that follows an applied update. Weight noise,
- * which only training applies, belongs before step_forward; the moving averages of the
+ * forward and backward (at the noisy weights when weight noise is on), update (of the
+ * clean weights), and the work that follows an applied update; the moving averages of the
  * variables are updated at the end of step_after_update, so a skipped update leaves them.
  * *st is filled as far as the step got (the learner's stats of a failed update
  * included); *stop says whether the replicas stop after this step. */
+/* best_step of a history file, read by the chief and sent to every replica (the file may
+ * grow between two ranks' reads). */
+static lv_status read_best_step(train_state *t, const char *path, double tol, bool minimize, int64_t bl[2]) {
+  lv_status s = NULL;
+  if (lv_comm_rank(t->comm) == 0) s = lv_best_step(path, tol, minimize, &bl[0], &bl[1]);
+  if (s || lv_comm_size(t->comm) == 1) return s;
+  lv_shape sh = {1, {2}};
+  lv_saveable it = {"best_step", LV_I64, sh, bl, lv_device_host()};
+  return lv_replicas_broadcast(t->comm, &it, 1);
+}
+
+/* Lingvo's DevBasedSchedule.Value before the step: the factor from the history. */
+static lv_status dev_based_update(train_state *t, int64_t step) {
+  int64_t bl[2] = {0, 0};
+  LV_TRY(read_best_step(t, t->dev_file, t->dev_tol, t->dev_hist.minimize, bl));
+  lv_schedule *sc = lv_learner_schedule_mut(t->learner);
+  if (lv_schedule_dev_based_update(sc, bl[0], bl[1]))
+    lv_info("DevBasedSchedule: step %lld: %s best at step %lld, last at %lld: learning rate factor now %g",
+            (long long)step, t->dev_hist.metric, (long long)bl[0], (long long)bl[1],
+            (double)*lv_schedule_dev_based_factor(sc));
+  return NULL;
+}
+
+/* Lingvo's EarlyStop.Stop: *stop when the metric has not improved for window steps. */
+static lv_status early_stop_check(train_state *t, bool *stop) {
+  int64_t bl[2] = {0, 0};
+  LV_TRY(read_best_step(t, t->es_file, t->es.tolerance, t->es.history.minimize, bl));
+  *stop = lv_early_stop_triggered(&t->es, bl[0], bl[1]);
+  if (t->es.verbose && (bl[0] != t->es_seen[0] || bl[1] != t->es_seen[1] || *stop))
+    lv_info("early stop check: best_step=%lld, last_step=%lld, stop=%d", (long long)bl[0], (long long)bl[1], *stop);
+  t->es_seen[0] = bl[0], t->es_seen[1] = bl[1];
+  return NULL;
+}
+
 static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64_t step, lv_learner_stats *st,
                             bool *stop) {
   memset(st, 0, sizeof *st);
   *stop = false;
   lv_varstore_zero_grads(t->m->vs);
   float loss_scale = 1.0f;
-  LV_TRY(step_forward(t, opt, step, &loss_scale, stop));
-  LV_TRY(step_backward(t, loss_scale));
+  /* Weight noise for the forward and backward passes; the update sees the clean values. */
+  int noisy = lv_vn_perturb(t->vn, step);
+  if (noisy && !t->vn_logged) {
+    int64_t from = lv_vn_start_step(t->vn);
+    lv_info("step %lld: variational weight noise is on%s (task.train.vn_start_step %lld): %d variables perturbed per "
+            "step; the training loss and accuracy usually get worse from here for a while", (long long)step,
+            step == from ? "" : " (resumed past its start)", (long long)from, noisy);
+    t->vn_logged = true;
+  }
+  lv_status s = step_forward(t, opt, step, &loss_scale, stop);
+  if (!s) s = step_backward(t, loss_scale);
+  lv_vn_restore(t->vn);
+  LV_TRY(s);
   LV_TRY(step_update(t, opt, step, st));
   if (!st->skipped) LV_TRY(step_after_update(t, step));
   return NULL;
@@ -572,7 +654,13 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     lv_info("gradient all-reduce overlapped with backward: %d bucket%s of about %.3g MB (--allreduce_bucket_mb)",
             lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
+  bool early_stopped = false;
   while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
+    if (t.es.window > 0) {
+      if ((s = early_stop_check(&t, &early_stopped))) goto done;
+      if (early_stopped) break;
+    }
+    if (t.dev_based && (s = dev_based_update(&t, step))) goto done;
     if ((s = lv_input_train_batch(t.m->input, step, &t.batch))) {
       if (lv_status_code(s) != LV_ERR_CANCELLED || !(nrep == 1 && g_stop_signal)) goto done;
       lv_status_free(s); /* the signal ended the wait for the batch of `step` */
@@ -646,7 +734,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     }
     if (t.ck && lv_checkpointer_should_save(t.ck, step) && (s = save(&t, step))) goto done;
   }
-  if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
+  if (early_stopped)
+    lv_info("early stop at step %lld: %s/%s has not improved by more than %g in %lld steps", (long long)step,
+            t.es.history.jobname, t.es.history.metric, t.es.tolerance, (long long)t.es.window);
+  else if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
@@ -678,6 +769,7 @@ done:
   free(t.params_text);
   lv_learner_free(t.learner);
   lv_ema_free(t.ema);
+  lv_vn_free(t.vn);
   lv_instance_destroy(t.m);
   if (lock_fd >= 0) close(lock_fd);
   return s;

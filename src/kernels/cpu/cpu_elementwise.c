@@ -288,6 +288,28 @@ void lv_cpu_dropout_fwd(lv_kctx *ctx, int64_t n, const float *x, float keep, uin
   }
 }
 
+/* The kernel's noise for element i from the four words r of its Philox block. */
+static inline float noise_one(const uint32_t r[4], int64_t i, bool uniform) {
+  const int w = 2 * (int)(i & 1);
+  if (uniform) return (float)(r[w] >> 8) * (1.0f / 16777216.0f) - 0.5f;
+  const float u1 = (float)((r[w] >> 8) + 1) * (1.0f / 16777216.0f), u2 = (float)(r[w + 1] >> 8) * (1.0f / 16777216.0f);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+LV_CPU_PAR_LOOP(add_noise_piece, ew, b, {
+  uint32_t r[4];
+  lv_philox4x32(J->key, 0, (uint64_t)b, r);
+  for (int64_t i = 2 * b; i < 2 * b + 2 && i < J->rows; i++)
+    J->out[i] = J->x[i] + J->s * noise_one(r, i, J->acc);
+})
+
+void lv_cpu_add_noise(lv_kctx *ctx, int64_t n, const float *x, float scale, bool uniform, uint64_t seed,
+                      uint64_t stream, float *y) {
+  const int64_t blocks = (n + 1) / 2;
+  ew e = {.x = x, .s = scale, .acc = uniform, .key = lv_rng_mix(seed, stream), .out = y, .rows = n};
+  lv_cpu_par(ctx, blocks, blocks > PAR_MIN / 8 ? lv_cpu_grain(blocks, 1024) : blocks, add_noise_piece, &e);
+}
+
 LV_CPU_PAR_LOOP(max_scalar_piece, ew, i, J->out[i] = J->x[i] > J->s ? J->x[i] : J->s;)
 LV_CPU_PAR_LOOP(max_scalar_bwd_piece, ew, i, {
   float g = J->x[i] > J->s ? J->gy[i] : 0.0f;

@@ -279,3 +279,67 @@ void lv_cpu_optim_adam(lv_kctx *ctx, int64_t n, float alpha, float beta1, float 
   kparams p = {alpha, 0, 1.0f - beta1, 1.0f - beta2, eps};
   run4(ctx, n, adam4, w, g, m, v, &p);
 }
+
+/* ---- Adafactor: one thread, sums in double in index order (the reductions make it
+ * more than an elementwise rule; its variables are matrices of a model's size). ---- */
+
+static inline float adafactor_x(const lv_adafactor_args *a, const float *g, const float *vr_row,
+                                const float *vc_col, float ltm, int64_t r, int64_t c) {
+  const int64_t i = r * a->cols + c;
+  if (!a->factored) return g[i] * (1.0f / sqrtf(vr_row[i]));
+  float vr = a->norm_rows ? vr_row[r] : vc_col[c], vc = a->norm_rows ? vc_col[c] : vr_row[r];
+  return g[i] * (1.0f / sqrtf(vr / ltm)) * (1.0f / sqrtf(vc));
+}
+
+void lv_cpu_optim_adafactor(lv_kctx *ctx, const lv_adafactor_args *a, float *w, const float *g, float *m1,
+                            float *vr_row, float *vc_col, double *scratch) {
+  (void)ctx;
+  const int64_t rows = a->rows, cols = a->cols, n = rows * cols;
+  if (n == 0) return;
+  const float decay = a->decay, mix = 1.0f - a->decay;
+  float scale = a->lr;
+  scratch[0] = a->param_scale ? block_sum_sq(w, n) : 0.0;
+  if (a->param_scale) scale = fmaxf(sqrtf((float)(scratch[0] / (double)n)), a->eps2) * a->lr;
+  float ltm = 1.0f;
+  if (a->factored) {
+    for (int64_t r = 0; r < rows; r++) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; c++) s += (double)(g[r * cols + c] * g[r * cols + c] + a->eps1);
+      vr_row[r] = vr_row[r] * decay + (float)(s / (double)cols) * mix;
+    }
+    for (int64_t c = 0; c < cols; c++) {
+      double s = 0;
+      for (int64_t r = 0; r < rows; r++) s += (double)(g[r * cols + c] * g[r * cols + c] + a->eps1);
+      vc_col[c] = vc_col[c] * decay + (float)(s / (double)rows) * mix;
+    }
+    const float *vr = a->norm_rows ? vr_row : vc_col;
+    const int64_t nvr = a->norm_rows ? rows : cols;
+    double s = 0;
+    for (int64_t i = 0; i < nvr; i++) s += (double)vr[i];
+    scratch[1] = s;
+    ltm = (float)(s / (double)nvr);
+  } else {
+    for (int64_t i = 0; i < n; i++) vr_row[i] = vr_row[i] * decay + (g[i] * g[i] + a->eps1) * mix;
+  }
+  float denom = 1.0f;
+  if (a->clip > 0) {
+    double s = 0;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++) {
+        float x = adafactor_x(a, g, vr_row, vc_col, ltm, r, c);
+        s += (double)x * (double)x;
+      }
+    scratch[2] = s;
+    denom = fmaxf(1.0f, sqrtf((float)(s / (double)n)) / a->clip);
+  }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      const int64_t i = r * cols + c;
+      float u = adafactor_x(a, g, vr_row, vc_col, ltm, r, c) / denom * scale;
+      if (a->beta1 > 0) {
+        m1[i] = m1[i] * a->beta1 + u * (1.0f - a->beta1);
+        u = m1[i];
+      }
+      w[i] -= u;
+    }
+}

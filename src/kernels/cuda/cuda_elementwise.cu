@@ -252,6 +252,31 @@ extern "C" void lv_cuda_dropout_fwd(lv_kctx *ctx, int64_t n, const float *x, flo
   LV_CUDA_LAUNCHED();
 }
 
+/* One thread per Philox block (two elements), as lv_cpu_add_noise. */
+__global__ void add_noise_k(int64_t n, const float *x, float scale, bool uniform, uint64_t key, float *y) {
+  LV_GRID_LOOP(b, (n + 1) / 2) {
+    for (int64_t i = 2 * b; i < 2 * b + 2 && i < n; i++) {
+      const int w = 2 * (int)(i & 1);
+      uint32_t r0 = philox_word(key, (uint64_t)b, w), r1 = philox_word(key, (uint64_t)b, w + 1);
+      float z;
+      if (uniform) {
+        z = (float)(r0 >> 8) * (1.0f / 16777216.0f) - 0.5f;
+      } else {
+        float u1 = (float)((r0 >> 8) + 1) * (1.0f / 16777216.0f), u2 = (float)(r1 >> 8) * (1.0f / 16777216.0f);
+        z = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+      }
+      y[i] = x[i] + scale * z;
+    }
+  }
+}
+extern "C" void lv_cuda_add_noise(lv_kctx *ctx, int64_t n, const float *x, float scale, bool uniform, uint64_t seed,
+                                  uint64_t stream, float *y) {
+  if (n <= 0) return;
+  add_noise_k<<<lv_cuda_blocks(ctx, (n + 1) / 2), LV_CUDA_THREADS, 0, ctx->stream>>>(n, x, scale, uniform,
+                                                                                     lv_rng_mix(seed, stream), y);
+  LV_CUDA_LAUNCHED();
+}
+
 extern "C" void lv_cuda_zero(lv_kctx *ctx, size_t bytes, void *y) {
   if (bytes) LV_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, ctx->stream));
 }

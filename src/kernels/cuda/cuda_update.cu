@@ -288,3 +288,110 @@ extern "C" void lv_cuda_optim_adam(lv_kctx *ctx, int64_t n, float alpha, float b
                                                                             w, g, m, v);
   LV_CUDA_LAUNCHED();
 }
+
+/* ---- Adafactor: the CPU kernel's sums (in double) from single-block reductions, the
+ * row/column means one thread per row/column, then the elementwise update reading the
+ * sums from scratch (no host round trip). ---- */
+
+__device__ inline float ada_x(const lv_adafactor_args a, const float *g, const float *vr_row, const float *vc_col,
+                              float ltm, int64_t r, int64_t c) {
+  const int64_t i = r * a.cols + c;
+  if (!a.factored) return g[i] * (1.0f / __fsqrt_rn(vr_row[i]));
+  float vr = a.norm_rows ? vr_row[r] : vc_col[c], vc = a.norm_rows ? vc_col[c] : vr_row[r];
+  return g[i] * (1.0f / __fsqrt_rn(vr / ltm)) * (1.0f / __fsqrt_rn(vc));
+}
+
+__device__ inline float ada_ltm(const lv_adafactor_args a, const double *scratch) {
+  return a.factored ? (float)(scratch[1] / (double)(a.norm_rows ? a.rows : a.cols)) : 1.0f;
+}
+
+/* scratch[0] = sum w^2; scratch[1] = sum of the normalised accumulator (factored). */
+__global__ void ada_sums_k(const lv_adafactor_args a, const float *w, const float *vr_row, const float *vc_col,
+                           double *scratch) {
+  __shared__ double shd[32];
+  const int64_t n = a.rows * a.cols;
+  double s = 0;
+  if (a.param_scale)
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)w[i] * (double)w[i];
+  s = lv_block_sum(s, shd);
+  if (threadIdx.x == 0) scratch[0] = s;
+  if (!a.factored) return;
+  const float *vr = a.norm_rows ? vr_row : vc_col;
+  const int64_t nvr = a.norm_rows ? a.rows : a.cols;
+  double t = 0;
+  for (int64_t i = threadIdx.x; i < nvr; i += blockDim.x) t += (double)vr[i];
+  t = lv_block_sum(t, shd);
+  if (threadIdx.x == 0) scratch[1] = t;
+}
+
+/* acc[o] = acc[o] * decay + mean_k(g[o * so + k * sk]^2 + eps1) * (1 - decay) for o < count,
+ * k < len: the row accumulator (so = cols, sk = 1) or the column one (so = 1, sk = cols). */
+__global__ void ada_means_k(const lv_adafactor_args a, const float *g, float *acc, int64_t count, int64_t len,
+                            int64_t so, int64_t sk) {
+  const float mix = 1.0f - a.decay;
+  LV_GRID_LOOP(o, count) {
+    double s = 0;
+    for (int64_t k = 0; k < len; k++) s += (double)(g[o * so + k * sk] * g[o * so + k * sk] + a.eps1);
+    acc[o] = acc[o] * a.decay + (float)(s / (double)len) * mix;
+  }
+}
+
+__global__ void ada_v_k(const lv_adafactor_args a, const float *g, float *v) {
+  const float mix = 1.0f - a.decay;
+  LV_GRID_LOOP(i, a.rows * a.cols) v[i] = v[i] * a.decay + (g[i] * g[i] + a.eps1) * mix;
+}
+
+/* scratch[2] = sum x^2. */
+__global__ void ada_xsum_k(const lv_adafactor_args a, const float *g, const float *vr_row, const float *vc_col,
+                           double *scratch) {
+  __shared__ double shd[32];
+  const float ltm = ada_ltm(a, scratch);
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < a.rows * a.cols; i += blockDim.x) {
+    float x = ada_x(a, g, vr_row, vc_col, ltm, i / a.cols, i % a.cols);
+    s += (double)x * (double)x;
+  }
+  s = lv_block_sum(s, shd);
+  if (threadIdx.x == 0) scratch[2] = s;
+}
+
+__global__ void ada_update_k(const lv_adafactor_args a, float *w, const float *g, float *m1, const float *vr_row,
+                             const float *vc_col, const double *scratch) {
+  const int64_t n = a.rows * a.cols;
+  const float scale = a.param_scale ? fmaxf(__fsqrt_rn((float)(scratch[0] / (double)n)), a.eps2) * a.lr : a.lr;
+  const float ltm = ada_ltm(a, scratch);
+  const float denom = a.clip > 0 ? fmaxf(1.0f, __fsqrt_rn((float)(scratch[2] / (double)n)) / a.clip) : 1.0f;
+  LV_GRID_LOOP(i, n) {
+    float u = ada_x(a, g, vr_row, vc_col, ltm, i / a.cols, i % a.cols) / denom * scale;
+    if (a.beta1 > 0) {
+      m1[i] = m1[i] * a.beta1 + u * (1.0f - a.beta1);
+      u = m1[i];
+    }
+    w[i] -= u;
+  }
+}
+
+extern "C" void lv_cuda_optim_adafactor(lv_kctx *ctx, const lv_adafactor_args *a, float *w, const float *g,
+                                        float *m1, float *vr_row, float *vc_col, double *scratch) {
+  const int64_t n = a->rows * a->cols;
+  if (n <= 0) return;
+  if (a->factored) {
+    ada_means_k<<<lv_cuda_blocks(ctx, a->rows), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vr_row, a->rows, a->cols,
+                                                                                   a->cols, 1);
+    LV_CUDA_LAUNCHED();
+    ada_means_k<<<lv_cuda_blocks(ctx, a->cols), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vc_col, a->cols, a->rows, 1,
+                                                                                   a->cols);
+    LV_CUDA_LAUNCHED();
+  } else {
+    ada_v_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, g, vr_row);
+    LV_CUDA_LAUNCHED();
+  }
+  ada_sums_k<<<1, SUM_THREADS, 0, ctx->stream>>>(*a, w, vr_row, vc_col, scratch);
+  LV_CUDA_LAUNCHED();
+  if (a->clip > 0) {
+    ada_xsum_k<<<1, SUM_THREADS, 0, ctx->stream>>>(*a, g, vr_row, vc_col, scratch);
+    LV_CUDA_LAUNCHED();
+  }
+  ada_update_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(*a, w, g, m1, vr_row, vc_col, scratch);
+  LV_CUDA_LAUNCHED();
+}
