@@ -57,14 +57,15 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
     free(m);
     return lv_status_make(LV_ERR_INVALID, "no backend for device %s in this build", lv_device_str(dev, dn, sizeof dn));
   }
-  /* The input first: data that is not there is an error before the model allocates its
-   * variables (lm.one_billion_wds' take 13 GB). */
-  if (!s && with_input) s = lv_instance_create_input(m, shard);
   lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
   if (!s) s = lv_varstore_add(m->vs, "global_step", LV_I64, lv_shape0(), zero, false, &m->global_step);
   uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
   if (!s) s = lv_task_update_vn_config(tp, m->vs, seed);
   if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
+  /* The input after the task has checked its params (a bad param is reported before
+   * missing data) and before the variables are allocated (missing data is reported before
+   * lm.one_billion_wds' 13 GB of them). */
+  if (!s && with_input) s = lv_instance_create_input(m, shard);
   if (!s) s = lv_varstore_finalize(m->vs, seed);
   if (s) {
     lv_instance_destroy(m);

@@ -29,9 +29,9 @@ typedef struct lv_instance {
   char logdir[LV_PATH_MAX], train_dir[LV_PATH_MAX]; /* <logdir>/train */
 } lv_instance;
 
-/* with_input: also create the input generator, before the model (missing data is an
- * error before the variables are allocated; inspect_model needs only the model, so it
- * runs without the dataset). The input serves replica `shard`. */
+/* with_input: also create the input generator, after the task has checked its params and
+ * before the variables are allocated (missing data is an error before a large model's
+ * memory is taken; inspect_model needs only the model, so it runs without the dataset). The input serves replica `shard`. */
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out);
 /* Creates the input generator of an instance made without one (the decoder first sets the
  * task's decoding up, whose errors come before the dataset's). */
