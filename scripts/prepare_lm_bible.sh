@@ -9,10 +9,9 @@
 #   OUTDIR/{train,dev,test}.refs   "Book Chapter" of each line of the matching .txt
 #
 # The models are character level (AsciiTokenizer), so no vocabulary is written.
-# Markup stripping and sentence splitting are those of ../shared/data-tools/bible_sentences.sh
-# (a copy lives in scripts/data/bible_sentences.sh), copied here because that script drops
-# the verse keys: the verses of a chapter are joined and split into sentences after . ! ?
-# (and any closing quote) when a capital, digit or opening quote follows; quotes and dashes
+# The sentences are scripts/data/bible_sentences.sh's (a copy of
+# ../shared/data-tools/bible_sentences.sh) with their chapters (WITH_CHAPTER=1): the verses
+# of a chapter are joined and split into sentences after . ! ? (and any closing quote) when a capital, digit or opening quote follows; quotes and dashes
 # are folded to ASCII. A sentence never crosses a chapter, so each has one book.
 # Installs libsword-utils and sword-text-web when missing. Deterministic: the same packages
 # give byte-identical files. About 10 s.
@@ -34,53 +33,8 @@ mkdir -p "$out"
 tmp="$out/.all.tsv.$$"
 trap 'rm -f "$tmp"' EXIT
 
-# Prints "Book Chapter<TAB>sentence" per sentence, in canonical order.
-# shellcheck disable=SC2016
-prog='
-use strict; use warnings;
-binmode STDOUT, ":encoding(UTF-8)";
-sub clean {
-  my ($t) = @_;
-  $t =~ s/<div\b[^>]*\beID="[^"]*"[^>]*type="book"[^>]*>.*//s;
-  $t =~ s/<note\b[^>]*\/>//g;
-  $t =~ s/<note\b[^>]*>.*?<\/note>/ /gs;
-  $t =~ s/<title\b[^>]*\/>//g;
-  $t =~ s/<title\b[^>]*>.*?<\/title>/ /gs;
-  $t =~ s/<\/?(?:l|lg|lb|div|p|milestone|chapter|verse|list|item|br|transChange)\b[^>]*>/ /g;
-  $t =~ s/<[^>]*>//g;
-  $t =~ s/&lt;/</g; $t =~ s/&gt;/>/g; $t =~ s/&quot;/"/g; $t =~ s/&apos;/\x27/g; $t =~ s/&amp;/&/g;
-  $t =~ s/\x{00B6}//g;
-  $t =~ s/[\x{201C}\x{201D}]/"/g; $t =~ s/[\x{2018}\x{2019}]/\x27/g; $t =~ s/\s*[\x{2014}\x{2013}]\s*/ - /g;
-  $t =~ s/\s+/ /g; $t =~ s/^ //; $t =~ s/ $//;
-  $t =~ s/ ([,.;:!?)\]])/$1/g;
-  return $t;
-}
-open(my $fh, "-|", "mod2imp", $ARGV[0]) or die "mod2imp: $!";
-binmode $fh, ":encoding(UTF-8)";
-my ($key, $buf, $chap, $para) = (undef, "", "", "");
-sub emit_chapter {
-  return unless length $para;
-  $para =~ s/([.!?]["\x27]*) +(?=["\x27]?[\p{Lu}\d])/$1\n/g;
-  for my $s (split /\n/, $para) { print "$chap\t$s\n"; }
-  $para = "";
-}
-sub flush {
-  return unless defined $key && $key =~ /^(.+ \d+):(\d+)$/ && $2 > 0;
-  my ($c) = ($1);
-  my $t = clean($buf);
-  return unless length $t;
-  if ($c ne $chap) { emit_chapter(); $chap = $c; }
-  $para .= (length $para ? " " : "") . $t;
-}
-while (my $line = <$fh>) {
-  chomp $line;
-  if ($line =~ /^\$\$\$(.*)$/) { flush(); $key = $1; $buf = ""; }
-  else { $buf .= ($buf eq "" ? "" : " ") . $line; }
-}
-flush(); emit_chapter();
-close($fh) or die "mod2imp failed";
-'
-perl -e "$prog" "$mod" >"$tmp"
+# "Book Chapter<TAB>sentence" per sentence, in canonical order.
+WITH_CHAPTER=1 sh "$here/data/bible_sentences.sh" "$tmp" "$mod"
 
 awk -F '\t' -v out="$out" '
   BEGIN { held["Ruth"] = 1; held["James"] = 1; held["Philippians"] = 1
