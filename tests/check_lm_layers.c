@@ -10,6 +10,7 @@
 
 #include "check_util.h"
 #include "layer_fixture.h"
+#include "lm_batch_util.h"
 #include "parity.h"
 #include "base/rng.h"
 #include "layers/lm_layers.h"
@@ -81,17 +82,8 @@ START_TEST(config_errors) {
 }
 END_TEST
 
-enum { T = 5, B = 3 };
-static const int kLens[B] = {5, 3, 4};
 static const int32_t kIds[T * B] = {1, 1, 1, 7, 3, 9, 4, 10, 2, 6, 2, 5, 8, 0, 3};
 static const int32_t kLabels[T * B] = {7, 3, 9, 4, 10, 2, 6, 2, 5, 8, 2, 3, 2, 2, 2};
-
-static lv_tensor *paddings(lv_graph *g) {
-  float p[T * B];
-  for (int t = 0; t < T; t++)
-    for (int b = 0; b < B; b++) p[t * B + b] = t < kLens[b] ? 0.0f : 1.0f;
-  return lf_tensor(g, lv_shape2(T, B), p);
-}
 
 /* Full-sequence logits at the real steps equal those of T single steps. */
 static void step_matches_fprop(const char *cls, const char *const *set) {

@@ -10,6 +10,7 @@
 
 #include "check_util.h"
 #include "layer_fixture.h"
+#include "lm_batch_util.h"
 #include "base/rng.h"
 #include "layers/lm_layers.h"
 #include "layers/sampled_softmax.h"
@@ -20,17 +21,8 @@ enum { V = 40 };
          "rnns.num_input_nodes=4", "rnns.cell_tpl.num_input_nodes=6", "rnns.cell_tpl.num_output_nodes=6", \
          "softmax.input_dim=6", __VA_ARGS__)
 
-enum { T = 5, B = 3 };
-static const int kLens[B] = {5, 3, 4};
 static const int32_t kIds[T * B] = {1, 1, 1, 17, 3, 9, 4, 30, 2, 26, 2, 5, 8, 0, 3};
 static const int32_t kLabels[T * B] = {17, 3, 9, 4, 30, 2, 26, 2, 5, 8, 2, 3, 2, 2, 2};
-
-static lv_tensor *paddings(lv_graph *g) {
-  float p[T * B];
-  for (int t = 0; t < T; t++)
-    for (int b = 0; b < B; b++) p[t * B + b] = t < kLens[b] ? 0.0f : 1.0f;
-  return lf_tensor(g, lv_shape2(T, B), p);
-}
 
 static void randomize(lv_varstore *vs, uint64_t seed) {
   lv_rng r;
