@@ -11,6 +11,13 @@ NSKIP=0
 ok() { echo "ok: $*"; NPASS=$((NPASS + 1)); }
 fail() { echo "FAIL: $*"; NFAIL=$((NFAIL + 1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+# ckpt_dump PREFIX: every tensor of a checkpoint but lingvoc's own (_lingvoc/*), printed in
+# full, to compare two runs' checkpoints with cmp.
+ckpt_dump() {
+  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
+    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
+  done
+}
 # skip WHY: the test cannot run here (a missing tool): one line, exit 77, which
 # scripts/run-tests.sh counts as skipped, never as passed.
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }

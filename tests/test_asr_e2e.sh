@@ -142,16 +142,11 @@ if [ "${ASR_E2E_RESUME:-1}" = 1 ]; then
   "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$ROVR" >b2.log 2>&1
   check "restart exits 0" [ $? -eq 0 ]
   check "restart resumed from a checkpoint" grep -q "restored .* tensors" b2.log
-  dump() {
-    "$B/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
-      "$B/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
-    done
-  }
-  dump c/train/ckpt-00000200 >wa
-  dump b/train/ckpt-00000200 >wb
+  ckpt_dump c/train/ckpt-00000200 >wa
+  ckpt_dump b/train/ckpt-00000200 >wb
   check "dumps are complete" [ "$(grep -c tensor_name wa)" -gt 20 ]
   check "same weights and Adam slots after kill -9 and resume" cmp -s wa wb
-  dump a/train/ckpt-00000200 >w0
+  ckpt_dump a/train/ckpt-00000200 >w0
   check "SpecAugment changed the training" sh -c "! cmp -s w0 wa"
 fi
 finish

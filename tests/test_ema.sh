@@ -19,9 +19,6 @@ train() { "${TRAIN[@]}" "$@"; }
 names() { "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d" " -f1; }
 tensor() { "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$2" --printoptions=threshold=100000000; }
 value() { tensor "$1" "$2" | tail -n +2; }
-dump() {
-  names "$1" | grep -v '^_lingvoc/' | while read -r name; do tensor "$1" "$name"; done
-}
 
 # 1. inspect_params shows Lingvo's keys.
 "$LV_BIN/trainer" --model=$M --mode=inspect_params --logdir="$T/ip" >"$T/params.log" 2>&1
@@ -65,8 +62,8 @@ check "killed before the end" [ ! -f "$T/b/train/ckpt-00000040.index" ]
 train --logdir="$T/b" --model_params_override="$EMA" >"$T/b2.log" 2>&1
 check "restart exits 0" [ $? -eq 0 ]
 check "restart resumed from a checkpoint" grep -q "restored .* tensors" "$T/b2.log"
-dump "$T/a/train/ckpt-00000040" >"$T/wa"
-dump "$T/b/train/ckpt-00000040" >"$T/wb"
+ckpt_dump "$T/a/train/ckpt-00000040" >"$T/wa"
+ckpt_dump "$T/b/train/ckpt-00000040" >"$T/wb"
 check "killed + resumed = uninterrupted, averages included" cmp -s "$T/wa" "$T/wb"
 
 # 5. Averages turned on for a run whose checkpoints have none: started from its weights.

@@ -52,13 +52,8 @@ train --logdir="$T/b" --model_params_override="$SMALL" >"$T/b2.log" 2>&1
 check "restart exits 0" [ $? -eq 0 ]
 check "restart resumed from a checkpoint" grep -q "restored .* tensors" "$T/b2.log"
 # Every tensor but the params text (it names the logdir), all values printed in full.
-dump() {
-  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
-    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
-  done
-}
-dump "$T/a/train/ckpt-00000100" >"$T/wa"
-dump "$T/b/train/ckpt-00000100" >"$T/wb"
+ckpt_dump "$T/a/train/ckpt-00000100" >"$T/wa"
+ckpt_dump "$T/b/train/ckpt-00000100" >"$T/wb"
 check "dumps are complete" [ "$(grep -c tensor_name "$T/wa")" -eq 21 ]
 check "same final weights and Adam slots" cmp -s "$T/wa" "$T/wb"
 # Every tensor, the params string tensor included (UBSan once caught a memcpy from NULL

@@ -62,13 +62,8 @@ kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/kb/train/ckpt-00000040.index" ]
 expect_exit 0 "restart after kill -9" "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K"
 err_has "replayed"
-dump() {
-  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
-    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
-  done
-}
-dump "$T/ka/train/ckpt-00000040" >"$T/wa"
-dump "$T/kb/train/ckpt-00000040" >"$T/wb"
+ckpt_dump "$T/ka/train/ckpt-00000040" >"$T/wa"
+ckpt_dump "$T/kb/train/ckpt-00000040" >"$T/wb"
 check "dumps hold the Adam slots" grep -q 'tensor_name.*/Adam_1' "$T/wa"
 check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
 # A step over grad_norm_to_clip_to_zero is skipped, and the warning names the variables

@@ -33,11 +33,6 @@ BASE="input.ckpt: \"$FM\"; input.num_samples: 4000; cluster.num_threads: 1; task
 trainer() { "$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync "$@"; }
 
 # Every tensor but the params text, all values printed in full.
-dump() {
-  "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d' ' -f1 | grep -v '^_lingvoc/' | while read -r name; do
-    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
-  done
-}
 # rel_diff A B: the largest per-tensor relative L2 difference |a-b|/|a| of two dumps.
 rel_diff() {
   python3 - "$1" "$2" <<'EOF'
@@ -87,8 +82,8 @@ paste <(losses "$T/one.log") <(losses "$T/two.log") >"$T/losses"
 check "16 losses on each side" [ "$(awk 'NF == 2' "$T/losses" | wc -l)" -eq 16 ]
 check "every step's global loss within 1e-6 relative ($(awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>m) m=d} END{printf "%.2g", m}' "$T/losses"))" \
   awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>1e-6) bad=1} END{exit bad}' "$T/losses"
-dump "$T/one/train/ckpt-00000016" >"$T/w1"
-dump "$T/two/train/ckpt-00000016" >"$T/w2"
+ckpt_dump "$T/one/train/ckpt-00000016" >"$T/w1"
+ckpt_dump "$T/two/train/ckpt-00000016" >"$T/w2"
 check "dumps are complete" [ "$(grep -c tensor_name "$T/w2")" -eq 21 ]
 worst=$(rel_diff "$T/w1" "$T/w2")
 # The two sum each gradient in another order; a bias gradient (a sum over the batch of
@@ -101,7 +96,7 @@ check "every weight and Adam slot within 1e-3 relative of 1 x 256 (worst $worst)
 "${MPIRUN[@]}" --mca btl tcp,self -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/tcp" \
   --model_params_override="$EQ; input.batch_size: 128" >"$T/tcp.log" 2>&1
 check "2 ranks over --mca btl tcp,self exit 0" [ $? -eq 0 ]
-dump "$T/tcp/train/ckpt-00000016" >"$T/wt"
+ckpt_dump "$T/tcp/train/ckpt-00000016" >"$T/wt"
 check "TCP run ends with the shared-memory run's tensors, bit for bit" cmp -s "$T/w2" "$T/wt"
 
 # 3b. The all-reduce overlapped with backward in buckets (--allreduce_bucket_mb; the run
@@ -113,13 +108,13 @@ check "the default run overlaps one bucket" grep -q "overlapped with backward: 1
 check "2 ranks with 4 KB buckets exit 0" [ $? -eq 0 ]
 nb=$(grep -o "overlapped with backward: [0-9]* buckets" "$T/bk.log" | awk '{print $4}')
 check "4 KB buckets: several of them (${nb:-none})" [ "${nb:-0}" -ge 3 ]
-dump "$T/bk/train/ckpt-00000016" >"$T/wb"
+ckpt_dump "$T/bk/train/ckpt-00000016" >"$T/wb"
 check "small buckets end with the one-bucket run's tensors, bit for bit" cmp -s "$T/w2" "$T/wb"
 "${MPIRUN[@]}" -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/b0" --allreduce_bucket_mb=0 \
   --model_params_override="$EQ; input.batch_size: 128" >"$T/b0.log" 2>&1
 check "2 ranks with --allreduce_bucket_mb=0 exit 0" [ $? -eq 0 ]
 check "no overlap logged with buckets off" bash -c "! grep -q 'overlapped with backward' '$T/b0.log'"
-dump "$T/b0/train/ckpt-00000016" >"$T/wn"
+ckpt_dump "$T/b0/train/ckpt-00000016" >"$T/wn"
 check "one all-reduce after backward: the same tensors, bit for bit" cmp -s "$T/w2" "$T/wn"
 expect_exit 2 "--allreduce_bucket_mb=-1" trainer --logdir="$T/e0" --allreduce_bucket_mb=-1 --model_params_override="$EQ"
 err_has "--allreduce_bucket_mb=-1: expected 0 (off)"
@@ -156,8 +151,8 @@ check "killed before the end" [ ! -f "$T/k/train/ckpt-00000040.index" ]
   --model_params_override="$KR" >"$T/k2.log" 2>&1
 check "restart (over TCP) exits 0" [ $? -eq 0 ]
 check "restart resumed from a checkpoint" grep -q "restored .* tensors from .*ckpt-000000[1-3]0" "$T/k2.log"
-dump "$T/full/train/ckpt-00000040" >"$T/wf"
-dump "$T/k/train/ckpt-00000040" >"$T/wk"
+ckpt_dump "$T/full/train/ckpt-00000040" >"$T/wf"
+ckpt_dump "$T/k/train/ckpt-00000040" >"$T/wk"
 check "same final weights and Adam slots as the uninterrupted run" cmp -s "$T/wf" "$T/wk"
 
 # 4b. A 2-replica run resumed with 1 replica says that the replica count changed (the

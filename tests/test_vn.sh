@@ -14,12 +14,6 @@ BASE="$PUNCT_OV; cluster.num_threads: 1"
 VN="task.vn.global_vn: true; task.train.vn_std: 0.075; task.train.vn_start_step: 10"
 TRAIN=("$LV_BIN/trainer" --model=$M --run_locally=cpu --mode=sync --log_interval_steps=10)
 not() { ! "$@"; }
-names() { "$LV_BIN/ckpt_inspect" --file_name="$1" | cut -d" " -f1; }
-dump() {
-  names "$1" | grep -v '^_lingvoc/' | while read -r name; do
-    "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
-  done
-}
 
 # 1. inspect_params: the vn params on the task and on its layers, vn_std and vn_start_step.
 "$LV_BIN/trainer" --model=$M --mode=inspect_params --logdir="$T/ip" --model_params_override="$BASE; $VN" \
@@ -47,10 +41,10 @@ check "one line when the noise starts, at step 10" \
 "${TRAIN[@]}" --logdir="$T/n" --model_params_override="$BASE; $S" >"$T/n.log" 2>&1
 "${TRAIN[@]}" --logdir="$T/z" --model_params_override="$BASE; $S; task.vn.global_vn: true; task.train.vn_std: 0.0" \
   >"$T/z.log" 2>&1
-dump "$T/a/train/ckpt-00000030" >"$T/wa"
-dump "$T/a2/train/ckpt-00000030" >"$T/wa2"
-dump "$T/n/train/ckpt-00000030" >"$T/wn"
-dump "$T/z/train/ckpt-00000030" >"$T/wz"
+ckpt_dump "$T/a/train/ckpt-00000030" >"$T/wa"
+ckpt_dump "$T/a2/train/ckpt-00000030" >"$T/wa2"
+ckpt_dump "$T/n/train/ckpt-00000030" >"$T/wn"
+ckpt_dump "$T/z/train/ckpt-00000030" >"$T/wz"
 check "dumps are complete" [ "$(grep -c tensor_name "$T/wa")" -gt 40 ]
 check "two runs with noise are bit-identical" cmp -s "$T/wa" "$T/wa2"
 check "noise changes the training" not cmp -s "$T/wa" "$T/wn"
@@ -61,7 +55,7 @@ S10="train.max_steps: 10; train.save_interval_steps: 10"
 "${TRAIN[@]}" --logdir="$T/b10" --model_params_override="$BASE; $VN; $S10" >"$T/b10.log" 2>&1
 "${TRAIN[@]}" --logdir="$T/n10" --model_params_override="$BASE; $S10" >"$T/n10.log" 2>&1
 check "no noise before vn_start_step (same weights at step 10)" \
-  cmp -s <(dump "$T/b10/train/ckpt-00000010") <(dump "$T/n10/train/ckpt-00000010")
+  cmp -s <(ckpt_dump "$T/b10/train/ckpt-00000010") <(ckpt_dump "$T/n10/train/ckpt-00000010")
 check "no noise line before vn_start_step" not grep -q "variational weight noise is on" "$T/b10.log"
 
 # 3. kill -9 mid-run with the noise on, restart: the same weights as the uninterrupted
@@ -78,7 +72,7 @@ check "restart exits 0" [ $? -eq 0 ]
 check "restart resumed from a checkpoint" grep -q "restored .* tensors" "$T/k2.log"
 check "restart says the noise is on" grep -q "variational weight noise is on (resumed past its start)" "$T/k2.log"
 check "same weights and slots after kill -9 and resume with noise" \
-  cmp -s <(dump "$T/u/train/ckpt-00000200") <(dump "$T/k/train/ckpt-00000200")
+  cmp -s <(ckpt_dump "$T/u/train/ckpt-00000200") <(ckpt_dump "$T/k/train/ckpt-00000200")
 
 # 4. The evaler and the decoder add no noise: the same metrics and outputs whether their
 # config has it or not.
