@@ -228,6 +228,18 @@ static lv_tensor *f_dropout(lv_graph *g, lv_tensor **in, const void *c) {
   (void)c;
   return lv_op_dropout(g, in[0], 0.7f, 1234, 5);
 }
+/* (x + noise)^2 through a reshape: the gradient 2 (x + noise) is taken at the noisy x. */
+static lv_tensor *f_add_noise(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *y = lv_op_reshape(g, lv_op_add_noise(g, in[0], 0.5f, false, 1234, 5), lv_shape1(32));
+  return lv_op_mul(g, y, y);
+}
+static lv_tensor *f_add_noise_mm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_tensor *v = lv_op_add_noise(g, in[0], 0.5f, false, 1234, 5);
+  lv_tensor *h = lv_op_activation(g, in[1], LV_ACT_TANH);
+  return lv_op_matmul(g, h, lv_op_reshape(g, v, lv_shape2(8, 1)), false, false);
+}
 static lv_tensor *f_layer_norm(lv_graph *g, lv_tensor **in, const void *c) {
   int which = *(const int *)c;
   return lv_op_layer_norm(g, in[0], which & 1 ? in[1] : NULL, which & 2 ? in[2] : NULL, 1e-3f);
@@ -244,6 +256,10 @@ static lv_tensor *f_gather(lv_graph *g, lv_tensor **in, const void *c) {
 START_TEST(grad_dropout_layer_norm_gather) {
   spec d[1] = {fspec(lv_shape2(4, 8), 140)};
   gradcheck("dropout", 1, d, f_dropout, NULL, EPS, TOL);
+  spec an[1] = {fspec(lv_shape2(4, 8), 141)};
+  gradcheck("add_noise", 1, an, f_add_noise, NULL, EPS, TOL);
+  spec am[2] = {fspec(lv_shape1(8), 142), fspec(lv_shape3(2, 3, 8), 143)};
+  gradcheck("add_noise", 2, am, f_add_noise_mm, NULL, EPS, TOL);
   for (int which = 0; which < 4; which++) {
     spec in[3] = {fspec(lv_shape3(2, 3, 6), 150 + which), fspec(lv_shape1(6), 160), fspec(lv_shape1(6), 170)};
     in[1].grad = which & 1;

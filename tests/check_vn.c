@@ -7,14 +7,18 @@
  * come back bit for bit; the gradient the trainer takes is that of the loss at the noisy
  * weights (central differences); a child's own vn (Lingvo's DisableVN) turns its subtree
  * off; and Lingvo's errors: vn.scale or vn.start_step set on the task, per_step_vn
- * without deterministic, a child's global_vn without a scale (and lingvoc's: per-step
- * noise and weight_norm_type, not built yet). */
+ * without deterministic, a child's global_vn without a scale, per-step noise reaching an
+ * RNN cell (and lingvoc's: weight_norm_type, not built yet). Per-step noise
+ * (AddVN(per_step=True)) on the attention's hidden_var/query_var and the softmax's weights
+ * and biases: drawn afresh at every use in training, never in eval, deterministic for a
+ * step, the gradient that at the noisy weights. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_util.h"
+#include "layers/layer.h"
 #include "models/model.h"
 #include "optim/vn.h"
 #include "runners/instance.h"
@@ -325,9 +329,16 @@ START_TEST(test_vn_errors) {
   EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "task.vn",
              "per_step vn requires deterministic=True");
   lv_params_free(cfg);
+  /* Task-wide per-step noise reaches the LSTM cells: Lingvo's RNNCell asserts. */
   EXPECT_OK(build("task.vn.per_step_vn: true; task.vn.deterministic: true; task.train.vn_std: 0.1", &cfg));
-  EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "task.vn.per_step_vn",
-             "not supported by lingvoc yet");
+  EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "vn.per_step_vn",
+             "We do not support per step VN in RNN cells");
+  lv_params_free(cfg);
+  /* ... also with vn_std 0 on the task but a cell's own per-step noise. */
+  EXPECT_OK(build("task.encoder.lstm_tpl.vn.per_step_vn: true; task.encoder.lstm_tpl.vn.deterministic: true; "
+                  "task.encoder.lstm_tpl.vn.scale: 0.1", &cfg));
+  EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "enc/",
+             "We do not support per step VN in RNN cells");
   lv_params_free(cfg);
   EXPECT_OK(build("task.decoder.emb.vn.global_vn: true", &cfg));
   EXPECT_ERR(lv_instance_create(cfg, false, lv_input_no_shard(), &m), LV_ERR_INVALID, "dec/emb.vn.scale",
@@ -339,6 +350,134 @@ START_TEST(test_vn_errors) {
 }
 END_TEST
 
+/* Per-step noise where Lingvo has it: the attention's and the softmax's own vn. */
+#define ATT "task.decoder.attention.inner_atten_params.vn."
+#define SMX "task.decoder.softmax.vn."
+#define PS ATT "per_step_vn: true; " ATT "deterministic: true; " ATT "scale: 0.3; " ATT "start_step: 5; " SMX \
+           "per_step_vn: true; " SMX "deterministic: true; " SMX "scale: 0.3; " SMX "start_step: 5"
+
+static bool per_step_target(const char *name) {
+  return strstr(name, "/softmax/weight_") || strstr(name, "/softmax/bias_") ||
+         strstr(name, "/inner_att/query_var/") || strstr(name, "/inner_att/hidden_var/");
+}
+
+START_TEST(test_vn_per_step) {
+  lv_params *cfg = NULL, *cfg0 = NULL;
+  lv_instance *m = open_model(PS, &cfg, true), *m0 = open_model("", &cfg0, true);
+  int marked = 0;
+  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
+    lv_var *v = lv_varstore_get(m->vs, i);
+    ck_assert_msg(v->vn.per_step == per_step_target(v->name), "%s: per-step noise %d", v->name, v->vn.per_step);
+    ck_assert_msg(!v->vn.global, "%s: global noise", v->name);
+    if (v->vn.per_step) ck_assert(v->vn.scale == 0.3f && v->vn.start_step == 5);
+    marked += v->vn.per_step;
+  }
+  ck_assert_int_eq(marked, 2 + 2 * 16); /* query_var, hidden_var; 16 softmax shards */
+  ck_assert_ptr_null(make_vn(m));      /* nothing for the trainer's global perturbation */
+
+  /* Afresh at every use: two reads of query_var in one training step differ from each
+   * other and from the clean value by about scale; none before start_step nor in eval. */
+  lv_var *q = lv_varstore_find(m->vs, "punctuator_rnmt/dec/atten/inner_att/query_var/var");
+  ck_assert_ptr_nonnull(q);
+  const int64_t nq = lv_tensor_numel(&q->value);
+  float *clean = malloc(sizeof(float) * (size_t)nq), *a = malloc(sizeof(float) * (size_t)nq),
+        *b2 = malloc(sizeof(float) * (size_t)nq);
+  EXPECT_OK(lv_tensor_to_host(&q->value, clean));
+  lv_graph *g = m->graph;
+  lv_graph_reset(g);
+  lv_graph_set_training(g, true);
+  lv_graph_set_step(g, 5);
+  lv_tensor *t1 = lv_layer_step_weight(g, q), *t2 = lv_layer_step_weight(g, q);
+  ck_assert(t1 != &q->value && t2 != &q->value);
+  EXPECT_OK(lv_tensor_to_host(t1, a));
+  EXPECT_OK(lv_tensor_to_host(t2, b2));
+  double s2 = 0;
+  int64_t same = 0;
+  for (int64_t j = 0; j < nq; j++) {
+    same += a[j] == b2[j];
+    s2 += ((double)a[j] - clean[j]) * ((double)a[j] - clean[j]);
+  }
+  ck_assert_int_lt(same, nq / 100);
+  ck_assert_msg(fabs(sqrt(s2 / (double)nq) / 0.3 - 1.0) < 0.1, "noise rms %g, scale 0.3", sqrt(s2 / (double)nq));
+  lv_graph_reset(g);
+  lv_graph_set_step(g, 4);
+  ck_assert_ptr_eq(lv_layer_step_weight(g, q), &q->value);
+  lv_graph_set_step(g, 5);
+  lv_graph_set_training(g, false);
+  ck_assert_ptr_eq(lv_layer_step_weight(g, q), &q->value);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, true);
+  free(clean), free(a), free(b2);
+
+  /* The training loss: the clean one before start_step (same variables, same dropout),
+   * another from it on, the same again for the same step; eval sees no noise. */
+  lv_batch b;
+  lv_batch_init(&b);
+  EXPECT_OK(lv_input_train_batch(m->input, 9, &b));
+  ck_assert(loss_at(m, &b, 4, false) == loss_at(m0, &b, 4, false));
+  const double l9 = loss_at(m, &b, 9, true), l9c = loss_at(m0, &b, 9, true);
+  ck_assert_msg(fabs(l9 - l9c) > 1e-4, "per-step noise left the loss at %g", l9);
+  ck_assert(loss_at(m, &b, 9, false) == l9);
+  lv_metrics e, e0;
+  lv_metrics_init(&e);
+  lv_metrics_init(&e0);
+  EXPECT_OK(lv_instance_fprop(m, &b, false, 9, &e));
+  double le, le0;
+  EXPECT_OK(lv_tensor_item(e.loss, &le));
+  EXPECT_OK(lv_instance_fprop(m0, &b, false, 9, &e0));
+  EXPECT_OK(lv_tensor_item(e0.loss, &le0));
+  ck_assert(le == le0);
+  lv_metrics_free(&e), lv_metrics_free(&e0);
+
+  /* The gradient is that of the noisy loss (central differences through the same draws)
+   * and not the clean one. */
+  const char *names[] = {"punctuator_rnmt/dec/atten/inner_att/query_var/var",
+                         "punctuator_rnmt/dec/atten/inner_att/hidden_var/var",
+                         "punctuator_rnmt/dec/softmax/weight_3/var", "punctuator_rnmt/dec/softmax/bias_0/var"};
+  enum { NV = 4 };
+  float *gv[NV], *g0[NV];
+  int64_t nv[NV];
+  loss_at(m, &b, 9, true);
+  loss_at(m0, &b, 9, true);
+  for (int k = 0; k < NV; k++) { /* all before the differences below zero the gradients */
+    lv_var *v = lv_varstore_find(m->vs, names[k]), *v0 = lv_varstore_find(m0->vs, names[k]);
+    ck_assert_msg(v && v0, "%s", names[k]);
+    nv[k] = lv_tensor_numel(&v->value);
+    gv[k] = malloc(sizeof(float) * (size_t)nv[k]);
+    g0[k] = malloc(sizeof(float) * (size_t)nv[k]);
+    EXPECT_OK(lv_tensor_to_host(&v->grad, gv[k]));
+    EXPECT_OK(lv_tensor_to_host(&v0->grad, g0[k]));
+  }
+  int differ = 0, checked = 0;
+  for (int k = 0; k < NV; k++) {
+    lv_var *v = lv_varstore_find(m->vs, names[k]);
+    int64_t best = 0;
+    for (int64_t i = 1; i < nv[k]; i++)
+      if (fabsf(gv[k][i]) > fabsf(gv[k][best])) best = i;
+    const float w = get1(v, best), eps = 2e-3f;
+    set1(v, best, w + eps);
+    double lp = loss_at(m, &b, 9, false);
+    set1(v, best, w - eps);
+    double lm = loss_at(m, &b, 9, false);
+    set1(v, best, w);
+    double fd = (lp - lm) / (2.0 * eps), an = gv[k][best];
+    ck_assert_msg(fabs(an) > 1e-3 && fabs(fd - an) <= 0.03 * fabs(an) + 0.02,
+                  "%s[%lld]: gradient %g, central differences %g (clean %g)", names[k], (long long)best, an, fd,
+                  (double)g0[k][best]);
+    checked++;
+    for (int64_t i = 0; i < nv[k]; i++) differ += fabsf(gv[k][i] - g0[k][i]) > 0.05f * fabsf(g0[k][i]) + 1e-4f;
+    free(gv[k]), free(g0[k]);
+  }
+  ck_assert_int_eq(checked, 4);
+  ck_assert_msg(differ > 10, "the per-step noise changed only %d gradients", differ);
+  lv_batch_free(&b);
+  lv_instance_destroy(m);
+  lv_instance_destroy(m0);
+  lv_params_free(cfg);
+  lv_params_free(cfg0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("vn");
   TCase *c = tcase_create("vn");
@@ -347,6 +486,7 @@ int main(void) {
   tcase_add_test(c, test_vn_noise_and_restore);
   tcase_add_test(c, test_vn_gradient_at_noisy_weights);
   tcase_add_test(c, test_vn_child_params);
+  tcase_add_test(c, test_vn_per_step);
   tcase_add_test(c, test_vn_errors);
   suite_add_tcase(s, c);
   return lv_test_run(s);

@@ -6,7 +6,9 @@
 # differ from a run without it; a run with vn_std 0 is bit-identical to one that never
 # mentions noise; kill -9 and resume is bit-identical with the noise on; the evaler and
 # the decoder never add noise (the same metrics and outputs with and without it in their
-# config); task.vn.scale set directly exits 2 as Lingvo refuses it.
+# config); task.vn.scale set directly exits 2 as Lingvo refuses it. Per-step noise on the
+# attention and the softmax: logged, deterministic, kill -9 and resume bit-identical;
+# on the task of an LSTM model it exits 2 as Lingvo's RNNCell refuses it.
 . "$(dirname "$0")/lib.sh"
 . "$LV_ROOT/tests/data/decode_golden/models.sh"
 M=punctuator.codelab.RNMTTinyTest
@@ -102,4 +104,38 @@ check "nothing written for a refused config" [ ! -d "$T/bad/train" ] || [ -z "$(
 expect_exit 2 "task.vn.start_step set directly" "${TRAIN[@]}" --logdir="$T/bad2" \
   --model_params_override="$BASE; $VN; task.vn.start_step: 3"
 err_has "set task.train.vn_start_step instead"
+
+# 6. Per-step noise where Lingvo has it (the attention's and the softmax's own vn).
+A=task.decoder.attention.inner_atten_params.vn SM=task.decoder.softmax.vn
+PSV="$A.per_step_vn: true; $A.deterministic: true; $A.scale: 0.1; $A.start_step: 10; $SM.per_step_vn: true; \
+$SM.deterministic: true; $SM.scale: 0.1; $SM.start_step: 10"
+P="$BASE; $PSV; train.max_steps: 60; train.save_interval_steps: 20"
+"${TRAIN[@]}" --logdir="$T/p" --model_params_override="$P" >"$T/p.log" 2>&1
+check "trainer with per-step noise exits 0" [ $? -eq 0 ]
+check "per-step noise announced (34 variables from step 10)" \
+  grep -q "per-step variational weight noise (vn.per_step_vn) on 34 variables from step 10" "$T/p.log"
+check "one line when the per-step noise starts" \
+  [ "$(grep -c 'step 10: per-step variational weight noise is on (from step 10)' "$T/p.log")" -eq 1 ]
+"${TRAIN[@]}" --logdir="$T/p2" --model_params_override="$P" >"$T/p2.log" 2>&1
+"${TRAIN[@]}" --logdir="$T/pn" --model_params_override="$BASE; train.max_steps: 60; train.save_interval_steps: 20" \
+  >"$T/pn.log" 2>&1
+check "two runs with per-step noise are bit-identical" \
+  cmp -s <(ckpt_dump "$T/p/train/ckpt-00000060") <(ckpt_dump "$T/p2/train/ckpt-00000060")
+check "per-step noise changes the training" \
+  not cmp -s <(ckpt_dump "$T/p/train/ckpt-00000060") <(ckpt_dump "$T/pn/train/ckpt-00000060")
+"${TRAIN[@]}" --logdir="$T/p10" --model_params_override="$BASE; $PSV; $S10" >"$T/p10.log" 2>&1
+check "no per-step noise before its start (the same weights at step 10 as without)" \
+  cmp -s <(ckpt_dump "$T/p10/train/ckpt-00000010") <(ckpt_dump "$T/n10/train/ckpt-00000010")
+"${TRAIN[@]}" --logdir="$T/pk" --model_params_override="$P" >"$T/pk1.log" 2>&1 &
+pid=$!
+for _ in $(seq 6000); do [ -f "$T/pk/train/ckpt-00000020.index" ] && break; sleep 0.02; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+check "per-step run killed before the end" [ ! -f "$T/pk/train/ckpt-00000060.index" ]
+"${TRAIN[@]}" --logdir="$T/pk" --model_params_override="$P" >"$T/pk2.log" 2>&1
+check "per-step restart resumed" grep -q "restored .* tensors" "$T/pk2.log"
+check "same weights after kill -9 and resume with per-step noise" \
+  cmp -s <(ckpt_dump "$T/p/train/ckpt-00000060") <(ckpt_dump "$T/pk/train/ckpt-00000060")
+expect_exit 2 "per_step_vn on the task of an LSTM model" "${TRAIN[@]}" --logdir="$T/bad3" \
+  --model_params_override="$BASE; task.vn.per_step_vn: true; task.vn.deterministic: true; task.train.vn_std: 0.1"
+err_has "We do not support per step VN in RNN cells"
 finish

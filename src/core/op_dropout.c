@@ -1,5 +1,6 @@
 /* Dropout: keep with probability keep_prob, scale kept values by 1/keep_prob. The mask
- * is a pure function of (seed, stream, element index), so a restarted run repeats it. */
+ * is a pure function of (seed, stream, element index), so a restarted run repeats it.
+ * add_noise: x + scale * noise with the same property (per-step weight noise). */
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
@@ -49,4 +50,30 @@ lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t se
 lv_tensor *lv_op_step_dropout(lv_graph *g, lv_tensor *x, float prob, uint64_t seed, uint64_t per_step, uint64_t k) {
   if (!x || prob <= 0 || !lv_graph_is_training(g)) return x;
   return lv_op_dropout(g, x, 1.0f - prob, seed, lv_graph_stream(g, per_step, k));
+}
+
+/* d(x + scale * noise)/dx = 1: the gradient passes through unchanged. */
+static void add_noise_bwd(lv_graph *g, lv_node *nd) {
+  bool acc;
+  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
+  if (gx) LV_K(nd->be, axpy, lv_tensor_numel(gx), 1.0f, lv_f32(nd->out->grad), lv_f32(gx), acc);
+}
+
+lv_tensor *lv_op_add_noise(lv_graph *g, lv_tensor *x, float scale, bool uniform, uint64_t seed, uint64_t stream) {
+  if (!lv_graph_inputs_ok(g, LV_OP_ADD_NOISE, 1, &x)) return NULL;
+  char s1[128];
+  if (x->dtype != LV_F32 || !(scale >= 0.0f)) {
+    lv_graph_failf(g, LV_OP_ADD_NOISE, "float32 x and scale >= 0 required, got %s %s scale %g",
+                   lv_dtype_names[x->dtype], LV_SHP(x, s1), (double)scale);
+    return NULL;
+  }
+  if (scale == 0.0f) return x;
+  const lv_backend *k = lv_graph_kernels(g, LV_OP_ADD_NOISE, 1, &x);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, LV_OP_ADD_NOISE, LV_F32, x->shape);
+  if (!out) return NULL;
+  LV_K(k, add_noise, lv_tensor_numel(x), lv_f32(x), scale, uniform, seed, stream, lv_f32(out));
+  lv_node *nd = lv_graph_record(g, LV_OP_ADD_NOISE, add_noise_bwd, out, 1, &x);
+  if (nd) nd->be = k;
+  return out;
 }

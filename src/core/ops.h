@@ -75,6 +75,10 @@ lv_tensor *lv_op_softmax_xent(lv_graph *g, lv_tensor *logits, lv_tensor *probs);
 /* Training only (identity in eval): keeps each element with prob keep_prob, scaled by
  * 1/keep_prob. The mask is a function of (seed, stream, element index): deterministic. */
 lv_tensor *lv_op_dropout(lv_graph *g, lv_tensor *x, float keep_prob, uint64_t seed, uint64_t stream);
+/* x + scale * noise, noise N(0, 1) (U[-0.5, 0.5) if uniform) a function of (seed, stream,
+ * element index), in training and eval alike (callers decide); the gradient passes to x
+ * unchanged (Lingvo's AddVN). x itself when scale is 0. */
+lv_tensor *lv_op_add_noise(lv_graph *g, lv_tensor *x, float scale, bool uniform, uint64_t seed, uint64_t stream);
 /* Dropout with drop probability prob and stream k of the graph's step (lv_graph_stream(g,
  * per_step, k)) in training mode; x itself (and NULL for NULL) otherwise or when prob is 0. */
 lv_tensor *lv_op_step_dropout(lv_graph *g, lv_tensor *x, float prob, uint64_t seed, uint64_t per_step, uint64_t k);

@@ -20,7 +20,7 @@
  * training from global step start_step on, the step reads w + scale * noise, noise N(0, 1)
  * (U[-0.5, 0.5) if uniform) drawn from (seed, step, variable name). global: once per step
  * (AddGlobalVN); per_step: one of the variables Lingvo also perturbs afresh at each use
- * (AddVN(per_step=True); lingvoc refuses per_step_vn so far, so it stays false).
+ * (AddVN(per_step=True): the layer adds it in its forward pass, lv_layer_step_weight).
  * All zero: no noise. */
 typedef struct lv_var_vn {
   bool global, per_step, uniform;

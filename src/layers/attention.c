@@ -144,11 +144,13 @@ static bool additive_context(lv_attention *a, lv_graph *g, const lv_atten_packed
                              lv_tensor **ctx, lv_tensor **probs) {
   lv_additive_attention *l = (lv_additive_attention *)a;
   int64_t S = src->src_len, B = src->batch, H = l->hidden_dim, Bq = query->shape.d[0], n = Bq / B;
-  lv_tensor *q = lv_op_matmul(g, query, &l->query_var->value, false, false); /* [Bq, H] */
+  /* AddPerStepVN(hidden_var), AddPerStepVN(query_var): afresh at every call. */
+  lv_tensor *hidden_w = lv_layer_step_weight(g, l->hidden_var);
+  lv_tensor *q = lv_op_matmul(g, query, lv_layer_step_weight(g, l->query_var), false, false); /* [Bq, H] */
   lv_tensor *sum = lv_op_add(g, lv_op_reshape(g, src->vecs, lv_shape4(S, 1, B, H)),
                              q ? lv_op_reshape(g, q, lv_shape4(1, n, B, H)) : NULL);
   lv_tensor *h = lv_op_activation(g, sum, LV_ACT_TANH); /* [S, n, B, H] */
-  lv_tensor *v = lv_op_reshape(g, &l->hidden_var->value, lv_shape2(H, 1));
+  lv_tensor *v = lv_op_reshape(g, hidden_w, lv_shape2(H, 1));
   lv_tensor *logits = lv_op_matmul(g, h, v, false, false); /* [S, n, B, 1] */
   logits = logits ? lv_op_reshape(g, logits, lv_shape2(S, n * B)) : NULL;
   logits = swap01(g, logits);                                          /* [n*B, S] */

@@ -71,16 +71,17 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
 
 bool lv_softmax_layer_dense_weights(lv_softmax_layer *l, lv_graph *g, lv_tensor **w, lv_tensor **b) {
   *w = *b = NULL;
+  /* _ConcatWeights: AddPerStepVN on the weights and biases at every call. */
   if (l->num_shards == 1) {
-    *w = &l->w[0]->value;
-    *b = l->b ? &l->b[0]->value : NULL;
-    return true;
+    *w = lv_layer_step_weight(g, l->w[0]);
+    *b = l->b ? lv_layer_step_weight(g, l->b[0]) : NULL;
+    return *w && (!l->b || *b);
   }
   lv_tensor *parts[l->num_shards];
-  for (int i = 0; i < l->num_shards; i++) parts[i] = &l->w[i]->value;
+  for (int i = 0; i < l->num_shards; i++) parts[i] = lv_layer_step_weight(g, l->w[i]);
   *w = lv_op_concat(g, parts, l->num_shards, 1);
   if (l->b) {
-    for (int i = 0; i < l->num_shards; i++) parts[i] = &l->b[i]->value;
+    for (int i = 0; i < l->num_shards; i++) parts[i] = lv_layer_step_weight(g, l->b[i]);
     *b = lv_op_concat(g, parts, l->num_shards, 0);
   }
   return *w && (!l->b || *b);

@@ -1,5 +1,6 @@
 #include "layers/layer.h"
 #include "base/names.h"
+#include "base/rng.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,10 +56,6 @@ lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double sc
   if (!global && !per_step) return NULL;
   if (per_step && !(lv_params_is_set(vn, "deterministic") && lv_params_bool(vn, "deterministic")))
     return lv_status_make(LV_ERR_INVALID, "%s.vn: per_step vn requires deterministic=True (as Lingvo's AddVN)", where);
-  if (per_step)
-    return lv_status_make(LV_ERR_INVALID, "%s.vn.per_step_vn: per-step noise (drawn afresh at every decoder step in "
-                          "AdditiveAttention and SimpleFullSoftmax) is not supported by lingvoc yet; use global_vn",
-                          where);
   if (!(scale >= 0.0))
     return lv_status_make(LV_ERR_INVALID, "%s.vn.scale: VN scale must be set (a number >= 0) when global_vn or "
                           "per_step_vn is on", where);
@@ -94,6 +91,15 @@ void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step) {
     if (!vn.global && !vn.per_step) memset(&vn, 0, sizeof vn);
   }
   v->vn = vn;
+}
+
+lv_tensor *lv_layer_step_weight(lv_graph *g, lv_var *v) {
+  const lv_var_vn *c = &v->vn;
+  if (!c->per_step || !(c->scale > 0.0f) || !lv_graph_is_training(g) || lv_graph_step(g) < c->start_step)
+    return &v->value;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *s = v->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return lv_op_add_noise(g, &v->value, c->scale, c->uniform, c->seed, lv_rng_mix(h, lv_graph_next_stream(g)));
 }
 
 lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {

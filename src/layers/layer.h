@@ -75,7 +75,7 @@ lv_params *lv_layer_vn_params(void);
  * scale (< 0: None) and start_step as given and seed when vn.seed is None. All off
  * unless global_vn or per_step_vn. Errors as Lingvo's AddVN: a scale that is None when
  * noise is on; per_step_vn without deterministic=True; and what lingvoc has not yet:
- * per_step_vn, a weight_norm_type. */
+ * a weight_norm_type. */
 lv_status lv_layer_vn_settings(const char *where, const lv_params *vn, double scale, int64_t start_step, uint64_t seed,
                                lv_var_vn *out);
 /* Records p.vn for scope when it is not the default (Lingvo's CopyBaseParams keeps a
@@ -86,6 +86,13 @@ lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params 
 /* Marks v as one of the variables Lingvo's AddGlobalVN of l's class perturbs (per_step:
  * also one its AddVN(per_step=True) perturbs), with the settings in force at l's scope. */
 void lv_layer_vn_target(const lv_layer *l, lv_var *v, bool per_step);
+/* v's value for an op of g, with Lingvo's per-step noise (AddVN(per_step=True)) when v is
+ * a per-step target (lv_layer_vn_target) under per_step_vn, g is in training mode and its
+ * step has reached vn.start_step: w + scale * noise drawn afresh at every call (every
+ * decoder step of an attention, every softmax), a function of vn.seed, v's name and the
+ * graph's next stream (lv_graph_next_stream), so a resumed step draws the same. The
+ * gradient flows to v unchanged. v->value itself otherwise. */
+lv_tensor *lv_layer_step_weight(lv_graph *g, lv_var *v);
 /* scope = parent_scope + "/" + p.name (or p.name at the top); cls from p.cls. Errors if
  * name is empty. A vn other than the default is recorded for the layer's scope (its
  * errors: lv_layer_vn_settings). */

@@ -66,6 +66,11 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
   lv_lstm_cell *l = (lv_lstm_cell *)base;
   LV_TRY(lv_layer_setup(base, p, parent_scope, vs));
   const char *sc = base->scope;
+  lv_var_vn vn;
+  if (lv_varstore_scope_vn(vs, sc, &vn) && vn.per_step) /* RNNCell.__init__'s assertion */
+    return lv_status_make(LV_ERR_INVALID, "%s: vn.per_step_vn: We do not support per step VN in RNN cells (Lingvo's "
+                          "RNNCell); turn per_step_vn on only where Lingvo has it (the attention's or the softmax's "
+                          "own vn, with its scale) or use task.vn.global_vn", sc);
   l->layer_norm = lv_params_has(p, "layer_norm_epsilon");
   l->num_input = lv_params_int(p, "num_input_nodes");
   l->output = lv_params_int(p, "num_output_nodes");
