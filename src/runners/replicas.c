@@ -268,10 +268,8 @@ lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n) {
   return NULL;
 }
 
-lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
-  int size = lv_comm_size(c), rank = lv_comm_rank(c);
-  if (size <= 1) return NULL;
-  uint32_t crc = 0;
+lv_status lv_replicas_vars_crc(lv_varstore *vs, uint32_t *crc) {
+  *crc = 0;
   int nv = lv_varstore_count(vs);
   for (int i = 0; i < nv; i++) {
     lv_var *v = lv_varstore_get(vs, i);
@@ -283,9 +281,15 @@ lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
       free(h);
       return s;
     }
-    crc = lv_crc32c_extend(crc, h, bytes);
+    *crc = lv_crc32c_extend(*crc, h, bytes);
     free(h);
   }
+  return NULL;
+}
+
+lv_status lv_replicas_check_crc(lv_comm *c, uint32_t crc, int64_t step, const char *what) {
+  int size = lv_comm_size(c), rank = lv_comm_rank(c);
+  if (size <= 1) return NULL;
   uint32_t chief = crc;
   LV_TRY(lv_comm_broadcast(c, &chief, sizeof chief, 0));
   double *differs = calloc((size_t)size, sizeof *differs);
@@ -299,12 +303,19 @@ lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
     for (int r = 0; r < size; r++)
       if (differs[r] > 0 && off < sizeof list - 16) off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", nd++ ? ", " : "", r);
     if (nd)
-      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the variables of rank%s %s differ from rank 0's: the replicas "
+      s = lv_status_make(LV_ERR_INTERNAL, "step %lld: the %s of rank%s %s differ from rank 0's: the replicas "
                          "diverged (an update that was not the same on every rank)",
-                         (long long)step, nd > 1 ? "s" : "", list);
+                         (long long)step, what, nd > 1 ? "s" : "", list);
   }
   free(differs);
   return s;
+}
+
+lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
+  if (lv_comm_size(c) <= 1) return NULL;
+  uint32_t crc;
+  LV_TRY(lv_replicas_vars_crc(vs, &crc));
+  return lv_replicas_check_crc(c, crc, step, "variables");
 }
 
 /* The line of text starting at p into out (without its newline). */

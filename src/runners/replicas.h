@@ -71,6 +71,11 @@ lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n);
 /* Checks that every rank holds rank 0's variables bit for bit (crc32c of every value):
  * an error naming the ranks that differ. */
 lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step);
+/* The crc32c of every variable's value, in var-store order. */
+lv_status lv_replicas_vars_crc(lv_varstore *vs, uint32_t *crc);
+/* An error naming the ranks whose crc is not rank 0's ("step S: the <what> of rank 1
+ * differ from rank 0's"); nothing with one rank. */
+lv_status lv_replicas_check_crc(lv_comm *c, uint32_t crc, int64_t step, const char *what);
 /* At start, before any other collective: compares every rank's `config` (the params
  * text and the flags that change what a step does) with rank 0's; an LV_ERR_INVALID
  * on every rank, naming the first rank that differs and its first differing line

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/crc32c.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "base/path.h"
@@ -81,6 +82,10 @@ typedef struct train_state {
   lv_ema *ema; /* task.train.ema_decay > 0: the variables' moving averages, else NULL */
   lv_vn *vn;   /* task.train.vn_std > 0 with global noise: the variables it perturbs, else NULL */
   bool vn_logged; /* the line that says the noise is on was written */
+  int ps_vars;         /* variables with per-step noise (their layers add it, layers/layer.h) */
+  int64_t ps_start;    /* the first step one of them gets it */
+  bool ps_logged;
+  int64_t check_every; /* with replicas: compare the noisy variables across ranks at these steps */
   lv_checkpointer *ck;
   lv_events_writer *ev;
   lv_saveable *items;
@@ -209,6 +214,16 @@ static lv_status create_learner(train_state *t, const lv_params *cfg, int num_sp
     lv_info("variational weight noise (task.train.vn_std %g) on %d variables from step %lld (task.train.vn_start_step); "
             "training only, never in eval or decode", lv_params_float(cfg, "task.train.vn_std"),
             lv_vn_num_vars(t->vn), (long long)lv_vn_start_step(t->vn));
+  t->ps_start = INT64_MAX;
+  for (int i = 0; !s && i < n; i++)
+    if (vars[i]->trainable && vars[i]->vn.per_step && vars[i]->vn.scale > 0.0f) {
+      t->ps_vars++;
+      if (vars[i]->vn.start_step < t->ps_start) t->ps_start = vars[i]->vn.start_step;
+    }
+  if (t->ps_vars)
+    lv_info("per-step variational weight noise (vn.per_step_vn) on %d variables from step %lld: drawn afresh at "
+            "every use (each decoder step of an attention, each softmax); training only", t->ps_vars,
+            (long long)t->ps_start);
   free(vars);
   return s;
 }
@@ -459,6 +474,23 @@ static lv_status read_best_step(train_state *t, const char *path, double tol, bo
   return lv_replicas_broadcast(t->comm, &it, 1);
 }
 
+/* With replicas: every rank's moving averages are rank 0's, bit for bit. */
+static lv_status check_ema_same(train_state *t, int64_t step) {
+  lv_ema_to_host(t->ema);
+  uint32_t crc = 0;
+  for (int i = 0; i < lv_ema_num_vars(t->ema); i++) {
+    const char *name;
+    float *data;
+    int64_t n;
+    lv_ema_shadow(t->ema, i, &name, &data, &n);
+    crc = lv_crc32c_extend(crc, lv_ema_shadow_host(t->ema, i), sizeof(float) * (size_t)n);
+  }
+  LV_TRY(lv_replicas_check_crc(t->comm, crc, step, "moving averages (task.train.ema_decay)"));
+  lv_vlog(1, "step %lld: the moving averages are the same on all %d ranks (crc32c %08x)", (long long)step,
+          lv_comm_size(t->comm), crc);
+  return NULL;
+}
+
 /* Lingvo's DevBasedSchedule.Value before the step: the factor from the history. */
 static lv_status dev_based_update(train_state *t, int64_t step) {
   int64_t bl[2] = {0, 0};
@@ -490,12 +522,31 @@ static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64
   float loss_scale = 1.0f;
   /* Weight noise for the forward and backward passes; the update sees the clean values. */
   int noisy = lv_vn_perturb(t->vn, step);
+  /* Every rank must draw the same noise: with replicas, compare the noisy variables at the
+   * first noisy step and before each summary. */
+  if (noisy && lv_comm_size(t->comm) > 1 &&
+      (!t->vn_logged || (t->check_every > 0 && (step + 1) % t->check_every == 0))) {
+    uint32_t crc;
+    lv_status s = lv_replicas_vars_crc(t->m->vs, &crc);
+    if (!s) s = lv_replicas_check_crc(t->comm, crc, step, "variables with weight noise");
+    if (s) {
+      lv_vn_restore(t->vn);
+      return s;
+    }
+    lv_vlog(1, "step %lld: the variables with weight noise are the same on all %d ranks (crc32c %08x)",
+            (long long)step, lv_comm_size(t->comm), crc);
+  }
   if (noisy && !t->vn_logged) {
     int64_t from = lv_vn_start_step(t->vn);
     lv_info("step %lld: variational weight noise is on%s (task.train.vn_start_step %lld): %d variables perturbed per "
             "step; the training loss and accuracy usually get worse from here for a while", (long long)step,
             step == from ? "" : " (resumed past its start)", (long long)from, noisy);
     t->vn_logged = true;
+  }
+  if (t->ps_vars && !t->ps_logged && step >= t->ps_start) {
+    lv_info("step %lld: per-step variational weight noise is on%s (from step %lld) on %d variables", (long long)step,
+            step == t->ps_start ? "" : " (resumed past its start)", (long long)t->ps_start, t->ps_vars);
+    t->ps_logged = true;
   }
   lv_status s = step_forward(t, opt, step, &loss_scale, stop);
   if (!s) s = step_backward(t, loss_scale);
@@ -626,6 +677,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   }
   const int64_t max_steps = lv_params_int(train_p, "max_steps");
   const int64_t summary_every = lv_params_int(train_p, "summary_interval_steps");
+  t.check_every = summary_every;
   /* Lingvo's split semantics: batch_size is per split, the global batch is their sum. */
   const int64_t batch = lv_input_batch_size(t.m->input) * nrep;
   int64_t step = lv_instance_step(t.m);
@@ -690,6 +742,9 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     double now = lv_now_monotonic();
     bool do_summary = summary_every > 0 && step % summary_every == 0;
     if ((do_summary || step == max_steps || stop) && (s = lv_replicas_check_same(comm, t.m->vs, step))) goto done;
+    if ((do_summary || step == max_steps || stop) && t.ema && lv_comm_size(comm) > 1 &&
+        (s = check_ema_same(&t, step)))
+      goto done;
     do_summary &= t.ev != NULL;
     if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
       double dt = now - t_log, rate = dt > 0 ? (double)(step - step_log) / dt : 0;
