@@ -5,7 +5,8 @@
 # line and decoder_out keyed by utterance id); --decode_audio transcribes the files and
 # reports each file it cannot read (truncated WAV, empty file, a text file, a missing
 # path) while still transcribing the others (8 kHz and stereo copies included), exit 2;
-# batches of files decode as single files; silence gives an empty line; a trainer with
+# batches of files decode as single files; silence gives an empty line; a character LM
+# fused into the search (lm_weight 0 changes nothing, 1 the scores); a trainer with
 # SpecAugment killed with -9 and restarted ends with the same weights as an uninterrupted one.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -123,6 +124,40 @@ expect_exit 2 "--decode_audio with --decode_text" "$B/decoder" --model=$M --logd
 err_has "exclude each other"
 expect_exit 2 "--decode_text on the speech model" "$B/decoder" --model=$M --logdir="$T/a" --decode_text=files.txt
 err_has "transcribes audio files (--decode_audio)"
+
+# 3b. Shallow fusion (task.decoder.fusion): a character LM of the eight transcripts
+# (lm.bible.RnnLmTinyTest, the recognizer's AsciiTokenizer ids) beside the beam search.
+# lm_weight 0: decoder_out and the scores byte for byte those without fusion; lm_weight 1
+# other hyp scores; --decode_audio fuses too; an LM of another vocabulary is exit 2.
+cut -f2 list.tsv >lm.txt
+expect_exit 0 "trainer: lm.bible.RnnLmTinyTest on the transcripts" "$B/trainer" --model=lm.bible.RnnLmTinyTest \
+  --logdir="$T/lm" --model_params_override="input.file_pattern: \"text:$T/lm.txt\"; cluster.num_threads: 2"
+FUS="task.decoder.fusion.lm_model: lm.bible.RnnLmTinyTest; task.decoder.fusion.lm_logdir: $T/lm"
+fused() { # NAME WEIGHT: decoder --once with the LM at WEIGHT (none when WEIGHT is -) into NAME.out and NAME.score
+  rm -rf a/decoder_test
+  local o="$DOVR"
+  [ "$2" = - ] || o="$o; $FUS; task.decoder.fusion.lm_weight: $2"
+  expect_exit 0 "decoder --once, lm_weight $2" "$B/decoder" --model=$M --logdir="$T/a" --dataset=Test --once \
+    --model_params_override="$o"
+  cp "$OUT" "$1.out"
+  grep -v '^examples/sec' "$SCORE" >"$1.score"
+}
+fused nofusion -
+fused w0 0
+check "the LM is named in the log" grep -q "shallow fusion: lm.bible.RnnLmTinyTest (.*) with lm_weight 0" "$T/err"
+check "lm_weight 0: decoder_out byte for byte as without fusion" cmp -s nofusion.out w0.out
+check "lm_weight 0: the same scores" cmp -s nofusion.score w0.score
+fused w1 1
+check "lm_weight 1: other hyp scores" sh -c "! cmp -s nofusion.out w1.out"
+wer1=$(grep '^norm_wer: ' w1.score | cut -d' ' -f2)
+check "lm_weight 1 still transcribes (norm_wer $wer1 <= 0.5)" awk "BEGIN{exit !($wer1 <= 0.5)}"
+expect_exit 0 "--decode_audio with fusion" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=@good.txt \
+  --model_params_override="$FUS; task.decoder.fusion.lm_weight: 0"
+check "--decode_audio with lm_weight 0 gives the transcripts without fusion" cmp -s "$T/out" good.out
+expect_exit 2 "an LM of another vocabulary" "$B/decoder" --model=$M --logdir="$T/a" --dataset=Test --once \
+  --model_params_override="$DOVR; $FUS; task.decoder.fusion.lm_params_override: \"task.lm.vocab_size: 80; \
+task.lm.emb.vocab_size: 80; task.lm.softmax.num_classes: 80\""
+err_has "task.decoder.fusion"
 
 # 4. kill -9 mid-run, restart: the same weights as an uninterrupted run at the same step,
 # with SpecAugment on (its masks and warps are drawn per step, so the resumed run draws

@@ -1,6 +1,7 @@
 /* asr.model.AsrModel: see asr.h. Params follow Lingvo's AsrModel, AsrEncoder and
- * AsrDecoder with the keys lingvoc implements (frontend, fusion, contextualizer and
- * scheduled sampling are left out rather than ignored). */
+ * AsrDecoder with the keys lingvoc implements (frontend, contextualizer and scheduled
+ * sampling are left out rather than ignored; fusion is lingvoc's shallow fusion,
+ * models/lm_fusion.h, not Lingvo's NullFusion). */
 #include "models/asr.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "core/ops.h"
 #include "layers/asr_encoder.h"
 #include "layers/atten_lstm_decoder.h"
+#include "models/lm_fusion.h"
 #include "models/mt_base.h"
 
 typedef struct asr_model {
@@ -36,6 +38,7 @@ static lv_params *decoder_params(void) {
   lv_params_define_int(p, "target_sos_id", 1, "Id of the start of sentence token.");
   lv_params_define_int(p, "target_eos_id", 2, "Id of the end of sentence token.");
   lv_params_define_params(p, "beam_search", lv_mt_beam_search_params(0.0, 0.0), "BeamSearchHelper params.");
+  lv_lm_fusion_define_params(p);
   return p;
 }
 
