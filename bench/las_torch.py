@@ -9,7 +9,7 @@ src/layers/asr_encoder.c, src/layers/atten_lstm_decoder.c; reference/lingvo_asr_
 - input (AsrInput): frames [B, T, 80] zero-padded, one extra all-zero unpadded frame after
   each utterance (append_eos_frame); targets through Lingvo's AsciiTokenizer (76 ids,
   <s> 1, </s> 2, lower-cased), ids [<s> chars], labels [chars </s>], padded with </s> to
-  target_max_length (400: the tokenizer's pad_to_max_length, as lingvoc's batches are);
+  the batch's longest (the experiment's pad_to_max_length false), at most 400;
 - AsrEncoder: pad_steps 6 (zero frames, paddings 1); 2 conv layers 3x3 stride 2x2 (1->16,
   16->16; TF 'SAME' padding, no bias) each with padding-aware batch norm (moments over the
   unpadded positions, scale 1 + gamma, epsilon 1e-3, moving statistics with decay 0.99)
@@ -192,9 +192,12 @@ def tensors(batch):
     T = max(fr.shape[0] for fr, _ in batch) + 1  # the eos frame
     x = torch.zeros(B, T, FRAME)
     pad = torch.ones(B, T)
-    ids = torch.full((B, TGT_MAX), 2, dtype=torch.long)
-    lab = torch.full((B, TGT_MAX), 2, dtype=torch.long)
-    w = torch.zeros(B, TGT_MAX)
+    # As the experiment's tokenizer (pad_to_max_length false): as long as the batch's
+    # longest target (its characters and </s>), at most target_max_length.
+    L = min(TGT_MAX, max(len(tr) for _, tr in batch) + 1)
+    ids = torch.full((B, L), 2, dtype=torch.long)
+    lab = torch.full((B, L), 2, dtype=torch.long)
+    w = torch.zeros(B, L)
     for b, (fr, tr) in enumerate(batch):
         x[b, : fr.shape[0]] = torch.from_numpy(fr.copy())
         pad[b, : fr.shape[0] + 1] = 0
