@@ -20,8 +20,12 @@ characters (tokens/s; carried LSTM state, or the whole prefix again each step fo
 Transformer, which has no cache here).
 
 usage: lm_torch.py FILE THREADS STEPS [WARMUP] [rnn|transformer]
+   or: RACE_SECONDS=S RACE_EVERY=E TEST_FILE=F lm_torch.py FILE THREADS 0 0 KIND
+       (bench/lm_race.sh: train for S seconds, then the Test log_pplx of the weights
+       every E seconds)
 """
 import math
+import os
 import random
 import resource
 import sys
@@ -174,6 +178,57 @@ else:
         opt, lambda s: 256 ** -0.5 * min((s + 1) * 1000 ** -1.5, (s + 1) ** -0.5))
     clip = 0.0
 gen = batches(list(lines))
+
+
+def test_log_pplx(path):
+    """Per predicted token (</s> included) over every line of path, as lingvoc's evaler's
+    log_pplx (lines cut at MAXLEN - 1 characters as LmInput's target_max_length does)."""
+    test = [l.rstrip("\n") for l in open(path)]
+    model.eval()
+    tot, n = 0.0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(test), 20):
+            ids, lab, w = tensors(test[i : i + 20])
+            logits, _ = model(ids)
+            xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none")
+            tot += float((xent * w.reshape(-1)).sum())
+            n += float(w.sum())
+    model.train()
+    return tot / n
+
+
+# Race mode (bench/lm_race.sh): train for RACE_SECONDS of wall time instead of STEPS,
+# keeping a copy of the weights every RACE_EVERY seconds; after training (not timed),
+# each copy's Test log_pplx on TEST_FILE.
+RACE = float(os.environ.get("RACE_SECONDS", "0"))
+if RACE > 0:
+    every, snaps = float(os.environ.get("RACE_EVERY", "600")), []
+    start, step, nxt = time.perf_counter(), 0, 0.0
+    while True:
+        el = time.perf_counter() - start
+        if el >= nxt or el >= RACE:
+            snaps.append((el, step, {k: v.clone() for k, v in model.state_dict().items()}))
+            nxt += every
+        if el >= RACE:
+            break
+        ids, lab, w = tensors(next(gen))
+        logits, _ = model(ids)
+        xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none")
+        loss = (xent * w.reshape(-1)).sum() / w.sum()
+        opt.zero_grad()
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        if sched is not None:
+            sched.step()
+        step += 1
+    for el, st, sd in snaps:
+        model.load_state_dict(sd)
+        print("torch_lm race t=%.0f step=%d test_log_pplx=%.4f" % (el, st, test_log_pplx(os.environ["TEST_FILE"])),
+              flush=True)
+    sys.exit(0)
+
 tokens, t0, first = 0, None, None
 for step in range(STEPS):
     if step == WARMUP:
