@@ -38,6 +38,12 @@ STEPS=${ASR_E2E_STEPS:-300}
 OVR="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: $STEPS; train.save_interval_steps: 100; cluster.num_threads: 2"
 TRAIN=("$B/trainer" --model=$M --run_locally=cpu --mode=sync --log_interval_steps=50)
 
+# 0. inspect_input shows the string features (utterance ids, transcripts) as text.
+"$B/trainer" --model=$M --mode=inspect_input --inspect_input_batches=1 --logdir="$T/ins" \
+  --model_params_override="input.file_pattern: \"$T/rec/utt@1\"" >ins.out 2>&1
+check "inspect_input prints an utterance id" grep -q 'sample_ids .*first: \["utt0[0-7]"\]' ins.out
+check "inspect_input prints a transcript" grep -qE 'tgt.transcripts .*first: \["[a-z]+ [a-z]+"\]' ins.out
+
 # 1. Training: the loss falls.
 start=$(date +%s)
 "${TRAIN[@]}" --logdir="$T/a" --model_params_override="$OVR" >a.log 2>&1

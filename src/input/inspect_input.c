@@ -1,6 +1,7 @@
 #include "input/inspect_input.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "input/input.h"
 #include "input/tokenizer.h"
@@ -19,6 +20,12 @@ static void print_first(FILE *out, const lv_tensor *t) {
       case LV_I32: fprintf(out, "%d", lv_i32(t)[i]); break;
       case LV_I64: fprintf(out, "%lld", (long long)lv_i64(t)[i]); break;
       case LV_U8: fprintf(out, "%u", lv_u8(t)[i]); break;
+      case LV_STRING: { /* quoted, cut at 60 bytes */
+        const char *v = lv_str(t)[i] ? lv_str(t)[i] : "";
+        size_t len = strlen(v);
+        fprintf(out, "\"%.*s%s\"", len > 60 ? 60 : (int)len, v, len > 60 ? "..." : "");
+        break;
+      }
       default: fputs("?", out); break;
     }
   }
