@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hash.h"
+
 const char *const lv_init_method_names[LV_INIT_COUNT] = {
     "xavier",         "gaussian",           "uniform",         "constant",
     "gaussian_sqrt_dim", "gaussian_sqrt_fanin", "uniform_sqrt_dim", "truncated_gaussian",
@@ -129,17 +131,12 @@ static void fans(const lv_shape *s, double *fan_in, double *fan_out) {
   }
 }
 
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
 
 static void init_floats(const lv_var *v, lv_var_init in, uint64_t seed, float *x) {
   const lv_shape *s = &v->value.shape;
   int64_t n = lv_shape_numel(s);
   lv_rng r;
-  lv_rng_init(&r, seed, name_hash(v->name));
+  lv_rng_init(&r, seed, lv_fnv1a(v->name));
   double fi, fo, sc = in.scale;
   fans(s, &fi, &fo);
   for (int64_t i = 0; i < n; i++) {

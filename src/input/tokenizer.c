@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/names.h"
 
 extern const lv_tokenizer_class lv_ascii_tokenizer, lv_vocab_file_tokenizer, lv_wpm_tokenizer,
@@ -94,11 +95,6 @@ struct lv_tok_vocab {
   int32_t ids; /* the largest id added + 1 */
 };
 
-static uint64_t fnv1a(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
 
 lv_tok_vocab *lv_tok_vocab_new(void) { return calloc(1, sizeof(lv_tok_vocab)); }
 
@@ -115,7 +111,7 @@ void lv_tok_vocab_free(lv_tok_vocab *v) {
 static vocab_slot *vocab_lookup(const lv_tok_vocab *v, const char *s, size_t n) {
   if (!v->cap) return NULL;
   size_t mask = v->cap - 1;
-  for (size_t i = fnv1a(s, n) & mask;; i = (i + 1) & mask) {
+  for (size_t i = lv_fnv1a_n(s, n) & mask;; i = (i + 1) & mask) {
     vocab_slot *sl = &v->slots[i];
     if (!sl->piece || (sl->n == n && !memcmp(sl->piece, s, n))) return sl;
   }

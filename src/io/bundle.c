@@ -10,6 +10,7 @@
 
 #include "base/crc32c.h"
 #include "base/file.h"
+#include "base/hash.h"
 #include "io/leveldb_table.h"
 #include "tensor_bundle.pb-c.h"
 
@@ -83,15 +84,10 @@ struct lv_bundle_writer {
   unsigned serial; /* of this writer in the process, in its temporary file names */
 };
 
-static uint64_t hash_name(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
 
 static int *set_lookup(lv_bundle_writer *w, const char *name) {
   size_t mask = w->nslots - 1;
-  for (size_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+  for (size_t i = lv_fnv1a(name) & mask;; i = (i + 1) & mask) {
     int *slot = &w->slots[i];
     if (*slot < 0 || strcmp(w->e[*slot].name, name) == 0) return slot;
   }

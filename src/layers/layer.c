@@ -1,4 +1,5 @@
 #include "layers/layer.h"
+#include "base/hash.h"
 #include "base/names.h"
 #include "base/rng.h"
 
@@ -97,9 +98,8 @@ lv_tensor *lv_layer_step_weight(lv_graph *g, lv_var *v) {
   const lv_var_vn *c = &v->vn;
   if (!c->per_step || !(c->scale > 0.0f) || !lv_graph_is_training(g) || lv_graph_step(g) < c->start_step)
     return &v->value;
-  uint64_t h = 1469598103934665603ull;
-  for (const char *s = v->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return lv_op_add_noise(g, &v->value, c->scale, c->uniform, c->seed, lv_rng_mix(h, lv_graph_next_stream(g)));
+  return lv_op_add_noise(g, &v->value, c->scale, c->uniform, c->seed,
+                         lv_rng_mix(lv_fnv1a(v->name), lv_graph_next_stream(g)));
 }
 
 lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
@@ -115,9 +115,7 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
   int n = parent_scope && *parent_scope ? snprintf(l->scope, sizeof l->scope, "%s/%s", parent_scope, name)
                                         : snprintf(l->scope, sizeof l->scope, "%s", name);
   if (n >= (int)sizeof l->scope) return lv_status_make(LV_ERR_INVALID, "layer scope too long: %s/%s", parent_scope, name);
-  uint64_t h = 1469598103934665603ull;
-  for (const char *c = l->scope; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-  l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : h;
+  l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : lv_fnv1a(l->scope);
   return lv_layer_scope_vn(vs, l->scope, p, l->scope);
 }
 

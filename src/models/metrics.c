@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/log.h"
 
 const char *const lv_metric_kind_names[LV_METRIC_KIND_COUNT] = {"AverageMetric", "UniqueAverageMetric", "F1Metric",
@@ -126,15 +127,10 @@ void lv_metric_set_totals(lv_metric *m, double total_value, double total_weight)
   m->total_weight = total_weight;
 }
 
-static uint64_t hash_key(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
 
 /* The slot holding key, or the empty slot where it would go. nslots is a power of 2. */
 static int64_t find_slot(const lv_metric *m, const char *key) {
-  int64_t mask = m->nslots - 1, i = (int64_t)(hash_key(key) & (uint64_t)mask);
+  int64_t mask = m->nslots - 1, i = (int64_t)(lv_fnv1a(key) & (uint64_t)mask);
   while (m->slots[i] && strcmp(m->keys[m->slots[i] - 1].key, key)) i = (i + 1) & mask;
   return i;
 }

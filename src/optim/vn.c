@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/rng.h"
 #include "optim/optim_dev.h"
 
@@ -72,9 +73,7 @@ int64_t lv_vn_start_step(const lv_vn *v) {
 }
 
 uint64_t lv_vn_stream(const char *var_name, int64_t step) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char *c = var_name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-  return lv_rng_mix(h, (uint64_t)step);
+  return lv_rng_mix(lv_fnv1a(var_name), (uint64_t)step);
 }
 
 int lv_vn_perturb(lv_vn *v, int64_t step) {
