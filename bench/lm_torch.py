@@ -180,6 +180,22 @@ else:
 gen = batches(list(lines))
 
 
+def train_step():
+    """One update on the next batch; returns its loss and its number of predicted tokens."""
+    ids, lab, w = tensors(next(gen))
+    logits, _ = model(ids)
+    xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none")
+    loss = (xent * w.reshape(-1)).sum() / w.sum()
+    opt.zero_grad()
+    loss.backward()
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return loss, int(w.sum())
+
+
 def test_log_pplx(path):
     """Per predicted token (</s> included) over every line of path, as lingvoc's evaler's
     log_pplx (lines cut at MAXLEN - 1 characters as LmInput's target_max_length does)."""
@@ -211,17 +227,7 @@ if RACE > 0:
             nxt += every
         if el >= RACE:
             break
-        ids, lab, w = tensors(next(gen))
-        logits, _ = model(ids)
-        xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none")
-        loss = (xent * w.reshape(-1)).sum() / w.sum()
-        opt.zero_grad()
-        loss.backward()
-        if clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
+        train_step()
         step += 1
     for el, st, sd in snaps:
         model.load_state_dict(sd)
@@ -233,20 +239,10 @@ tokens, t0, first = 0, None, None
 for step in range(STEPS):
     if step == WARMUP:
         t0, tokens = time.perf_counter(), 0
-    ids, lab, w = tensors(next(gen))
-    logits, _ = model(ids)
-    xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1), reduction="none")
-    loss = (xent * w.reshape(-1)).sum() / w.sum()
+    loss, n = train_step()
     if first is None:
         first = loss.item()
-    opt.zero_grad()
-    loss.backward()
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    opt.step()
-    if sched is not None:
-        sched.step()
-    tokens += int(w.sum())
+    tokens += n
 dt = time.perf_counter() - t0
 print("torch_lm train %d steps %.0f tokens/s log_pplx %.3f -> %.3f" % (STEPS - WARMUP, tokens / dt, first, loss.item()))
 print("torch_lm rss_train %.0f MB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
