@@ -109,7 +109,7 @@ START_TEST(test_replicas_one_rank) {
   EXPECT_OK(lv_varstore_finalize(vs, 1));
   EXPECT_OK(lv_replicas_allreduce_grads(NULL, vs));
   EXPECT_OK(lv_replicas_mean_nontrainable(NULL, vs));
-  EXPECT_OK(lv_replicas_check_same(NULL, vs, 0));
+  EXPECT_OK(lv_replicas_check_same(NULL, vs, 0, "variables"));
   lv_varstore_destroy(vs);
 }
 END_TEST
@@ -202,7 +202,7 @@ START_TEST(test_mpi_collectives) {
   EXPECT_OK(lv_varstore_add(vs, "w", LV_F32, lv_shape1(5), (lv_var_init){LV_INIT_CONSTANT, 2.0}, true, &w));
   EXPECT_OK(lv_varstore_add(vs, "moving_mean", LV_F32, lv_shape1(3), (lv_var_init){LV_INIT_CONSTANT, 0.0}, false, &mv));
   EXPECT_OK(lv_varstore_finalize(vs, 1));
-  EXPECT_OK(lv_replicas_check_same(c, vs, 0));
+  EXPECT_OK(lv_replicas_check_same(c, vs, 0, "variables"));
   float g[5] = {1, 2, 3, 4, (float)rank};
   EXPECT_OK(lv_tensor_from_host(&w->grad, g));
   EXPECT_OK(lv_replicas_allreduce_grads(c, vs));
@@ -215,11 +215,11 @@ START_TEST(test_mpi_collectives) {
   ck_assert(m[0] == (float)(size - 1) / 2 && m[1] == 1 && m[2] == (float)(size - 1));
   float v[5] = {2, 2, 2, 2, rank == 1 ? 2.5f : 2.0f};
   EXPECT_OK(lv_tensor_from_host(&w->value, v));
-  lv_status s = lv_replicas_check_same(c, vs, 7);
+  lv_status s = lv_replicas_check_same(c, vs, 7, "variables");
   if (size >= 2) EXPECT_ERR(s, LV_ERR_INTERNAL, "step 7", "rank 1 differ");
   lv_saveable items[1] = {{"w", LV_F32, lv_shape1(5), w->value.data, lv_device_host()}};
   EXPECT_OK(lv_replicas_broadcast(c, items, 1));
-  EXPECT_OK(lv_replicas_check_same(c, vs, 8));
+  EXPECT_OK(lv_replicas_check_same(c, vs, 8, "variables"));
   EXPECT_OK(lv_tensor_to_host(&w->value, v));
   ck_assert(v[4] == 2.0f);
   lv_varstore_destroy(vs);

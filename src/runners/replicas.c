@@ -268,7 +268,7 @@ lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n) {
   return NULL;
 }
 
-lv_status lv_replicas_vars_crc(lv_varstore *vs, uint32_t *crc) {
+static lv_status vars_crc(lv_varstore *vs, uint32_t *crc) {
   *crc = 0;
   int nv = lv_varstore_count(vs);
   for (int i = 0; i < nv; i++) {
@@ -311,11 +311,11 @@ lv_status lv_replicas_check_crc(lv_comm *c, uint32_t crc, int64_t step, const ch
   return s;
 }
 
-lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step) {
+lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step, const char *what) {
   if (lv_comm_size(c) <= 1) return NULL;
   uint32_t crc;
-  LV_TRY(lv_replicas_vars_crc(vs, &crc));
-  return lv_replicas_check_crc(c, crc, step, "variables");
+  LV_TRY(vars_crc(vs, &crc));
+  return lv_replicas_check_crc(c, crc, step, what);
 }
 
 /* The line of text starting at p into out (without its newline). */

@@ -69,10 +69,9 @@ lv_status lv_replicas_mean_nontrainable(lv_comm *c, lv_varstore *vs);
 /* Rank 0's items are copied to every rank (host or device memory). */
 lv_status lv_replicas_broadcast(lv_comm *c, const lv_saveable *items, int n);
 /* Checks that every rank holds rank 0's variables bit for bit (crc32c of every value):
- * an error naming the ranks that differ. */
-lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step);
-/* The crc32c of every variable's value, in var-store order. */
-lv_status lv_replicas_vars_crc(lv_varstore *vs, uint32_t *crc);
+ * an error naming the ranks that differ, and `what` the variables are ("variables",
+ * "variables with weight noise"). */
+lv_status lv_replicas_check_same(lv_comm *c, lv_varstore *vs, int64_t step, const char *what);
 /* An error naming the ranks whose crc is not rank 0's ("step S: the <what> of rank 1
  * differ from rank 0's"); nothing with one rank. */
 lv_status lv_replicas_check_crc(lv_comm *c, uint32_t crc, int64_t step, const char *what);

@@ -526,15 +526,13 @@ static lv_status train_step(train_state *t, const lv_trainer_options *opt, int64
    * first noisy step and before each summary. */
   if (noisy && lv_comm_size(t->comm) > 1 &&
       (!t->vn_logged || (t->check_every > 0 && (step + 1) % t->check_every == 0))) {
-    uint32_t crc;
-    lv_status s = lv_replicas_vars_crc(t->m->vs, &crc);
-    if (!s) s = lv_replicas_check_crc(t->comm, crc, step, "variables with weight noise");
+    lv_status s = lv_replicas_check_same(t->comm, t->m->vs, step, "variables with weight noise");
     if (s) {
       lv_vn_restore(t->vn);
       return s;
     }
-    lv_vlog(1, "step %lld: the variables with weight noise are the same on all %d ranks (crc32c %08x)",
-            (long long)step, lv_comm_size(t->comm), crc);
+    lv_vlog(1, "step %lld: the variables with weight noise are the same on all %d ranks", (long long)step,
+            lv_comm_size(t->comm));
   }
   if (noisy && !t->vn_logged) {
     int64_t from = lv_vn_start_step(t->vn);
@@ -741,10 +739,10 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
     }
     double now = lv_now_monotonic();
     bool do_summary = summary_every > 0 && step % summary_every == 0;
-    if ((do_summary || step == max_steps || stop) && (s = lv_replicas_check_same(comm, t.m->vs, step))) goto done;
-    if ((do_summary || step == max_steps || stop) && t.ema && lv_comm_size(comm) > 1 &&
-        (s = check_ema_same(&t, step)))
-      goto done;
+    if (do_summary || step == max_steps || stop) {
+      if ((s = lv_replicas_check_same(comm, t.m->vs, step, "variables"))) goto done;
+      if (t.ema && lv_comm_size(comm) > 1 && (s = check_ema_same(&t, step))) goto done;
+    }
     do_summary &= t.ev != NULL;
     if (step % log_every == 0 || step == max_steps || now - t_log > 30.0 || do_summary) {
       double dt = now - t_log, rate = dt > 0 ? (double)(step - step_log) / dt : 0;
