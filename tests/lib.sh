@@ -18,6 +18,12 @@ ckpt_dump() {
     "$LV_BIN/ckpt_inspect" --file_name="$1" --tensor_name="$name" --printoptions=threshold=100000000
   done
 }
+# ckpt_listed TRAIN_DIR STEP: the state file of TRAIN_DIR lists ckpt-STEP as the latest.
+# A kill -9 test waits on this, not on ckpt-STEP.index: the index is written before the
+# state file, so a kill between the two resumes from the previous checkpoint.
+ckpt_listed() {
+  grep -qx "model_checkpoint_path: \"ckpt-$(printf %08d "$2")\"" "$1/checkpoint" 2>/dev/null
+}
 # skip WHY: the test cannot run here (a missing tool): one line, exit 77, which
 # scripts/run-tests.sh counts as skipped, never as passed.
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }

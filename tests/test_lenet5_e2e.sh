@@ -45,7 +45,7 @@ check "no checkpoint evaluated twice" [ "$(wc -l <"$T/a/eval_test/processed_ckpt
 # Started directly (not through the function) so that $! is the trainer itself.
 "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$SMALL" >"$T/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do [ -f "$T/b/train/ckpt-00000040.index" ] && break; sleep 0.05; done
+for _ in $(seq 600); do ckpt_listed "$T/b/train" 40 && break; sleep 0.05; done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/b/train/ckpt-00000100.index" ]
 train --logdir="$T/b" --model_params_override="$SMALL" >"$T/b2.log" 2>&1

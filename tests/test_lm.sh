@@ -49,7 +49,7 @@ expect_exit 0 "trainer: 40 steps uninterrupted (sampled softmax)" "$LV_BIN/train
 "$LV_BIN/trainer" --model=$M --logdir="$T/kb" --model_params_override="$K" >"$T/kb1.log" 2>&1 &
 pid=$!
 for _ in $(seq 6000); do
-  [ -f "$T/kb/train/ckpt-00000020.index" ] && break
+  ckpt_listed "$T/kb/train" 20 && break
   kill -CONT $pid 2>/dev/null; sleep 0.005; kill -STOP $pid 2>/dev/null
 done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null

@@ -55,7 +55,7 @@ pid=$!
 # A tiny model's 20 steps can take less than a poll: the trainer runs in 5 ms slices
 # (SIGSTOP between them) until checkpoint 20 is there, so the kill comes before step 40.
 for _ in $(seq 6000); do
-  [ -f "$T/kb/train/ckpt-00000020.index" ] && break
+  ckpt_listed "$T/kb/train" 20 && break
   kill -CONT $pid 2>/dev/null; sleep 0.005; kill -STOP $pid 2>/dev/null
 done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
