@@ -9,10 +9,15 @@
 # PyTorch's in-memory copies through the same per-token sum. Prints both curves
 # (seconds, step, Test log_pplx, perplexity) and the final comparison. Target: lingvoc's
 # Test perplexity at SECONDS at or below PyTorch's.
-#   MODEL (RnnLmSmall), SECONDS (3600), EVERY (600), THREADS (2), BIN (bin),
-#   DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), OUT (a temporary folder, removed)
+# PARALLEL=1 runs the two side by side instead, each on THREADS (default 1) of the cores,
+# so that whatever else loads a shared machine loads both alike.
+#   MODEL (RnnLmSmall), SECONDS (3600), EVERY (600), THREADS (2, or 1 with PARALLEL=1),
+#   PARALLEL (0), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
+#   OUT (a temporary folder, removed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PARALLEL=${PARALLEL:-0}
+[ "$PARALLEL" = 1 ] && THREADS=${THREADS:-1}
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${SECONDS:-3600} EVERY=${EVERY:-600}
 MODEL=${MODEL:-RnnLmSmall}
 case $MODEL in
@@ -27,7 +32,16 @@ done
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; tmp=$OUT; else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
 M=lm.bible.$MODEL
-echo "lm_race: $M, $SECONDS_ s each, Test log_pplx every $EVERY s, $THREADS threads; load $(cut -d' ' -f1 /proc/loadavg)"
+echo "lm_race: $M, $SECONDS_ s each ($([ "$PARALLEL" = 1 ] && echo "side by side" || echo "one after the other")), \
+Test log_pplx every $EVERY s, $THREADS threads each; load $(cut -d' ' -f1 /proc/loadavg)"
+torch_race() {
+  RACE_SECONDS=$SECONDS_ RACE_EVERY=$EVERY TEST_FILE="$DATA/test.txt" \
+    /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$THREADS" 0 0 "$KIND"
+}
+if [ "$PARALLEL" = 1 ]; then
+  torch_race >"$tmp/torch_curve" 2>"$tmp/torch.log" &
+  torch_pid=$!
+fi
 
 # lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at SECONDS.
 rm -rf "$tmp/lv"
@@ -46,8 +60,12 @@ for idx in "$tmp"/lv/train/ckpt-*.index; do
   lp=$(sed -n 's/^log_pplx: //p' "$tmp/lv/eval_test/score-$(printf %08d "$step").txt")
   echo "lingvoc_lm race t=$t step=$step test_log_pplx=$lp"
 done | tee "$tmp/curves"
-RACE_SECONDS=$SECONDS_ RACE_EVERY=$EVERY TEST_FILE="$DATA/test.txt" \
-  /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$THREADS" 0 0 "$KIND" | tee -a "$tmp/curves"
+if [ "$PARALLEL" = 1 ]; then
+  wait $torch_pid || { echo "lm_race.sh: the PyTorch side failed: $(tail -3 "$tmp/torch.log")" >&2; exit 1; }
+  tee -a "$tmp/curves" <"$tmp/torch_curve"
+else
+  torch_race | tee -a "$tmp/curves"
+fi
 echo "load at the end: $(cut -d' ' -f1 /proc/loadavg) on $(nproc --all) CPUs"
 awk '{ split($3, t, "="); split($4, s, "="); split($5, l, "=");
        printf "%-10s t=%6d s  step %7d  Test log_pplx %.4f  perplexity %.3f\n", $1, t[2], s[2], l[2], exp(l[2]);
