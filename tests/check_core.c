@@ -41,6 +41,12 @@ START_TEST(grad_matmul) {
       spec bi[2] = {fspec(ta ? lv_shape3(2, 4, 3) : lv_shape3(2, 3, 4), 3),
                     fspec(tb ? lv_shape3(2, 5, 4) : lv_shape3(2, 4, 5), 4)};
       gradcheck("batch_matmul", 2, bi, f_bmm, &c, EPS, TOL);
+      /* One row of output: the kernel's matrix-vector path. */
+      spec row[2] = {fspec(ta ? lv_shape2(4, 1) : lv_shape2(1, 4), 7),
+                     fspec(tb ? lv_shape2(5, 4) : lv_shape2(4, 5), 8)};
+      char what[40];
+      snprintf(what, sizeof what, "matmul one row ta %d tb %d", ta, tb);
+      gradcheck(what, 2, row, f_matmul, &c, EPS, TOL);
     }
   mmctx c = {false, false};
   spec in[2] = {fspec(lv_shape3(2, 3, 4), 5), fspec(lv_shape2(4, 2), 6)};
@@ -956,14 +962,16 @@ START_TEST(max_pool_matches_reference_with_ties) {
 }
 END_TEST
 
-/* Large products take the threaded split path of the GEMM kernel. */
+/* Large products take the threaded split path of the GEMM kernel; products with one row
+ * its matrix-vector path, whole (shape 2) and split by columns (shape 3). */
 START_TEST(matmul_threaded_matches_reference) {
   lv_set_num_threads(2);
   lv_graph *g = lv_graph_create(0);
+  const int ms[4] = {300, 4, 1, 1}, ks[4] = {170, 170, 170, 1100}, ns[4] = {60, 900, 900, 2000};
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
-      for (int shape = 0; shape < 2; shape++) {
-        int m = shape ? 4 : 300, k = 170, n = shape ? 900 : 60;
+      for (int shape = 0; shape < 4; shape++) {
+        int m = ms[shape], k = ks[shape], n = ns[shape];
         float *av = rand_floats((int64_t)m * k, 400 + ta, -1, 1), *bv = rand_floats((int64_t)k * n, 410 + tb, -1, 1);
         lv_tensor *a = tensor_of(g, ta ? lv_shape2(k, m) : lv_shape2(m, k), av);
         lv_tensor *b = tensor_of(g, tb ? lv_shape2(n, k) : lv_shape2(k, n), bv);

@@ -37,7 +37,7 @@ lv_arena *lv_arena_create_mem(size_t cap_bytes, const lv_arena_mem *mem) {
 }
 
 lv_arena *lv_arena_create(size_t cap_bytes) {
-  const lv_arena_mem host = {host_alloc, host_free, NULL};
+  const lv_arena_mem host = {host_alloc, host_free, NULL, 0};
   return lv_arena_create_mem(cap_bytes, &host);
 }
 
@@ -92,7 +92,8 @@ void *lv_arena_calloc(lv_arena *a, size_t bytes) {
 void lv_arena_reset(lv_arena *a) {
   /* Keep one block big enough for the whole previous step so later steps never grow. */
   if (a->head && a->head->next) {
-    size_t want = a->peak;
+    size_t want = a->peak + a->peak / 100 * a->mem.headroom_pct;
+    if (want > a->cap) want = a->cap > a->peak ? a->cap : a->peak;
     free_blocks(a, a->head);
     a->head = NULL;
     a->total = 0;

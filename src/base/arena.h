@@ -15,6 +15,11 @@ typedef struct lv_arena_mem {
   void *(*alloc)(void *user, size_t bytes); /* 64-byte aligned; NULL when out of memory */
   void (*free)(void *user, void *p);
   void *user;
+  /* Extra room (percent) of the block a reset consolidates into. Host memory is only
+   * committed when touched, so room there is free until a later, larger step uses it;
+   * without it every new peak (a longer bucket) made the next reset allocate, and the
+   * kernel zero-fill, the whole step's memory again. */
+  unsigned headroom_pct;
 } lv_arena_mem;
 
 /* cap_bytes: the most this arena may hold (0 = 16 GiB). */

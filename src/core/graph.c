@@ -66,7 +66,8 @@ lv_graph *lv_graph_create_on(lv_device dev, size_t arena_cap_bytes) {
   if (!g) return NULL;
   g->device = dev;
   g->be = be;
-  const lv_arena_mem mem = {device_alloc, device_free, (void *)be};
+  /* Room on the host only: a device's memory is taken whole when allocated. */
+  const lv_arena_mem mem = {device_alloc, device_free, (void *)be, lv_device_is_host(dev) ? 50 : 0};
   g->arena = lv_arena_create_mem(arena_cap_bytes, &mem);
   g->meta = lv_arena_create(0);
   g->training = true;
@@ -237,10 +238,14 @@ lv_tensor *lv_graph_out(lv_graph *g, lv_op op, lv_dtype dtype, lv_shape shape) {
 }
 
 lv_tensor *lv_graph_view_of(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape) {
+  return lv_graph_view_at(g, op, x, shape, 0);
+}
+
+lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape, size_t offset) {
   lv_tensor *t = new_header(g, lv_op_names[op], x->dtype, shape);
   if (!t) return NULL;
   t->device = x->device;
-  t->data = x->data;
+  t->data = (char *)x->data + offset;
   return t;
 }
 

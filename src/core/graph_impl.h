@@ -101,6 +101,8 @@ const lv_backend *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor *cons
 lv_tensor *lv_graph_out(lv_graph *g, lv_op op, lv_dtype dtype, lv_shape shape);
 /* An arena tensor sharing x's data under a new shape (same numel). */
 lv_tensor *lv_graph_view_of(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape);
+/* An arena tensor of shape over x's data from byte offset (a contiguous part of x). */
+lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape, size_t offset);
 /* Device scratch in the step arena for op; NULL with an error. */
 void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes);
 /* Records a tape node for out if training and any input requires a gradient. */

@@ -193,11 +193,15 @@ lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64
   if (!k) return NULL;
   lv_shape os = x->shape;
   os.d[axis] = len;
-  lv_tensor *out = lv_graph_out(g, LV_OP_SLICE, LV_F32, os);
-  if (!out) return NULL;
   int64_t outer, inner;
   split3(&x->shape, axis, &outer, &inner);
-  LV_K(k, copy_block, outer, len, inner, lv_f32(x), x->shape.d[axis], start, lv_f32(out), len, 0, false);
+  /* Every dimension before axis is 1: the slice is one contiguous block of x, so a view
+   * (no copy: a step's slice of a weight matrix or of a sequence's precomputed inputs). */
+  lv_tensor *out = outer == 1 ? lv_graph_view_at(g, LV_OP_SLICE, x, os, sizeof(float) * (size_t)(start * inner))
+                              : lv_graph_out(g, LV_OP_SLICE, LV_F32, os);
+  if (!out) return NULL;
+  if (outer != 1)
+    LV_K(k, copy_block, outer, len, inner, lv_f32(x), x->shape.d[axis], start, lv_f32(out), len, 0, false);
   lv_node *nd = lv_graph_record(g, LV_OP_SLICE, slice_bwd, out, 1, &x);
   if (nd) {
     nd->be = k;
