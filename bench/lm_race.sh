@@ -43,12 +43,14 @@ if [ "$PARALLEL" = 1 ]; then
   torch_pid=$!
 fi
 
-# lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at SECONDS.
+# lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at SECONDS; sent
+# once (--foreground: timeout otherwise signals its process group as well, and a second
+# SIGTERM stops the trainer at once).
 rm -rf "$tmp/lv"
 O="input.file_pattern: \"text:$DATA/train.txt\"; train.save_interval_seconds: $EVERY; train.save_max_to_keep: 10000; \
 cluster.num_threads: $THREADS"
 start=$(date +%s.%N)
-timeout -s TERM "$SECONDS_" "$BIN/trainer" --model=$M --logdir="$tmp/lv" --model_params_override="$O" \
+timeout --foreground -s TERM "$SECONDS_" "$BIN/trainer" --model=$M --logdir="$tmp/lv" --model_params_override="$O" \
   >"$tmp/lv_train.log" 2>&1 || true
 grep -q "saving a checkpoint at step" "$tmp/lv_train.log" || { echo "lm_race.sh: the trainer did not stop on SIGTERM (see $tmp/lv_train.log)" >&2; exit 1; }
 for idx in "$tmp"/lv/train/ckpt-*.index; do

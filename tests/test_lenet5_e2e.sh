@@ -73,6 +73,15 @@ kill -TERM $pid; wait $pid
 check "SIGTERM exits 0" [ $? -eq 0 ]
 last_ckpt=$(grep -o 'ckpt-[0-9]*' "$T/c/train/checkpoint" | tail -1)
 check "SIGTERM saved a checkpoint past step 0 ($last_ckpt)" [ "$last_ckpt" != "ckpt-00000000" ]
+# The same SIGTERM delivered twice within a second (timeout and batch schedulers signal the
+# process and its process group): one request, still a checkpoint and exit 0.
+"${TRAIN[@]}" --logdir="$T/c2" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$T/c2.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "step:     20" "$T/c2.log" 2>/dev/null && break; sleep 0.05; done
+kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null; wait $pid
+check "SIGTERM twice within a second exits 0" [ $? -eq 0 ]
+last_ckpt=$(grep -o 'ckpt-[0-9]*' "$T/c2/train/checkpoint" | tail -1)
+check "SIGTERM twice within a second saved a checkpoint past step 0 ($last_ckpt)" [ "$last_ckpt" != "ckpt-00000000" ]
 
 # 5. Bad input: exit 2, a clear message, nothing overwritten.
 expect_exit 2 "unknown model" "$LV_BIN/trainer" --model=image.mnist.LeNet6 --logdir="$T/x"

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/file.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -23,14 +24,23 @@
 #include "runners/replicas.h"
 
 static volatile sig_atomic_t g_stop_signal;
+static struct timespec g_stop_time;
 
 /* The first SIGINT/SIGTERM asks for a checkpoint and a clean stop; a second one stops at
- * once (checkpoints are written atomically, so nothing already saved is lost). */
+ * once (checkpoints are written atomically, so nothing already saved is lost). A second
+ * one within a second of the first is the same request delivered twice and is ignored:
+ * `timeout`, a batch scheduler or a terminal's Ctrl-C signal the process and its process
+ * group, and the copy used to kill the trainer before it saved. */
 static void on_signal(int sig) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
   if (g_stop_signal) {
+    double since = (double)(now.tv_sec - g_stop_time.tv_sec) + 1e-9 * (double)(now.tv_nsec - g_stop_time.tv_nsec);
+    if (since < 1.0) return;
     signal(sig, SIG_DFL);
     raise(sig);
   }
+  g_stop_time = now;
   g_stop_signal = sig;
 }
 
@@ -790,7 +800,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (early_stopped)
     lv_info("early stop at step %lld: %s/%s has not improved by more than %g in %lld steps", (long long)step,
             t.es.history.jobname, t.es.history.metric, t.es.tolerance, (long long)t.es.window);
-  else if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again to stop at once)",
+  else if (stop || g_stop_signal) lv_info("signal %d received: saving a checkpoint at step %lld and stopping (send it again, a second or more later, to stop at once)",
                            (int)g_stop_signal, (long long)step);
   /* Lingvo's controller saves when it stops, whatever the interval. */
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
@@ -803,11 +813,6 @@ done:
   lv_batch_free(&t.batch);
   free(t.value);
   free(t.weight);
-  if (opt->install_signal_handlers) {
-    lv_record_yielder_set_interrupt(NULL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-  }
   {
     lv_status s2 = lv_checkpointer_destroy(t.ck);
     if (!s) s = s2;
@@ -816,6 +821,15 @@ done:
       s2 = lv_events_writer_close(t.ev);
       if (!s) s = s2;
       else lv_status_free(s2);
+    }
+  }
+  /* Only now, with the last checkpoint and events written. After a stop signal the handler
+   * stays: a copy of that signal arriving while the process exits is still ignored. */
+  if (opt->install_signal_handlers) {
+    lv_record_yielder_set_interrupt(NULL);
+    if (!g_stop_signal) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
     }
   }
   free(t.items);

@@ -22,7 +22,8 @@ static const char kUsage[] =
     "\n"
     "Trains a model from a checked-in experiment file, resuming from the latest checkpoint in\n"
     "DIR/train. Checkpoints are TensorFlow V2 checkpoints (DIR/train/ckpt-%08d), summaries are\n"
-    "TensorBoard event files. SIGINT/SIGTERM save a checkpoint and exit 0.\n"
+    "TensorBoard event files. SIGINT/SIGTERM save a checkpoint and exit 0; a second one a\n"
+    "second or more later stops at once (a copy within the second is ignored).\n"
     "--mode=inspect_params writes DIR/<dataset>-params.txt for every dataset;\n"
     "--mode=inspect_model prints the variables and their sizes; --mode=inspect_evaler prints\n"
     "the datasets; --mode=inspect_input prints the first batches of --dataset (default Train).\n";
