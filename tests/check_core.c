@@ -44,7 +44,7 @@ START_TEST(grad_matmul) {
       /* One row of output: the kernel's matrix-vector path. */
       spec row[2] = {fspec(ta ? lv_shape2(4, 1) : lv_shape2(1, 4), 7),
                      fspec(tb ? lv_shape2(5, 4) : lv_shape2(4, 5), 8)};
-      char what[40];
+      char what[64];
       snprintf(what, sizeof what, "matmul one row ta %d tb %d", ta, tb);
       gradcheck(what, 2, row, f_matmul, &c, EPS, TOL);
     }
