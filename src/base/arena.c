@@ -93,7 +93,7 @@ void lv_arena_reset(lv_arena *a) {
   /* Keep one block big enough for the whole previous step so later steps never grow. */
   if (a->head && a->head->next) {
     size_t want = a->peak + a->peak / 100 * a->mem.headroom_pct;
-    if (want > a->cap) want = a->cap > a->peak ? a->cap : a->peak;
+    if (want > a->cap) want = a->cap; /* the peak never exceeds the cap */
     free_blocks(a, a->head);
     a->head = NULL;
     a->total = 0;

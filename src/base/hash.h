@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Of the n bytes at s. */
 static inline uint64_t lv_fnv1a_n(const char *s, size_t n) {
@@ -14,10 +15,6 @@ static inline uint64_t lv_fnv1a_n(const char *s, size_t n) {
 }
 
 /* Of the NUL-terminated string s. */
-static inline uint64_t lv_fnv1a(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
+static inline uint64_t lv_fnv1a(const char *s) { return lv_fnv1a_n(s, strlen(s)); }
 
 #endif

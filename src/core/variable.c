@@ -131,7 +131,6 @@ static void fans(const lv_shape *s, double *fan_in, double *fan_out) {
   }
 }
 
-
 static void init_floats(const lv_var *v, lv_var_init in, uint64_t seed, float *x) {
   const lv_shape *s = &v->value.shape;
   int64_t n = lv_shape_numel(s);

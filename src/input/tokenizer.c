@@ -95,7 +95,6 @@ struct lv_tok_vocab {
   int32_t ids; /* the largest id added + 1 */
 };
 
-
 lv_tok_vocab *lv_tok_vocab_new(void) { return calloc(1, sizeof(lv_tok_vocab)); }
 
 void lv_tok_vocab_free(lv_tok_vocab *v) {

@@ -84,7 +84,6 @@ struct lv_bundle_writer {
   unsigned serial; /* of this writer in the process, in its temporary file names */
 };
 
-
 static int *set_lookup(lv_bundle_writer *w, const char *name) {
   size_t mask = w->nslots - 1;
   for (size_t i = lv_fnv1a(name) & mask;; i = (i + 1) & mask) {

@@ -127,7 +127,6 @@ void lv_metric_set_totals(lv_metric *m, double total_value, double total_weight)
   m->total_weight = total_weight;
 }
 
-
 /* The slot holding key, or the empty slot where it would go. nslots is a power of 2. */
 static int64_t find_slot(const lv_metric *m, const char *key) {
   int64_t mask = m->nslots - 1, i = (int64_t)(lv_fnv1a(key) & (uint64_t)mask);
