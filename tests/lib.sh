@@ -24,6 +24,11 @@ ckpt_dump() {
 ckpt_listed() {
   grep -qx "model_checkpoint_path: \"ckpt-$(printf %08d "$2")\"" "$1/checkpoint" 2>/dev/null
 }
+# wait_ckpt_listed TRAIN_DIR STEP: polls ckpt_listed for up to 2 minutes.
+wait_ckpt_listed() {
+  for _ in $(seq 6000); do ckpt_listed "$1" "$2" && return 0; sleep 0.02; done
+  return 1
+}
 # skip WHY: the test cannot run here (a missing tool): one line, exit 77, which
 # scripts/run-tests.sh counts as skipped, never as passed.
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }

@@ -56,7 +56,7 @@ check "averages and raw weights score differently ($l1 vs $l2)" [ -n "$l1" ] && 
 # 4. SIGKILL mid-run and resume: bit-identical to the uninterrupted run, averages included.
 "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$EMA" >"$T/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do ckpt_listed "$T/b/train" 20 && break; sleep 0.02; done
+wait_ckpt_listed "$T/b/train" 20
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/b/train/ckpt-00000040.index" ]
 train --logdir="$T/b" --model_params_override="$EMA" >"$T/b2.log" 2>&1

@@ -45,7 +45,7 @@ check "no checkpoint evaluated twice" [ "$(wc -l <"$T/a/eval_test/processed_ckpt
 # Started directly (not through the function) so that $! is the trainer itself.
 "${TRAIN[@]}" --logdir="$T/b" --model_params_override="$SMALL" >"$T/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do ckpt_listed "$T/b/train" 40 && break; sleep 0.05; done
+wait_ckpt_listed "$T/b/train" 40
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/b/train/ckpt-00000100.index" ]
 train --logdir="$T/b" --model_params_override="$SMALL" >"$T/b2.log" 2>&1
@@ -64,24 +64,29 @@ check "--all_tensors prints the params string tensor" grep -q "^tensor_name:  _l
 check "Adam slots saved under TF names" grep -q '^lenet5/fc/w/var/Adam_1 (DT_FLOAT) \[2450,300\]' <("$LV_BIN/ckpt_inspect" --file_name="$T/a/train/ckpt-00000100")
 
 # 4. SIGTERM: checkpoint and exit 0.
-"${TRAIN[@]}" --logdir="$T/c" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$T/c.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "step:     20" "$T/c.log" 2>/dev/null && break; sleep 0.05; done
+# start_long DIR: a long run in the background ($pid), returning once it is past step 20.
+start_long() {
+  "${TRAIN[@]}" --logdir="$1" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$1.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -q "step:     20" "$1.log" 2>/dev/null && break; sleep 0.05; done
+}
+# stopped_ok WHAT DIR: the trainer ($pid, signalled) exits 0 having saved a checkpoint past step 0.
+stopped_ok() {
+  wait $pid
+  check "$1 exits 0" [ $? -eq 0 ]
+  local last_ckpt=$(grep -o 'ckpt-[0-9]*' "$2/train/checkpoint" | tail -1)
+  check "$1 saved a checkpoint past step 0 ($last_ckpt)" [ "$last_ckpt" != "ckpt-00000000" ]
+}
+start_long "$T/c"
 expect_exit 2 "a second trainer on the same logdir" train --logdir="$T/c" --model_params_override="$SMALL"
 err_has "another trainer (pid $pid) is already training"
-kill -TERM $pid; wait $pid
-check "SIGTERM exits 0" [ $? -eq 0 ]
-last_ckpt=$(grep -o 'ckpt-[0-9]*' "$T/c/train/checkpoint" | tail -1)
-check "SIGTERM saved a checkpoint past step 0 ($last_ckpt)" [ "$last_ckpt" != "ckpt-00000000" ]
+kill -TERM $pid
+stopped_ok "SIGTERM" "$T/c"
 # The same SIGTERM delivered twice within a second (timeout and batch schedulers signal the
 # process and its process group): one request, still a checkpoint and exit 0.
-"${TRAIN[@]}" --logdir="$T/c2" --model_params_override="$SMALL; train.max_steps: 100000; train.save_interval_steps: 100000" >"$T/c2.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "step:     20" "$T/c2.log" 2>/dev/null && break; sleep 0.05; done
-kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null; wait $pid
-check "SIGTERM twice within a second exits 0" [ $? -eq 0 ]
-last_ckpt=$(grep -o 'ckpt-[0-9]*' "$T/c2/train/checkpoint" | tail -1)
-check "SIGTERM twice within a second saved a checkpoint past step 0 ($last_ckpt)" [ "$last_ckpt" != "ckpt-00000000" ]
+start_long "$T/c2"
+kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null
+stopped_ok "SIGTERM twice within a second" "$T/c2"
 
 # 5. Bad input: exit 2, a clear message, nothing overwritten.
 expect_exit 2 "unknown model" "$LV_BIN/trainer" --model=image.mnist.LeNet6 --logdir="$T/x"

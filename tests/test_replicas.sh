@@ -171,7 +171,7 @@ check "uninterrupted 2-rank run exits 0" [ $? -eq 0 ]
 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$LV_BIN/trainer" --model=$M --logdir="$T/k" \
   --model_params_override="$KR" >"$T/k1.log" 2>&1 &
 mpid=$!
-for _ in $(seq 1200); do ckpt_listed "$T/k/train" 20 && break; sleep 0.05; done
+wait_ckpt_listed "$T/k/train" 20
 # The ranks are mpirun's children; rank 1 is the one whose environment says so.
 victim=""
 for p in $(pgrep -P $mpid); do

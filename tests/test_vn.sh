@@ -66,7 +66,7 @@ R="$BASE; $VN; train.max_steps: 200; train.save_interval_steps: 50"
 "${TRAIN[@]}" --logdir="$T/u" --model_params_override="$R" >"$T/u.log" 2>&1
 "${TRAIN[@]}" --logdir="$T/k" --model_params_override="$R" >"$T/k1.log" 2>&1 &
 pid=$!
-for _ in $(seq 6000); do ckpt_listed "$T/k/train" 50 && break; sleep 0.02; done
+wait_ckpt_listed "$T/k/train" 50
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed before the end" [ ! -f "$T/k/train/ckpt-00000200.index" ]
 "${TRAIN[@]}" --logdir="$T/k" --model_params_override="$R" >"$T/k2.log" 2>&1
@@ -128,7 +128,7 @@ check "no per-step noise before its start (the same weights at step 10 as withou
   cmp -s <(ckpt_dump "$T/p10/train/ckpt-00000010") <(ckpt_dump "$T/n10/train/ckpt-00000010")
 "${TRAIN[@]}" --logdir="$T/pk" --model_params_override="$P" >"$T/pk1.log" 2>&1 &
 pid=$!
-for _ in $(seq 6000); do ckpt_listed "$T/pk/train" 20 && break; sleep 0.02; done
+wait_ckpt_listed "$T/pk/train" 20
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "per-step run killed before the end" [ ! -f "$T/pk/train/ckpt-00000060.index" ]
 "${TRAIN[@]}" --logdir="$T/pk" --model_params_override="$P" >"$T/pk2.log" 2>&1
