@@ -11,8 +11,12 @@
 # Test perplexity at SECONDS at or below PyTorch's.
 # PARALLEL=1 runs the two side by side instead, each on THREADS (default 1) of the cores,
 # so that whatever else loads a shared machine loads both alike.
+# SAME_INIT=1 (the default) starts the twin from lingvoc's step-0 checkpoint (the same
+# weights; bench/lm_torch.py's INIT_CKPT), so that the race does not turn on one draw of
+# the initializers: the twin's own Test log_pplx at initialization spans 5.17-6.76 over
+# seeds 1-8 for TransformerLmSmall. SAME_INIT=0: each draws its own.
 #   MODEL (RnnLmSmall), SECONDS (3600), EVERY (600), THREADS (2, or 1 with PARALLEL=1),
-#   PARALLEL (0), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
+#   PARALLEL (0), SAME_INIT (1), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
 #   OUT (a temporary folder, removed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +24,7 @@ PARALLEL=${PARALLEL:-0}
 [ "$PARALLEL" = 1 ] && THREADS=${THREADS:-1}
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${SECONDS:-3600} EVERY=${EVERY:-600}
 MODEL=${MODEL:-RnnLmSmall}
+SAME_INIT=${SAME_INIT:-1}
 case $MODEL in
   RnnLmSmall) KIND=rnn ;;
   TransformerLmSmall) KIND=transformer ;;
@@ -33,8 +38,18 @@ export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; tmp=$OUT; else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
 M=lm.bible.$MODEL
 echo "lm_race: $M, $SECONDS_ s each ($([ "$PARALLEL" = 1 ] && echo "side by side" || echo "one after the other")), \
-Test log_pplx every $EVERY s, $THREADS threads each; load $(cut -d' ' -f1 /proc/loadavg)"
+Test log_pplx every $EVERY s, $THREADS threads each, \
+$([ "$SAME_INIT" = 1 ] && echo "the same initial weights" || echo "each its own initial weights"); load $(cut -d' ' -f1 /proc/loadavg)"
+rm -rf "$tmp/lv"
 torch_race() {
+  if [ "$SAME_INIT" = 1 ]; then
+    # lingvoc's trainer writes ckpt-00000000 as it starts (side by side: wait for it).
+    for _ in $(seq 600); do
+      grep -qs '"ckpt-00000000"' "$tmp/lv/train/checkpoint" && break
+      sleep 0.2
+    done
+    export INIT_CKPT="$tmp/lv/train/ckpt-00000000" CKPT_INSPECT="$BIN/ckpt_inspect"
+  fi
   RACE_SECONDS=$SECONDS_ RACE_EVERY=$EVERY TEST_FILE="$DATA/test.txt" \
     /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$THREADS" 0 0 "$KIND"
 }
@@ -46,7 +61,6 @@ fi
 # lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at SECONDS; sent
 # once (--foreground: timeout otherwise signals its process group as well, and a second
 # SIGTERM stops the trainer at once).
-rm -rf "$tmp/lv"
 O="input.file_pattern: \"text:$DATA/train.txt\"; train.save_interval_seconds: $EVERY; train.save_max_to_keep: 10000; \
 cluster.num_threads: $THREADS"
 start=$(date +%s.%N)

@@ -23,11 +23,17 @@ usage: lm_torch.py FILE THREADS STEPS [WARMUP] [rnn|transformer]
    or: RACE_SECONDS=S RACE_EVERY=E TEST_FILE=F lm_torch.py FILE THREADS 0 0 KIND
        (bench/lm_race.sh: train for S seconds, then the Test log_pplx of the weights
        every E seconds)
+INIT_CKPT=PREFIX starts from the weights of a lingvoc checkpoint of the same model (read
+with CKPT_INSPECT, default bin/ckpt_inspect) instead of PyTorch's own draws of the same
+initializers: bench/lm_race.sh's SAME_INIT=1, so one race is not decided by the luck of one
+initialization (the twin's Test log_pplx at initialization ranges 5.17-6.76 over seeds 1-8).
 """
 import math
 import os
 import random
+import re
 import resource
+import subprocess
 import sys
 import time
 
@@ -165,6 +171,77 @@ class TransformerLm(torch.nn.Module):
         return self.out(x), None
 
 
+def lingvoc_tensors(prefix, names):
+    """The named float tensors of a lingvoc (TensorFlow-format) checkpoint, via ckpt_inspect."""
+    tool = os.environ.get("CKPT_INSPECT", os.path.join(os.path.dirname(__file__), "..", "bin", "ckpt_inspect"))
+    listing = subprocess.run([tool, "--file_name=" + prefix], capture_output=True, text=True, check=True).stdout
+    shapes = {m.group(1): [int(d) for d in m.group(2).split(",") if d]
+              for m in re.finditer(r"^(\S+) \(DT_FLOAT\) \[([0-9,]*)\]$", listing, re.M)}
+    out = {}
+    for n in names:
+        if n not in shapes:
+            sys.exit("lm_torch.py: %s has no float tensor %s (a checkpoint of another model?)" % (prefix, n))
+        text = subprocess.run([tool, "--file_name=" + prefix, "--tensor_name=" + n, "--printoptions=threshold=1000000000"],
+                              capture_output=True, text=True, check=True).stdout.split("\n", 1)[1]
+        vals = [float(x) for x in re.findall(r"-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", text)]
+        t = torch.tensor(vals, dtype=torch.float32)
+        if t.numel() != math.prod(shapes[n]):
+            sys.exit("lm_torch.py: %s: %s has %d values, expected %s" % (prefix, n, t.numel(), shapes[n]))
+        out[n] = t.reshape(shapes[n])
+    return out
+
+
+def load_lingvoc(model, prefix):
+    """Copies lingvoc's variables into the twin. Lingvo multiplies x by [in, out] matrices
+    (PyTorch's Linear holds [out, in]); LSTMCellSimple's wm is [x; m] by the gates
+    [new input, input, forget, output] (PyTorch's LSTM: input, forget, new input, output,
+    bias split in two); LayerNorm's scale is stored as scale - 1."""
+    p = "lm/lm/"
+    with torch.no_grad():
+        if isinstance(model, RnnLm):
+            names = [p + "emb/var_0/var", p + "softmax/weight_0/var", p + "softmax/bias_0/var"]
+            names += [p + "rnns_%d/%s/var" % (i, k) for i in (0, 1) for k in ("wm", "b")]
+            T = lingvoc_tensors(prefix, names)
+            model.emb.weight.copy_(T[p + "emb/var_0/var"])
+            for i, lstm in enumerate((model.l0, model.l1)):
+                wm, b = T[p + "rnns_%d/wm/var" % i], T[p + "rnns_%d/b/var" % i]
+                h = wm.shape[1] // 4
+                order = lambda x: torch.cat([x[..., k * h:(k + 1) * h] for k in (1, 2, 0, 3)], -1)
+                nin = lstm.input_size
+                lstm.weight_ih_l0.copy_(order(wm[:nin]).t())
+                lstm.weight_hh_l0.copy_(order(wm[nin:]).t())
+                lstm.bias_ih_l0.copy_(order(b))
+                lstm.bias_hh_l0.zero_()
+        else:
+            names = [p + "emb/var_0/var", p + "softmax/weight_0/var", p + "softmax/bias_0/var"]
+            for i in range(len(model.layers)):
+                a, f = p + "layer_%d/multihead_self_atten/" % i, p + "layer_%d/tr_fflayer/" % i
+                names += [a + "atten_ln/scale/var", a + "atten_ln/bias/var", f + "fflayer_ln/scale/var",
+                          f + "fflayer_ln/bias/var"]
+                names += [a + "multihead_atten/%s%s/var" % (k, s) for k in ("query_proj", "source_proj", "ctx_proj",
+                                                                           "ctx_post_proj") for s in ("", "_b")]
+                names += [f + "fflayer/fflayer_%d/%s/var" % (j, k) for j in (0, 1) for k in ("w", "b")]
+            T = lingvoc_tensors(prefix, names)
+            model.emb.weight.copy_(T[p + "emb/var_0/var"])
+            for i, l in enumerate(model.layers):
+                a, f = p + "layer_%d/multihead_self_atten/" % i, p + "layer_%d/tr_fflayer/" % i
+                mh = a + "multihead_atten/"
+                l.ln0.weight.copy_(1 + T[a + "atten_ln/scale/var"])
+                l.ln0.bias.copy_(T[a + "atten_ln/bias/var"])
+                qkv = ("query_proj", "source_proj", "ctx_proj")
+                l.atten.in_proj_weight.copy_(torch.cat([T[mh + k + "/var"].t() for k in qkv]))
+                l.atten.in_proj_bias.copy_(torch.cat([T[mh + k + "_b/var"] for k in qkv]))
+                l.atten.out_proj.weight.copy_(T[mh + "ctx_post_proj/var"].t())
+                l.atten.out_proj.bias.copy_(T[mh + "ctx_post_proj_b/var"])
+                l.ln1.weight.copy_(1 + T[f + "fflayer_ln/scale/var"])
+                l.ln1.bias.copy_(T[f + "fflayer_ln/bias/var"])
+                for j, lin in enumerate((l.ff0, l.ff1)):
+                    lin.weight.copy_(T[f + "fflayer/fflayer_%d/w/var" % j].t())
+                    lin.bias.copy_(T[f + "fflayer/fflayer_%d/b/var" % j])
+        model.out.weight.copy_(T[p + "softmax/weight_0/var"].t())
+        model.out.bias.copy_(T[p + "softmax/bias_0/var"])
+
+
 lines = [l.rstrip("\n") for l in open(FILE)]
 if KIND == "rnn":
     model = RnnLm()
@@ -177,6 +254,8 @@ else:
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 256 ** -0.5 * min((s + 1) * 1000 ** -1.5, (s + 1) ** -0.5))
     clip = 0.0
+if os.environ.get("INIT_CKPT"):
+    load_lingvoc(model, os.environ["INIT_CKPT"])
 gen = batches(list(lines))
 
 
