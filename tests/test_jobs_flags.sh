@@ -3,7 +3,8 @@
 # program that runs them), flags own the params they name (over a params file), absl's
 # --flagfile / --v / --vmodule / --helpshort / --helpfull, --enable_check_numerics, the
 # evaler learning train.max_steps from the trainer's checkpoint and reporting a finished
-# log directory, and no empty events files from no-op starts.
+# log directory, no empty events files from no-op starts, and every experiment in
+# experiments/ resolving its params.
 . "$(dirname "$0")/lib.sh"
 ensure_fashion_mnist || { fail "keras2ckpt"; finish; exit 1; }
 M=image.mnist.LeNet5Fashion
@@ -109,4 +110,21 @@ err_has "step 1: the gradient of lenet5/"
 err_has "is not finite (--enable_check_numerics stops here"
 expect_exit 0 "--noenable_check_numerics skips NaN steps" "$TR" --model=$M --logdir="$T/nan2" --model_params_override="$NAN" --noenable_check_numerics
 err_has "step skipped"
+
+# Every experiment that sets a task resolves its params (a misspelt key or a bad value in
+# an experiments/ file is an exit-2 error here, not in a user's first long run); groups that
+# set only datasets are bases of others.
+n=0; bad=
+for f in "$LV_ROOT"/experiments/*/*.cfg; do
+  d=$(basename "$(dirname "$f")"); b=$(basename "$f" .cfg)
+  for g in $(sed -n 's/^\([A-Za-z0-9_]*\): *{.*/\1/p' "$f"); do
+    if "$TR" --model="$d.$b.$g" --logdir="$T/ip/$d.$b.$g" --mode=inspect_params >/dev/null 2>"$T/ip.err"; then
+      n=$((n + 1))
+    elif ! grep -q "group $g sets no task" "$T/ip.err"; then
+      bad="$bad $d.$b.$g ($(tail -1 "$T/ip.err"))"
+    fi
+  done
+done
+check "every experiment's params resolve ($n of them)" test -z "$bad" -a "$n" -ge 30
+[ -z "$bad" ] || echo "  failed:$bad"
 finish
