@@ -10,9 +10,15 @@
 #   OUT/train.tfrecords-0000N-of-0000M, OUT/{dev,test}.tfrecords-00000-of-00001  AsrInput records
 #
 # Test: Ruth, James and Philippians (never trained on). Dev: every 100th line of the other
-# books. Train: of the remaining lines those with at most MAX_WORDS words (default 30),
-# then every TRAIN_EVERY-th of them (default 4: 5419 utterances) and at most TRAIN_LIMIT
-# (default 0: all). Measured on the 2-core machine (with a build running beside it):
+# books. Train: of the remaining lines those with at least MIN_WORDS (default 0) and at most
+# MAX_WORDS words (default 30), then every TRAIN_EVERY-th of them (default 4: 5419
+# utterances) and at most TRAIN_LIMIT (default 0: all). Dev and Test keep verses of every
+# length (a fifth of their utterances have more than 30 words); a second set of long
+# training verses beside the default one teaches a model those (experiments/asr/
+# bible_tts.cfg): MIN_WORDS=31 MAX_WORDS=80 TRAIN_EVERY=3 SPLITS=train ID_PREFIX=long-
+# (2,400 utterances, 122 s). SPLITS (default "test dev train") limits what is made;
+# ID_PREFIX (default none) starts the utterance ids. Measured on the 2-core machine (with a
+# build running beside it):
 # TRAIN_LIMIT=200 (200 train, 291 dev, 297 test, 1.5 h of audio) took 147 s and 355 MB
 # (171 MB WAV); the default is about 7x the utterances: ~15 min, ~2.7 GB (~1.2 GB without
 # the WAVs). The features run at ~900x real time; espeak-ng is the slow part. Deterministic: the same
@@ -20,7 +26,7 @@
 # SHARDS (training record shards, default 4), KEEP_WAV (default 1).
 set -eu
 if [ $# -ne 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
-  echo "usage: $0 OUT   (env: MAX_WORDS=30 TRAIN_EVERY=4 TRAIN_LIMIT=0 JOBS=2 SHARDS=4 KEEP_WAV=1)" >&2
+  echo "usage: $0 OUT   (env: MIN_WORDS=0 MAX_WORDS=30 TRAIN_EVERY=4 TRAIN_LIMIT=0 JOBS=2 SHARDS=4 KEEP_WAV=1 SPLITS="test dev train" ID_PREFIX=)" >&2
   [ $# -eq 1 ] && exit 0 || exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +43,12 @@ synth=${SYNTH_SPEECH:-$root/../shared/data-tools/synth_speech.sh}
 apt_ensure espeak-ng sox
 out=$1
 max_words=${MAX_WORDS:-30}
+min_words=${MIN_WORDS:-0}
+splits=${SPLITS:-test dev train}
+idp=${ID_PREFIX:-}
+for split in $splits; do
+  case $split in test|dev|train) ;; *) echo "prepare_asr_bible.sh: SPLITS: unknown split '$split' (test, dev, train)" >&2; exit 2 ;; esac
+done
 every=${TRAIN_EVERY:-4}
 limit=${TRAIN_LIMIT:-0}
 jobs=${JOBS:-2}
@@ -44,17 +56,17 @@ shards=${SHARDS:-4}
 start=$(date +%s)
 mkdir -p "$out/text"
 [ -s "$out/text/raw/train.en" ] || sh "$here/bible_parallel.sh" "$out/text/raw"
-awk -v dev="$out/text/dev.txt" -v tr="$out/text/train.txt" -v mw="$max_words" -v ev="$every" -v lim="$limit" '
+awk -v dev="$out/text/dev.txt" -v tr="$out/text/train.txt" -v mw="$max_words" -v nw="$min_words" -v ev="$every" -v lim="$limit" '
   NR % 100 == 0 { print > dev; next }
-  NF <= mw { k++; if (k % ev == 0 && (lim == 0 || n < lim)) { print > tr; n++ } }' "$out/text/raw/train.en"
+  NF <= mw && NF >= nw { k++; if (k % ev == 0 && (lim == 0 || n < lim)) { print > tr; n++ } }' "$out/text/raw/train.en"
 cp "$out/text/raw/test.en" "$out/text/test.txt"
-for split in test dev train; do
+for split in $splits; do
   d="$out/wav/$split"
   rm -rf "$d"
   sh "$synth" "$out/text/$split.txt" "$d" "$jobs"
-  # SPLIT-NNNNNN: utterance ids unique across the splits.
-  for f in "$d"/*.wav; do mv "$f" "$d/$split-$(basename "$f")"; done
-  awk -v s="$split" '{ id = $1; $1 = ""; sub(/^ /, ""); printf "wav/%s/%s-%s.wav\t%s\n", s, s, id, $0 }' \
+  # [ID_PREFIX]SPLIT-NNNNNN: utterance ids unique across the splits (and the sets).
+  for f in "$d"/*.wav; do mv "$f" "$d/$idp$split-$(basename "$f")"; done
+  awk -v s="$split" -v p="$idp" '{ id = $1; $1 = ""; sub(/^ /, ""); printf "wav/%s/%s%s-%s.wav\t%s\n", s, p, s, id, $0 }' \
     "$d/trans.txt" >"$out/$split.tsv"
   n=1
   [ "$split" = train ] && n=$shards
@@ -63,4 +75,5 @@ for split in test dev train; do
 done
 secs=$(( $(date +%s) - start ))
 if [ "${KEEP_WAV:-1}" = 0 ]; then rm -rf "$out/wav"; fi
-echo "prepare_asr_bible.sh: $(wc -l <"$out/train.tsv") train, $(wc -l <"$out/dev.tsv") dev, $(wc -l <"$out/test.tsv") test utterances in $out ($secs s, $(du -sh "$out" | cut -f1))" >&2
+made=$(for s in $splits; do printf '%s %s, ' "$(wc -l <"$out/$s.tsv")" "$s"; done)
+echo "prepare_asr_bible.sh: ${made%, } utterances in $out ($secs s, $(du -sh "$out" | cut -f1))" >&2
