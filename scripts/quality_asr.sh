@@ -76,17 +76,18 @@ start=$(date +%s)
 echo "quality_asr.sh: trained for $(( $(date +%s) - start )) s, to step $(step)"
 
 M=asr.bible_tts.LasSmallSpecAug
+ck="$logdir/train/ckpt-$(printf %08d "$(step)")"
+fuse=no
+ls "$lm_logdir"/train/ckpt-*.index >/dev/null 2>&1 && fuse=yes
+# show DIR DS: the WER lines of DIR's decode of DS.
+show() { grep -H -E '^(norm_wer|error_rates/(del|ins|sub)):' "$1/decoder_${2,,}/score-"*.txt | tail -4; }
 for ds in $datasets; do
   "$bin/decoder" --model=$M --logdir="$logdir" --dataset="$ds" --once --num_threads="$threads"
-  grep -H -E '^(norm_wer|error_rates/(del|ins|sub)):' "$logdir/decoder_${ds,,}/score-"*.txt | tail -4
-  if ls "$lm_logdir"/train/ckpt-*.index >/dev/null 2>&1; then
-    rm -rf "$logdir/lm_fused" && mkdir -p "$logdir/lm_fused/train"
-    ck=ckpt-$(printf %08d "$(step)")
-    cp "$logdir/train/$ck".* "$logdir/lm_fused/train/"
-    printf 'model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' "$ck" "$ck" >"$logdir/lm_fused/train/checkpoint"
-    "$bin/decoder" --model=$M --logdir="$logdir/lm_fused" --dataset="$ds" --once --num_threads="$threads" \
-      --model_params_override="task.decoder.fusion.lm_model: lm.bible.RnnLmTranscripts; \
+  show "$logdir" "$ds"
+  [ $fuse = yes ] || continue
+  # The same checkpoint with the LM, in a log directory of its own (its own score files).
+  "$bin/decoder" --model=$M --logdir="$logdir/lm_fused" --checkpoint="$ck" --dataset="$ds" --once \
+    --num_threads="$threads" --model_params_override="task.decoder.fusion.lm_model: lm.bible.RnnLmTranscripts; \
 task.decoder.fusion.lm_logdir: \"$lm_logdir\"; task.decoder.fusion.lm_weight: $lm_weight"
-    grep -H -E '^(norm_wer|error_rates/(del|ins|sub)):' "$logdir/lm_fused/decoder_${ds,,}/score-"*.txt | tail -4
-  fi
+  show "$logdir/lm_fused" "$ds"
 done
