@@ -197,49 +197,37 @@ def load_lingvoc(model, prefix):
     [new input, input, forget, output] (PyTorch's LSTM: input, forget, new input, output,
     bias split in two); LayerNorm's scale is stored as scale - 1."""
     p = "lm/lm/"
+    t = lambda x: x.t()
+    # (lingvoc variable, twin tensor it fills, the conversion)
+    copies = [(p + "emb/var_0/var", model.emb.weight, None), (p + "softmax/weight_0/var", model.out.weight, t),
+              (p + "softmax/bias_0/var", model.out.bias, None)]
+    if isinstance(model, RnnLm):
+        for i, lstm in enumerate((model.l0, model.l1)):
+            h, nin = lstm.hidden_size, lstm.input_size
+            order = lambda x, h=h: torch.cat([x[..., k * h:(k + 1) * h] for k in (1, 2, 0, 3)], -1)
+            wm, b = p + "rnns_%d/wm/var" % i, p + "rnns_%d/b/var" % i
+            copies += [(wm, lstm.weight_ih_l0, lambda x, o=order, n=nin: o(x[:n]).t()),
+                       (wm, lstm.weight_hh_l0, lambda x, o=order, n=nin: o(x[n:]).t()),
+                       (b, lstm.bias_ih_l0, order), (b, lstm.bias_hh_l0, torch.zeros_like)]
+    else:
+        for i, l in enumerate(model.layers):
+            a, f = p + "layer_%d/multihead_self_atten/" % i, p + "layer_%d/tr_fflayer/" % i
+            mh, d = a + "multihead_atten/", l.atten.embed_dim
+            one = lambda x: 1 + x
+            copies += [(a + "atten_ln/scale/var", l.ln0.weight, one), (a + "atten_ln/bias/var", l.ln0.bias, None),
+                       (f + "fflayer_ln/scale/var", l.ln1.weight, one), (f + "fflayer_ln/bias/var", l.ln1.bias, None),
+                       (mh + "ctx_post_proj/var", l.atten.out_proj.weight, t),
+                       (mh + "ctx_post_proj_b/var", l.atten.out_proj.bias, None)]
+            for k, name in enumerate(("query_proj", "source_proj", "ctx_proj")):
+                copies += [(mh + name + "/var", l.atten.in_proj_weight[k * d:(k + 1) * d], t),
+                           (mh + name + "_b/var", l.atten.in_proj_bias[k * d:(k + 1) * d], None)]
+            for j, lin in enumerate((l.ff0, l.ff1)):
+                copies += [(f + "fflayer/fflayer_%d/w/var" % j, lin.weight, t),
+                           (f + "fflayer/fflayer_%d/b/var" % j, lin.bias, None)]
+    T = lingvoc_tensors(prefix, sorted({n for n, _, _ in copies}))
     with torch.no_grad():
-        if isinstance(model, RnnLm):
-            names = [p + "emb/var_0/var", p + "softmax/weight_0/var", p + "softmax/bias_0/var"]
-            names += [p + "rnns_%d/%s/var" % (i, k) for i in (0, 1) for k in ("wm", "b")]
-            T = lingvoc_tensors(prefix, names)
-            model.emb.weight.copy_(T[p + "emb/var_0/var"])
-            for i, lstm in enumerate((model.l0, model.l1)):
-                wm, b = T[p + "rnns_%d/wm/var" % i], T[p + "rnns_%d/b/var" % i]
-                h = wm.shape[1] // 4
-                order = lambda x: torch.cat([x[..., k * h:(k + 1) * h] for k in (1, 2, 0, 3)], -1)
-                nin = lstm.input_size
-                lstm.weight_ih_l0.copy_(order(wm[:nin]).t())
-                lstm.weight_hh_l0.copy_(order(wm[nin:]).t())
-                lstm.bias_ih_l0.copy_(order(b))
-                lstm.bias_hh_l0.zero_()
-        else:
-            names = [p + "emb/var_0/var", p + "softmax/weight_0/var", p + "softmax/bias_0/var"]
-            for i in range(len(model.layers)):
-                a, f = p + "layer_%d/multihead_self_atten/" % i, p + "layer_%d/tr_fflayer/" % i
-                names += [a + "atten_ln/scale/var", a + "atten_ln/bias/var", f + "fflayer_ln/scale/var",
-                          f + "fflayer_ln/bias/var"]
-                names += [a + "multihead_atten/%s%s/var" % (k, s) for k in ("query_proj", "source_proj", "ctx_proj",
-                                                                           "ctx_post_proj") for s in ("", "_b")]
-                names += [f + "fflayer/fflayer_%d/%s/var" % (j, k) for j in (0, 1) for k in ("w", "b")]
-            T = lingvoc_tensors(prefix, names)
-            model.emb.weight.copy_(T[p + "emb/var_0/var"])
-            for i, l in enumerate(model.layers):
-                a, f = p + "layer_%d/multihead_self_atten/" % i, p + "layer_%d/tr_fflayer/" % i
-                mh = a + "multihead_atten/"
-                l.ln0.weight.copy_(1 + T[a + "atten_ln/scale/var"])
-                l.ln0.bias.copy_(T[a + "atten_ln/bias/var"])
-                qkv = ("query_proj", "source_proj", "ctx_proj")
-                l.atten.in_proj_weight.copy_(torch.cat([T[mh + k + "/var"].t() for k in qkv]))
-                l.atten.in_proj_bias.copy_(torch.cat([T[mh + k + "_b/var"] for k in qkv]))
-                l.atten.out_proj.weight.copy_(T[mh + "ctx_post_proj/var"].t())
-                l.atten.out_proj.bias.copy_(T[mh + "ctx_post_proj_b/var"])
-                l.ln1.weight.copy_(1 + T[f + "fflayer_ln/scale/var"])
-                l.ln1.bias.copy_(T[f + "fflayer_ln/bias/var"])
-                for j, lin in enumerate((l.ff0, l.ff1)):
-                    lin.weight.copy_(T[f + "fflayer/fflayer_%d/w/var" % j].t())
-                    lin.bias.copy_(T[f + "fflayer/fflayer_%d/b/var" % j])
-        model.out.weight.copy_(T[p + "softmax/weight_0/var"].t())
-        model.out.bias.copy_(T[p + "softmax/bias_0/var"])
+        for name, dst, conv in copies:
+            dst.copy_(conv(T[name]) if conv else T[name])
 
 
 lines = [l.rstrip("\n") for l in open(FILE)]

@@ -30,7 +30,7 @@ root=$(cd "$here/.." && pwd)
 bin=${LV_BIN:-$root/bin}
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
   *) echo "usage: $0   (HOURS, LOGDIR, THREADS, STAGE1, STAGE2, DATASETS, LM_LOGDIR, LM_WEIGHT; --help)" >&2; exit 2 ;;
 esac
 hours=${HOURS:-2} logdir=${LOGDIR:-/tmp/quality_asr} threads=${THREADS:-2}
