@@ -17,11 +17,11 @@
 # training verses beside the default one teaches a model those (experiments/asr/
 # bible_tts.cfg): MIN_WORDS=31 MAX_WORDS=80 TRAIN_EVERY=3 SPLITS=train ID_PREFIX=long-
 # (2,400 utterances, 122 s). SPLITS (default "test dev train") limits what is made;
-# ID_PREFIX (default none) starts the utterance ids. Measured on the 2-core machine (with a
-# build running beside it):
+# ID_PREFIX (default none) starts the utterance ids. Measured on the 2-core machine:
 # TRAIN_LIMIT=200 (200 train, 291 dev, 297 test, 1.5 h of audio) took 147 s and 355 MB
-# (171 MB WAV); the default is about 7x the utterances: ~15 min, ~2.7 GB (~1.2 GB without
-# the WAVs). The features run at ~900x real time; espeak-ng is the slow part. Deterministic: the same
+# (171 MB WAV) with a build running beside it; the default (5,419 training utterances)
+# 221 s and 2.3 GB (with the WAVs); the long-verse set (2,400) 122 s and 1.7 GB. The
+# features run at ~900x real time; espeak-ng is the slow part. Deterministic: the same
 # Debian packages give the same files. Env: JOBS (synthesis processes, default 2),
 # SHARDS (training record shards, default 4), KEEP_WAV (default 1).
 set -eu
