@@ -14,7 +14,7 @@
 # of a chapter are joined and split into sentences after . ! ? (and any closing quote) when a capital, digit or opening quote follows; quotes and dashes
 # are folded to ASCII. A sentence never crosses a chapter, so each has one book.
 # Installs libsword-utils and sword-text-web when missing. Deterministic: the same packages
-# give byte-identical files. About 10 s.
+# give byte-identical files. About 10-20 s.
 set -eu
 if [ $# -ne 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
   echo "usage: $0 OUTDIR   (writes OUTDIR/{train,dev,test}.txt and .refs)" >&2
