@@ -5,6 +5,7 @@
  * bucket limits, and a record whose frame count is not a multiple of frame_size (an
  * error naming file and offset, or skipped). */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,59 @@ START_TEST(test_bad_frames) {
 }
 END_TEST
 
+/* Reading a one-record file whose record is bad fails, naming the file and what is wrong. */
+static void expect_bad_record(const char *name, const char *what) {
+  lv_params *p = params(name);
+  lv_input *in = create(p);
+  lv_batch b;
+  lv_batch_init(&b);
+  bool done;
+  EXPECT_OK(lv_input_reset(in));
+  EXPECT_ERR(lv_input_next_eval(in, &b, &done), LV_ERR_CORRUPT, name, what);
+  lv_batch_free(&b);
+  lv_input_destroy(in);
+  lv_params_free(p);
+}
+
+/* Writes e as the one record of g_dir/name. */
+static void write_one(const char *name, const lv_example *e) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", g_dir, name);
+  uint8_t *bytes;
+  size_t n;
+  EXPECT_OK(lv_example_serialize(e, &bytes, &n));
+  lv_tfrecord_writer *w;
+  EXPECT_OK(lv_tfrecord_writer_open(path, false, &w));
+  EXPECT_OK(lv_tfrecord_writer_write(w, bytes, n));
+  EXPECT_OK(lv_tfrecord_writer_close(w));
+  free(bytes);
+}
+
+START_TEST(test_no_frames_and_nan) {
+  char path[512];
+  lv_tfrecord_writer *w;
+  /* No frames at all: an empty list, then no frames feature. */
+  snprintf(path, sizeof path, "%s/empty.tfrecord", g_dir);
+  EXPECT_OK(lv_tfrecord_writer_open(path, false, &w));
+  add_record(w, "e0", "ab", 0, 4, 0);
+  EXPECT_OK(lv_tfrecord_writer_close(w));
+  expect_bad_record("empty.tfrecord", "utterance e0: no frames");
+  lv_example *e = lv_example_new();
+  const char *iv[1] = {"n0"};
+  size_t il[1] = {2};
+  lv_example_add_bytes(e, "uttid", 1, iv, il);
+  lv_example_add_bytes(e, "transcript", 1, iv, il);
+  write_one("noframes.tfrecord", e);
+  expect_bad_record("noframes.tfrecord", "utterance n0: no frames");
+  /* A NaN among the values: named by value, frame and bin. */
+  float fr[8] = {1, 2, 3, 4, 5, NAN, 7, 8};
+  lv_example_add_floats(e, "frames", 8, fr);
+  write_one("nan.tfrecord", e);
+  lv_example_free(e);
+  expect_bad_record("nan.tfrecord", "utterance n0: frames value 5 (frame 1, bin 1) is nan");
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("asr_input");
   TCase *tc = tcase_create("core");
@@ -256,6 +310,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_no_eos_frame_and_padded);
   tcase_add_test(tc, test_training_buckets);
   tcase_add_test(tc, test_bad_frames);
+  tcase_add_test(tc, test_no_frames_and_nan);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -69,6 +69,33 @@ lv_status lv_audio_resample(const float *samples, int64_t n, int in_rate, int ou
   return NULL;
 }
 
+/* The line of libsndfile's header log saying that the audio data chunk (WAV "data", AIFF
+ * "SSND", IFF "BODY") is longer than the file, or NULL; *len is its length. Only those: the
+ * log's other "should be" lines are notes on things libsndfile already worked around (a
+ * data chunk of an odd length, legal in RIFF and usual for 8-bit mono; a RIFF size past
+ * the end; bext, fact or block-align fields), and such files read in full. */
+static const char *cut_data_line(const char *log, int *len) {
+  static const char *const kChunks[] = {"data :", "SSND :", "BODY :"};
+  for (const char *l = log; *l;) {
+    const char *e = strchr(l, '\n');
+    int n = e ? (int)(e - l) : (int)strlen(l);
+    const char *t = l;
+    while (t < l + n && *t == ' ') t++;
+    for (size_t k = 0; k < sizeof kChunks / sizeof *kChunks; k++) {
+      size_t kl = strlen(kChunks[k]);
+      if ((size_t)(l + n - t) < kl || strncmp(t, kChunks[k], kl)) continue;
+      for (const char *q = t; q + 10 <= l + n; q++)
+        if (!strncmp(q, "(should be", 10)) {
+          *len = n;
+          return l;
+        }
+    }
+    if (!e) break;
+    l = e + 1;
+  }
+  return NULL;
+}
+
 /* sf_open_virtual's error for a file it cannot read. */
 static lv_status open_error(SNDFILE *sf, const char *name) {
   return lv_status_make(LV_ERR_CORRUPT, "%s: not an audio file libsndfile can read (WAV, FLAC, OGG, ...): %s", name,
@@ -88,29 +115,32 @@ lv_status lv_audio_decode(const void *data, size_t len, const char *name, int ta
   if (!sf) return open_error(NULL, name);
   lv_status st = NULL;
   float *mono = NULL, *chunk = NULL;
-  if (info.channels < 1 || info.channels > 64 || info.samplerate < 1 || info.samplerate > 1000000) {
-    st = lv_status_make(LV_ERR_CORRUPT, "%s: %d channels at %d Hz: expected 1..64 channels at 1..1000000 Hz", name,
+  if (info.channels < 1 || info.channels > 64 || info.samplerate < 1000 || info.samplerate > 1000000) {
+    st = lv_status_make(LV_ERR_CORRUPT, "%s: %d channels at %d Hz: expected 1..64 channels at 1000..1000000 Hz", name,
                         info.channels, info.samplerate);
     goto done;
   }
-  /* A WAV whose data chunk claims more bytes than the file has: libsndfile notes it in
-   * its log and reads what is there; the file was cut short. */
+  /* A file whose audio data chunk claims more bytes than the file has: libsndfile notes it
+   * in its log and reads what is there; the file was cut short. */
   char log[4096];
   sf_command(sf, SFC_GET_LOG_INFO, log, sizeof log);
-  if (strstr(log, "should be")) {
-    const char *l = strstr(log, "should be");
-    const char *b = l;
-    while (b > log && b[-1] != '\n') b--;
-    const char *e = strchr(l, '\n');
-    st = lv_status_make(LV_ERR_CORRUPT, "%s: truncated or damaged audio file (libsndfile: %.*s)", name,
-                        (int)(e ? e - b : (long)strlen(b)), b);
+  int cut_len = 0;
+  const char *cut = cut_data_line(log, &cut_len);
+  if (cut) {
+    st = lv_status_make(LV_ERR_CORRUPT, "%s: truncated audio file (libsndfile: %.*s)", name, cut_len, cut);
     goto done;
   }
   sf_command(sf, SFC_SET_NORM_FLOAT, NULL, SF_TRUE);
   const sf_count_t kChunk = 4096;
+  /* 2^31 samples: 37 hours at 16 kHz; the frontend's frame counts and the features' value
+   * counts stay within int. */
+  const int64_t kMaxSamples = (int64_t)1 << 31;
   int ch = info.channels;
   chunk = malloc(sizeof(float) * (size_t)kChunk * (size_t)ch);
-  int64_t cap = info.frames > 0 && info.frames < ((int64_t)1 << 34) ? info.frames : kChunk, n = 0;
+  /* The header's frame count sizes the first buffer, up to 4M samples: a damaged or
+   * hostile header cannot make a small file ask for gigabytes (the buffer grows as the
+   * samples arrive). */
+  int64_t cap = info.frames > 0 && info.frames < ((int64_t)1 << 22) ? info.frames : ((int64_t)1 << 22), n = 0;
   void *mv = NULL;
   if (!chunk) {
     st = lv_status_make(LV_ERR_RESOURCE, "%s: out of memory", name);
@@ -121,6 +151,12 @@ lv_status lv_audio_decode(const void *data, size_t len, const char *name, int ta
   for (;;) {
     sf_count_t got = sf_readf_float(sf, chunk, kChunk);
     if (got <= 0) break;
+    if (n + got > kMaxSamples) {
+      st = lv_status_make(LV_ERR_CORRUPT, "%s: longer than %lld samples (%.1f hours at %d Hz): expected a recording "
+                          "to transcribe; split it", name, (long long)kMaxSamples,
+                          (double)kMaxSamples / info.samplerate / 3600, info.samplerate);
+      goto done;
+    }
     if (n + got > cap) {
       int64_t ncap = (n + got) * 2;
       float *g = realloc(mono, sizeof(float) * (size_t)ncap);
@@ -156,6 +192,12 @@ lv_status lv_audio_decode(const void *data, size_t len, const char *name, int ta
   out->source_rate = info.samplerate;
   out->source_channels = ch;
   if (target_rate && target_rate != info.samplerate) {
+    if ((double)n * target_rate / info.samplerate > (double)kMaxSamples) {
+      st = lv_status_make(LV_ERR_CORRUPT, "%s: %lld samples at %d Hz are longer than %lld at %d Hz: expected a "
+                          "recording to transcribe; split it", name, (long long)n, info.samplerate,
+                          (long long)kMaxSamples, target_rate);
+      goto done;
+    }
     float *rs = NULL;
     int64_t rn = 0;
     if ((st = lv_audio_resample(mono, n, info.samplerate, target_rate, &rs, &rn))) {

@@ -574,18 +574,26 @@ static lv_status open_outputs(job *j) {
   return NULL;
 }
 
+/* Closes every shard, then renames each into place; on a failure (a full disk at close, a
+ * rename refused) the temporary files not renamed are removed. */
 static lv_status commit_outputs(job *j) {
+  lv_status s = NULL;
   for (int64_t i = 0; i < j->n_out; i++) {
-    lv_status s = lv_tfrecord_writer_close(j->w[i]);
+    lv_status c = lv_tfrecord_writer_close(j->w[i]);
     j->w[i] = NULL;
-    if (s) return s;
+    if (c && !s) s = c;
+    else if (c) lv_status_free(c);
   }
-  for (int64_t i = 0; i < j->n_out; i++) {
-    if (rename(j->tmp_path[i], j->final_path[i]))
-      return lv_status_make(LV_ERR_IO, "rename %s -> %s: %s", j->tmp_path[i], j->final_path[i], strerror(errno));
-    lv_info("wrote %s", j->final_path[i]);
+  int64_t renamed = 0;
+  while (!s && renamed < j->n_out) {
+    if (rename(j->tmp_path[renamed], j->final_path[renamed]))
+      s = lv_status_make(LV_ERR_IO, "rename %s -> %s: %s", j->tmp_path[renamed], j->final_path[renamed],
+                         strerror(errno));
+    else lv_info("wrote %s", j->final_path[renamed++]);
   }
-  return NULL;
+  if (s)
+    for (int64_t i = renamed; i < j->n_out; i++) unlink(j->tmp_path[i]);
+  return s;
 }
 
 static lv_status dump_transcripts(trans_map *m) {

@@ -25,6 +25,7 @@
  * and the batch-wide StringsToIds here pads with 1 otherwise.
  *
  * Training, resume, evaluation and sharding: stream_input.h. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,14 @@ static lv_status asr_process(void *ctx, const lv_record *rec, lv_sample *out, in
                            lv_feature_kind_names[lv_example_feature_kind(e, i)]);
     n = 0;
   }
+  if (!s && n == 0)
+    s = lv_status_make(LV_ERR_CORRUPT, "utterance %.*s: no frames (feature frames is missing or empty; expected "
+                       "T * input.frame_size %lld log-mel values)", (int)idn, (const char *)id, (long long)in->frame_size);
+  for (int i = 0; !s && i < n; i++)
+    if (!isfinite(frames[i]))
+      s = lv_status_make(LV_ERR_CORRUPT, "utterance %.*s: frames value %d (frame %lld, bin %lld) is %g: expected finite "
+                         "log-mel values", (int)idn, (const char *)id, i, (long long)(i / in->frame_size),
+                         (long long)(i % in->frame_size), (double)frames[i]);
   if (!s && n % in->frame_size)
     s = lv_status_make(LV_ERR_CORRUPT, "utterance %.*s: %d frame values are not a multiple of input.frame_size %lld",
                        (int)idn, (const char *)id, n, (long long)in->frame_size);

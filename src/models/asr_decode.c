@@ -10,6 +10,7 @@
 #include "audio/audio_file.h"
 #include "audio/mel_frontend.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "input/tokenizer.h"
 #include "models/asr.h"
 #include "models/metrics.h"
@@ -205,7 +206,8 @@ lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char *
 lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
   asr_decoder *d = decoder_of(t);
   if (strcmp(kind, "audio"))
-    return lv_status_make(LV_ERR_INVALID, "--decode_%s: %s transcribes audio files (--decode_audio)", kind, t->cls->cls);
+    return lv_status_make(LV_ERR_INVALID, "%s: %s transcribes audio files (--decode_audio)", lv_task_line_flag(kind),
+                          t->cls->cls);
   if (!d->fe) {
     lv_mel_frontend_opts o = lv_mel_frontend_opts_librispeech();
     LV_TRY(lv_mel_frontend_create(&o, &d->fe));
@@ -220,6 +222,16 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
+/* A file that cannot be transcribed (s says why, naming it): logged, its output line left
+ * empty, and the others go on; line_summary fails the run. */
+static lv_status file_failed(asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
+  lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
+  lv_status_free(s);
+  d->failed++;
+  f->blank = true;
+  return NULL;
+}
+
 /* One line's file read into d->file[i]: its frames (NULL when it has nothing to decode:
  * an empty line, an unreadable file, shorter than a frame, or silence: the output line
  * is then empty for the first two and `path<TAB>` for the others). */
@@ -231,14 +243,7 @@ static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
   }
   lv_audio a = {0};
   lv_status s = lv_audio_read_file(f->path, kAsrSampleRate, &a);
-  if (s) {
-    /* One unreadable file does not stop the others; line_summary fails the run. */
-    lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
-    lv_status_free(s);
-    d->failed++;
-    f->blank = true;
-    return NULL;
-  }
+  if (s) return file_failed(d, f, lineno, s);
   d->audio_secs += (double)a.n / a.rate;
   /* Silence: no sample reaches kSilencePeak (-60 dBFS; 16-bit dither peaks near -84 dBFS,
    * speech recorded at a usable level far above): nothing to transcribe, and a model
@@ -254,8 +259,12 @@ static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
     lv_audio_free(&a);
     return NULL; /* shorter than one frame: nothing to hear */
   }
-  f->frames = malloc(sizeof *f->frames * (size_t)(T0 * F));
-  LV_ASSERT(f->frames);
+  void *fv = NULL;
+  if ((s = lv_mem_alloc((size_t)(T0 * F), sizeof *f->frames, false, "log-mel frames", &fv))) {
+    lv_audio_free(&a);
+    return file_failed(d, f, lineno, lv_status_wrap(s, "%s", f->path));
+  }
+  f->frames = fv;
   s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, f->frames, NULL);
   lv_audio_free(&a);
   if (s) return lv_status_wrap(s, "%s", f->path);
@@ -309,15 +318,21 @@ lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const 
   const int64_t F = d->frame_size;
   if (d->cap < (size_t)(B * T * F)) {
     free(d->frames);
+    d->frames = NULL;
+    d->cap = 0;
+    void *v = NULL;
+    LV_TRY(lv_mem_alloc((size_t)(B * T * F), sizeof *d->frames, false, "decode_audio batch", &v));
+    d->frames = v;
     d->cap = (size_t)(B * T * F);
-    d->frames = malloc(sizeof *d->frames * d->cap);
-    LV_ASSERT(d->frames);
   }
   if (d->cap_t < (size_t)(B * T)) {
     free(d->pads);
+    d->pads = NULL;
+    d->cap_t = 0;
+    void *v = NULL;
+    LV_TRY(lv_mem_alloc((size_t)(B * T), sizeof *d->pads, false, "decode_audio batch", &v));
+    d->pads = v;
     d->cap_t = (size_t)(B * T);
-    d->pads = malloc(sizeof *d->pads * d->cap_t);
-    LV_ASSERT(d->pads);
   }
   memset(d->frames, 0, sizeof *d->frames * (size_t)(B * T * F));
   for (int i = 0; i < n; i++) {
