@@ -39,7 +39,49 @@ for M in RnnLmTinyTest TransformerLmTinyTest; do
   check "$M: 3 samples" test "$(wc -l <"$T/sample1")" -eq 3
   check "$M: samples start with the prefix" test "$(grep -c '^the lord' "$T/sample1")" -eq 3
   check "$M: the same seed, the same samples" cmp -s "$T/sample1" "$T/sample2"
+  check "$M: sampling settings are not model params that drifted" bash -c "! grep -q 'differ from this job' '$T/err'"
+  # A temperature so small that logits / T overflow (above 5.4): the argmax continuation, as top_k 1.
+  for k in "--temperature=3e-308" "--top_k=1"; do
+    expect_exit 0 "sample $k" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+      --model_params_override="$DV" --sample=2 --prefix="the lord" --seed=3 "$k"
+    cp "$T/out" "$T/greedy${k%%=*}"
+  done
+  check "$M: a tiny temperature samples the argmax" cmp -s "$T/greedy--temperature" "$T/greedy--top_k"
 done
+# The sampling flags' bad values (each also a flag's "not given" default) and misuse.
+M=RnnLmTinyTest
+for bad in "--sample=0|--sample=0: expected" "--sample=2 --temperature=0|--temperature=0: expected a temperature > 0" \
+  "--sample=2 --top_k=-3|--top_k=-3: expected >= 0" "--sample=2 --seed=-1|--seed=-1: expected >= 0" \
+  "--temperature=0.5|go with --sample=N" "--score_text=|--score_text= is empty" \
+  "--sample=2 --top_k=1000|sample_top_k (--top_k) = 1000: expected 0 (all tokens) to the vocabulary's 76"; do
+  # shellcheck disable=SC2086
+  expect_exit 2 "decoder ${bad%%|*}" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+    --model_params_override="$DV" ${bad%%|*}
+  err_has "${bad#*|}"
+done
+check "no decoder job directory made by a bad --sample" test ! -e "$T/$M/decoder_dev"
+# The prefix whole: without append_eos (the batch's ids then lack its last token), and
+# one longer than input.target_max_length is an error, not a cut.
+expect_exit 0 "sample without append_eos" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+  --model_params_override="$DV; input.tokenizer.append_eos: False" --sample=3 --prefix="the lord" --seed=9
+check "the samples without append_eos start with the whole prefix" test "$(grep -c '^the lord' "$T/out")" -eq 3
+expect_exit 2 "a prefix longer than target_max_length" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" \
+  --dataset=Dev --model_params_override="$DV; input.target_max_length: 20" --sample=1 --prefix="the lord said unto moses and aaron"
+err_has "--prefix: 35 tokens with <s>, more than input.target_max_length 20"
+expect_exit 2 "sample_max_length beyond 2^20" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+  --model_params_override="$DV; task.decoder.sample_max_length: 4611686018427387904" --sample=1
+err_has "task.decoder.sample_max_length = 4611686018427387904: expected 1 to 1048576 tokens"
+expect_exit 2 "score_text on a missing file" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+  --model_params_override="$DV" --score_text="$T/no_such.txt"
+err_has "--score_text=$T/no_such.txt: cannot open it"
+: >"$T/empty.txt"
+expect_exit 0 "score_text on an empty file" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
+  --model_params_override="$DV" --score_text="$T/empty.txt"
+check "an empty file has no perplexity (not 1)" grep -q "^corpus: 0 lines, 0 tokens, log_pplx nan, perplexity nan$" "$T/out"
+head -c 300 /dev/zero | tr '\0' 'a' >"$T/long.txt"
+expect_exit 0 "score_text on a line longer than target_max_length" "$LV_BIN/decoder" --model=lm.bible.$M \
+  --logdir="$T/$M" --dataset=Dev --model_params_override="$DV" --score_text="$T/long.txt"
+err_has "score_text: line 1: 301 tokens, more than input.target_max_length 256: only its first 256 are scored"
 # SIGKILL mid-run and restart (RnnLmTinyTest with embedding dropout and a sampled softmax
 # of 20 classes, both keyed by the step): the same final weights and Adam slots as an
 # uninterrupted run.

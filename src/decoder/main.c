@@ -50,9 +50,9 @@ static lv_status run(int argc, char **argv) {
   lv_flag flags[LV_CLI_MAX_FLAGS];
   int n = lv_cli_add_flags(&c, flags, 0);
   flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync or async (the decoder works the same in both).");
-  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "Dataset to decode: Test, Dev or Train (--job=decoder_<dataset> sets it too).");
+  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "Dataset to decode: Test, Dev, Train or another the experiment defines (e.g. Real) (--job=decoder_<dataset> sets it too).");
   flags[n++] = (lv_flag)LV_FLAG_BOOL("once", &once, "Decode one checkpoint and exit.");
-  flags[n++] = (lv_flag)LV_FLAG_STR("checkpoint", &checkpoint, "With --once or --decode_text: the checkpoint prefix (or a directory; default: the latest in DIR/train).");
+  flags[n++] = (lv_flag)LV_FLAG_STR("checkpoint", &checkpoint, "With --once, --decode_text, --decode_audio, --score_text or --sample: the checkpoint prefix (or a directory; default: the latest in DIR/train).");
   flags[n++] = (lv_flag)LV_FLAG_F64("max_poll_secs", &max_poll, "Longest wait between polls for a new checkpoint.");
   flags[n++] = (lv_flag)LV_FLAG_F64("timeout_secs", &timeout, "Give up after waiting this long for a new checkpoint (0 = never).");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_text", &decode_text, "Translate the lines of this file (- = stdin) to stdout and exit.");
@@ -70,11 +70,29 @@ static lv_status run(int argc, char **argv) {
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
   LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
+  /* Whether each was given: 0, -1 and "" are also values a user can type. */
+  const bool sample_set = lv_flags_find(flags, n, "sample")->set, temp_set = lv_flags_find(flags, n, "temperature")->set,
+             top_k_set = lv_flags_find(flags, n, "top_k")->set, seed_set = lv_flags_find(flags, n, "seed")->set;
+  if (sample_set && (nsample < 1 || nsample > 1000000))
+    return lv_status_make(LV_ERR_INVALID, "--sample=%lld: expected a number of samples in [1, 1000000]",
+                          (long long)nsample);
+  if (!sample_set && (temp_set || top_k_set || seed_set || lv_flags_find(flags, n, "prefix")->set))
+    return lv_status_make(LV_ERR_INVALID, "--prefix, --temperature, --top_k and --seed go with --sample=N");
+  if (temp_set && !(temperature > 0))
+    return lv_status_make(LV_ERR_INVALID, "--temperature=%g: expected a temperature > 0", temperature);
+  if (top_k_set && top_k < 0)
+    return lv_status_make(LV_ERR_INVALID, "--top_k=%lld: expected >= 0 (0: all tokens)", (long long)top_k);
+  if (seed_set && seed < 0) return lv_status_make(LV_ERR_INVALID, "--seed=%lld: expected >= 0", (long long)seed);
+  static const char *const kInputFlags[] = {"decode_text", "decode_audio", "score_text"};
+  for (size_t k = 0; k < sizeof kInputFlags / sizeof *kInputFlags; k++) {
+    const lv_flag *fl = lv_flags_find(flags, n, kInputFlags[k]);
+    if (fl->set && !**(const char **)fl->ptr)
+      return lv_status_make(LV_ERR_INVALID, "--%s= is empty: expected a file (- = stdin)", kInputFlags[k]);
+  }
   if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) > 1)
     return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text and --sample exclude each other");
   if (batch < 1 || batch > 4096) return lv_status_make(LV_ERR_INVALID, "--decode_batch_size must be in [1, 4096], got %lld", (long long)batch);
   if (!strcmp(decode_audio, "@")) return lv_status_make(LV_ERR_INVALID, "--decode_audio=@: give a list file after @");
-  if (nsample < 0 || nsample > 1000000) return lv_status_make(LV_ERR_INVALID, "--sample must be in [1, 1000000]");
   /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
   char *ovr = NULL;
   if (nsample) {
@@ -82,9 +100,9 @@ static lv_status run(int argc, char **argv) {
     FILE *f = open_memstream(&ovr, &len);
     LV_ASSERT(f);
     fprintf(f, "%s", c.model_params_override ? c.model_params_override : "");
-    if (temperature != 0) fprintf(f, "; task.decoder.sample_temperature: %.17g", temperature);
-    if (top_k >= 0) fprintf(f, "; task.decoder.sample_top_k: %lld", (long long)top_k);
-    if (seed >= 0) fprintf(f, "; task.decoder.sample_seed: %lld", (long long)seed);
+    if (temp_set) fprintf(f, "; task.decoder.sample_temperature: %.17g", temperature);
+    if (top_k_set) fprintf(f, "; task.decoder.sample_top_k: %lld", (long long)top_k);
+    if (seed_set) fprintf(f, "; task.decoder.sample_seed: %lld", (long long)seed);
     fclose(f);
     c.model_params_override = ovr;
   }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/rng.h"
 #include "core/ops.h"
 #include "input/batcher.h"
@@ -265,7 +266,8 @@ typedef struct lm_decode_state {
   lv_batch_store store;
   bool have_store;
   int64_t lineno;
-  bool sampling; /* the line is a prefix to continue (kind "sample") */
+  bool sampling;     /* the line is a prefix to continue (kind "sample") */
+  lv_tok_ids prefix; /* then: <s> and the prefix's tokens */
   /* --score_text totals */
   int64_t lines;
   double tokens, log_prob;
@@ -278,10 +280,14 @@ static void decode_state_free(void *v) {
   if (!d) return;
   lv_tokenizer_destroy(d->tok);
   if (d->have_store) lv_batch_store_free(&d->store);
+  lv_tok_ids_free(&d->prefix);
   free(d->probs);
   free(d->order);
   free(d);
 }
+
+/* The longest continuation --sample may ask for (task.decoder.sample_max_length). */
+enum { kMaxSampleLength = 1 << 20 };
 
 static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
   lm_task *m = (lm_task *)t;
@@ -302,11 +308,21 @@ static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
   if (!(d->temperature > 0))
     return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_temperature (--temperature) must be > 0, got %g",
                           d->temperature);
-  if (d->top_k < 0 || d->max_len < 1 || d->tmax < 1)
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_top_k (--top_k) must be >= 0 and "
-                          "sample_max_length, input.target_max_length >= 1");
-  LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
   int64_t V = m->lm->vocab_size;
+  if (d->top_k < 0 || d->top_k > V)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_top_k (--top_k) = %lld: expected 0 (all tokens) to the "
+                          "vocabulary's %lld", (long long)d->top_k, (long long)V);
+  if (d->max_len < 1 || d->max_len > kMaxSampleLength)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_max_length = %lld: expected 1 to %d tokens",
+                          (long long)d->max_len, kMaxSampleLength);
+  if (d->tmax < 1 || d->tmax > INT32_MAX)
+    return lv_status_make(LV_ERR_INVALID, "input.target_max_length = %lld: expected 1 to %d tokens",
+                          (long long)d->tmax, INT32_MAX);
+  LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
+  /* The tokenizer's ids index the LM's embedding and softmax. */
+  if (d->tok->num_ids > V)
+    return lv_status_make(LV_ERR_INVALID, "input.tokenizer's vocabulary has %lld ids, more than the LM's vocab_size "
+                          "%lld: use the LM's vocabulary", (long long)d->tok->num_ids, (long long)V);
   d->probs = malloc(sizeof(float) * (size_t)V);
   d->order = malloc(sizeof(int32_t) * (size_t)V);
   LV_ASSERT(d->probs && d->order);
@@ -319,7 +335,8 @@ static lv_status lm_line_describe(lv_task *t, const char *kind, const char **ver
   if (!strcmp(kind, "score_text")) *verb = "scoring";
   else if (!strcmp(kind, "sample")) *verb = "sampling";
   else
-    return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel decodes kinds score_text and sample, not %s", kind);
+    return lv_status_make(LV_ERR_INVALID, "%s: lm.model.LanguageModel scores and samples text (--score_text, --sample)",
+                          lv_task_line_flag(kind));
   return NULL;
 }
 
@@ -334,6 +351,30 @@ static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line
   lv_tok_batch tb = {0};
   const char *strs[1] = {line};
   LV_TRY(lv_status_wrap(lv_tokenizer_strings_to_ids(d->tok, strs, &n, 1, (int)d->tmax, -1, &tb), "input.tokenizer"));
+  /* The line whole, as the tokenizer encodes it: the batch's labels are cut at
+   * target_max_length, and without append_eos its ids lack the last token. */
+  lv_tok_ids ti = {0};
+  lv_status ps = lv_tokenizer_encode(d->tok, line, n, &ti);
+  d->prefix.n = 0;
+  if (!ps && d->sampling) {
+    ps = lv_tok_ids_push(&d->prefix, d->tok->sos_id);
+    for (int i = 0; !ps && i < ti.n; i++) ps = lv_tok_ids_push(&d->prefix, ti.v[i]);
+    if (!ps && d->prefix.n > d->tmax)
+      ps = lv_status_make(LV_ERR_INVALID, "%d tokens with <s>, more than input.target_max_length %lld: shorten it",
+                          d->prefix.n, (long long)d->tmax);
+  } else if (!ps) {
+    int64_t scored = 0;
+    for (int64_t i = 0; i < tb.len; i++) scored += tb.paddings[i] < 0.5f;
+    if (ti.n + (d->tok->append_eos ? 1 : 0) > scored)
+      lv_warn("score_text: line %lld: %d tokens, more than input.target_max_length %lld: only its first %lld are "
+              "scored (as the evaler does)", (long long)lineno, ti.n + (d->tok->append_eos ? 1 : 0),
+              (long long)d->tmax, (long long)scored);
+  }
+  lv_tok_ids_free(&ti);
+  if (ps) {
+    lv_tok_batch_free(&tb);
+    return lv_status_wrap(ps, d->sampling ? "--prefix" : "--score_text line %lld", (long long)lineno);
+  }
   if (d->have_store) lv_batch_store_free(&d->store);
   lv_batch_store_init(&d->store);
   d->have_store = true;
@@ -364,11 +405,15 @@ static lv_status take_scalars(lv_decode_out *out, const char *key, const double 
   return lv_decode_out_take(out, key, r);
 }
 
-/* Draws a token from logits [V] (host) with the decoder's temperature and top_k. */
+/* Draws a token from logits [V] (host) with the decoder's temperature and top_k; -1 when
+ * the logits are not finite. */
 static int32_t draw(lm_decode_state *d, const float *logits, int64_t V, lv_rng *r) {
   int64_t k = d->top_k > 0 && d->top_k < V ? d->top_k : V;
-  for (int64_t i = 0; i < V; i++) d->order[i] = (int32_t)i;
-  /* Partial selection sort of the k largest logits (ties: the lower id first). */
+  for (int64_t i = 0; i < V; i++) {
+    if (!isfinite(logits[i])) return -1;
+    d->order[i] = (int32_t)i;
+  }
+  /* Partial selection sort of the k largest logits. */
   for (int64_t i = 0; k < V && i < k; i++) {
     int64_t best = i;
     for (int64_t j = i + 1; j < V; j++)
@@ -377,9 +422,10 @@ static int32_t draw(lm_decode_state *d, const float *logits, int64_t V, lv_rng *
     d->order[i] = d->order[best];
     d->order[best] = tmp;
   }
+  /* exp((l - max) / T): the exponents are <= 0 for any temperature, the largest is 0. */
   double mx = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < k; i++) mx = fmax(mx, logits[d->order[i]] / d->temperature);
-  for (int64_t i = 0; i < k; i++) sum += d->probs[i] = (float)exp(logits[d->order[i]] / d->temperature - mx);
+  for (int64_t i = 0; i < k; i++) mx = fmax(mx, logits[d->order[i]]);
+  for (int64_t i = 0; i < k; i++) sum += d->probs[i] = (float)exp((logits[d->order[i]] - mx) / d->temperature);
   double u = (double)lv_rng_uniform(r) * sum, acc = 0;
   for (int64_t i = 0; i < k; i++) {
     acc += d->probs[i];
@@ -393,43 +439,38 @@ static lv_status graph_err(lv_graph *g, const char *what) {
   return s ? lv_status_wrap(s, "%s", what) : lv_status_make(LV_ERR_INTERNAL, "%s failed", what);
 }
 
-/* Continues the line's tokens (without its </s>) by sampling; "sample" = the ids after <s>. */
-static lv_status sample(lm_task *m, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
+/* Continues the line's prefix (<s> and its tokens) by sampling; "sample" = the ids after <s>.
+ * Steps through lv_lm_search (as shallow fusion does): the RNN states and the
+ * Transformer's key/value caches live outside the graph, which is rewound every step, so
+ * memory and time per token stay flat however long the sample. */
+static lv_status sample(lm_task *m, lv_graph *g, lv_decode_out *out) {
   lm_decode_state *d = m->base.decode_state;
-  const lv_tensor *ids = lv_batch_get(b, "ids"), *pads = lv_batch_get(b, "paddings");
-  const int64_t L = ids->shape.d[1], V = m->lm->vocab_size;
-  int64_t n = 0;
-  while (n < L && lv_f32(pads)[n] < 0.5f) n++;
-  /* The prefix: <s> and its tokens; StringsToIds' </s> (append_eos) is not part of it. */
-  int64_t np = n;
-  while (np > 1 && lv_i32(ids)[np - 1] == d->tok->eos_id) np--;
-  if (np < 1) np = 1;
+  const int64_t V = m->lm->vocab_size, np = d->prefix.n;
   int32_t *toks = malloc(sizeof(int32_t) * (size_t)(np + d->max_len));
-  float *logits = malloc(sizeof(float) * (size_t)V);
-  LV_ASSERT(toks && logits);
-  memcpy(toks, lv_i32(ids), sizeof(int32_t) * (size_t)np);
+  float *logp = malloc(sizeof(float) * (size_t)V);
+  LV_ASSERT(toks && logp);
+  memcpy(toks, d->prefix.v, sizeof(int32_t) * (size_t)np);
   lv_rng r;
   lv_rng_init(&r, d->seed, (uint64_t)d->lineno);
-  lv_lm_state st;
-  lv_status s = NULL;
-  if (!lv_lm_state_begin(m->lm, g, 1, &st)) s = graph_err(g, "sample: the LM's zero state");
+  lv_lm_search *ls = NULL;
+  lv_status s = lv_status_wrap(lv_lm_search_begin(m->lm, g, &ls), "sample");
   int64_t len = np;
   for (int64_t t = 0; !s && t < len && len - np < d->max_len + 1; t++) {
-    lv_tensor hv = lv_tensor_view(LV_I32, lv_shape1(1), &toks[t]);
-    lv_tensor *x = lv_graph_from_host(g, &hv), *lg = NULL;
-    if (!x || !lv_lm_step(m->lm, g, &st, x, &lg)) {
-      s = graph_err(g, "sample: an LM step");
+    if ((s = lv_status_wrap(lv_lm_search_step(ls, 1, &toks[t], NULL, logp), "sample: an LM step"))) break;
+    if (t < len - 1) continue;
+    if (len - np == d->max_len) break;
+    /* Softmax of log_softmax(logits) / T is that of logits / T. */
+    int32_t next = draw(d, logp, V, &r);
+    if (next < 0) {
+      s = lv_status_make(LV_ERR_INTERNAL, "sample: the LM's log-probabilities after %lld tokens are not finite",
+                         (long long)(len - 1));
       break;
     }
-    if (t < len - 1) continue;
-    if ((s = lv_tensor_to_host(lg, logits))) break;
-    if (len - np == d->max_len) break;
-    int32_t next = draw(d, logits, V, &r);
     if (next == d->tok->eos_id) break;
     toks[len++] = next;
   }
-  lv_lm_state_free(&st);
-  free(logits);
+  lv_lm_search_end(ls);
+  free(logp);
   if (!s) {
     lv_tensor *res = lv_tensor_new(LV_I32, lv_shape1(len - 1));
     if (res) memcpy(res->data, toks + 1, sizeof(int32_t) * (size_t)(len - 1));
@@ -444,7 +485,7 @@ static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode
   if (!t->decode_state) return lv_status_make(LV_ERR_INVALID, "lm decoder: decoder_setup was not run");
   if (!lv_batch_get(b, "word_count"))
     return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel's decoder job: use --score_text or --sample");
-  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, b, out);
+  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, out);
   lv_batch gb;
   lv_batch_init(&gb);
   lv_status s = lv_batch_to_graph(g, b, &gb);
@@ -488,7 +529,9 @@ static lv_status lm_line_summary(lv_task *t, const char *kind, char **line) {
   lm_decode_state *d = t->decode_state;
   *line = NULL;
   if (strcmp(kind, "score_text")) return NULL;
-  double lp = d->tokens > 0 ? -d->log_prob / d->tokens : 0.0;
+  /* No token scored (an empty input): no perplexity, where 1 would read as a perfect model. */
+  double lp = d->tokens > 0 ? -d->log_prob / d->tokens : NAN;
+  if (!(d->tokens > 0)) lv_warn("score_text: no token was scored: log_pplx and perplexity are nan");
   return asprintf(line, "corpus: %lld lines, %.0f tokens, log_pplx %.6f, perplexity %.6g", (long long)d->lines,
                   d->tokens, lp, exp(lp)) < 0
              ? lv_status_make(LV_ERR_RESOURCE, "out of memory")

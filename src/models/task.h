@@ -178,6 +178,9 @@ bool lv_task_class_decodes(const lv_task_class *c);
  * decode and its post_process_decode_out, which updates metrics and appends to out. A
  * task without a decode path is an LV_ERR_INVALID error naming its class. */
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out);
+/* The bin/decoder flag whose lines are of this kind: "text" --decode_text, "audio"
+ * --decode_audio, "score_text" --score_text, "sample" --sample. */
+const char *lv_task_line_flag(const char *kind);
 /* One decode of a one-example batch made by the task's line_to_batch into *line. */
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
 /* One decode of a batch made by the task's lines_to_batch into its n output lines

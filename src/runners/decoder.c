@@ -269,11 +269,22 @@ static lv_status read_line(FILE *in, const char *name, char **line, size_t *cap,
   return NULL;
 }
 
+/* s, saying which input lines (first..last) it is about. */
+static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t first, int64_t last) {
+  const char *flag = lv_task_line_flag(opt->decode_kind);
+  if (!strcmp(opt->decode_kind, "sample"))
+    return first == last ? lv_status_wrap(s, "%s: sample %lld", flag, (long long)first)
+                         : lv_status_wrap(s, "%s: samples %lld-%lld", flag, (long long)first, (long long)last);
+  return first == last ? lv_status_wrap(s, "%s=%s line %lld", flag, opt->decode_input, (long long)first)
+                       : lv_status_wrap(s, "%s=%s lines %lld-%lld", flag, opt->decode_input, (long long)first,
+                                        (long long)last);
+}
+
 /* Writes one output line and flushes it; a failed write (a full disk) is an error, so no
  * output line is lost silently. */
 static lv_status write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
   if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
-    return lv_status_make(LV_ERR_IO, "--decode_%s: writing the output of line %lld failed: %s", kind,
+    return lv_status_make(LV_ERR_IO, "%s: writing the output of line %lld failed: %s", lv_task_line_flag(kind),
                           (long long)lineno, strerror(errno));
   return NULL;
 }
@@ -287,7 +298,7 @@ static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batc
   char *res = NULL;
   lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
   if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
-  if (s) return lv_status_wrap(s, "--decode_%s=%s line %lld", kind, opt->decode_input, (long long)lineno);
+  if (s) return wrap_lines(s, opt, lineno, lineno);
   s = write_line(kind, out, res ? res : "", lineno);
   free(res);
   return s;
@@ -312,8 +323,7 @@ static lv_status decode_pending(dec_state *d, const lv_decoder_options *opt, lv_
   LV_ASSERT(res);
   lv_status s = t->cls->lines_to_batch(t, kind, (const char *const *)pl->line, pl->len, pl->n, pl->first, b, &empty);
   if (!s) s = lv_task_decode_lines(t, d->m->graph, empty ? NULL : b, res);
-  if (s) s = lv_status_wrap(s, "--decode_%s=%s lines %lld-%lld", kind, opt->decode_input, (long long)pl->first,
-                            (long long)(pl->first + pl->n - 1));
+  if (s) s = wrap_lines(s, opt, pl->first, pl->first + pl->n - 1);
   for (int i = 0; i < pl->n; i++) {
     if (!s) s = write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
     free(res[i]);
@@ -365,7 +375,7 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
       s = read_line(in, name, &line, &cap, &len, &cut);
       if (s || len < 0) break;
       if (cut)
-        lv_warn("decode_%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
+        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", lv_task_line_flag(kind) + 2,
                 (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
       s = take_line(d, opt, &b, &pl, line, (size_t)len, ++lineno, out);
     }
@@ -392,10 +402,11 @@ static lv_status open_input(const char *kind, const char *path, FILE **in) {
   }
   struct stat st;
   if (!stat(path, &st) && S_ISDIR(st.st_mode))
-    return lv_status_make(LV_ERR_INVALID, "--decode_%s=%s: is a directory (expected a file of lines, or - for stdin)",
-                          kind, path);
+    return lv_status_make(LV_ERR_INVALID, "%s=%s: is a directory (expected a file of lines, or - for stdin)",
+                          lv_task_line_flag(kind), path);
   *in = fopen(path, "rb");
-  if (!*in) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s=%s: cannot open it: %s", kind, path, strerror(errno));
+  if (!*in)
+    return lv_status_make(LV_ERR_NOT_FOUND, "%s=%s: cannot open it: %s", lv_task_line_flag(kind), path, strerror(errno));
   return NULL;
 }
 
@@ -408,13 +419,13 @@ static lv_status interactive_checkpoint(const lv_params *cfg, const lv_decoder_o
   const char *ck = opt->checkpoint && *opt->checkpoint ? opt->checkpoint : train_dir;
   struct stat st;
   if (ck == train_dir && stat(ck, &st) != 0)
-    return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s: no checkpoint: %s does not exist (train first, or give "
-                          "--checkpoint=PREFIX)", kind, ck);
+    return lv_status_make(LV_ERR_NOT_FOUND, "%s: no checkpoint: %s does not exist (train first, or give "
+                          "--checkpoint=PREFIX)", lv_task_line_flag(kind), ck);
   if (!stat(ck, &st) && S_ISDIR(st.st_mode)) {
     int64_t step;
     bool found = false;
     LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
-    if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "--decode_%s: no checkpoint in %s", kind, ck);
+    if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "%s: no checkpoint in %s", lv_task_line_flag(kind), ck);
     return NULL;
   }
   return lv_status_wrap(lv_path_fmt(prefix, n, "%s", ck), "--checkpoint");
@@ -430,13 +441,14 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   lv_task *t = d.m ? d.m->task : NULL;
   if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
                 (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
-    s = lv_status_make(LV_ERR_INVALID, "--decode_%s: task %s does not decode lines", kind, t->cls->cls);
+    s = lv_status_make(LV_ERR_INVALID, "%s: task %s does not decode lines", lv_task_line_flag(kind), t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
   if (!s) s = interactive_checkpoint(cfg, opt, prefix, sizeof prefix);
-  if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "--decode_%s", kind);
+  if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
   if (!s) lv_warn_model_params_drift(prefix, cfg);
-  if (!s) lv_info("decode_%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
+  if (!s)
+    lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, opt, in, opt->out ? opt->out : stdout);
   if (in && in != stdin) fclose(in);
   teardown(&d);

@@ -262,9 +262,12 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own) {
 /* Whether the key (klen bytes) of a "key : value" params line describes the model (see the header). */
 static bool model_key(const char *key, size_t klen) {
   if (klen < 5 || strncmp(key, "task.", 5)) return false;
-  if ((klen >= 11 && !strncmp(key, "task.train.", 11)) || (klen >= 10 && !strncmp(key, "task.eval.", 10)) ||
-      (klen >= 20 && !strncmp(key, "task.decoder.fusion.", 20)))
-    return false;
+  /* Training, evaluation and the search's own settings (fusion, beam search, an LM's
+   * sampling: --temperature and friends) change what a job does, not the model. */
+  static const char *const kNotModel[] = {"task.train.", "task.eval.", "task.decoder.fusion.",
+                                          "task.decoder.beam_search.", "task.decoder.sample_"};
+  for (size_t k = 0; k < sizeof kNotModel / sizeof *kNotModel; k++)
+    if (klen >= strlen(kNotModel[k]) && !strncmp(key, kNotModel[k], strlen(kNotModel[k]))) return false;
   for (size_t i = 0; i + 7 <= klen; i++)
     if (!strncmp(key + i, "dropout", 7)) return false;
   /* Weight noise is training's only: a layer's vn.* and a projection's enable_vn. */

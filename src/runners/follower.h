@@ -84,8 +84,9 @@ int64_t lv_trainer_max_steps(const char *prefix, int64_t current, int64_t own);
 /* The same from the newest checkpoint listed in train_dir (own when there is none). */
 lv_status lv_trainer_max_steps_latest(const char *train_dir, int64_t own, int64_t *out);
 /* Warns (once per process) when the model params this job built (cfg's task.*, less
- * task.train.*, task.eval.*, task.decoder.fusion.* (the LM fused into the decoder's
- * searches), dropout probabilities and weight noise) differ from those the trainer
+ * task.train.*, task.eval.*, the search's task.decoder.fusion.* (the LM fused into the
+ * decoder's searches), task.decoder.beam_search.* and an LM's task.decoder.sample_*,
+ * dropout probabilities and weight noise) differ from those the trainer
  * stored in checkpoint prefix: e.g. a trainer run with --model_params_override that this
  * job was not given, where the variables still load but the model computes something
  * else. Names up to 4 keys with both values. */
