@@ -2,27 +2,27 @@
 # The language-model quality race of issue "Language models": lm.bible.RnnLmSmall or
 # TransformerLmSmall (MODEL; experiments/lm/bible.cfg) and its PyTorch twin
 # (bench/lm_torch.py: same architecture, AsciiTokenizer vocabulary, LmInput bucketing,
-# optimizer and schedule) each train for SECONDS of wall time (default 3600) on the same
+# optimizer and schedule) each train for RACE_SECONDS of wall time (default 3600) on the same
 # THREADS (default 2), one after the other on an otherwise idle machine; then (not timed)
 # the Test log_pplx (per predicted character, </s> included) of the weights every EVERY
 # seconds (default 600): lingvoc's checkpoints through bin/evaler --once --checkpoint,
 # PyTorch's in-memory copies through the same per-token sum. Prints both curves
 # (seconds, step, Test log_pplx, perplexity) and the final comparison. Target: lingvoc's
-# Test perplexity at SECONDS at or below PyTorch's.
+# Test perplexity at RACE_SECONDS at or below PyTorch's.
 # PARALLEL=1 runs the two side by side instead, each on THREADS (default 1) of the cores,
 # so that whatever else loads a shared machine loads both alike.
 # SAME_INIT=1 (the default) starts the twin from lingvoc's step-0 checkpoint (the same
 # weights; bench/lm_torch.py's INIT_CKPT), so that the race does not turn on one draw of
 # the initializers: the twin's own Test log_pplx at initialization spans 5.17-6.76 over
 # seeds 1-8 for TransformerLmSmall. SAME_INIT=0: each draws its own.
-#   MODEL (RnnLmSmall), SECONDS (3600), EVERY (600), THREADS (2, or 1 with PARALLEL=1),
+#   MODEL (RnnLmSmall), RACE_SECONDS (3600; not SECONDS, which bash sets), EVERY (600), THREADS (2, or 1 with PARALLEL=1),
 #   PARALLEL (0), SAME_INIT (1), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
 #   OUT (a temporary folder, removed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARALLEL=${PARALLEL:-0}
 [ "$PARALLEL" = 1 ] && THREADS=${THREADS:-1}
-BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${SECONDS:-3600} EVERY=${EVERY:-600}
+BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${RACE_SECONDS:-3600} EVERY=${EVERY:-600}
 MODEL=${MODEL:-RnnLmSmall}
 SAME_INIT=${SAME_INIT:-1}
 case $MODEL in
@@ -58,7 +58,7 @@ if [ "$PARALLEL" = 1 ]; then
   torch_pid=$!
 fi
 
-# lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at SECONDS; sent
+# lingvoc: a checkpoint every EVERY seconds, SIGTERM (which saves one) at RACE_SECONDS; sent
 # once (--foreground: timeout otherwise signals its process group as well, and a second
 # SIGTERM stops the trainer at once).
 O="input.file_pattern: \"text:$DATA/train.txt\"; train.save_interval_seconds: $EVERY; train.save_max_to_keep: 10000; \
