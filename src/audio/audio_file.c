@@ -83,12 +83,10 @@ static const char *cut_data_line(const char *log, int *len) {
     while (t < l + n && *t == ' ') t++;
     for (size_t k = 0; k < sizeof kChunks / sizeof *kChunks; k++) {
       size_t kl = strlen(kChunks[k]);
-      if ((size_t)(l + n - t) < kl || strncmp(t, kChunks[k], kl)) continue;
-      for (const char *q = t; q + 10 <= l + n; q++)
-        if (!strncmp(q, "(should be", 10)) {
-          *len = n;
-          return l;
-        }
+      if ((size_t)(l + n - t) >= kl && !strncmp(t, kChunks[k], kl) && memmem(t, (size_t)(l + n - t), "(should be", 10)) {
+        *len = n;
+        return l;
+      }
     }
     if (!e) break;
     l = e + 1;

@@ -340,6 +340,22 @@ static lv_status lm_line_describe(lv_task *t, const char *kind, const char **ver
   return NULL;
 }
 
+/* The --sample line: d->prefix = <s> and the line's tokens, whole (StringsToIds' ids would
+ * be cut at target_max_length and, without append_eos, lack the last token); one longer
+ * than target_max_length is an error, not a cut. */
+static lv_status lm_prefix(lm_decode_state *d, const char *line, size_t n) {
+  lv_tok_ids ti = {0};
+  d->prefix.n = 0;
+  lv_status s = lv_tokenizer_encode(d->tok, line, n, &ti);
+  if (!s) s = lv_tok_ids_push(&d->prefix, d->tok->sos_id);
+  for (int i = 0; !s && i < ti.n; i++) s = lv_tok_ids_push(&d->prefix, ti.v[i]);
+  lv_tok_ids_free(&ti);
+  if (!s && d->prefix.n > d->tmax)
+    s = lv_status_make(LV_ERR_INVALID, "%d tokens with <s>, more than input.target_max_length %lld: shorten it",
+                       d->prefix.n, (long long)d->tmax);
+  return s ? lv_status_wrap(s, "--prefix") : NULL;
+}
+
 /* The line as LmInput batches it: ids, labels, paddings, weights [1, L], word_count [1]. */
 static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
                                   lv_batch *b, bool *empty) {
@@ -348,21 +364,15 @@ static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line
   d->sampling = !strcmp(kind, "sample");
   d->lineno = lineno;
   size_t n = strnlen(line, len);
+  if (d->sampling) return lm_prefix(d, line, n); /* sample() reads the prefix, not a batch */
   lv_tok_batch tb = {0};
   const char *strs[1] = {line};
   LV_TRY(lv_status_wrap(lv_tokenizer_strings_to_ids(d->tok, strs, &n, 1, (int)d->tmax, -1, &tb), "input.tokenizer"));
   /* The line whole, as the tokenizer encodes it: the batch's labels are cut at
-   * target_max_length, and without append_eos its ids lack the last token. */
+   * target_max_length, which scores the line cut, as the evaler does. */
   lv_tok_ids ti = {0};
   lv_status ps = lv_tokenizer_encode(d->tok, line, n, &ti);
-  d->prefix.n = 0;
-  if (!ps && d->sampling) {
-    ps = lv_tok_ids_push(&d->prefix, d->tok->sos_id);
-    for (int i = 0; !ps && i < ti.n; i++) ps = lv_tok_ids_push(&d->prefix, ti.v[i]);
-    if (!ps && d->prefix.n > d->tmax)
-      ps = lv_status_make(LV_ERR_INVALID, "%d tokens with <s>, more than input.target_max_length %lld: shorten it",
-                          d->prefix.n, (long long)d->tmax);
-  } else if (!ps) {
+  if (!ps) {
     int64_t scored = 0;
     for (int64_t i = 0; i < tb.len; i++) scored += tb.paddings[i] < 0.5f;
     if (ti.n + (d->tok->append_eos ? 1 : 0) > scored)
@@ -373,7 +383,7 @@ static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line
   lv_tok_ids_free(&ti);
   if (ps) {
     lv_tok_batch_free(&tb);
-    return lv_status_wrap(ps, d->sampling ? "--prefix" : "--score_text line %lld", (long long)lineno);
+    return lv_status_wrap(ps, "--score_text line %lld", (long long)lineno);
   }
   if (d->have_store) lv_batch_store_free(&d->store);
   lv_batch_store_init(&d->store);
@@ -483,9 +493,9 @@ static lv_status sample(lm_task *m, lv_graph *g, lv_decode_out *out) {
 static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
   lm_task *m = (lm_task *)t;
   if (!t->decode_state) return lv_status_make(LV_ERR_INVALID, "lm decoder: decoder_setup was not run");
+  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, out);
   if (!lv_batch_get(b, "word_count"))
     return lv_status_make(LV_ERR_INVALID, "lm.model.LanguageModel's decoder job: use --score_text or --sample");
-  if (((lm_decode_state *)t->decode_state)->sampling) return sample(m, g, out);
   lv_batch gb;
   lv_batch_init(&gb);
   lv_status s = lv_batch_to_graph(g, b, &gb);
