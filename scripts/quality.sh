@@ -25,40 +25,29 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-bin=${LV_BIN:-$root/bin}
+bin=${LV_BIN:-$root/bin} q_name=quality.sh
+. "$here/lib/quality.sh"
 case "${1:-}" in
   transformer) model=mt.bible_en_es.TransformerSmall; hours=${HOURS:-3}; data=/tmp/bible ;;
   rnmt) model=mt.bible_en_es.RNMTSmall; hours=${HOURS:-3}; data=/tmp/bible ;;
   punctuator) model=punctuator.codelab.RNMTModelSmall; hours=${HOURS:-2}; data=/tmp/punctuator_data ;;
   punctuator-transformer) model=punctuator.codelab.TransformerSmall; hours=${HOURS:-2}; data=/tmp/punctuator_data ;;
-  -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
-  *) echo "usage: $0 transformer|rnmt|punctuator|punctuator-transformer   (HOURS, LOGDIR, THREADS; --help)" >&2
-     exit 2 ;;
+  *) q_usage_or_help "${1:--}" 26 "transformer|rnmt|punctuator|punctuator-transformer   (HOURS, LOGDIR, THREADS; --help)" ;;
 esac
 logdir=${LOGDIR:-/tmp/quality_$1}
 threads=${THREADS:-2}
-if ! awk -v h="$hours" 'BEGIN { exit !(h + 0 > 0) }'; then
-  echo "quality.sh: HOURS=$hours: expected a positive number of hours" >&2
-  exit 2
-fi
-for b in trainer decoder; do
-  [ -x "$bin/$b" ] || { echo "quality.sh: $bin/$b is missing: run make first" >&2; exit 1; }
-done
+q_hours HOURS "$hours"
+q_need_bins trainer decoder
 if [ "$data" = /tmp/punctuator_data ]; then
   [ -s "$data/test.txt" ] || "$here/prepare_punctuator.sh" "$data"
 else
   [ -s "$data/test.tfrecord-00000-of-00001" ] || "$here/prepare_bible_en_es.sh" "$data"
 fi
-secs=$(awk -v h="$hours" 'BEGIN { printf "%d", h * 3600 }')
+secs=$(q_seconds "$hours")
 echo "quality.sh: training $model in $logdir for $hours h ($secs s) on $threads threads"
 start=$(date +%s)
-rc=0
-timeout -s TERM -k 300 "$secs" "$bin/trainer" --model="$model" --logdir="$logdir" --num_threads="$threads" || rc=$?
-# 124: the budget ran out (SIGTERM: the trainer saved and stopped); 0: max_steps reached.
-if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then
-  echo "quality.sh: the trainer failed (exit $rc)" >&2
-  exit 1
-fi
+# Returns 1 when the budget ran out (SIGTERM: the trainer saved and stopped), 0 at max_steps.
+q_train "$secs" "" --model="$model" --logdir="$logdir" --num_threads="$threads" || true
 echo "quality.sh: trained for $(( $(date +%s) - start )) s; decoding Test"
 "$bin/decoder" --model="$model" --logdir="$logdir" --dataset=Test --once --num_threads="$threads"
 score=$(ls "$logdir"/decoder_test/score-*.txt | tail -1)

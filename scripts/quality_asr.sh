@@ -27,27 +27,22 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-bin=${LV_BIN:-$root/bin}
-case "${1:-}" in
-  "") ;;
-  -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
-  *) echo "usage: $0   (HOURS, LOGDIR, THREADS, STAGE1, STAGE2, DATASETS, LM_LOGDIR, LM_WEIGHT; --help)" >&2; exit 2 ;;
-esac
+bin=${LV_BIN:-$root/bin} q_name=quality_asr.sh
+. "$here/lib/quality.sh"
+q_usage_or_help "${1:-}" 26 "(HOURS, LOGDIR, THREADS, STAGE1, STAGE2, DATASETS, LM_LOGDIR, LM_WEIGHT; --help)"
 hours=${HOURS:-2} logdir=${LOGDIR:-/tmp/quality_asr} threads=${THREADS:-2}
 stage1=${STAGE1:-2894} stage2=${STAGE2:-6564} datasets=${DATASETS-Dev Test}
 lm_logdir=${LM_LOGDIR:-/tmp/lm_asr_run} lm_weight=${LM_WEIGHT:-0.3}
-awk -v h="$hours" 'BEGIN { exit !(h + 0 > 0) }' || { echo "quality_asr.sh: HOURS=$hours: expected a positive number of hours" >&2; exit 2; }
+q_hours HOURS "$hours"
 case "$stage1$stage2" in *[!0-9]*) echo "quality_asr.sh: STAGE1 and STAGE2 must be step numbers" >&2; exit 2 ;; esac
 [ "$stage1" -lt "$stage2" ] || { echo "quality_asr.sh: STAGE1 ($stage1) must be below STAGE2 ($stage2)" >&2; exit 2; }
-for b in trainer decoder create_asr_features; do
-  [ -x "$bin/$b" ] || { echo "quality_asr.sh: $bin/$b is missing: run make first" >&2; exit 1; }
-done
+q_need_bins trainer decoder create_asr_features
 [ -s /tmp/asr_bible/test.tfrecords-00000-of-00001 ] || LV_BIN=$bin "$here/prepare_asr_bible.sh" /tmp/asr_bible
 [ -s /tmp/asr_bible_long/train.tfrecords-00003-of-00004 ] ||
   MIN_WORDS=31 MAX_WORDS=80 TRAIN_EVERY=3 SPLITS=train ID_PREFIX=long- LV_BIN=$bin \
     "$here/prepare_asr_bible.sh" /tmp/asr_bible_long
 
-end=$(( $(date +%s) + $(awk -v h="$hours" 'BEGIN { printf "%d", h * 3600 }') ))
+end=$(( $(date +%s) + $(q_seconds "$hours") ))
 # The latest checkpoint's step (0 before the first).
 step() {
   local s
@@ -57,15 +52,12 @@ step() {
 # train NAME MODEL OVERRIDES: until the override's max_steps or the budget; 0 when the
 # budget is left, 1 when it ran out.
 train() {
-  local left=$(( end - $(date +%s) )) rc=0
+  local left=$(( end - $(date +%s) ))
   [ "$left" -gt 60 ] || return 1
   echo "quality_asr.sh: stage $1 ($2) from step $(step), $left s left"
-  timeout -s TERM -k 300 "$left" "$bin/trainer" --model="$2" --logdir="$logdir" --num_threads="$threads" \
-    --model_params_override="$3" || rc=$?
-  # 124: the budget ran out (SIGTERM: the trainer saved and stopped); 0: max_steps reached.
-  case $rc in 0) return 0 ;; 124) return 1 ;; esac
-  echo "quality_asr.sh: the trainer failed in stage $1 (exit $rc)" >&2
-  exit 1
+  # 1 when the budget ran out (SIGTERM: the trainer saved and stopped), 0 at max_steps.
+  q_train "$left" " in stage $1" --model="$2" --logdir="$logdir" --num_threads="$threads" \
+    --model_params_override="$3"
 }
 start=$(date +%s)
 { [ "$(step)" -ge "$stage1" ] || train 1 asr.bible_tts.LasSmall "train.max_steps: $stage1"; } &&

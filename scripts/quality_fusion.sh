@@ -21,27 +21,20 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-bin=${LV_BIN:-$root/bin}
-case "${1:-}" in
-  "") ;;
-  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
-  *) echo "usage: $0   (MT_HOURS, LM_HOURS, MT_LOGDIR, LM_LOGDIR, WEIGHTS, OUT, THREADS; --help)" >&2; exit 2 ;;
-esac
+bin=${LV_BIN:-$root/bin} q_name=quality_fusion.sh
+. "$here/lib/quality.sh"
+q_usage_or_help "${1:-}" 21 "(MT_HOURS, LM_HOURS, MT_LOGDIR, LM_LOGDIR, WEIGHTS, OUT, THREADS; --help)"
 mt_hours=${MT_HOURS:-2} lm_hours=${LM_HOURS:-0.5} threads=${THREADS:-2}
 mt_logdir=${MT_LOGDIR:-/tmp/quality_transformer} lm_logdir=${LM_LOGDIR:-/tmp/lm_es}
 weights=${WEIGHTS:-0 0.1 0.2 0.3} out=${OUT:-$mt_logdir/fusion}
-for h in "$mt_hours" "$lm_hours"; do
-  awk -v h="$h" 'BEGIN { exit !(h ~ /^[0-9]*\.?[0-9]+$/) }' ||
-    { echo "quality_fusion.sh: MT_HOURS / LM_HOURS=$h: expected a number of hours (0: no training)" >&2; exit 2; }
-done
+q_hours MT_HOURS "$mt_hours" 0
+q_hours LM_HOURS "$lm_hours" 0
 [ -n "$weights" ] || { echo "quality_fusion.sh: WEIGHTS is empty" >&2; exit 2; }
 for w in $weights; do
   awk -v w="$w" 'BEGIN { exit !(w ~ /^[0-9]*\.?[0-9]+$/) }' ||
     { echo "quality_fusion.sh: WEIGHTS: '$w' is not a weight (a number >= 0)" >&2; exit 2; }
 done
-for b in trainer decoder; do
-  [ -x "$bin/$b" ] || { echo "quality_fusion.sh: $bin/$b is missing: run make first" >&2; exit 1; }
-done
+q_need_bins trainer decoder
 [ -s /tmp/bible/test.tfrecord-00000-of-00001 ] || LV_BIN=$bin "$here/prepare_bible_en_es.sh" /tmp/bible
 
 MT=mt.bible_en_es.TransformerSmall LM=lm.bible.RnnLmSpanishSmall
@@ -53,15 +46,14 @@ latest() {
 }
 # train MODEL LOGDIR HOURS: until max_steps or the budget (SIGTERM: the trainer saves).
 train() {
-  local secs rc=0
-  secs=$(awk -v h="$3" 'BEGIN { printf "%d", h * 3600 }')
+  local secs
+  secs=$(q_seconds "$3")
   if [ "$secs" -eq 0 ]; then
     [ -n "$(latest "$2")" ] || { echo "quality_fusion.sh: $2 has no checkpoint of $1 to use (its HOURS is 0)" >&2; exit 2; }
     return 0
   fi
   echo "quality_fusion.sh: training $1 in $2 for $secs s"
-  timeout -s TERM -k 300 "$secs" "$bin/trainer" --model="$1" --logdir="$2" --num_threads="$threads" || rc=$?
-  case $rc in 0 | 124) ;; *) echo "quality_fusion.sh: the trainer of $1 failed (exit $rc)" >&2; exit 1 ;; esac
+  q_train "$secs" " of $1" --model="$1" --logdir="$2" --num_threads="$threads" || true
 }
 train $MT "$mt_logdir" "$mt_hours"
 train $LM "$lm_logdir" "$lm_hours"

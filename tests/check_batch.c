@@ -156,12 +156,13 @@ START_TEST(test_frames_pad_to) {
   lv_batcher_destroy(b);
   lv_batch_free(&bt);
 
-  /* a sample longer than pad_to is an error naming the feature */
+  /* a sample longer than pad_to is an error naming the record and the feature */
   o = frames_opts(2);
   b = frames_batcher("3 z\n", &o);
   lv_batch_init(&bt);
   bool done;
-  EXPECT_ERR(lv_batcher_next(b, &bt, &done), LV_ERR_INVALID, "frames", "longer than its pad length 2");
+  EXPECT_ERR(lv_batcher_next(b, &bt, &done), LV_ERR_CORRUPT, "record at byte offset 0",
+             "frames has length 3, longer than its pad length 2");
   lv_batcher_destroy(b);
   lv_batch_free(&bt);
 }

@@ -803,6 +803,14 @@ START_TEST(idx_files) {
   ck_assert_int_eq(lv_status_code(s), LV_ERR_CORRUPT);
   ck_assert_ptr_nonnull(strstr(lv_status_msg(s), "trailing"));
   lv_status_free(s);
+  /* Dimensions whose byte count wraps 64 bits (65536 * 65536 * 4 * 2^30 = 2^64: it read as 0
+   * bytes and a shape of 2^64 elements). */
+  uint8_t wrap[4 + 16] = {0, 0, 8, 4, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 4, 0x40, 0, 0, 0};
+  write_gz(path, wrap, sizeof wrap);
+  s = lv_idx_read(path, &a);
+  ck_assert_int_eq(lv_status_code(s), LV_ERR_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(lv_status_msg(s), "dimensions describe more than"));
+  lv_status_free(s);
   snprintf(path, sizeof path, "%s/missing.gz", g_tmp);
   s = lv_idx_read(path, &a);
   ck_assert_int_eq(lv_status_code(s), LV_ERR_NOT_FOUND);

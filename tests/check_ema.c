@@ -53,7 +53,7 @@ START_TEST(test_ema_test_vector) {
   set1(b.beta, 0.2f);
   set1(b.mean, 0.03f);
   ck_assert(lv_ema_decay_at(e, 100) == 0.9f);
-  lv_ema_apply(e, 100);
+  EXPECT_OK(lv_ema_apply(e, 100));
   ck_assert_msg(fabsf(shadow_value(e, 0) - 0.02f) < 1e-8f, "EMA(beta) %.9g, want 0.02", shadow_value(e, 0));
   ck_assert_msg(fabsf(shadow_value(e, 1) - 0.003f) < 1e-9f, "EMA(mean) %.9g, want 0.003", shadow_value(e, 1));
   /* TF's assign_moving_average in float32: s -= (s - v) * (1 - d). */
@@ -92,7 +92,7 @@ START_TEST(test_ema_decay_rule_and_reset) {
   ck_assert(lv_ema_decay_at(e, 1000000) == 0.999f);
   ck_assert(shadow_value(e, 0) == 0.0f);
   set1(b.beta, 1.0f);
-  lv_ema_apply(e, 0); /* d = 0.1: 90% of the way to the weight */
+  EXPECT_OK(lv_ema_apply(e, 0)); /* d = 0.1: 90% of the way to the weight */
   ck_assert(shadow_value(e, 0) == 0.0f - (0.0f - 1.0f) * (1.0f - 0.1f));
   for (int64_t step = 1; step < 200; step++) lv_ema_apply(e, step);
   ck_assert_msg(fabsf(shadow_value(e, 0) - 1.0f) < 1e-6f, "a constant weight's average tends to it: %.9g",
@@ -143,13 +143,31 @@ START_TEST(test_ema_params) {
   EXPECT_OK(lv_ema_from_params(lv_params_sub(p, "train"), 1, be, b.list, 2, &e));
   ck_assert_int_eq(lv_ema_num_vars(e), 1);
   set1(b.beta, 0.2f);
-  lv_ema_apply(e, 1);
+  EXPECT_OK(lv_ema_apply(e, 1));
   ck_assert(shadow_value(e, 0) == 0.0f);
-  lv_ema_apply(e, 100);
+  EXPECT_OK(lv_ema_apply(e, 100));
   ck_assert(shadow_value(e, 0) == 0.0f - (0.0f - 0.2f) * (1.0f - 0.9f));
-  lv_ema_apply(e, 200);
+  EXPECT_OK(lv_ema_apply(e, 200));
   ck_assert(shadow_value(e, 0) == 0.2f);
   lv_ema_free(e);
+  lv_params_free(p);
+
+  /* A schedule's decay outside [0, 1] is an error at the step that gives it. */
+  p = train_with("train.ema_decay : 0.9\n"
+                 "train.ema_schedule.cls : 'PiecewiseConstantSchedule'\n"
+                 "train.ema_schedule.boundaries : [50]\n"
+                 "train.ema_schedule.values : [0.5, 2.0]\n");
+  EXPECT_OK(lv_ema_from_params(lv_params_sub(p, "train"), 1, be, b.list, 2, &e));
+  EXPECT_OK(lv_ema_apply(e, 1));
+  float before = shadow_value(e, 0);
+  EXPECT_ERR(lv_ema_apply(e, 60), LV_ERR_INVALID, "the decay at step 60 is 2", "[0, 1]");
+  ck_assert(shadow_value(e, 0) == before);
+  lv_ema_free(e);
+  lv_params_free(p);
+  p = train_with("train.ema_decay : 0.9\ntrain.ema_schedule.cls : 'DevBasedSchedule'\n");
+  EXPECT_ERR(lv_ema_from_params(lv_params_sub(p, "train"), 1, be, b.list, 2, &e), LV_ERR_INVALID,
+             "task.train.ema_schedule", "lr_schedule only");
+  ck_assert_ptr_null(e);
   lv_params_free(p);
 
   p = train_with("train.ema_decay : 1.0\n");

@@ -82,6 +82,32 @@ START_TEST(config_errors) {
 }
 END_TEST
 
+/* Lingvo's StackedFRNNLayerByLayer residual rule: from skip_start (< 0: none), never on the
+ * first layer when rnns.num_input_nodes > 0 nor on the last when rnns.num_output_nodes > 0
+ * (so neither needs matching widths). */
+START_TEST(residual_rule) {
+  struct {
+    const char *skip, *out;
+    bool r0, r1;
+  } cases[] = {
+      {"rnns.skip_start=1", "rnns.num_output_nodes=-1", false, true},
+      {"rnns.skip_start=0", "rnns.num_output_nodes=0", false, true}, /* layer 0: 4 -> 5, no residual */
+      {"rnns.skip_start=-1", "rnns.num_output_nodes=-1", false, false},
+      {"rnns.skip_start=1", "rnns.num_output_nodes=3", false, false}, /* last layer: 5 -> 3 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lf_fixture f;
+    bool narrow = strcmp(cases[i].out, "rnns.num_output_nodes=3") == 0;
+    lf_open(&f, "RnnLm", RNN_SET(cases[i].skip, cases[i].out, narrow ? "softmax.input_dim=3" : "softmax.input_dim=5"),
+            1);
+    lv_lm *lm = lv_lm_of(f.l);
+    ck_assert_msg(lm->residual[0] == cases[i].r0 && lm->residual[1] == cases[i].r1, "case %zu: residuals %d %d", i,
+                  lm->residual[0], lm->residual[1]);
+    lf_close(&f);
+  }
+}
+END_TEST
+
 static const int32_t kIds[T * B] = {1, 1, 1, 7, 3, 9, 4, 10, 2, 6, 2, 5, 8, 0, 3};
 static const int32_t kLabels[T * B] = {7, 3, 9, 4, 10, 2, 6, 2, 5, 8, 2, 3, 2, 2, 2};
 
@@ -251,6 +277,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, names_and_shapes);
   tcase_add_test(tc, config_errors);
+  tcase_add_test(tc, residual_rule);
   tcase_add_test(tc, step_equals_fprop);
   tcase_add_test(tc, no_embedding_equals_rnn_lm);
   tcase_add_test(tc, finite_differences);

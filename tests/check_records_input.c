@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <zlib.h>
 
@@ -153,6 +154,17 @@ START_TEST(test_pattern_globs_and_shards) {
   ck_assert_int_eq(fl.type, LV_RECORD_TFRECORD);
   ck_assert_int_eq(fl.n_files, 3);
   ck_assert_ptr_nonnull(strstr(fl.files[2], "data-00002-of-00003"));
+  lv_file_list_free(&fl);
+  /* an '@' in a directory's name is not a shard count */
+  char sub[700];
+  snprintf(sub, sizeof sub, "%s/run@2", g_dir);
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  snprintf(pat, sizeof pat, "run@2/data-00000-of-00001");
+  write_records(pat, "g", 1);
+  snprintf(pat, sizeof pat, "%s/run@2/data@1", g_dir);
+  EXPECT_OK(lv_file_pattern_expand(pat, &fl));
+  ck_assert_int_eq(fl.n_files, 1);
+  ck_assert_ptr_nonnull(strstr(fl.files[0], "run@2/data-00000-of-00001"));
   lv_file_list_free(&fl);
   /* name@* matches every shard count; comma-separated globs keep their order */
   snprintf(pat, sizeof pat, "%s/x*.rec,%s/other@*", g_dir, g_dir);
@@ -356,6 +368,24 @@ START_TEST(test_corrupt_record) {
   ck_assert_int_eq(n, 5);
   ck_assert_int_eq(lv_record_yielder_skipped(y), 1);
   lv_record_yielder_destroy(y);
+  /* The same file gzipped: the error names the gzip file (it named /proc/self/fd/N, the
+   * memory file it is inflated into), with the offset in the uncompressed stream. */
+  f = fopen(path, "rb");
+  char data[19 * 6];
+  ck_assert_int_eq(fread(data, 1, sizeof data, f), sizeof data);
+  fclose(f);
+  char gzpath[512], pat[600];
+  path_of(gzpath, sizeof gzpath, "bad.tfrecord.gz");
+  gzFile gz = gzopen(gzpath, "wb");
+  ck_assert_int_eq(gzwrite(gz, data, sizeof data), (int)sizeof data);
+  gzclose(gz);
+  snprintf(pat, sizeof pat, "tfrecord_gzip:%s", gzpath);
+  o = opts_for(pat);
+  EXPECT_OK(lv_record_yielder_create(&o, &y));
+  for (int i = 0; i < 3; i++) EXPECT_OK(lv_record_yielder_next(y, &r, &eof));
+  EXPECT_ERR(lv_record_yielder_next(y, &r, &eof), LV_ERR_CORRUPT, "bad.tfrecord.gz (gzip; offsets uncompressed)",
+             "byte offset 57");
+  lv_record_yielder_destroy(y);
 }
 END_TEST
 
@@ -484,7 +514,7 @@ START_TEST(test_bucketing_flush_and_pad_to) {
   expect_keys(b, &bt, 2, (int[]){1, 2});
   ck_assert_int_eq(lv_batch_get(&bt, "x.ids")->shape.d[1], 6);
   ck_assert_int_eq(lv_batch_get(&bt, "x.halves")->shape.d[1], 2); /* dynamic */
-  EXPECT_ERR(lv_batcher_next(b, &bt, &done), LV_ERR_INVALID, "x.ids", "length 9", "pad length 6");
+  EXPECT_ERR(lv_batcher_next(b, &bt, &done), LV_ERR_CORRUPT, "keys.txt: record at byte offset", "x.ids has length 9", "pad length 6");
   lv_batcher_destroy(b);
   /* a processor error names the file and offset, or is skipped and counted */
   b = text_batcher("1\nbad\n2\n", 0, 0, false);
@@ -509,6 +539,7 @@ END_TEST
 
 /* An MT example as in Lingvo's wmt14_ende_wpm_32k_test.tfrecord: ids, 0/1 paddings, labels,
  * weights; source of length s (+ sp padded positions), target of length t. */
+static int g_bad_kind; /* what record bad_at gets: 0 an id beyond int32, 1 a negative id, 2 a short padding */
 static void write_mt_file_ex(const char *name, int n, int base, int bad_at) {
   char path[512];
   path_of(path, sizeof path, name);
@@ -520,7 +551,7 @@ static void write_mt_file_ex(const char *name, int n, int base, int bad_at) {
     float spad[16], tpad[16], tw[16];
     for (int j = 0; j < s + sp; j++) {
       sid[j] = j < s ? 1000 * (base + i) + j : 0;
-      if (i == bad_at) sid[j] = (int64_t)1 << 40; /* does not fit int32 */
+      if (i == bad_at && g_bad_kind < 2) sid[j] = g_bad_kind == 0 ? (int64_t)1 << 40 : -3;
       spad[j] = j < s ? 0.f : 1.f;
     }
     for (int j = 0; j < t; j++) {
@@ -532,7 +563,7 @@ static void write_mt_file_ex(const char *name, int n, int base, int bad_at) {
     lv_example *e = lv_example_new();
     lv_example_add_floats(e, "target_weight", t, tw);
     lv_example_add_int64s(e, "source_id", s + sp, sid);
-    lv_example_add_floats(e, "source_padding", s + sp, spad);
+    lv_example_add_floats(e, "source_padding", s + sp - (i == bad_at && g_bad_kind == 2), spad);
     lv_example_add_int64s(e, "target_id", t, tid);
     lv_example_add_floats(e, "target_padding", t, tpad);
     lv_example_add_int64s(e, "target_label", t, tl);
@@ -723,9 +754,42 @@ START_TEST(test_nmt_resume_and_shards) {
   }
   ck_assert_int_eq(total, want);
   lv_input_destroy(whole);
+  /* file_random_seed 0 (each process its own seed) cannot shard a shuffled training
+   * stream between replicas (their shares would overlap); eval reads in order, unaffected. */
+  EXPECT_OK(lv_params_set_int(p, "file_random_seed", 0));
+  lv_input *rs = NULL;
+  EXPECT_OK(lv_input_create(p, (lv_input_shard){1, 2}, &rs));
+  EXPECT_ERR(lv_input_train_batch(rs, 0, &ba), LV_ERR_INVALID, "file_random_seed = 0", "with 2 replicas");
+  EXPECT_OK(lv_input_next_eval(rs, &ba, &done));
+  lv_input_destroy(rs);
   lv_batch_free(&ba);
   lv_batch_free(&bb);
   lv_params_free(p);
+}
+END_TEST
+
+/* Records NmtInput cannot read position by position: a negative id, a source_padding shorter
+ * than source_id. Errors name the file and the feature. */
+START_TEST(test_nmt_bad_features) {
+  const char *want[2] = {"source_id[0] = -3: expected an id in [0, 2^31)",
+                         "source_padding has 0 values but source_id has 1: expected the same length"};
+  for (int k = 1; k <= 2; k++) {
+    g_bad_kind = k;
+    write_mt_file_ex("badf.tfrecord", 3, 0, 0); /* record 0: 1 source id, no padding position */
+    g_bad_kind = 0;
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/badf.tfrecord", g_dir);
+    lv_params *p = nmt_params(pat);
+    lv_input *in = NULL;
+    EXPECT_OK(lv_input_create(p, lv_input_no_shard(), &in));
+    lv_batch b;
+    lv_batch_init(&b);
+    bool done;
+    EXPECT_ERR(lv_input_next_eval(in, &b, &done), LV_ERR_CORRUPT, "badf.tfrecord", want[k - 1]);
+    lv_input_destroy(in);
+    lv_batch_free(&b);
+    lv_params_free(p);
+  }
 }
 END_TEST
 
@@ -927,7 +991,7 @@ START_TEST(test_nmt_prefetch_errors) {
     pf_run r0, r;
     pf_run_with(p, 0, steps, n, n, &r0);
     ck_assert_msg(r0.err_at >= 0, "no error");
-    ck_assert_msg(strstr(r0.err, "bad.tfrecord") && strstr(r0.err, kind == 0 ? "does not fit int32" : "offset"),
+    ck_assert_msg(strstr(r0.err, "bad.tfrecord") && strstr(r0.err, kind == 0 ? "expected an id in [0, 2^31)" : "offset"),
                   "%s", r0.err);
     pf_run_with(p, 2, steps, n, n, &r);
     pf_expect_same(&r0, &r);
@@ -1066,6 +1130,7 @@ int main(void) {
   tcase_add_test(tc, test_sharding_covers_once);
   tcase_add_test(tc, test_shuffle_buffer_repeats);
   tcase_add_test(tc, test_corrupt_record);
+  tcase_add_test(tc, test_nmt_bad_features);
   tcase_add_test(tc, test_yielder_cancel);
   tcase_add_test(tc, test_bucketing);
   tcase_add_test(tc, test_bucketing_flush_and_pad_to);

@@ -424,7 +424,9 @@ START_TEST(test_piecewise) {
   double want[] = {0.0, 1.0, 2.0, cos(M_PI / 4) + 1, 1.0, cos(3 * M_PI / 4) + 1, 0.0};
   check_values(&c, 0, 7, steps, want, 1e-6, 1e-6);
   c.u.composite.boundaries[0] = -1;
-  expect_invalid(&c, 0, "Invalid boundary");
+  expect_invalid(&c, 0, "boundaries must be whole step numbers");
+  c.u.composite.boundaries[0] = 2.5;
+  expect_invalid(&c, 0, "boundaries must be whole step numbers");
 }
 END_TEST
 
@@ -445,6 +447,22 @@ START_TEST(test_cycle) {
   c.u.composite.pass_absolute_step = false;
   double relative[] = {0, .2, .4, 5, 5, 0, .2};
   check_values(&c, 0, 7, steps, relative, 1e-6, 1e-6);
+  /* Steps are whole numbers: [0.5] made a period of 0 (a division by zero at the first
+   * value), 1e19 overflowed int64. */
+  c.u.composite.steps[0] = 0.25;
+  c.u.composite.steps[1] = 0.25;
+  expect_invalid(&c, 0, "steps must be whole numbers");
+  c.u.composite.steps[0] = 1e19;
+  c.u.composite.steps[1] = 4;
+  expect_invalid(&c, 0, "steps must be whole numbers");
+  c.u.composite.steps[0] = 0;
+  c.u.composite.steps[1] = 0;
+  expect_invalid(&c, 0, "must sum to a whole number in [1, 2^62]");
+  /* A DevBasedSchedule only works as task.train.lr_schedule itself. */
+  c.u.composite.steps[0] = 6;
+  lv_schedule_config d = lv_schedule_defaults(LV_SCHED_DEV_BASED);
+  kids[1] = &d;
+  expect_invalid(&c, 0, "a DevBasedSchedule inside another schedule is not supported");
 }
 END_TEST
 

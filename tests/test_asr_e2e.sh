@@ -124,6 +124,18 @@ err_has "4 of 8 files could not be read"
 "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=- <good.txt >stdin.out 2>stdin.err
 check "--decode_audio=- exits 0" [ $? -eq 0 ]
 check "--decode_audio=- gives the list run's lines" cmp -s stdin.out good.out
+# A recording longer than input.source_max_length (the limit set to 1.5x utt00's frames,
+# the recording utt00 three times): that file fails, named, its line empty; the other is
+# transcribed.
+sox wavs/utt00.wav wavs/utt00.wav wavs/utt00.wav long.wav
+lim=$(awk -v d="$(soxi -D wavs/utt00.wav)" 'BEGIN { printf "%d", d * 150 }')
+printf 'wavs/utt00.wav\nlong.wav\n' >long.txt
+expect_exit 2 "--decode_audio with a recording over source_max_length $lim" "$B/decoder" --model=$M --logdir="$T/a" \
+  --decode_audio=@long.txt --model_params_override="input.source_max_length: $lim"
+check "the short file is transcribed, the long one's line empty" \
+  [ "$(cat "$T/out")" = "$(printf 'wavs/utt00.wav\t%s\n' "$(H 1)")" ]
+err_has "long.wav: "
+err_has "over input.source_max_length = $lim: split the recording"
 expect_exit 2 "--decode_audio on an MT model" "$B/decoder" --model=mt.bible_en_es.TransformerSmall --logdir="$T/a" \
   --decode_audio=wavs/utt00.wav
 expect_exit 2 "--decode_audio with --decode_text" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=x.wav --decode_text=-

@@ -121,6 +121,18 @@ expect_exit 0 "--skip_bad_files" "$B/create_asr_features" --input_list=bad.tsv -
   --output_template=rec/skip-%d-of-%d --skip_bad_files
 err_has "3 skipped"
 check "one good record" grep -q "Total entries: 1" <(pr 'rec/skip-*')
+# A NUL byte in a list line or a transcript cut the path or text short: now an error.
+printf 'wavs/19-198-0000.wav\tgood\nwavs/19-198-0001.wav\0junk\tbad\n' >nul.tsv
+expect_exit 2 "a NUL byte in a list line" "$B/create_asr_features" --input_list=nul.tsv --generate_tfrecords \
+  --output_template=rec/nul-%d-of-%d
+err_has "nul.tsv:2: a NUL byte at column 21"
+cp LS/dev-clean/19/198/19-198.trans.txt trans.keep
+printf '19-198-0000 ONE\0TWO\n' >>LS/dev-clean/19/198/19-198.trans.txt
+expect_exit 2 "a NUL byte in a transcript" "$B/create_asr_features" --input_dir=LS --generate_tfrecords \
+  --output_template=rec/nul-%d-of-%d
+err_has "a NUL byte at column 16"
+check "no records from either" test -z "$(ls rec | grep nul)"
+cp trans.keep LS/dev-clean/19/198/19-198.trans.txt
 rm LS/dev-clean/19/198/19-198.trans.txt
 echo "19-198-0000 ONLY ONE" >LS/dev-clean/19/198/19-198.trans.txt
 expect_exit 2 "audio without a transcript" "$B/create_asr_features" --input_dir=LS --generate_tfrecords \

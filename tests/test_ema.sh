@@ -94,6 +94,27 @@ check "all-skipped run exits 0" [ $? -eq 0 ] && grep -q "5 steps skipped" "$T/s.
 check "skipped steps leave the averages" [ "$(value "$T/a/train/ckpt-00000040" lenet5/fc/b/var/ExponentialMovingAverage)" = \
   "$(value "$T/s/train/ckpt-00000045" lenet5/fc/b/var/ExponentialMovingAverage)" ]
 
+# 8b. A partial restore that finds some averages and not others (ema_decay_moving_vars
+# turned on for a batch-norm model): the missing ones start from the restored moving
+# statistics (they were zeros: a moving variance averaged toward 0). One step later the
+# average of the moving variance is within 10% of it.
+BN="$EMA; task.batch_norm: true"
+train --logdir="$T/p" --model_params_override="$BN; train.max_steps: 20" >"$T/p1.log" 2>&1
+check "batch-norm run with averages exits 0" [ $? -eq 0 ]
+train --logdir="$T/p" --allow_partial_restore \
+  --model_params_override="$BN; train.max_steps: 21; task.train.ema_decay_moving_vars: true" >"$T/p2.log" 2>&1
+check "partial resume with averages of the moving statistics exits 0" [ $? -eq 0 ]
+check "says which averages start from the weights" grep -q "has no moving average of [0-9]* of the [0-9]* averaged variables: those start from its weights" "$T/p2.log"
+mvar=$(names "$T/p/train/ckpt-00000021" | grep 'moving_variance/var$' | head -1)
+if [ -n "$mvar" ]; then
+  paste <(value "$T/p/train/ckpt-00000021" "$mvar" | tr -s ' [],' '\n' | grep .) \
+    <(value "$T/p/train/ckpt-00000021" "$mvar/ExponentialMovingAverage" | tr -s ' [],' '\n' | grep .) >"$T/mv"
+  check "the moving variance's average starts from it ($(wc -l <"$T/mv") values)" \
+    awk '{ n++; d = $1 - $2; if (d < 0) d = -d; if (!(d <= 0.1 * $1)) bad++ } END { exit !(n > 0 && !bad) }' "$T/mv"
+else
+  fail "no moving_variance variable in the batch-norm checkpoint"
+fi
+
 # 9. Sync replicas: two ranks train with averages; they are in the checkpoint and the
 # run resumes from it.
 if command -v mpirun >/dev/null; then

@@ -154,6 +154,10 @@ static lv_status parse_trans(const char *data, size_t len, const char *name, tra
     i += l + (nl ? 1 : 0);
     if (l > 0 && b[l - 1] == '\r') l--;
     if (l == 0) continue;
+    const char *nul = memchr(b, 0, l);
+    if (nul)
+      return lv_status_make(LV_ERR_CORRUPT, "%s:%d: a NUL byte at column %d (expected text)", name, line,
+                            (int)(nul - b) + 1);
     const char *sp = memchr(b, ' ', l);
     if (!sp || sp == b)
       return lv_status_make(LV_ERR_CORRUPT, "%s:%d: expected \"UTTID TRANSCRIPT\", got \"%.*s\"", name, line,
@@ -331,6 +335,12 @@ static lv_status read_list(const char *list, item_list *out) {
     i += l + (nl ? 1 : 0);
     if (l > 0 && b[l - 1] == '\r') l--;
     if (l == 0) continue;
+    const char *nul = memchr(b, 0, l);
+    if (nul) {
+      s = lv_status_make(LV_ERR_CORRUPT, "--input_list=%s:%d: a NUL byte at column %d (expected text)", list, line,
+                         (int)(nul - b) + 1);
+      break;
+    }
     const char *tab = memchr(b, '\t', l);
     if (!tab || tab == b) {
       s = lv_status_make(LV_ERR_CORRUPT, "--input_list=%s:%d: expected \"PATH<TAB>TRANSCRIPT\", got \"%.*s\"", list,

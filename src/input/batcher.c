@@ -316,8 +316,10 @@ static lv_status note_dropped(lv_batcher *b, const lv_record *rec) {
   int64_t pass = lv_record_yielder_pass_records(b->y);
   if (pass <= 0) return NULL;
   /* Replica r of R takes the positions r mod R of the endless stream: over the passes,
-   * the records at indices r mod gcd(pass, R) of a pass. */
-  int64_t reps = lv_record_yielder_num_replicas(b->y), g = gcd64(pass, reps);
+   * the records at indices r mod gcd(pass, R) of a pass when every pass has one order;
+   * when the files are shuffled each pass, any record may come to it later. */
+  int64_t reps = lv_record_yielder_num_replicas(b->y);
+  int64_t g = lv_record_yielder_fixed_order(b->y) ? gcd64(pass, reps) : 1;
   if (b->dropped.n < pass / g) return NULL;
   const lv_batcher_stats *st = &b->st;
   return lv_status_make(LV_ERR_INVALID,
@@ -347,6 +349,15 @@ static lv_status add_one(lv_batcher *b) {
   s->ft = b->o.features;
   int64_t key = 0;
   lv_status ps = b->o.process(b->o.ctx, &rec, s, &key);
+  /* pad_to_max_seq_length: a record longer than a feature's pad length is this record's
+   * fault, named here (at merge time it would fail its whole batch, unnamed). */
+  for (int f = 0; !ps && f < b->o.n_features; f++) {
+    const lv_batcher_feature *ft = &b->o.features[f];
+    if (ft->dtype != LV_STRING && ft->pad_to > 0 && s->len[f] > ft->pad_to)
+      ps = lv_status_make(LV_ERR_INVALID, "%s has length %lld, longer than its pad length %lld (pad_to_max_seq_length: "
+                          "raise the max length or lower bucket_upper_bound)", ft->name, (long long)s->len[f],
+                          (long long)ft->pad_to);
+  }
   if (ps && lv_status_code(ps) != LV_ERR_CANCELLED) {
     sample_free(s);
     if (!b->o.skip_bad_records) {

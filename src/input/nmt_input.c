@@ -65,19 +65,26 @@ static const char *const kFeat[6] = {"source_id", "source_padding", "target_id",
 
 static lv_status process_example(const lv_example *e, lv_sample *out, int64_t *key) {
   float sums[2] = {0, 0};
+  int len[6];
   for (int f = 0; f < 6; f++) {
     bool is_int = f == 0 || f == 2 || f == 4;
     const void *v;
     int n;
     LV_TRY(feature(e, kFeat[f], is_int ? LV_FEATURE_INT64 : LV_FEATURE_FLOAT, &v, &n));
+    /* The features of one side are read position by position: the same length. */
+    len[f] = n;
+    int first = f < 2 ? 0 : 2;
+    if (f != first && n != len[first])
+      return lv_status_make(LV_ERR_CORRUPT, "feature %s has %d values but %s has %d: expected the same length",
+                            kFeat[f], n, kFeat[first], len[first]);
     if (is_int) {
       int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n + 1));
       LV_ASSERT(ids);
       for (int i = 0; i < n; i++) {
         int64_t x = ((const int64_t *)v)[i];
-        if (x < INT32_MIN || x > INT32_MAX) {
+        if (x < 0 || x > INT32_MAX) {
           free(ids);
-          return lv_status_make(LV_ERR_CORRUPT, "feature %s[%d] = %lld does not fit int32", kFeat[f], i,
+          return lv_status_make(LV_ERR_CORRUPT, "feature %s[%d] = %lld: expected an id in [0, 2^31)", kFeat[f], i,
                                 (long long)x);
         }
         ids[i] = (int32_t)x;

@@ -42,9 +42,11 @@ static void list_push(lv_file_list *l, const char *path) {
 }
 
 /* `name@N` -> `name-?????-of-0000N`, `name@*` -> `name-?????-of-?????` (Lingvo's
- * MaybeExpandShardedFilePattern); anything else is copied. */
+ * MaybeExpandShardedFilePattern); anything else is copied. Only an '@' in the last path
+ * component counts (a directory may have one in its name). */
 static lv_status expand_sharded(const char *pattern, const char *glob_in, char *out, size_t n) {
-  const char *at = strchr(glob_in, '@');
+  const char *base = strrchr(glob_in, '/');
+  const char *at = strchr(base ? base + 1 : glob_in, '@');
   if (!at) return lv_path_fmt(out, n, "%s", glob_in);
   int plen = (int)(at - glob_in);
   const char *suf = at + 1;
@@ -186,7 +188,13 @@ static lv_status open_gzip(src *s, const char *path, bool skip_corrupt) {
   if (st) return st;
   char fdpath[64];
   snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", s->memfd);
-  return lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s (gzip; offsets uncompressed)", path);
+  LV_TRY(lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s (gzip; offsets uncompressed)", path));
+  /* Its later errors (a corrupt record) name the gzip file, not the memory file. */
+  char *name = NULL;
+  LV_ASSERT(asprintf(&name, "%s (gzip; offsets uncompressed)", path) >= 0);
+  lv_tfrecord_reader_set_name(s->tf, name);
+  free(name);
+  return NULL;
 }
 
 /* A compressed file's magic number, or NULL: `text:` reads plain text, and compressed
@@ -694,6 +702,7 @@ const char *lv_record_yielder_pattern(const lv_record_yielder *y) { return y->pa
 bool lv_record_yielder_repeats_forever(const lv_record_yielder *y) { return y->o.repeat_count < 0; }
 
 int lv_record_yielder_num_replicas(const lv_record_yielder *y) { return y->o.num_replicas; }
+bool lv_record_yielder_fixed_order(const lv_record_yielder *y) { return y->o.sequential || y->files.n_files == 1; }
 
 int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   pthread_mutex_lock(&y->mu);

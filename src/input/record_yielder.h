@@ -123,6 +123,9 @@ int64_t lv_record_yielder_pass_records(lv_record_yielder *y);
 const char *lv_record_yielder_pattern(const lv_record_yielder *y);
 bool lv_record_yielder_repeats_forever(const lv_record_yielder *y);
 int lv_record_yielder_num_replicas(const lv_record_yielder *y);
+/* Whether every pass yields the records in one order before sharding (sequential, or a
+ * single file): then a replica gets the same positions of a pass every time. */
+bool lv_record_yielder_fixed_order(const lv_record_yielder *y);
 
 /* A process-wide stop flag (the trainer's signal flag; NULL: none) that the waits for
  * data check every 100 ms: lv_record_yielder_next, and the streaming inputs' wait for a

@@ -85,6 +85,7 @@ lv_status lv_stream_input_init(lv_stream_input *in, const char *cls, const lv_pa
   lv_record_yielder_opts *y = &in->yopts;
   y->file_pattern = in->pattern;
   int64_t seed = lv_params_int(p, "file_random_seed");
+  in->random_seed = seed == 0;
   if (seed == 0) {
     seed = (int64_t)time(NULL) ^ (int64_t)(uintptr_t)in;
     lv_info("input: file_random_seed 0: shuffling with random seed %lld", (long long)seed);
@@ -316,6 +317,13 @@ void lv_stream_input_fini(lv_stream_input *in) {
 static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batch_stream **out) {
   lv_record_yielder_opts y = in->yopts;
   y.stream = stream;
+  /* Each training replica keeps every num_replicas-th record of one shuffled order: a
+   * seed of each process's own would make their shares overlap and miss records. (Eval
+   * reads the files in order: the seed does not matter there.) */
+  if (!eval && in->random_seed && y.num_replicas > 1)
+    return lv_status_make(LV_ERR_INVALID, "input.file_random_seed = 0 (a random seed per process) with %d replicas: "
+                          "the replicas must shuffle alike to share the records out; set a nonzero seed",
+                          y.num_replicas);
   if (eval) {
     y.sequential = true;
     y.repeat_count = 1;

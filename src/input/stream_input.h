@@ -66,6 +66,7 @@ typedef struct lv_stream_input {
   int64_t batch_size;       /* the largest bucket_batch_limit */
   int prefetch;             /* prefetch_batches */
   bool replay;              /* resume_replay with a fixed file_random_seed */
+  bool random_seed;         /* file_random_seed 0: a seed of this process's own */
   lv_batch_stream *train, *eval;
   int64_t next_step;
 } lv_stream_input;

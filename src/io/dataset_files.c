@@ -81,8 +81,7 @@ lv_status lv_idx_read(const char *path, lv_ndarray *out) {
       uint32_t d = (uint32_t)dims[4 * i] << 24 | (uint32_t)dims[4 * i + 1] << 16 |
                    (uint32_t)dims[4 * i + 2] << 8 | dims[4 * i + 3];
       out->shape.d[i] = d;
-      nbytes *= d;
-      if (nbytes > kMaxBytes)
+      if (__builtin_mul_overflow(nbytes, (uint64_t)d, &nbytes) || nbytes > kMaxBytes)
         s = lv_status_make(LV_ERR_CORRUPT, "%s: offset %d: dimensions describe more than %llu bytes",
                            path, 4 + 4 * i, (unsigned long long)kMaxBytes);
     }

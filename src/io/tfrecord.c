@@ -191,6 +191,13 @@ int64_t lv_tfrecord_reader_skipped(const lv_tfrecord_reader *r) { return r->skip
 uint64_t lv_tfrecord_reader_offset(const lv_tfrecord_reader *r) { return r->pos; }
 const char *lv_tfrecord_reader_path(const lv_tfrecord_reader *r) { return r->path; }
 
+void lv_tfrecord_reader_set_name(lv_tfrecord_reader *r, const char *name) {
+  char *p = strdup(name);
+  LV_ASSERT(p);
+  free(r->path);
+  r->path = p;
+}
+
 void lv_tfrecord_reader_close(lv_tfrecord_reader *r) {
   if (!r) return;
   if (r->map) munmap((void *)r->map, r->size);

@@ -51,6 +51,9 @@ int64_t lv_tfrecord_reader_skipped(const lv_tfrecord_reader *r);
 /* Byte offset of the next record to be read. */
 uint64_t lv_tfrecord_reader_offset(const lv_tfrecord_reader *r);
 const char *lv_tfrecord_reader_path(const lv_tfrecord_reader *r);
+/* The name the reader's errors give the file from now on (a gzip file's own path for the
+ * memory file it was inflated into). */
+void lv_tfrecord_reader_set_name(lv_tfrecord_reader *r, const char *name);
 void lv_tfrecord_reader_close(lv_tfrecord_reader *r);
 
 #endif

@@ -27,7 +27,7 @@ static void define_rnn_params(lv_params *p) {
   LV_ASSERT(!lv_params_set_string(rnns, "name", "rnns"));
   lv_params_define_params(p, "rnns", rnns,
                           "The stacked-RNNs layer params (cells `<rnns.name>_<i>` in this layer's scope; "
-                          "num_input_nodes, if >= 0, is the first cell's input width).");
+                          "num_input_nodes, if > 0, is the first cell's input width).");
   lv_params_define_params(p, "softmax", lv_params_instantiate("SimpleFullSoftmax"), "The softmax layer params.");
   lv_params_define_int(p, "direct_features_dim", 0,
                        "If > 0, then the number of dimensions of direct features that bypass the RNN and are "
@@ -105,6 +105,10 @@ static lv_status make_softmax(lv_lm *lm, const lv_params *p, int64_t input_dim) 
   if (lm->num_sampled < 0 || lm->num_sampled > lm->vocab_size)
     return lv_status_make(LV_ERR_INVALID, "%s.num_sampled must be in [0, vocab_size=%lld], got %lld", who,
                           (long long)lm->vocab_size, (long long)lm->num_sampled);
+  /* The accidental-hit test compares class ids as float32, exact up to 2^24. */
+  if (lm->num_sampled > 0 && lm->vocab_size > (1 << 24))
+    return lv_status_make(LV_ERR_INVALID, "%s.num_sampled: a sampled softmax over %lld classes is not supported "
+                          "(at most 2^24 = 16777216)", who, (long long)lm->vocab_size);
   LV_TRY(lv_params_set_int(sp, "num_sampled", 0));
   if (lv_params_int(sp, "input_dim") == 0) LV_TRY(lv_params_set_int(sp, "input_dim", input_dim));
   if (lv_params_int(sp, "num_classes") == 0) LV_TRY(lv_params_set_int(sp, "num_classes", lm->vocab_size));
@@ -162,11 +166,18 @@ static lv_status rnn_create(lv_lm *lm, const lv_params *p, bool with_emb) {
   LV_TRY(lv_check_int_range("rnns.num_layers", n, 1, LV_LM_MAX_LAYERS));
   lm->num_layers = (int)n;
   lm->skip_start = lv_params_int(rp, "skip_start");
+  /* The dropouts' seeds: embedding_dropout_seed and rnns.dropout.random_seed when set,
+   * else the layer's own. */
+  lm->emb_seed = lv_params_is_set(p, "embedding_dropout_seed") ? (uint64_t)lv_params_int(p, "embedding_dropout_seed")
+                                                               : lm->base.seed;
+  lm->rnn_seed = lv_params_is_set(rp, "dropout.random_seed") ? (uint64_t)lv_params_int(rp, "dropout.random_seed")
+                                                             : lm->base.seed;
   LV_TRY(keep_prob(lm, "rnns.dropout.keep_prob", lv_params_float(rp, "dropout.keep_prob"), &lm->rnn_keep_prob));
   const lv_params *cell = lv_params_sub(rp, "cell_tpl");
   if (!cell) return lv_status_make(LV_ERR_INVALID, "%s.cell_tpl must be set (it is None)", who);
-  int64_t in0 = lv_params_int(rp, "num_input_nodes") >= 0 ? lv_params_int(rp, "num_input_nodes")
-                                                         : lv_params_int(cell, "num_input_nodes");
+  /* Lingvo's StackedFRNNLayerByLayer: the overrides apply when > 0. */
+  const int64_t rin = lv_params_int(rp, "num_input_nodes"), rout = lv_params_int(rp, "num_output_nodes");
+  int64_t in0 = rin > 0 ? rin : lv_params_int(cell, "num_input_nodes");
   int64_t width = lv_params_int(cell, "num_output_nodes");
   if (with_emb) {
     LV_TRY(keep_prob(lm, "embedding_dropout_keep_prob", lv_params_float(p, "embedding_dropout_keep_prob"),
@@ -174,15 +185,14 @@ static lv_status rnn_create(lv_lm *lm, const lv_params *p, bool with_emb) {
     LV_TRY(make_emb(lm, p));
     if (lm->input_dim != in0)
       return lv_status_make(LV_ERR_INVALID, "%s.emb.embedding_dim (%lld) must be the first cell's num_input_nodes "
-                            "(%lld: rnns.num_input_nodes, or rnns.cell_tpl.num_input_nodes when it is -1)",
+                            "(%lld: rnns.num_input_nodes, or rnns.cell_tpl.num_input_nodes when that is <= 0)",
                             lm->base.scope, (long long)lm->input_dim, (long long)in0);
   }
   lm->input_dim = in0;
   const char *rname = lv_params_str(rp, "name");
   int64_t in = in0;
   for (int i = 0; i < lm->num_layers; i++) {
-    int64_t out = i == lm->num_layers - 1 && lv_params_int(rp, "num_output_nodes") >= 0
-                      ? lv_params_int(rp, "num_output_nodes") : width;
+    int64_t out = i == lm->num_layers - 1 && rout > 0 ? rout : width;
     char name[96];
     snprintf(name, sizeof name, "%.80s_%d", *rname ? rname : "rnns", i);
     snprintf(who, sizeof who, "%s.rnns.cell_tpl", lm->base.scope);
@@ -190,7 +200,11 @@ static lv_status rnn_create(lv_lm *lm, const lv_params *p, bool with_emb) {
     char scope[LV_VAR_NAME_MAX + 100];
     snprintf(scope, sizeof scope, "%s/%s", lm->base.scope, name);
     lv_frnn_view(&lm->frnn[i], scope, lm->cells[i], false);
-    if (i >= lm->skip_start && in != out)
+    /* Lingvo's residual rule: from skip_start (< 0: none), except the first layer when
+     * rnns.num_input_nodes is set and the last when rnns.num_output_nodes is. */
+    lm->residual[i] = lm->skip_start >= 0 && i >= lm->skip_start && (rin <= 0 || i != 0) &&
+                      (rout <= 0 || i != lm->num_layers - 1);
+    if (lm->residual[i] && in != out)
       return lv_status_make(LV_ERR_INVALID, "%s.rnns: layer %d has a residual (skip_start %lld) but its input (%lld) "
                             "and output (%lld) widths differ", lm->base.scope, i, (long long)lm->skip_start,
                             (long long)in, (long long)out);
@@ -268,9 +282,12 @@ static void lm_destroy(lv_layer *base) { lv_layer_owner_free(&((lv_lm *)base)->o
 
 /* ---- fprop ----------------------------------------------------------------------- */
 
-static lv_tensor *dropout(lv_lm *lm, lv_graph *g, lv_tensor *x, float keep) {
+static lv_tensor *dropout_seeded(lv_graph *g, lv_tensor *x, float keep, uint64_t seed) {
   if (!x || keep >= 1.0f || !lv_graph_is_training(g)) return x;
-  return lv_op_dropout(g, x, keep, lm->base.seed, lv_graph_next_stream(g));
+  return lv_op_dropout(g, x, keep, seed, lv_graph_next_stream(g));
+}
+static lv_tensor *dropout(lv_lm *lm, lv_graph *g, lv_tensor *x, float keep) {
+  return dropout_seeded(g, x, keep, lm->base.seed);
 }
 
 /* ids [T, B] int32 -> [T, B, D] embeddings. */
@@ -289,8 +306,8 @@ static lv_tensor *rnn_stack(lv_lm *lm, lv_graph *g, lv_tensor *x, lv_tensor *pad
     lv_rnn_state fin;
     if (!lv_frnn_run(&lm->frnn[i], g, x, paddings, st ? &st[i] : NULL, &y, st ? &fin : NULL)) return NULL;
     if (st) st[i] = fin;
-    y = dropout(lm, g, y, lm->rnn_keep_prob);
-    if (y && i >= lm->skip_start) y = lv_op_add(g, y, x);
+    y = dropout_seeded(g, y, lm->rnn_keep_prob, lm->rnn_seed);
+    if (y && lm->residual[i]) y = lv_op_add(g, y, x);
     x = y;
   }
   return x;
@@ -321,7 +338,7 @@ bool lv_lm_fprop(lv_lm *lm, lv_graph *g, lv_tensor *inputs, lv_tensor *paddings,
   }
   switch (lm->kind) {
     case LV_LM_RNN:
-      x = rnn_stack(lm, g, dropout(lm, g, embed(lm, g, inputs), lm->emb_keep_prob), paddings, NULL);
+      x = rnn_stack(lm, g, dropout_seeded(g, embed(lm, g, inputs), lm->emb_keep_prob, lm->emb_seed), paddings, NULL);
       break;
     case LV_LM_RNN_NO_EMB:
       x = rnn_stack(lm, g, inputs, paddings, NULL);

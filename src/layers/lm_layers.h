@@ -53,7 +53,9 @@ typedef struct lv_lm {
   lv_layer *cells[LV_LM_MAX_LAYERS];
   lv_frnn_layer frnn[LV_LM_MAX_LAYERS]; /* views over cells */
   int64_t skip_start;
+  bool residual[LV_LM_MAX_LAYERS]; /* layer i adds its input to its output (Lingvo's rule) */
   float emb_keep_prob, rnn_keep_prob;
+  uint64_t emb_seed, rnn_seed; /* the dropouts' seeds */
   /* Transformer */
   lv_positional_embedding_layer *pos;
   lv_transformer_layer *trans[LV_LM_MAX_LAYERS];

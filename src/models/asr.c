@@ -53,12 +53,7 @@ static lv_params *asr_model_params(void) {
   LV_ASSERT(!lv_params_set_float(p, "train.l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_int(p, "train.tpu_steps_per_loop", 20));
   LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
-  lv_params *sched = lv_params_instantiate("PiecewiseConstantSchedule");
-  int64_t bounds[3] = {350000, 500000, 600000};
-  double values[4] = {1.0, 0.1, 0.01, 0.001};
-  LV_ASSERT(!lv_params_set_list(sched, "boundaries", lv_pvalue_ints(3, bounds)));
-  LV_ASSERT(!lv_params_set_list(sched, "values", lv_pvalue_floats(4, values)));
-  LV_ASSERT(!lv_params_set_params(p, "train.lr_schedule", sched));
+  lv_task_set_piecewise_lr_schedule(lv_params_sub(p, "train"));
   return p;
 }
 

@@ -38,6 +38,7 @@ typedef struct asr_decoder {
   /* --decode_audio */
   int64_t frame_size; /* input.frame_size: mel bins per frame */
   bool eos_frame;     /* input.append_eos_frame */
+  int64_t max_frames; /* input.source_max_length, eos frame included (0: no limit) */
   lv_mel_frontend *fe;
   float *frames; /* [cap] the batch's frames [B, T, F, 1] */
   float *pads;   /* [cap_t] [B, T] */
@@ -90,6 +91,7 @@ lv_status lv_asr_decoder_setup(lv_task *t, const lv_params *cfg) {
                           "(%d, task.decoder.softmax.num_classes)", (long long)tv, d->vocab);
   d->frame_size = lv_params_int(ip, "frame_size");
   d->eos_frame = lv_params_has(ip, "append_eos_frame") && lv_params_bool(ip, "append_eos_frame");
+  d->max_frames = lv_params_has(ip, "source_max_length") ? lv_params_int(ip, "source_max_length") : 0;
   return NULL;
 }
 
@@ -258,6 +260,18 @@ static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
   if (T0 == 0) {
     lv_audio_free(&a);
     return NULL; /* shorter than one frame: nothing to hear */
+  }
+  /* Longer than the model takes (the input drops such utterances in training): a long
+   * recording would make an encoder graph of its length, and attention trained on
+   * utterances of seconds does not transcribe an hour. */
+  if (d->max_frames > 0 && T0 + (d->eos_frame ? 1 : 0) > d->max_frames) {
+    s = lv_status_make(LV_ERR_INVALID,
+                       "%s: %.1f s of audio make %lld frames%s, over input.source_max_length = %lld: split the "
+                       "recording into shorter files (or raise input.source_max_length)",
+                       f->path, (double)a.n / a.rate, (long long)(T0 + (d->eos_frame ? 1 : 0)),
+                       d->eos_frame ? " with the eos frame" : "", (long long)d->max_frames);
+    lv_audio_free(&a);
+    return file_failed(d, f, lineno, s);
   }
   void *fv = NULL;
   if ((s = lv_mem_alloc((size_t)(T0 * F), sizeof *f->frames, false, "log-mel frames", &fv))) {

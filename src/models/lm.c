@@ -13,6 +13,7 @@
 #include "base/rng.h"
 #include "core/ops.h"
 #include "input/batcher.h"
+#include "input/stream_input.h"
 #include "input/tokenizer.h"
 #include "layers/lm_layers.h"
 #include "layers/owner.h"
@@ -47,6 +48,7 @@ static lv_params *lm_task_params(void) {
   LV_ASSERT(!lv_params_set_float(tp, "clip_gradient_norm_to_value", 1.0));
   LV_ASSERT(!lv_params_set_float(tp, "grad_norm_to_clip_to_zero", 100.0));
   LV_ASSERT(!lv_params_set_int(tp, "vn_start_step", 20000));
+  lv_task_set_piecewise_lr_schedule(tp);
   return p;
 }
 
@@ -258,7 +260,7 @@ static bool lm_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t
 
 typedef struct lm_decode_state {
   lv_tokenizer *tok;
-  int64_t tmax;
+  int64_t tmax; /* input.target_max_length (0: SentencePiece without a limit) */
   double temperature;
   int64_t top_k, max_len;
   uint64_t seed;
@@ -304,7 +306,6 @@ static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
   d->top_k = lv_params_int(dp, "sample_top_k");
   d->max_len = lv_params_int(dp, "sample_max_length");
   d->seed = (uint64_t)lv_params_int(dp, "sample_seed");
-  d->tmax = lv_params_int(ip, "target_max_length");
   if (!(d->temperature > 0))
     return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_temperature (--temperature) must be > 0, got %g",
                           d->temperature);
@@ -315,10 +316,9 @@ static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
   if (d->max_len < 1 || d->max_len > kMaxSampleLength)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.sample_max_length = %lld: expected 1 to %d tokens",
                           (long long)d->max_len, kMaxSampleLength);
-  if (d->tmax < 1 || d->tmax > INT32_MAX)
-    return lv_status_make(LV_ERR_INVALID, "input.target_max_length = %lld: expected 1 to %d tokens",
-                          (long long)d->tmax, INT32_MAX);
   LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
+  /* As LmInput reads it: None is an error, 0 (SentencePiece only) no limit. */
+  LV_TRY(lv_text_max_length(ip, "target_max_length", d->tok, &d->tmax));
   /* The tokenizer's ids index the LM's embedding and softmax. */
   if (d->tok->num_ids > V)
     return lv_status_make(LV_ERR_INVALID, "input.tokenizer's vocabulary has %lld ids, more than the LM's vocab_size "
@@ -350,7 +350,7 @@ static lv_status lm_prefix(lm_decode_state *d, const char *line, size_t n) {
   if (!s) s = lv_tok_ids_push(&d->prefix, d->tok->sos_id);
   for (int i = 0; !s && i < ti.n; i++) s = lv_tok_ids_push(&d->prefix, ti.v[i]);
   lv_tok_ids_free(&ti);
-  if (!s && d->prefix.n > d->tmax)
+  if (!s && d->tmax > 0 && d->prefix.n > d->tmax)
     s = lv_status_make(LV_ERR_INVALID, "%d tokens with <s>, more than input.target_max_length %lld: shorten it",
                        d->prefix.n, (long long)d->tmax);
   return s ? lv_status_wrap(s, "--prefix") : NULL;

@@ -61,6 +61,11 @@ static lv_status check_tokenizers(const lv_tokenizer *tok, const lv_tokenizer *l
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the LM's input.tokenizer has %lld ids, the "
                           "decoder's input.tokenizer %lld: they must be the same vocabulary",
                           (long long)lm_tok->num_ids, (long long)tok->num_ids);
+  /* The LM starts from the decoder's start token and scores its end token. */
+  if (tok->sos_id != lm_tok->sos_id || tok->eos_id != lm_tok->eos_id)
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the decoder's input.tokenizer has <s> %d and </s> %d, "
+                          "the LM's <s> %d and </s> %d: they must be the same (target_sos_id, target_eos_id)",
+                          (int)tok->sos_id, (int)tok->eos_id, (int)lm_tok->sos_id, (int)lm_tok->eos_id);
   bool same = true;
   int32_t bad = 0;
   char *pa = NULL, *pb = NULL;

@@ -1,4 +1,5 @@
 #include "models/task.h"
+#include "layers/owner.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -300,4 +301,13 @@ lv_params *lv_task_base_params(const char *cls) {
   lv_params_define_params(p, "train", train_params(), "Params to control how this task should be trained.");
   lv_params_define_params(p, "eval", eval_params(), "Params to control how this task should be evaled.");
   return p;
+}
+
+void lv_task_set_piecewise_lr_schedule(lv_params *train_p) {
+  lv_params *sched = lv_params_instantiate("PiecewiseConstantSchedule");
+  int64_t bounds[3] = {350000, 500000, 600000};
+  double values[4] = {1.0, 0.1, 0.01, 0.001};
+  LV_ASSERT(!lv_params_set_list(sched, "boundaries", lv_pvalue_ints(3, bounds)));
+  LV_ASSERT(!lv_params_set_list(sched, "values", lv_pvalue_floats(4, values)));
+  LV_ASSERT(!lv_params_set_params(train_p, "lr_schedule", sched));
 }

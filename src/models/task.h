@@ -195,6 +195,10 @@ lv_status lv_task_decode_lines(lv_task *t, lv_graph *g, const lv_batch *b, char 
 lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uint64_t seed);
 /* BaseTask params shared by every task: layer base + train + eval (§5.2, §5.3). */
 lv_params *lv_task_base_params(const char *cls);
+/* The learning-rate schedule of Lingvo's asr.model.AsrModel and lm.model.LanguageModel
+ * Params(): PiecewiseConstantSchedule, boundaries [350000, 500000, 600000], values
+ * [1, 0.1, 0.01, 0.001], set as train_p's lr_schedule. */
+void lv_task_set_piecewise_lr_schedule(lv_params *train_p);
 const lv_task_class *lv_task_class_find(const char *cls);
 /* Registers every task class (tasks.def) and their dependencies (layers, optimizers). */
 void lv_tasks_register_all(void);

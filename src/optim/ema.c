@@ -108,15 +108,24 @@ float lv_ema_decay_at(const lv_ema *e, int64_t step) {
   return d < cap ? d : cap;
 }
 
-void lv_ema_apply(lv_ema *e, int64_t step) {
-  const float a = 1.0f - lv_ema_decay_at(e, step);
+lv_status lv_ema_apply(lv_ema *e, int64_t step) {
+  const float d = lv_ema_decay_at(e, step);
+  if (!(d >= 0.0f && d <= 1.0f))
+    return lv_status_make(LV_ERR_INVALID, "task.train.ema_schedule: the decay at step %lld is %g: expected a value "
+                          "in [0, 1]", (long long)step, (double)d);
+  const float a = 1.0f - d;
   for (int i = 0; i < e->n; i++)
     if (e->v[i].n > 0) e->be->kernels->optim_ema(lv_optim_ctx(e->be), e->v[i].n, a, e->v[i].value, e->v[i].data);
+  return NULL;
 }
 
 void lv_ema_reset(lv_ema *e) {
-  for (int i = 0; i < e->n; i++)
-    if (e->v[i].n > 0) lv_optim_copy(e->be, e->v[i].data, e->v[i].value, sizeof(float) * (size_t)e->v[i].n);
+  for (int i = 0; i < e->n; i++) lv_ema_reset_one(e, i);
+}
+
+void lv_ema_reset_one(lv_ema *e, int i) {
+  LV_ASSERT(i >= 0 && i < e->n);
+  if (e->v[i].n > 0) lv_optim_copy(e->be, e->v[i].data, e->v[i].value, sizeof(float) * (size_t)e->v[i].n);
 }
 
 int lv_ema_num_vars(const lv_ema *e) { return e ? e->n : 0; }

@@ -47,10 +47,14 @@ lv_status lv_ema_create_for_vars(double decay, lv_schedule *schedule, bool movin
 
 /* The decay the update at global step `step` uses (float32, as TF computes it). */
 float lv_ema_decay_at(const lv_ema *e, int64_t step);
-/* One update of every shadow at global step `step`. */
-void lv_ema_apply(lv_ema *e, int64_t step);
+/* One update of every shadow at global step `step`. An ema_schedule whose value there is
+ * outside [0, 1] (or NaN) is an error, the shadows unchanged (a decay of 2 would make them
+ * grow exponentially). */
+lv_status lv_ema_apply(lv_ema *e, int64_t step);
 /* Every shadow set to its variable's current value. */
 void lv_ema_reset(lv_ema *e);
+/* Shadow i (0 <= i < lv_ema_num_vars) set to its variable's current value. */
+void lv_ema_reset_one(lv_ema *e, int i);
 
 int lv_ema_num_vars(const lv_ema *e);
 /* Shadow i: its checkpoint name ("<var>/ExponentialMovingAverage"), device memory and

@@ -299,7 +299,7 @@ lv_status lv_learner_create(const lv_learner_config *cfg, lv_schedule *schedule,
     st = lv_status_make(LV_ERR_INTERNAL, "learner: the optimizer already has variables");
   int ntrain = 0;
   int64_t max_blocks = 1;
-  for (int i = 0; i < nvars; i++) {
+  for (int i = 0; !st && i < nvars; i++) {
     if (!vars[i].trainable) continue;
     ntrain++;
     int64_t nb = (vars[i].n + LV_OPTIM_SUM_BLOCK - 1) / LV_OPTIM_SUM_BLOCK;
@@ -409,10 +409,10 @@ static double lp_total(const lv_learner *l, const double *sum) {
 }
 
 /* tf.clip_by_global_norm over the grad_group variables, in float32 as TF: scale =
- * clip * min(1 / norm, 1 / clip), applied unless it is exactly 1. Runs on finite
+ * clip * min(1 / norm, 1 / clip), applied unless it is exactly 1, and returned. Runs on finite
  * gradients only (a non-finite norm makes TF's gradients NaN, and the step is skipped
  * either way). */
-static void clip_group(lv_learner *l) {
+static float clip_group(lv_learner *l) {
   const int n = l->n;
   double g2 = 0;
   for (int i = 0; i < n; i++)
@@ -420,9 +420,10 @@ static void clip_group(lv_learner *l) {
   const float clip = (float)l->c.max_group_gradient_norm;
   const float norm = (float)sqrt(g2);
   const float scale = clip * fminf(1.0f / norm, 1.0f / clip);
-  if (scale == 1.0f) return;
+  if (scale == 1.0f) return 1.0f;
   for (int i = 0; i < n; i++)
     if (l->v[i].grad_group) l->k->optim_scale(l->ctx, l->v[i].n, l->v[i].grad, scale);
+  return scale;
 }
 
 lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
@@ -475,12 +476,16 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
      * also overflows above FLT_MAX, which the float cast reproduces. */
     s.grad_norm_is_nan_or_inf = !isfinite((float)s.grad_norm_all);
     s.has_nan_or_inf = !isfinite(gsq) || s.grad_norm_is_nan_or_inf;
-    if (c->max_group_gradient_norm > 0 && !s.has_nan_or_inf) clip_group(l);
+    /* The LSTM adjustment runs after the norms are measured (and reported), and before
+     * per-variable clipping, which then sees the adjusted gradients (Lingvo's
+     * ScaleGradients: gradient_adjuster, then ApplyGradNormClipping). */
+    float group_scale = 1.0f;
+    if (c->max_group_gradient_norm > 0 && !s.has_nan_or_inf) group_scale = clip_group(l);
 
     if (c->clip_gradient_single_norm_to_value != 0) {
       const double clip = c->clip_gradient_single_norm_to_value;
       for (int i = 0; !s.has_nan_or_inf && i < l->n; i++) {
-        double norm = l->gnorm[i];
+        double norm = l->gnorm[i] * (l->v[i].grad_group ? (double)group_scale : 1.0);
         if (norm > clip) k->optim_scale(l->ctx, l->v[i].n, l->v[i].grad, (float)(clip / norm));
       }
       if (s.has_nan_or_inf) s.grad_scale_all = 0.0;
@@ -517,8 +522,12 @@ lv_status lv_learner_step(lv_learner *l, int64_t step, lv_learner_stats *out) {
   /* Lingvo's Accumulator: every step adds its gradients; every accum_steps-th step the
    * optimizer runs on their mean. */
   bool apply = !skip;
-  if (!skip && l->acc) {
-    for (int i = 0; i < l->n; i++) k->axpy(l->ctx, l->v[i].n, 1.0f, l->v[i].grad, l->acc[i], true);
+  if (l->acc) {
+    /* A skipped step adds nothing (Lingvo adds its zeroed gradients), but on the cycle's
+     * last step the sum of the others is still applied and reset, so that it never
+     * carries into the next cycle. */
+    if (!skip)
+      for (int i = 0; i < l->n; i++) k->axpy(l->ctx, l->v[i].n, 1.0f, l->v[i].grad, l->acc[i], true);
     apply = step % c->accum_steps == c->accum_steps - 1;
     if (apply)
       for (int i = 0; i < l->n; i++) k->optim_scale(l->ctx, l->v[i].n, l->acc[i], (float)(1.0 / (double)c->accum_steps));

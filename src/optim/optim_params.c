@@ -1,8 +1,10 @@
 #include "optim/optim_params.h"
 #include "optim/optim_var.h"
 #include "base/log.h"
+#include "base/pyre.h"
 
 #include <regex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,7 +224,13 @@ static lv_status read_param(const lv_params *p, const char *cls, const lv_schedu
     case LV_SP_OPT_FLOAT:
     case LV_SP_OPT_INT: *(double *)f = lv_params_float(p, key); return NULL;
     case LV_SP_INT32:
-    case LV_SP_OPT_INT32: *(int *)f = (int)lv_params_int(p, key); return NULL;
+    case LV_SP_OPT_INT32: {
+      int64_t v = lv_params_int(p, key);
+      if (v < INT32_MIN || v > INT32_MAX)
+        return lv_status_make(LV_ERR_INVALID, "%s.%s = %lld: expected a value that fits int32", cls, key, (long long)v);
+      *(int *)f = (int)v;
+      return NULL;
+    }
     case LV_SP_BOOL: *(bool *)f = lv_params_bool(p, key); return NULL;
     case LV_SP_POINT: {
       double v[2];
@@ -581,8 +589,12 @@ static bool search_var(const regex_t *re, const char *name) {
 
 static lv_status compile_key(const lv_params *t, const char *key, regex_t *re, bool *set) {
   *set = lv_params_is_set(t, key);
-  if (*set && regcomp(re, lv_params_str(t, key), REG_EXTENDED | REG_NOSUB))
-    return lv_status_make(LV_ERR_INVALID, "task.train.%s: '%s' is not a regular expression", key, lv_params_str(t, key));
+  char why[160];
+  if (*set && lv_pyre_compile(re, lv_params_str(t, key), REG_EXTENDED | REG_NOSUB, why, sizeof why)) {
+    *set = false;
+    return lv_status_make(LV_ERR_INVALID, "task.train.%s: '%s' is not a regular expression lingvoc reads: %s", key,
+                          lv_params_str(t, key), why);
+  }
   return NULL;
 }
 
@@ -634,6 +646,9 @@ lv_status lv_ema_from_params(const lv_params *t, int num_splits, const lv_backen
   if (!(decay > 0.0)) return NULL;
   lv_schedule *s = NULL;
   const lv_params *sp = lv_params_sub(t, "ema_schedule");
+  if (sp && !strcmp(lv_params_str(sp, "cls"), "DevBasedSchedule"))
+    return lv_status_make(LV_ERR_INVALID, "task.train.ema_schedule: a DevBasedSchedule is supported as "
+                          "task.train.lr_schedule only (as the decay it would stay 1.0: the averages never move)");
   if (sp) LV_TRY(lv_status_wrap(lv_schedule_from_params(sp, num_splits, &s), "task.train.ema_schedule"));
   bool moving = lv_params_is_set(t, "ema_decay_moving_vars") && lv_params_bool(t, "ema_decay_moving_vars");
   return lv_ema_create_for_vars(decay, s, moving, be, vars, nvars, out);

@@ -123,6 +123,11 @@ static int piecewise_index(const lv_schedule *s, double x) {
 
 
 static lv_status create_child(lv_schedule *s, int i, const lv_schedule_config *c, int splits) {
+  /* Only task.train.lr_schedule itself reads the Dev history (the trainer wires it and
+   * saves its state); one inside another schedule would stay at 1.0 silently. */
+  if (c->type == LV_SCHED_DEV_BASED)
+    return sched_err(&s->c, "a DevBasedSchedule inside another schedule is not supported (it must be "
+                     "task.train.lr_schedule itself)");
   lv_status st = lv_schedule_create(c, splits, &s->child[i]);
   return lv_status_wrap(st, "%s", lv_schedule_type_names[s->c.type]);
 }
@@ -192,6 +197,9 @@ static lv_status build_continuous(lv_schedule *s, const lv_schedule_config *c, i
   s->scale = c->u.continuous.initial_value;
   return create_exp_child(s, 0, st, 1.0, st + hl * log(mn) / log(0.5), mn);
 }
+/* A step count the schedules compute in int64: a whole number in [0, 2^62]. */
+static bool whole_step(double v) { return v >= 0 && v <= 4611686018427387904.0 && v == floor(v); }
+
 static lv_status build_composite(lv_schedule *s, const lv_schedule_config *c, int splits_in) {
   (void)s;
   (void)splits_in;
@@ -200,6 +208,9 @@ static lv_status build_composite(lv_schedule *s, const lv_schedule_config *c, in
   if (c->type == LV_SCHED_PIECEWISE) {
     double prev = 0;
     for (int i = 0; i < n - 1; i++) {
+      if (!whole_step(c->u.composite.boundaries[i]))
+        return sched_err(c, "boundaries must be whole step numbers in [0, 2^62], found %g",
+                         c->u.composite.boundaries[i]);
       if (c->u.composite.boundaries[i] < prev)
         return sched_err(c, "Invalid boundary %g < %g", c->u.composite.boundaries[i], prev);
       prev = c->u.composite.boundaries[i];
@@ -208,12 +219,13 @@ static lv_status build_composite(lv_schedule *s, const lv_schedule_config *c, in
   } else if (c->type == LV_SCHED_CYCLE) {
     double b[LV_SCHED_MAX_POINTS], acc = 0;
     for (int i = 0; i < n; i++) {
-      if (!(c->u.composite.steps[i] >= 0))
-        return sched_err(c, "steps must be >= 0, found %g", c->u.composite.steps[i]);
+      if (!whole_step(c->u.composite.steps[i]))
+        return sched_err(c, "steps must be whole numbers of steps in [0, 2^62], found %g", c->u.composite.steps[i]);
       acc += c->u.composite.steps[i];
       b[i] = acc;
     }
-    if (!(acc > 0)) return sched_err(c, "the steps must sum to > 0, found %g", acc);
+    if (!(acc > 0) || !whole_step(acc))
+      return sched_err(c, "the steps must sum to a whole number in [1, 2^62], found %g", acc);
     s->period = acc;
     LV_TRY(set_boundaries(s, n - 1, b));
   }

@@ -16,6 +16,7 @@
 
 #include "base/file.h"
 #include "base/path.h"
+#include "base/pyre.h"
 #include "core/tensor.h"
 #include "base/log.h"
 #include "io/bundle.h"
@@ -460,11 +461,15 @@ static bool is_average_of_item(const lv_saveable *items, int n, const char *name
   return false;
 }
 
-lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present) {
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present, bool *each) {
   *present = 0;
   lv_bundle_reader *r = NULL;
   LV_TRY(lv_bundle_reader_open(prefix, &r));
-  for (int i = 0; i < n; i++) *present += lv_bundle_reader_find(r, items[i].name) != NULL;
+  for (int i = 0; i < n; i++) {
+    bool here = lv_bundle_reader_find(r, items[i].name) != NULL;
+    *present += here;
+    if (each) each[i] = here;
+  }
   lv_bundle_reader_close(r);
   return NULL;
 }
@@ -839,17 +844,19 @@ static lv_status apply_rule_entry(const lv_pvalue *entry, int ei, const char *ov
     }
     rules[k].re_text = lv_pvalue_as_string(lv_pvalue_at(r, 0));
     rules[k].format = lv_pvalue_as_string(lv_pvalue_at(r, 1));
-    if (regcomp(&rules[k].re, rules[k].re_text, REG_EXTENDED))
-      s = lv_status_make(LV_ERR_INVALID, "%s: loading rule %d: '%s' is not a regular expression", where, k,
-                         rules[k].re_text);
+    char why[160];
+    if (lv_pyre_compile(&rules[k].re, rules[k].re_text, REG_EXTENDED, why, sizeof why))
+      s = lv_status_make(LV_ERR_INVALID, "%s: loading rule %d: '%s' is not a regular expression lingvoc reads: %s",
+                         where, k, rules[k].re_text, why);
     else rules[k].compiled = true;
   }
   for (int k = 0; !s && k < ni; k++) {
     const lv_pvalue *r = lv_pvalue_at(ir, k);
+    char why[160];
     if (!is_string(r)) s = lv_status_make(LV_ERR_INVALID, "%s: ignore rule %d: expected a string", where, k);
-    else if (regcomp(&ign[k], lv_pvalue_as_string(r), REG_EXTENDED))
-      s = lv_status_make(LV_ERR_INVALID, "%s: ignore rule %d: '%s' is not a regular expression", where, k,
-                         lv_pvalue_as_string(r));
+    else if (lv_pyre_compile(&ign[k], lv_pvalue_as_string(r), REG_EXTENDED, why, sizeof why))
+      s = lv_status_make(LV_ERR_INVALID, "%s: ignore rule %d: '%s' is not a regular expression lingvoc reads: %s",
+                         where, k, lv_pvalue_as_string(r), why);
     else nign++;
   }
   lv_bundle_reader *rd = NULL;

@@ -71,8 +71,9 @@ typedef enum {
 /* *num_restored (may be NULL): items restored. */
 lv_status lv_checkpoint_restore_mode(const char *prefix, const lv_saveable *items, int n, lv_restore_mode mode,
                                      int *num_restored);
-/* *present: how many of the items' names the checkpoint holds. */
-lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present);
+/* *present: how many of the items' names the checkpoint holds; each[i] (each may be NULL):
+ * whether it holds items[i]. */
+lv_status lv_checkpoint_count_present(const char *prefix, const lv_saveable *items, int n, int *present, bool *each);
 /* A checkpoint tensor "<name>/ExponentialMovingAverage" is the moving average of
  * variable <name> (Lingvo's EMA shadow; optim/ema.h). In LV_RESTORE_EXACT, averages of
  * the items that are not items themselves (a run that turns task.train.ema_decay off)

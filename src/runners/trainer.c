@@ -268,21 +268,41 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
   }
   int n = 0, ne = lv_ema_num_vars(t->ema), ne_found = 0;
   /* Moving averages turned on for a run whose checkpoints have none start from the
-   * restored weights (the items end with them). */
-  if (ne) LV_TRY(lv_checkpoint_count_present(prefix, t->items + t->nitems - ne, ne, &ne_found));
+   * restored weights (the items end with them, in the EMA's order); so do those a partial
+   * restore does not find (ema_decay_moving_vars turned on, a variable added). */
+  bool *ema_here = NULL;
+  if (ne) {
+    ema_here = calloc((size_t)ne, sizeof *ema_here);
+    LV_ASSERT(ema_here);
+    lv_status s = lv_checkpoint_count_present(prefix, t->items + t->nitems - ne, ne, &ne_found, ema_here);
+    if (s) {
+      free(ema_here);
+      return s;
+    }
+  }
   bool fresh_averages = ne && !ne_found;
-  LV_TRY(lv_status_wrap(lv_checkpoint_restore_mode(prefix, t->items, t->nitems - (fresh_averages ? ne : 0),
-                                                   opt->allow_partial_restore ? LV_RESTORE_PARTIAL : LV_RESTORE_EXACT, &n),
-                        "cannot resume training"));
+  lv_status rs = lv_checkpoint_restore_mode(prefix, t->items, t->nitems - (fresh_averages ? ne : 0),
+                                            opt->allow_partial_restore ? LV_RESTORE_PARTIAL : LV_RESTORE_EXACT, &n);
+  if (rs) {
+    free(ema_here);
+    return lv_status_wrap(rs, "cannot resume training");
+  }
   lv_optimizer_slots_from_host(lv_learner_optimizer(t->learner));
   lv_learner_accumulators_from_host(t->learner);
   if (fresh_averages) {
     lv_ema_reset(t->ema);
     lv_info("%s has no moving averages (it was written with task.train.ema_decay 0): starting the averages of %d "
             "variables from its weights", prefix, ne);
-  } else {
+  } else if (ne) {
     lv_ema_from_host(t->ema);
+    /* Only a partial restore gets here with some missing (an exact one fails on them). */
+    for (int i = 0; i < ne; i++)
+      if (!ema_here[i]) lv_ema_reset_one(t->ema, i);
+    if (ne_found < ne)
+      lv_info("%s has no moving average of %d of the %d averaged variables: those start from its weights", prefix,
+              ne - ne_found, ne);
   }
+  free(ema_here);
   lv_info("restored %d tensors from %s (global_step %lld)", n, prefix, (long long)lv_instance_step(t->m));
   *restored = true;
   /* Another replica count changes the global batch and each replica's share of the
@@ -463,7 +483,7 @@ static lv_status step_update(train_state *t, const lv_trainer_options *opt, int6
 static lv_status step_after_update(train_state *t, int64_t step) {
   LV_TRY(lv_graph_apply_updates(t->m->graph));
   LV_TRY(lv_replicas_mean_nontrainable(t->comm, t->m->vs));
-  if (t->ema) lv_ema_apply(t->ema, step);
+  if (t->ema) LV_TRY(lv_ema_apply(t->ema, step));
   return NULL;
 }
 
