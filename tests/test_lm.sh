@@ -103,6 +103,11 @@ ckpt_dump "$T/kb/train/ckpt-00000040" >"$T/wb"
 check "dumps hold the softmax's Adam slots" grep -q 'tensor_name.*softmax/weight_0/var/Adam_1' "$T/wa"
 check "same final weights and Adam slots after kill -9 and resume" cmp -s "$T/wa" "$T/wb"
 
+# input.target_max_length as LmInput reads it: 0 is no limit for SentencePiece only.
+expect_exit 2 "score_text with input.target_max_length 0 (ASCII tokenizer)" "$LV_BIN/decoder" \
+  --model=lm.bible.RnnLmTinyTest --logdir="$T/RnnLmTinyTest" --dataset=Dev \
+  --model_params_override="$DV; input.target_max_length: 0" --score_text="$T/dev.txt"
+err_has "input.target_max_length must be in [1, 2^31)"
 # Lingvo's one_billion_wds params load; without the data the trainer exits 2 naming the
 # missing file and the recipe, before the model allocates its variables (the full-size
 # one, whose variables take gigabytes, runs under a 1 GB address-space limit).
