@@ -264,11 +264,9 @@ static lv_status merge(lv_batcher *b, group *g, lv_batch_store *out) {
     int64_t T = 0;
     for (int i = 0; i < B; i++) T = g->s[i]->len[f] > T ? g->s[i]->len[f] : T;
     if (ft->pad_to > 0) {
-      if (T > ft->pad_to)
-        return lv_status_make(LV_ERR_INVALID,
-                              "%s: a sample of length %lld is longer than its pad length %lld "
-                              "(pad_to_max_seq_length; raise the max length or lower bucket_upper_bound)",
-                              ft->name, (long long)T, (long long)ft->pad_to);
+      /* add_one refused every longer sample, naming its record. */
+      LV_ASSERTF(T <= ft->pad_to, "%s: a sample of length %lld in a batch padded to %lld", ft->name, (long long)T,
+                 (long long)ft->pad_to);
       T = ft->pad_to;
     }
     /* [B, T, inner...]: K values per step */

@@ -188,13 +188,13 @@ static lv_status open_gzip(src *s, const char *path, bool skip_corrupt) {
   if (st) return st;
   char fdpath[64];
   snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", s->memfd);
-  LV_TRY(lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s (gzip; offsets uncompressed)", path));
-  /* Its later errors (a corrupt record) name the gzip file, not the memory file. */
   char *name = NULL;
   LV_ASSERT(asprintf(&name, "%s (gzip; offsets uncompressed)", path) >= 0);
-  lv_tfrecord_reader_set_name(s->tf, name);
+  st = lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s", name);
+  /* Its later errors (a corrupt record) name the gzip file, not the memory file. */
+  if (!st) lv_tfrecord_reader_set_name(s->tf, name);
   free(name);
-  return NULL;
+  return st;
 }
 
 /* A compressed file's magic number, or NULL: `text:` reads plain text, and compressed

@@ -200,10 +200,7 @@ static lv_status rnn_create(lv_lm *lm, const lv_params *p, bool with_emb) {
     char scope[LV_VAR_NAME_MAX + 100];
     snprintf(scope, sizeof scope, "%s/%s", lm->base.scope, name);
     lv_frnn_view(&lm->frnn[i], scope, lm->cells[i], false);
-    /* Lingvo's residual rule: from skip_start (< 0: none), except the first layer when
-     * rnns.num_input_nodes is set and the last when rnns.num_output_nodes is. */
-    lm->residual[i] = lm->skip_start >= 0 && i >= lm->skip_start && (rin <= 0 || i != 0) &&
-                      (rout <= 0 || i != lm->num_layers - 1);
+    lm->residual[i] = lv_stacked_rnn_residual(lm->skip_start, i, lm->num_layers, rin, rout);
     if (lm->residual[i] && in != out)
       return lv_status_make(LV_ERR_INVALID, "%s.rnns: layer %d has a residual (skip_start %lld) but its input (%lld) "
                             "and output (%lld) widths differ", lm->base.scope, i, (long long)lm->skip_start,

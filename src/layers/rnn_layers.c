@@ -434,8 +434,7 @@ lv_tensor *lv_stacked_rnn_run(lv_stacked_rnn_layer *l, lv_graph *g, lv_tensor *x
     else if (!lv_frnn_run((lv_frnn_layer *)l->rnn[i], g, xs, paddings, NULL, &ys, NULL)) ys = NULL;
     if (ys && l->keep_prob < 1.0f && lv_graph_is_training(g))
       ys = lv_op_dropout(g, ys, l->keep_prob, l->drop.seed, lv_graph_next_stream(g));
-    if (ys && l->skip_start >= 0 && i >= l->skip_start && (l->num_input_nodes <= 0 || i != 0) &&
-        (l->num_output_nodes <= 0 || i != l->n - 1)) {
+    if (ys && lv_stacked_rnn_residual(l->skip_start, i, l->n, l->num_input_nodes, l->num_output_nodes)) {
       if (!lv_shape_eq(&ys->shape, &xs->shape)) {
         char s1[96], s2[96];
         lv_graph_fail(g, "%s: the residual of layer %d adds its input %s to its output %s: the shapes must match",

@@ -114,6 +114,14 @@ lv_status lv_frnn_atten_view(lv_frnn_atten_layer *l, const char *scope, lv_layer
                              bool output_prev_atten_ctx, bool use_zero_atten_state, int64_t atten_context_dim);
 /* x [T, B, D] -> [T, B, out_fwd + out_bak]. */
 lv_tensor *lv_bifrnn_run(lv_bifrnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings);
+/* Lingvo's StackedFRNNLayerByLayer residual rule: layer i of n adds its input to its output
+ * from skip_start on (< 0: never), except the first layer when num_input_nodes > 0 and the
+ * last when num_output_nodes > 0 (those overrides change its width). */
+static inline bool lv_stacked_rnn_residual(int64_t skip_start, int i, int n, int64_t num_input_nodes,
+                                           int64_t num_output_nodes) {
+  return skip_start >= 0 && i >= skip_start && (num_input_nodes <= 0 || i != 0) &&
+         (num_output_nodes <= 0 || i != n - 1);
+}
 /* x [T, B, D] -> [T, B, out of the last layer]. */
 lv_tensor *lv_stacked_rnn_run(lv_stacked_rnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings);
 
