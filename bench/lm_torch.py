@@ -104,6 +104,11 @@ class RnnLm(torch.nn.Module):
         self.out = torch.nn.Linear(dim, V)
         for p in self.parameters():
             torch.nn.init.uniform_(p, -s, s)
+        # Lingvo's LSTMCellSimple has one bias; PyTorch's LSTM adds bias_ih and bias_hh.
+        # bias_hh stays 0 and frozen, so the one bias gets Adam's step once, not twice.
+        for lstm in (self.l0, self.l1):
+            torch.nn.init.zeros_(lstm.bias_hh_l0)
+            lstm.bias_hh_l0.requires_grad_(False)
         self.scale = math.sqrt(emb)
         self.drop = torch.nn.Dropout(0.1)
 
@@ -233,7 +238,8 @@ def load_lingvoc(model, prefix):
 lines = [l.rstrip("\n") for l in open(FILE)]
 if KIND == "rnn":
     model = RnnLm()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    # Lingvo's Adam defaults (lingvoc's too): betas (0.9, 0.999), epsilon 1e-6.
+    opt = torch.optim.Adam([q for q in model.parameters() if q.requires_grad], lr=2e-3, eps=1e-6)
     sched, clip = None, 1.0
 else:
     model = TransformerLm()

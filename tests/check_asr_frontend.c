@@ -199,6 +199,22 @@ START_TEST(test_librispeech_16k_vector) {
   ck_assert_int_eq(lv_mel_frontend_frame_size(fe), 401);
   ck_assert_int_eq(lv_mel_frontend_frame_step(fe), 160);
   ck_assert_int_eq(lv_mel_frontend_fft_size(fe), 1024);
+  {
+    /* Python's round halves to even: 22050 Hz x 10 ms = 220.5 -> 220, x 25 ms -> 551.25
+     * -> 551 (+1); 44100 Hz x 25 ms = 1102.5 -> 1102 (+1). */
+    lv_mel_frontend_opts o2 = o;
+    lv_mel_frontend *f2;
+    o2.sample_rate = 22050;
+    EXPECT_OK(lv_mel_frontend_create(&o2, &f2));
+    ck_assert_int_eq(lv_mel_frontend_frame_step(f2), 220);
+    ck_assert_int_eq(lv_mel_frontend_frame_size(f2), 552);
+    lv_mel_frontend_free(f2);
+    o2.sample_rate = 44100;
+    EXPECT_OK(lv_mel_frontend_create(&o2, &f2));
+    ck_assert_int_eq(lv_mel_frontend_frame_step(f2), 441);
+    ck_assert_int_eq(lv_mel_frontend_frame_size(f2), 1103);
+    lv_mel_frontend_free(f2);
+  }
   const float *w = lv_mel_frontend_mel_matrix(fe);
   static const double w0[] = {0.658289, 0.695546, 0.061066};
   for (int k = 0; k < 513; k++) {
@@ -336,6 +352,21 @@ START_TEST(test_audio_files) {
   EXPECT_OK(lv_file_write_atomic(path, bytes, len / 2));
   EXPECT_ERR(lv_audio_read_file(path, 16000, &a), LV_ERR_CORRUPT, "cut.wav", "truncated");
   EXPECT_ERR(lv_audio_decode(bytes, 30, "head.wav", 16000, &a), LV_ERR_CORRUPT, "head.wav");
+  /* Written to a pipe: RIFF and data sizes 0xFFFFFFFF (the writer could not seek back).
+   * The file is whole: it reads in full, not as truncated. */
+  {
+    char *pipe_wav = malloc(len);
+    ck_assert_ptr_nonnull(pipe_wav);
+    memcpy(pipe_wav, bytes, len);
+    char *dchunk = memmem(pipe_wav, len, "data", 4);
+    ck_assert_ptr_nonnull(dchunk);
+    memset(pipe_wav + 4, 0xff, 4);
+    memset(dchunk + 4, 0xff, 4);
+    EXPECT_OK(lv_audio_decode(pipe_wav, len, "pipe.wav", 0, &a));
+    ck_assert_int_eq(a.n, N);
+    lv_audio_free(&a);
+    free(pipe_wav);
+  }
   free(bytes);
   /* 8-bit mono with an odd number of samples: the data chunk has an odd length and a pad
    * byte follows (legal RIFF; libsndfile's log says "should be an even number"): it reads

@@ -17,7 +17,7 @@ enum { NU = 6, F = 8, FPT = 4, MAXL = 4, T = MAXL * FPT + 1, L = MAXL + 1, V = 1
 
 /* Encoder: 1 conv (3x3x1x4, stride 2) -> 4 bins x 4 channels = 16, 1 BiLSTM of 16; decoder:
  * 1 LSTM of 32 over contexts of 32, additive attention of 16. */
-static lv_params *tiny_params(void) {
+static lv_params *tiny_params_open(void) {
   lv_tasks_register_all();
   lv_params *p = lv_asr_model.params();
   EXPECT_OK(lv_params_set_string(p, "name", "tiny"));
@@ -44,6 +44,11 @@ static lv_params *tiny_params(void) {
    * uses log-softmax scores (the flag's other value). */
   EXPECT_OK(lv_params_set_bool(p, "decoder.use_unnormalized_logits_as_log_probs", false));
   EXPECT_OK(lv_params_set_float(p, "encoder.proj_tpl.bn_params.decay", 0.8));
+  return p;
+}
+
+static lv_params *tiny_params(void) {
+  lv_params *p = tiny_params_open();
   lv_params_freeze(p);
   return p;
 }
@@ -135,6 +140,24 @@ START_TEST(test_bad_params) {
   ck_assert_ptr_nonnull(s);
   ck_assert_msg(strstr(lv_status_msg(s), "task.encoder.num_conv_lstm_layers"), "%s", lv_status_msg(s));
   lv_status_free(s);
+  /* AsrModel.Params' training defaults (lingvo/tasks/asr/model.py). */
+  ck_assert_double_eq(lv_params_float(p, "train.vn_std"), 0.075);
+  ck_assert_int_eq(lv_params_int(p, "train.vn_start_step"), 20000);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+  /* Lingvo asserts num_cnn_layers == len(conv_filter_shapes): a second shape beside one
+   * layer is an error, not a layer quietly dropped. */
+  p = tiny_params_open();
+  int64_t fs[4] = {3, 3, 4, 4}, st[2] = {2, 2};
+  EXPECT_OK(lv_params_set_list(p, "encoder.conv_filter_shapes",
+                               lv_pvalue_append(lv_pvalue_copy(lv_params_list(p, "encoder.conv_filter_shapes")),
+                                                lv_pvalue_ints(4, fs))));
+  EXPECT_OK(lv_params_set_list(p, "encoder.conv_filter_strides",
+                               lv_pvalue_append(lv_pvalue_copy(lv_params_list(p, "encoder.conv_filter_strides")),
+                                                lv_pvalue_ints(2, st))));
+  lv_params_freeze(p);
+  vs = lv_varstore_create();
+  EXPECT_ERR(lv_asr_model.create(p, NULL, vs, &t), LV_ERR_INVALID, "num_cnn_layers = 1", "got 2 and 2");
   lv_varstore_destroy(vs);
   lv_params_free(p);
 }

@@ -22,6 +22,8 @@ START_TEST(test_layer_norm) {
   ck_assert_int_eq(lv_varstore_count(vs), 2);
   lv_layer_norm_layer *ln = (lv_layer_norm_layer *)l;
   for (int i = 0; i < 6; i++) ck_assert(lv_f32(&ln->scale->value)[i] == 0.0f);
+  /* Lingvo's SKIP_LP_REGULARIZATION: no L2 on a LayerNorm's scale and bias. */
+  ck_assert(ln->scale->skip_lp_regularization && ln->bias->skip_lp_regularization);
   lv_graph *g = lv_graph_create(0);
   lv_tensor *x = att_rand(g, lv_shape3(2, 3, 6), 2.0f, 5);
   for (int pass = 0; pass < 2; pass++) {

@@ -765,6 +765,15 @@ static void cases_shape_index(void) {
     int gy = fin(n * d, -1, 1), gt = fout(vocab * d);
     RUN("gather_bwd", ELEM) KT->gather_bwd(CTX, vocab, d, n, PI(ids), PF(gy), PF(gt));
   }
+  /* Columns of a [d, c] shard: ids of this shard (repeated), of others (zero rows), none. */
+  for (int v = 0; v < 3; v++) {
+    const int64_t d = v == 1 ? 64 : 5, c = v == 1 ? 300 : 8, n = v == 2 ? 0 : (v == 1 ? 2000 : 29), off = 4;
+    int w = fin(d * c, -1, 1), ids = iin(n, 0, (int)(off + c + 3)), out = fout(n * d);
+    DESC("variant %d", v);
+    RUN("gather_cols_fwd", EXACT) KT->gather_cols_fwd(CTX, d, c, PF(w), n, PI(ids), off, PF(out));
+    int gy = fin(n * d, -1, 1), gw = fout(d * c);
+    RUN("gather_cols_bwd", EXACT) KT->gather_cols_bwd(CTX, d, c, n, PI(ids), off, PF(gy), PF(gw));
+  }
   for (int v = 0; v < 3; v++) {
     const int64_t rows = v == 2 ? 0 : 5, c = v ? 1 : 9;
     DESC("[%lld, %lld]", (long long)rows, (long long)c);

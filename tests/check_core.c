@@ -259,6 +259,10 @@ static lv_tensor *f_gather(lv_graph *g, lv_tensor **in, const void *c) {
   return lv_op_gather(g, in[0], in[1]);
 }
 
+static lv_tensor *f_gather_cols(lv_graph *g, lv_tensor **in, const void *c) {
+  return lv_op_gather_cols(g, in[0], in[1], *(const int64_t *)c);
+}
+
 START_TEST(grad_dropout_layer_norm_gather) {
   spec d[1] = {fspec(lv_shape2(4, 8), 140)};
   gradcheck("dropout", 1, d, f_dropout, NULL, EPS, TOL);
@@ -275,6 +279,12 @@ START_TEST(grad_dropout_layer_norm_gather) {
   int32_t ids[5] = {2, 0, 2, 3, 2}; /* repeated ids accumulate */
   spec in[2] = {fspec(lv_shape2(4, 3), 180), ispec(lv_shape1(5), ids)};
   gradcheck("gather", 2, in, f_gather, NULL, EPS, TOL);
+  /* Columns of a [3, 4] shard holding classes 2..5: repeated ids accumulate, the ids of
+   * other shards (0, 7) get zero rows and no gradient. */
+  int32_t cids[6] = {3, 0, 5, 3, 7, 2};
+  int64_t off = 2;
+  spec cin[2] = {fspec(lv_shape2(3, 4), 185), ispec(lv_shape1(6), cids)};
+  gradcheck("gather_cols", 2, cin, f_gather_cols, &off, EPS, TOL);
   /* max(x, 0.1): inputs are spread well away from the kink. */
   spec m[1] = {fspec(lv_shape2(3, 5), 190)};
   gradcheck("maximum_scalar", 1, m, f_maximum_scalar, NULL, EPS, TOL);

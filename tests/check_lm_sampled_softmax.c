@@ -6,6 +6,7 @@
  * repeats them), finite-difference gradients, and the num_sampled range check. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check_util.h"
@@ -160,6 +161,54 @@ START_TEST(finite_differences) {
 }
 END_TEST
 
+/* A table in 4 column shards (Lingvo's num_shards) gives the one-shard table's loss bit
+ * for bit with the same weights (each shard gathers its own classes' columns, zeros for
+ * the others' ids), and finite-difference gradients in the middle shards. */
+START_TEST(sharded_table) {
+  lf_fixture f1, f4;
+  lf_open(&f1, "RnnLm", SSM_SET("softmax.num_sampled=8"), 3);
+  lf_open(&f4, "RnnLm", SSM_SET("softmax.num_sampled=8", "softmax.num_shards=4"), 3);
+  randomize(f1.vs, 31);
+  for (int i = 0; i < lv_varstore_count(f4.vs); i++) {
+    lv_var *v = lv_varstore_get(f4.vs, i);
+    int shard = -1;
+    char kind[16] = "";
+    float *dst = lv_f32(&v->value);
+    if (sscanf(v->name, "lm/softmax/%15[a-z]_%d/var", kind, &shard) == 2) {
+      bool weight = !strcmp(kind, "weight");
+      lv_var *u = lv_varstore_find(f1.vs, weight ? "lm/softmax/weight_0/var" : "lm/softmax/bias_0/var");
+      ck_assert_ptr_nonnull(u);
+      const float *src = lv_f32(&u->value);
+      for (int c = 0; c < V / 4; c++)
+        if (weight)
+          for (int d = 0; d < 6; d++) dst[d * (V / 4) + c] = src[d * V + shard * (V / 4) + c];
+        else
+          dst[c] = src[shard * (V / 4) + c];
+    } else {
+      lv_var *u = lv_varstore_find(f1.vs, v->name);
+      ck_assert_msg(u != NULL, "%s: no such variable in the one-shard LM", v->name);
+      memcpy(dst, lv_f32(&u->value), sizeof(float) * (size_t)lv_tensor_numel(&v->value));
+    }
+  }
+  for (int64_t step = 12; step < 15; step++) {
+    double a = lf_scalar(run(&f1, step, true).xent.avg_xent), b = lf_scalar(run(&f4, step, true).xent.avg_xent);
+    ck_assert_msg(a == b, "step %lld: one shard %.9g, four shards %.9g", (long long)step, a, b);
+  }
+  lf_close(&f1);
+  for (int i = 0; i < lv_varstore_count(f4.vs); i++) {
+    lv_var *v = lv_varstore_get(f4.vs, i);
+    for (int64_t j = 0; j < lv_tensor_numel(&v->value); j++) lv_f32(&v->value)[j] /= 3.0f;
+  }
+  const lf_elems el[] = {{"lm/softmax/weight_1/var", {0, 3, 9, 17, 30, 59, -1}},
+                         {"lm/softmax/weight_2/var", {1, 5, 22, 48, -1}},
+                         {"lm/softmax/bias_1/var", {0, 2, 5, 9, -1}},
+                         {"lm/softmax/bias_3/var", {1, 4, 8, -1}},
+                         {NULL, {-1}}};
+  lf_gradcheck(&f4, sampled_loss, NULL, el, 1e-2, 2e-3);
+  lf_close(&f4);
+}
+END_TEST
+
 START_TEST(num_sampled_range) {
   lv_params *p = lf_params("RnnLm", SSM_SET("softmax.num_sampled=41"));
   lv_varstore *vs = lv_varstore_create();
@@ -178,6 +227,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, expected_loss_approaches_full);
   tcase_add_test(tc, training_outputs_and_determinism);
   tcase_add_test(tc, finite_differences);
+  tcase_add_test(tc, sharded_table);
   tcase_add_test(tc, num_sampled_range);
   suite_add_tcase(s, tc);
   return s;

@@ -598,6 +598,10 @@ START_TEST(test_from_text_rules) {
   ck_assert_int_eq(lv_params_int(p, "i"), 7);
   ck_assert_double_eq(lv_params_float(p, "f"), 0.5);
   ck_assert_str_eq(lv_params_str(p, "s"), "a;b");
+  /* a quote inside a bare value is a character: the ';' after it still separates */
+  EXPECT_OK(lv_params_from_text(p, "s : it's; i : 9", "t"));
+  ck_assert_str_eq(lv_params_str(p, "s"), "it's");
+  ck_assert_int_eq(lv_params_int(p, "i"), 9);
 
   /* multi-line strings, with line numbers kept right after them */
   EXPECT_ERR(lv_params_from_text(p, "s : 'first\nsecond\n  third'\ni : x\n", "multi"), LV_ERR_INVALID,

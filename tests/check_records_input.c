@@ -259,10 +259,11 @@ START_TEST(test_shuffle_determinism) {
 }
 END_TEST
 
-/* A shuffle buffer much larger than the file holds many slots of each record (one copy
- * of its bytes, shared): every record still comes out once per epoch, with its own
- * bytes, through eviction and the final drain; a yielder destroyed while the buffer is
- * full frees them all (checked by the ASan build). */
+/* Lingvo's epoch barrier: the shuffle buffer drains before the next epoch starts, so with
+ * a buffer larger than the file each epoch's 7 records come out together, each once, in
+ * another order each epoch (a buffer that kept filling across epochs held each record
+ * many times and mixed epochs); a yielder destroyed while the buffer holds records frees
+ * them (checked by the ASan build). With a buffer of 3, epochs still do not mix. */
 START_TEST(test_shuffle_buffer_repeats) {
   write_records("r7.tfrecord", "r", 7);
   char pat[600];
@@ -274,14 +275,34 @@ START_TEST(test_shuffle_buffer_repeats) {
   rec_list a;
   drain(&o, &a);
   ck_assert_int_eq(a.n, 2100);
-  int count[7] = {0};
-  for (int i = 0; i < a.n; i++) {
-    int k = -1;
-    ck_assert_msg(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7, "record %d is \"%s\"", i, a.r[i]);
-    count[k]++;
+  int orders_differ = 0;
+  for (int e = 0; e < 300; e++) {
+    int count[7] = {0};
+    for (int i = 7 * e; i < 7 * e + 7; i++) {
+      int k = -1;
+      ck_assert_msg(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7, "record %d is \"%s\"", i, a.r[i]);
+      count[k]++;
+    }
+    for (int k = 0; k < 7; k++) ck_assert_msg(count[k] == 1, "epoch %d has record %d %d times", e, k, count[k]);
+    if (e > 0) orders_differ += strcmp(a.r[7 * e], a.r[7 * e - 7]) != 0;
   }
-  for (int k = 0; k < 7; k++) ck_assert_int_eq(count[k], 300);
+  ck_assert_int_gt(orders_differ, 200); /* the first record changes in ~6 of 7 epochs */
   rec_list_free(&a);
+  o.buffer_size = 3;
+  o.repeat_count = 20;
+  drain(&o, &a);
+  ck_assert_int_eq(a.n, 140);
+  for (int e = 0; e < 20; e++) {
+    int count[7] = {0};
+    for (int i = 7 * e; i < 7 * e + 7; i++) {
+      int k = -1;
+      ck_assert(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7);
+      count[k]++;
+    }
+    for (int k = 0; k < 7; k++) ck_assert_msg(count[k] == 1, "buffer 3, epoch %d has record %d %d times", e, k, count[k]);
+  }
+  rec_list_free(&a);
+  o.buffer_size = 1000;
   o.repeat_count = -1;
   lv_record_yielder *y = NULL;
   EXPECT_OK(lv_record_yielder_create(&o, &y));

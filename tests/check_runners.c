@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/log.h"
 #include "check_util.h"
 #include "io/ckpt_state.h"
 #include "io/caption.h"
@@ -29,6 +30,16 @@ static lv_params *train_params(int64_t keep, int64_t every_steps) {
   else lv_params_define_none(p, "save_interval_steps", LV_PV_INT, "s");
   lv_params_define_int(p, "save_max_to_keep", keep, "k");
   lv_params_define_float(p, "save_keep_checkpoint_every_n_hours", 0.0, "h");
+  lv_params_freeze(p);
+  return p;
+}
+
+static lv_params *train_params_hours(int64_t keep, double hours) {
+  lv_params *p = lv_params_new();
+  lv_params_define_int(p, "save_interval_seconds", 600, "s");
+  lv_params_define_none(p, "save_interval_steps", LV_PV_INT, "s");
+  lv_params_define_int(p, "save_max_to_keep", keep, "k");
+  lv_params_define_float(p, "save_keep_checkpoint_every_n_hours", hours, "h");
   lv_params_freeze(p);
   return p;
 }
@@ -249,6 +260,60 @@ static char *read_file(const char *name) {
 
 /* A listed checkpoint is never written again; an unlisted one (a crash before its state
  * update) is replaced. */
+/* Lingvo's keep-every-n-hours walk starts from time 0 at every update, so what it kept
+ * stays kept: with 0.5 h and the newest 2, of checkpoints 2 h, 1.5 h, 1 h and 0.55 h old
+ * (last_preserved_timestamp: 10 min ago, as Lingvo writes it), a save keeps the first
+ * (from 0), the 1-hour-old one (1 h after it) and the new one (1 h after that), and the
+ * newest two; a second save keeps the same three. The same checkpoint listed twice (by
+ * two spellings) is listed once and not deleted. */
+START_TEST(test_retention_every_n_hours) {
+  char train[512], path[700];
+  snprintf(train, sizeof train, "%s/train", g_dir);
+  ck_assert(lv_file_mkdirs(train) == NULL);
+  const double now = lv_now_wall();
+  char *paths[] = {"ckpt-00000001", "ckpt-00000002", "ckpt-00000003", "ckpt-00000004", NULL};
+  double tss[] = {now - 7200, now - 5400, now - 3600, now - 1980, 0};
+  char abs3[600];
+  snprintf(abs3, sizeof abs3, "%s/ckpt-00000003", train);
+  paths[4] = abs3; /* ckpt-00000003 again, by its absolute path */
+  tss[4] = now - 3600;
+  lv_ckpt_state st = {.model_checkpoint_path = "ckpt-00000004", .num_paths = 5, .all_model_checkpoint_paths = paths,
+                      .all_model_checkpoint_timestamps = tss, .last_preserved_timestamp = now - 600};
+  ck_assert(lv_ckpt_state_write(train, &st) == NULL);
+  for (int i = 1; i <= 4; i++) {
+    snprintf(path, sizeof path, "%s/ckpt-%08d.index", train, i);
+    touch(path);
+  }
+  lv_params *tp = train_params_hours(2, 0.5);
+  lv_checkpointer *ck = NULL;
+  ck_assert(lv_checkpointer_create(train, tp, false, &ck) == NULL);
+  float v = 0;
+  lv_saveable it = scalar_item("v", &v);
+  const char *want[2][4] = {{"ckpt-00000001", "ckpt-00000003", "ckpt-00000004", "ckpt-00000005"},
+                            {"ckpt-00000001", "ckpt-00000003", "ckpt-00000005", "ckpt-00000006"}};
+  for (int k = 0; k < 2; k++) {
+    ck_assert(lv_checkpointer_save(ck, 5 + k, &it, 1, NULL) == NULL);
+    lv_ckpt_state rd = {0};
+    bool ex = false;
+    ck_assert(lv_ckpt_state_read(train, &rd, &ex) == NULL);
+    ck_assert_int_eq(rd.num_paths, 4);
+    for (int i = 0; i < 4; i++) ck_assert_str_eq(rd.all_model_checkpoint_paths[i], want[k][i]);
+    ck_assert(rd.last_preserved_timestamp >= now);
+    lv_ckpt_state_free(&rd);
+    snprintf(path, sizeof path, "%s/ckpt-00000002.index", train);
+    ck_assert(!lv_file_exists(path));
+    for (int i = 0; i < 4; i++) {
+      snprintf(path, sizeof path, "%s/%s.index", train, want[k][i]);
+      ck_assert_msg(lv_file_exists(path), "%s was deleted", path);
+    }
+  }
+  snprintf(path, sizeof path, "%s/ckpt-00000004.index", train);
+  ck_assert(!lv_file_exists(path));
+  ck_assert(lv_checkpointer_destroy(ck) == NULL);
+  lv_params_free(tp);
+}
+END_TEST
+
 START_TEST(test_save_never_overwrites_listed) {
   lv_params *tp = train_params(0, 1);
   float v = 0;
@@ -341,6 +406,16 @@ START_TEST(test_resume_point) {
   int64_t steps[8];
   ck_assert_int_eq(listed_steps(steps, 8), 3);
   ck_assert(steps[0] == 0 && steps[1] == 5 && steps[2] == 12);
+  /* Another writer's name (ckpt-13, no zero padding) is listed as found, not as the
+   * ckpt-00000013 that does not exist. */
+  unlink(state);
+  char other[600];
+  snprintf(other, sizeof other, "%s/ckpt-13.index", g_dir);
+  touch(other);
+  ck_assert(lv_checkpoint_resume_point(g_dir, true, prefix, sizeof prefix, &step, &found) == NULL);
+  ck_assert(found);
+  ck_assert_int_eq(step, 13);
+  ck_assert_msg(strstr(prefix, "/ckpt-13") && !strstr(prefix, "ckpt-00000013"), "%s", prefix);
   lv_params_free(tp);
 }
 END_TEST
@@ -401,9 +476,12 @@ START_TEST(test_clean_stale_temps) {
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     touch(path);
   }
+  /* Our own pid: a dead process's that had it (the cleanup runs before we write). */
+  snprintf(path, sizeof path, "%s/ckpt-00000070.index.tmp%d", g_dir, (int)getpid());
+  touch(path);
   snprintf(path, sizeof path, "%s/checkpoint.tmp%d", g_dir, (int)getppid()); /* alive */
   touch(path);
-  ck_assert_int_eq(lv_checkpoint_clean_stale_temps(g_dir), 4);
+  ck_assert_int_eq(lv_checkpoint_clean_stale_temps(g_dir), 5);
   ck_assert(lv_file_exists(path));
   for (int i = 0; i < 5; i++) {
     snprintf(name, sizeof name, kept[i], (int)dead);
@@ -616,6 +694,9 @@ START_TEST(test_follower_deleted_checkpoint) {
   char index[700];
   snprintf(index, sizeof index, "%s.index", prefix);
   ck_assert_int_eq(remove(index), 0);
+  /* ... unless the failure was not about its files (a non-finite metric). */
+  EXPECT_ERR(lv_follower_failed(f, lv_status_make(LV_ERR_INVALID, "non-finite log_pplx")), LV_ERR_INVALID,
+             "non-finite log_pplx");
   EXPECT_OK(lv_follower_failed(f, lv_status_make(LV_ERR_NOT_FOUND, "gone")));
   EXPECT_OK(lv_follower_next(f, prefix, sizeof prefix, &step, &done));
   ck_assert(!done && step == 20);
@@ -699,6 +780,7 @@ int main(void) {
   tcase_add_test(tc, test_restore_lists_every_mismatch);
   tcase_add_test(tc, test_state_paths_are_relative);
   tcase_add_test(tc, test_retention_only_own_checkpoints);
+  tcase_add_test(tc, test_retention_every_n_hours);
   tcase_add_test(tc, test_save_never_overwrites_listed);
   tcase_add_test(tc, test_checkpoint_finite_check);
   tcase_add_test(tc, test_resume_point);

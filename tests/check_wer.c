@@ -107,6 +107,19 @@ START_TEST(test_post_process_decode_out) {
   ck_assert_int_eq(s->ter_tokens, 6);
   ck_assert_double_eq_tol(lv_wer_sacc(s), 0.5, 1e-12);
   ck_assert_double_eq_tol(lv_wer_oracle(s), 0.2, 1e-12);
+  {
+    /* oracle_norm_wer divides by the filtered reference's words, as Lingvo: the <noise>
+     * regex leaves one of two adjacent <noise> (3 words, 1 error), the filter none (2). */
+    lv_metric *m2 = lv_wer_metric_new();
+    lv_wer_stats *s2 = lv_wer_metric_stats(m2);
+    const char *h2[] = {"a b"};
+    EXPECT_OK(lv_wer_stats_add(s2, "a <noise> <noise> b", h2, 1, NULL, 0, NULL, 0));
+    ck_assert_int_eq(s2->norm_words, 3);
+    ck_assert_int_eq(s2->oracle_errors, 1);
+    ck_assert_int_eq(s2->ed_words, 2);
+    ck_assert_double_eq_tol(lv_wer_oracle(s2), 0.5, 1e-12);
+    lv_metric_free(m2);
+  }
   double v;
   EXPECT_OK(lv_metric_value(m, &v));
   ck_assert_double_eq_tol(v, 0.2, 1e-12);

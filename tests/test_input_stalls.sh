@@ -39,14 +39,14 @@ expect_exit 2 "input.bucket_upper_bound: [0]" train_in "$T/zero" --model=$M \
 err_has "input.bucket_upper_bound[0] must be >= 1"
 check "a rejected config writes no checkpoint" test ! -e "$T/zero/train/ckpt-00000000.index"
 
-# The trainer waits for input when the signal comes: a huge shuffle buffer over a small
-# file (the first batch waits until the buffer has filled, minutes), with and without
-# the batcher thread; and a FIFO nobody writes, whose reader thread stays blocked in
-# open (left behind at exit).
+# The trainer waits for input when the signal comes: a batch of 16M examples over a file of
+# 20 (the first batch takes minutes to gather; memory grows ~80 MB/s until the signal),
+# with and without the batcher thread; and a FIFO nobody writes, whose reader thread stays
+# blocked in open (left behind at exit).
 mkfifo "$T/fifo.tfrecord"
 for sig in TERM INT TERM.prefetch0 TERM.fifo; do
   log=$T/wait.$sig
-  ov="$OV_transformer; input.file_buffer_size: 1000000000; train.max_steps: 5"
+  ov="$OV_transformer; input.bucket_upper_bound: [1000]; input.bucket_batch_limit: [16000000]; train.max_steps: 5"
   case $sig in
     *.prefetch0) ov="$ov; input.prefetch_batches: 0" ;;
     *.fifo) ov="$OV_transformer; input.file_pattern: \"tfrecord:$T/fifo.tfrecord\"; train.max_steps: 5" ;;

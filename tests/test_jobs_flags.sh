@@ -12,6 +12,27 @@ OV="input.ckpt: \"$FM\"; input.num_samples: 256; input.batch_size: 32"
 TR="$LV_BIN/trainer"
 EV="$LV_BIN/evaler"
 
+# Params an override or a flag cannot break (exit 2 naming them, never an abort): a group
+# set to NoneType, task swapped for a non-task class, a dotted --dataset, --task != 0,
+# --checkpoint without --once, a negative --timeout_secs or --log_interval_steps.
+expect_exit 2 "override task.train: NoneType" "$TR" --model=$M --logdir="$T/x" --model_params_override="task.train: NoneType"
+err_has "task.train must be a params group, not None"
+expect_exit 2 "override cluster: NoneType" "$TR" --model=$M --logdir="$T/x" --model_params_override="cluster: NoneType"
+err_has "cluster must be a params group, not None"
+expect_exit 2 "override task.cls: 'Adam'" "$TR" --model=$M --logdir="$T/x" --model_params_override="task.cls: 'Adam'"
+err_has "task.cls is 'Adam', which is not a task class"
+expect_exit 2 "evaler --dataset=Train.cls" "$EV" --model=$M --logdir="$T/x" --dataset=Train.cls --once
+err_has "has no dataset Train.cls"
+expect_exit 2 "trainer --task=3" "$TR" --model=$M --logdir="$T/x" --task=3
+err_has "--task may only be 0"
+expect_exit 2 "evaler --checkpoint without --once" "$EV" --model=$M --logdir="$T/x" --model_params_override="$OV" \
+  --checkpoint="$T/x/train/ckpt-1"
+err_has "goes with --once"
+expect_exit 2 "evaler --timeout_secs=-5" "$EV" --model=$M --logdir="$T/x" --model_params_override="$OV" --timeout_secs=-5
+err_has "--timeout_secs=-5: expected >= 0"
+expect_exit 2 "trainer --log_interval_steps=0" "$TR" --model=$M --logdir="$T/x" --log_interval_steps=0
+err_has "--log_interval_steps=0: expected >= 1"
+
 # --job / --mode
 expect_exit 2 "trainer --job=evaler_test" "$TR" --model=$M --logdir="$T/x" --job=evaler_test
 err_has "bin/trainer does not run evaler jobs; run bin/evaler"

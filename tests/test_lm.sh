@@ -40,6 +40,12 @@ for M in RnnLmTinyTest TransformerLmTinyTest; do
   check "$M: samples start with the prefix" test "$(grep -c '^the lord' "$T/sample1")" -eq 3
   check "$M: the same seed, the same samples" cmp -s "$T/sample1" "$T/sample2"
   check "$M: sampling settings are not model params that drifted" bash -c "! grep -q 'differ from this job' '$T/err'"
+  # The sampling flags with --model_params_file_override (they were merged into
+  # --model_params_override, which excludes it).
+  echo "task.decoder.sample_max_length: 300" >"$T/ovr.txt"
+  expect_exit 0 "sample with --model_params_file_override" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" \
+    --dataset=Dev --model_params_file_override="$T/ovr.txt" --sample=3 --prefix="the lord" --seed=9 --temperature=0.8
+  check "$M: 3 samples with a params file" test "$(wc -l <"$T/out")" -eq 3
   # A temperature so small that logits / T overflow (above 5.4): the argmax continuation, as top_k 1.
   for k in "--temperature=3e-308" "--top_k=1"; do
     expect_exit 0 "sample $k" "$LV_BIN/decoder" --model=lm.bible.$M --logdir="$T/$M" --dataset=Dev \
@@ -82,6 +88,14 @@ head -c 300 /dev/zero | tr '\0' 'a' >"$T/long.txt"
 expect_exit 0 "score_text on a line longer than target_max_length" "$LV_BIN/decoder" --model=lm.bible.$M \
   --logdir="$T/$M" --dataset=Dev --model_params_override="$DV" --score_text="$T/long.txt"
 err_has "score_text: line 1: 301 tokens, more than input.target_max_length 256: only its first 256 are scored"
+# A NUL byte or invalid UTF-8: no score (an empty line), not a score of other text.
+printf 'the lord\nabc\0def\nthe \377 lord\nsaid\n' >"$T/bad.txt"
+expect_exit 0 "score_text with a NUL byte and invalid UTF-8" "$LV_BIN/decoder" --model=lm.bible.$M \
+  --logdir="$T/$M" --dataset=Dev --model_params_override="$DV" --score_text="$T/bad.txt"
+check "4 output lines (the bad ones empty) and the corpus line" test "$(sed -n '2p;3p' "$T/out" | tr -d '\n')" = "" -a "$(wc -l <"$T/out")" -eq 5
+check "the corpus line counts the 2 good lines" grep -q "^corpus: 2 lines," "$T/out"
+err_has "score_text: line 2: a NUL byte at byte 3: not scored"
+err_has "score_text: line 3: invalid UTF-8 at byte 4: not scored"
 # SIGKILL mid-run and restart (RnnLmTinyTest with embedding dropout and a sampled softmax
 # of 20 classes, both keyed by the step): the same final weights and Adam slots as an
 # uninterrupted run.
@@ -145,4 +159,11 @@ fi
 expect_exit 2 "max_lstm_gradient_norm on a TransformerLm" "$LV_BIN/trainer" --model=lm.bible.TransformerLmTinyTest \
   --logdir="$T/clipT" --model_params_override="$TR; train.max_steps: 1; task.train.max_lstm_gradient_norm: 1.0"
 err_has "task.train.max_lstm_gradient_norm: 1 needs an RnnLm"
+# The ASCII tokenizer's 76 ids into an LM of 50 rows: refused before the first step, not
+# by the embedding's gather minutes in.
+expect_exit 2 "an LM vocabulary smaller than the tokenizer's" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest \
+  --logdir="$T/small_vocab" --model_params_override="$TR; task.lm.vocab_size: 50; task.lm.emb.vocab_size: 50; \
+task.lm.softmax.num_classes: 50"
+err_has "input.tokenizer's vocabulary has 76 ids, more than task.lm.vocab_size 50"
+check "no step ran with the small vocabulary" test ! -e "$T/small_vocab/train/ckpt-00000000.index"
 finish

@@ -54,6 +54,13 @@ expect_exit 0 "decoder --once, one sentence per search" "$LV_BIN/decoder" --mode
 top "$D/decoder_out_000000300" >"$T/top_single"
 check "top hyps the same as batched" cmp -s "$T/top_batched" "$T/top_single"
 check "20 top hyps" test "$(wc -l <"$T/top_single")" -eq 20
+check "score has total_samples 20" grep -q '^total_samples: 20$' "$S"
+# eval.decoder_samples_per_summary (Lingvo's DecodeCheckpoint): batches until that many
+# examples, here the first batch of 16 (bucket_batch_limit) of the 20.
+expect_exit 0 "decoder --once, decoder_samples_per_summary 5" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
+  --job=decoder_train --model_params_override="$DATA; $DEC; task.eval.decoder_samples_per_summary: 5"
+check "one batch decoded (16 top hyps)" test "$(top "$D/decoder_out_000000300" | wc -l)" -eq 16
+check "score has total_samples 16" grep -q '^total_samples: 16$' "$S"
 # Polling (no --once) on Dev: decodes the checkpoint at the trainer's max_steps, then stops.
 expect_exit 0 "decoder polling --dataset=Dev" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --dataset=Dev \
   --timeout_secs=5 --model_params_override="$DATA; $DEC"

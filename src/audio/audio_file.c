@@ -73,7 +73,10 @@ lv_status lv_audio_resample(const float *samples, int64_t n, int in_rate, int ou
  * "SSND", IFF "BODY") is longer than the file, or NULL; *len is its length. Only those: the
  * log's other "should be" lines are notes on things libsndfile already worked around (a
  * data chunk of an odd length, legal in RIFF and usual for 8-bit mono; a RIFF size past
- * the end; bext, fact or block-align fields), and such files read in full. */
+ * the end; bext, fact or block-align fields), and such files read in full. A length of 2 GB
+ * or more (0xFFFFFFFF, 0x7FFFF000, ...) is the placeholder of a writer that could not seek
+ * back (ffmpeg or sox writing to a pipe): the data runs to the end of the file, which is
+ * whole. */
 static const char *cut_data_line(const char *log, int *len) {
   static const char *const kChunks[] = {"data :", "SSND :", "BODY :"};
   for (const char *l = log; *l;) {
@@ -84,6 +87,7 @@ static const char *cut_data_line(const char *log, int *len) {
     for (size_t k = 0; k < sizeof kChunks / sizeof *kChunks; k++) {
       size_t kl = strlen(kChunks[k]);
       if ((size_t)(l + n - t) >= kl && !strncmp(t, kChunks[k], kl) && memmem(t, (size_t)(l + n - t), "(should be", 10)) {
+        if (strtoull(t + kl, NULL, 10) >= 0x7FFFF000ull) continue; /* a streaming writer's placeholder */
         *len = n;
         return l;
       }

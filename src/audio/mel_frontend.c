@@ -169,8 +169,10 @@ lv_status lv_mel_frontend_create(const lv_mel_frontend_opts *opts, lv_mel_fronte
   if (!fe) return lv_status_make(LV_ERR_RESOURCE, "frontend: out of memory");
   fe->o = *opts;
   fe->o.per_bin_mean = fe->o.per_bin_stddev = NULL;
-  fe->frame_step = (int)lround(opts->sample_rate * opts->frame_step_ms / 1000.0);
-  fe->frame_size = (int)lround(opts->sample_rate * opts->frame_size_ms / 1000.0) + 1;
+  /* Python's round(): halves to even (22050 Hz x 10 ms = 220.5 -> 220), as Lingvo's
+   * int(round(sample_rate * frame_step_ms / 1000.0)); nearbyint in the default mode. */
+  fe->frame_step = (int)nearbyint(opts->sample_rate * opts->frame_step_ms / 1000.0);
+  fe->frame_size = (int)nearbyint(opts->sample_rate * opts->frame_size_ms / 1000.0) + 1;
   if (fe->frame_step < 1 || fe->frame_size < 2 || fe->frame_size > (1 << 22)) {
     lv_status s = lv_status_make(LV_ERR_INVALID,
                                  "frontend: frame_size_ms %g / frame_step_ms %g at %g Hz give frames of %d samples "

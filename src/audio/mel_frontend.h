@@ -2,8 +2,9 @@
  * PCM in int16 range -> log-mel frames, optionally stacked and subsampled.
  *
  * Per frame of frame_size = round(sr * frame_size_ms / 1000) + 1 samples, every
- * frame_step = round(sr * frame_step_ms / 1000) samples (tf.signal.frame): pre-emphasis
- * inside the frame (y[n] = f[n+1] - preemph * f[n], frame_size - 1 samples), Gaussian
+ * frame_step = round(sr * frame_step_ms / 1000) samples (tf.signal.frame; Python's round,
+ * halves to even): pre-emphasis inside the frame (y[n] = f[n+1] - preemph * f[n],
+ * frame_size - 1 samples), Gaussian
  * dither of stddev noise_scale, TF's periodic Hann window, |rfft| (FFTW, fft_size =
  * max(512, next power of two of frame_size - 1), doubled by fft_overdrive), TF's HTK mel
  * matrix (linear_to_mel_weight_matrix), ln(max(output_floor, mel)), (x - mean) / stddev;

@@ -177,6 +177,14 @@ static lv_status read_flagfile(parse_ctx *pc, const char *path, int depth) {
   char *text = NULL;
   size_t text_len = 0;
   LV_TRY(lv_file_read_regular(path, LV_FILE_TEXT_MAX, "--flagfile", &text, &text_len));
+  const char *nul = memchr(text, 0, text_len);
+  if (nul) {
+    int at_line = 1;
+    for (const char *c = text; c < nul; c++) at_line += *c == '\n';
+    free(text);
+    return lv_status_make(LV_ERR_INVALID, "--flagfile=%s:%d: contains a NUL byte; expected text lines --flag=value",
+                          path, at_line);
+  }
   char **args = NULL;
   int *lines = NULL, na = 0, lineno = 0;
   for (char *line = text, *next; line && line < text + text_len; line = next) {

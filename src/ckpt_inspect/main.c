@@ -151,6 +151,7 @@ static lv_status print_tensor(lv_bundle_reader *r, const lv_bundle_entry *e) {
   printf("tensor_name:  %s\n", e->name);
   g_scalar = e->shape.rank == 0;
   if (e->shape.rank == 0) print_elem(&p, 0);
+  else if (lv_shape_numel(&e->shape) == 0) fputs("[]", stdout); /* numpy's for any empty array ([2^62, 0] too) */
   else print_dim(&p, 0, 0);
   putchar('\n');
   free(buf);

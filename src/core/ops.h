@@ -110,6 +110,11 @@ lv_tensor *lv_op_batch_norm(lv_graph *g, lv_tensor *x, lv_tensor *paddings, lv_t
  * zeroed by its store); a table without one gets a fresh zeroed buffer. The buffer
  * itself is dense [V,D]: the learner still updates every row. */
 lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids);
+/* Columns of w [D, C] as rows, for a column-sharded table: out [numel(ids), D], row i =
+ * w[:, ids[i] - offset] where ids[i] - offset is in [0, C), zeros elsewhere (the ids of
+ * other shards). The gradient adds into those columns only, in ids' order. A sampled
+ * softmax gathers its few classes this way without transposing the whole table. */
+lv_tensor *lv_op_gather_cols(lv_graph *g, lv_tensor *w, lv_tensor *ids, int64_t offset);
 
 /* ---- no gradient ---- */
 /* uint8/int32/int64/float -> dtype. */

@@ -99,12 +99,11 @@ static lv_status run(int argc, char **argv) {
     size_t len = 0;
     FILE *f = open_memstream(&ovr, &len);
     LV_ASSERT(f);
-    fprintf(f, "%s", c.model_params_override ? c.model_params_override : "");
-    if (temp_set) fprintf(f, "; task.decoder.sample_temperature: %.17g", temperature);
-    if (top_k_set) fprintf(f, "; task.decoder.sample_top_k: %lld", (long long)top_k);
-    if (seed_set) fprintf(f, "; task.decoder.sample_seed: %lld", (long long)seed);
+    if (temp_set) fprintf(f, "task.decoder.sample_temperature: %.17g\n", temperature);
+    if (top_k_set) fprintf(f, "task.decoder.sample_top_k: %lld\n", (long long)top_k);
+    if (seed_set) fprintf(f, "task.decoder.sample_seed: %lld\n", (long long)seed);
     fclose(f);
-    c.model_params_override = ovr;
+    c.flag_params = ovr; /* after --model_params_override or _file_override, whichever is given */
   }
   lv_params *p = NULL;
   lv_status bs = lv_cli_build_params(&c, flags, n, dataset, &p);

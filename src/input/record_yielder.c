@@ -9,10 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -126,8 +124,7 @@ lv_status lv_file_pattern_expand(const char *pattern, lv_file_list *out) {
 typedef struct src {
   int file_idx;
   lv_record_type type;
-  lv_tfrecord_reader *tf; /* tfrecord, and tfrecord_gzip through a memfd */
-  int memfd;
+  lv_tfrecord_reader *tf; /* tfrecord and tfrecord_gzip */
   FILE *text;
   char *line;
   size_t line_cap;
@@ -143,58 +140,10 @@ static int64_t src_close(src *s, const char *path) {
     if (k > 0) lv_warn("%s: skipped %lld corrupt region%s", path, (long long)k, k == 1 ? "" : "s");
     lv_tfrecord_reader_close(s->tf);
   }
-  if (s->memfd >= 0) close(s->memfd);
   if (s->text) fclose(s->text);
   free(s->line);
   memset(s, 0, sizeof *s);
-  s->memfd = -1;
   return k;
-}
-
-/* gzip-compressed TFRecord: inflated into an anonymous memory file, then read by the
- * TFRecord reader (one validating parser for both); its offsets are in the uncompressed
- * stream. */
-static lv_status open_gzip(src *s, const char *path, bool skip_corrupt) {
-  int fd;
-  LV_TRY(lv_file_open_regular(path, "TFRecord file", &fd));
-  gzFile gz = gzdopen(fd, "rb");
-  if (!gz) {
-    close(fd);
-    return lv_status_make(LV_ERR_RESOURCE, "%s: cannot open: out of memory", path);
-  }
-  s->memfd = memfd_create("lv_tfrecord_gzip", MFD_CLOEXEC);
-  lv_status st = NULL;
-  if (s->memfd < 0) st = lv_status_make(LV_ERR_IO, "%s: memfd_create failed: %s", path, strerror(errno));
-  enum { kChunk = 1 << 16 };
-  char *buf = malloc(kChunk);
-  LV_ASSERT(buf);
-  uint64_t total = 0;
-  while (!st) {
-    int got = gzread(gz, buf, kChunk);
-    if (got < 0) {
-      int code;
-      const char *msg = gzerror(gz, &code);
-      st = lv_status_make(LV_ERR_CORRUPT, "%s: bad gzip data after %" PRIu64 " uncompressed bytes: %s", path, total,
-                          msg);
-    } else if (got == 0) {
-      break;
-    } else if (write(s->memfd, buf, (size_t)got) != got) {
-      st = lv_status_make(LV_ERR_IO, "%s: cannot buffer the uncompressed data: %s", path, strerror(errno));
-    }
-    total += got > 0 ? (uint64_t)got : 0;
-  }
-  free(buf);
-  gzclose(gz);
-  if (st) return st;
-  char fdpath[64];
-  snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", s->memfd);
-  char *name = NULL;
-  LV_ASSERT(asprintf(&name, "%s (gzip; offsets uncompressed)", path) >= 0);
-  st = lv_status_wrap(lv_tfrecord_reader_open(fdpath, skip_corrupt, &s->tf), "%s", name);
-  /* Its later errors (a corrupt record) name the gzip file, not the memory file. */
-  if (!st) lv_tfrecord_reader_set_name(s->tf, name);
-  free(name);
-  return st;
 }
 
 /* A compressed file's magic number, or NULL: `text:` reads plain text, and compressed
@@ -227,7 +176,6 @@ static lv_status open_text(src *s, const char *path) {
 
 static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corrupt) {
   memset(s, 0, sizeof *s);
-  s->memfd = -1;
   s->file_idx = idx;
   s->type = l->type;
   const char *path = l->files[idx];
@@ -235,7 +183,7 @@ static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corr
     case LV_RECORD_TFRECORD:
       return lv_tfrecord_reader_open(path, skip_corrupt, &s->tf);
     case LV_RECORD_TFRECORD_GZIP:
-      return open_gzip(s, path, skip_corrupt);
+      return lv_tfrecord_reader_open_gzip(path, skip_corrupt, &s->tf);
     case LV_RECORD_TEXT:
       return open_text(s, path);
     case LV_RECORD_IOTA:
@@ -373,116 +321,13 @@ static void add_skipped(lv_record_yielder *y, int64_t k) {
   pthread_mutex_unlock(&y->mu);
 }
 
-/* A record held by the shuffle buffer. A small file repeated for ever fills a large
- * buffer with copies of the same records (Lingvo's WMT buffer of 10M records over 100
- * test records: 10 GB), so the buffer keeps each distinct record (file, offset, bytes)
- * once, counted by the slots that hold it, and each record leaving the buffer gets its
- * own copy (the last slot hands over the bytes). The order of records is unchanged. */
-typedef struct shared {
-  uint8_t *data;
-  size_t len;
-  int file_idx;
-  uint64_t offset;
-  int64_t refs;  /* buffer slots holding it */
-  bool in_table; /* a record with the key and other bytes (a file that changed) is not */
-} shared;
-
-typedef struct slot {
-  shared *r;
-  int64_t epoch;
-} slot;
-
 typedef struct reader_state {
   lv_record_yielder *y;
   lv_rng rng;
-  slot *buf; /* shuffle buffer */
+  item *buf; /* shuffle buffer: at most one epoch's records (it drains at each epoch's end) */
   int64_t buf_n, buf_cap;
-  shared **table; /* [table_cap] open addressing by (file_idx, offset); NULL: free */
-  int64_t table_n, table_cap;
   uint64_t position; /* records seen in the global order (for sharding) */
 } reader_state;
-
-static uint64_t table_hash(int file_idx, uint64_t offset) {
-  uint64_t h = (offset ^ ((uint64_t)file_idx << 40)) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
-}
-
-/* The slot of (file_idx, offset): its record, or the free slot where it would go. */
-static int64_t table_find(const reader_state *rs, int file_idx, uint64_t offset) {
-  uint64_t mask = (uint64_t)rs->table_cap - 1, i = table_hash(file_idx, offset) & mask;
-  while (rs->table[i] && (rs->table[i]->file_idx != file_idx || rs->table[i]->offset != offset)) i = (i + 1) & mask;
-  return (int64_t)i;
-}
-
-static void table_insert(reader_state *rs, shared *r) {
-  if (2 * (rs->table_n + 1) > rs->table_cap) {
-    shared **old = rs->table;
-    int64_t old_cap = rs->table_cap;
-    rs->table_cap = old_cap ? 2 * old_cap : 1024;
-    rs->table = calloc((size_t)rs->table_cap, sizeof *rs->table);
-    LV_ASSERT(rs->table);
-    for (int64_t i = 0; i < old_cap; i++)
-      if (old[i]) rs->table[table_find(rs, old[i]->file_idx, old[i]->offset)] = old[i];
-    free(old);
-  }
-  rs->table[table_find(rs, r->file_idx, r->offset)] = r;
-  rs->table_n++;
-  r->in_table = true;
-}
-
-/* Linear probing's deletion: later entries of the run move back into the hole. */
-static void table_remove(reader_state *rs, const shared *r) {
-  uint64_t mask = (uint64_t)rs->table_cap - 1, i = (uint64_t)table_find(rs, r->file_idx, r->offset);
-  LV_ASSERT(rs->table[i] == r);
-  rs->table[i] = NULL;
-  rs->table_n--;
-  for (uint64_t j = (i + 1) & mask; rs->table[j]; j = (j + 1) & mask) {
-    uint64_t home = table_hash(rs->table[j]->file_idx, rs->table[j]->offset) & mask;
-    /* entry j may fill the hole i unless its home lies cyclically in (i, j] */
-    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      rs->table[i] = rs->table[j];
-      rs->table[j] = NULL;
-      i = j;
-    }
-  }
-}
-
-/* The buffer's reference to it, taking over it.data. */
-static slot buf_hold(reader_state *rs, item it) {
-  shared *r = NULL;
-  if (rs->table_cap) {
-    shared *t = rs->table[table_find(rs, it.file_idx, it.offset)];
-    if (t && t->len == it.len && !memcmp(t->data, it.data, it.len)) r = t;
-  }
-  if (r) {
-    free(it.data);
-  } else {
-    r = calloc(1, sizeof *r);
-    LV_ASSERT(r);
-    *r = (shared){it.data, it.len, it.file_idx, it.offset, 0, false};
-    if (!rs->table_cap || !rs->table[table_find(rs, it.file_idx, it.offset)]) table_insert(rs, r);
-  }
-  r->refs++;
-  return (slot){r, it.epoch};
-}
-
-/* Drops a slot's reference; the record as an item of its own (data NULL: dropped). */
-static item buf_release(reader_state *rs, slot sl, bool keep) {
-  shared *r = sl.r;
-  item it = {NULL, r->len, r->file_idx, r->offset, sl.epoch};
-  if (--r->refs == 0) {
-    if (r->in_table) table_remove(rs, r);
-    if (keep) it.data = r->data;
-    else free(r->data);
-    free(r);
-  } else if (keep) {
-    it.data = malloc(r->len ? r->len : 1);
-    LV_ASSERT(it.data);
-    memcpy(it.data, r->data, r->len);
-  }
-  return it;
-}
 
 /* Passes one record of the global order on: sharding, then the shuffle buffer. */
 static bool emit(reader_state *rs, item it) {
@@ -497,18 +342,18 @@ static bool emit(reader_state *rs, item it) {
     if (rs->buf_n == rs->buf_cap) {
       int64_t cap = rs->buf_cap ? rs->buf_cap * 2 : 64;
       if (cap > y->o.buffer_size) cap = y->o.buffer_size;
-      slot *b = realloc(rs->buf, sizeof(slot) * (size_t)cap);
+      item *b = realloc(rs->buf, sizeof(item) * (size_t)cap);
       LV_ASSERT(b);
       rs->buf = b;
       rs->buf_cap = cap;
     }
-    rs->buf[rs->buf_n++] = buf_hold(rs, it);
+    rs->buf[rs->buf_n++] = it;
     return true;
   }
   int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
-  slot out = rs->buf[j];
-  rs->buf[j] = buf_hold(rs, it);
-  return queue_push(y, buf_release(rs, out, true));
+  item out = rs->buf[j];
+  rs->buf[j] = it;
+  return queue_push(y, out);
 }
 
 /* One epoch: files in order (sequential) or shuffled, `parallelism` at a time,
@@ -574,6 +419,17 @@ static lv_status read_epoch(reader_state *rs, int64_t epoch, bool *stopped) {
   return s;
 }
 
+/* Empties the shuffle buffer in a random order; false when the yielder is stopping. */
+static bool drain(reader_state *rs) {
+  while (rs->buf_n > 0) {
+    int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
+    item out = rs->buf[j];
+    rs->buf[j] = rs->buf[--rs->buf_n];
+    if (!queue_push(rs->y, out)) return false;
+  }
+  return true;
+}
+
 static void *reader_main(void *arg) {
   lv_record_yielder *y = arg;
   reader_state rs = {.y = y};
@@ -583,26 +439,23 @@ static void *reader_main(void *arg) {
   for (int64_t epoch = 0; !s && !stopped && (y->o.repeat_count < 0 || epoch < y->o.repeat_count); epoch++) {
     uint64_t before = rs.position;
     s = read_epoch(&rs, epoch, &stopped);
-    if (s || stopped || epoch > 0) continue;
-    pthread_mutex_lock(&y->mu);
-    y->pass_records = (int64_t)(rs.position - before);
-    pthread_mutex_unlock(&y->mu);
-    /* Repeating an empty pass forever would keep the consumer waiting for ever. */
-    if (rs.position == before && y->o.repeat_count < 0)
-      s = lv_status_make(LV_ERR_INVALID, "%s: a whole pass over its %d file%s read no record (empty files?)",
-                         y->pattern, y->files.n_files, y->files.n_files == 1 ? "" : "s");
+    if (!s && !stopped && epoch == 0) {
+      pthread_mutex_lock(&y->mu);
+      y->pass_records = (int64_t)(rs.position - before);
+      pthread_mutex_unlock(&y->mu);
+      /* Repeating an empty pass forever would keep the consumer waiting for ever. */
+      if (rs.position == before && y->o.repeat_count < 0)
+        s = lv_status_make(LV_ERR_INVALID, "%s: a whole pass over its %d file%s read no record (empty files?)",
+                           y->pattern, y->files.n_files, y->files.n_files == 1 ? "" : "s");
+    }
+    /* Lingvo's epoch barrier ("Do not start the next epoch until all buffered records are
+     * consumed"): the buffer empties before the next epoch's first record comes in, so a
+     * buffer as large as the data is a fresh permutation of it every epoch, and no record
+     * waits in the buffer for epochs while later ones pass it. */
+    if (!s && !stopped && !drain(&rs)) stopped = true;
   }
-  /* drain the shuffle buffer in a random order */
-  while (!s && !stopped && rs.buf_n > 0) {
-    int64_t j = (int64_t)lv_rng_below(&rs.rng, (uint64_t)rs.buf_n);
-    slot sl = rs.buf[j];
-    rs.buf[j] = rs.buf[--rs.buf_n];
-    if (!queue_push(y, buf_release(&rs, sl, true))) stopped = true;
-  }
-  for (int64_t i = 0; i < rs.buf_n; i++) buf_release(&rs, rs.buf[i], false);
-  LV_ASSERT(rs.table_n == 0);
+  for (int64_t i = 0; i < rs.buf_n; i++) free(rs.buf[i].data);
   free(rs.buf);
-  free(rs.table);
   pthread_mutex_lock(&y->mu);
   y->error = s;
   y->finished = true;

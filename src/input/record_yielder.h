@@ -22,7 +22,9 @@
  *  - otherwise: each epoch shuffles the file list (stream, epoch) and reads
  *    `parallelism` files at once, interleaving them record by record; records then pass
  *    through a shuffle buffer of `buffer_size` slots (each incoming record evicts a
- *    uniformly chosen one once the buffer is full; the buffer drains at the very end).
+ *    uniformly chosen one once the buffer is full) that drains in a random order at the
+ *    end of every epoch before the next one starts (Lingvo's epoch barrier: a buffer as
+ *    large as an epoch shuffles each epoch as a whole).
  * repeat_count epochs (-1: forever), then end of data.
  *
  * Sharding (replica r of R): record-level. Every replica computes the same record order
@@ -40,7 +42,9 @@
  * offset of the record (for tfrecord_gzip, the offset in the uncompressed stream),
  * delivered in order after the good records before it. With skip_corrupt the bad bytes
  * are skipped and counted (lv_record_yielder_skipped; a warning per file names the
- * count); in a gzip file the rest of the file after a bad frame is skipped as one.
+ * count), in a gzip file as in a plain one; gzip data that does not inflate, or ends
+ * early, is an LV_ERR_CORRUPT naming the file even then (what follows cannot be read).
+ * A gzip file is inflated as it is read (a window of one record), never whole.
  *
  * Empty data: repeating forever (repeat_count -1) a pass that holds no record is an
  * LV_ERR_INVALID naming the pattern, delivered as the next record. */

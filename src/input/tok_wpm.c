@@ -136,8 +136,46 @@ static bool should_merge(const wpm_tokenizer *w) {
   return (double)(z >> 11) * 0x1.0p-53 < w->merge_prob;
 }
 
+/* A possible merge of node pos with its right neighbour into id; ver: pos's version when it
+ * was computed (stale once pos or its neighbour changed). */
+typedef struct wpm_cand {
+  int32_t id;
+  int pos;
+  uint32_t ver;
+} wpm_cand;
+
+/* Lowest id first, then the leftmost (node order is the word's order). */
+static bool cand_less(const wpm_cand *a, const wpm_cand *b) { return a->id < b->id || (a->id == b->id && a->pos < b->pos); }
+
+static void heap_push(wpm_cand *h, int *n, wpm_cand c) {
+  int i = (*n)++;
+  while (i > 0 && cand_less(&c, &h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = c;
+}
+
+static void heap_pop(wpm_cand *h, int *n) {
+  wpm_cand last = h[--(*n)];
+  int i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && cand_less(&h[c + 1], &h[c])) c++;
+    if (!cand_less(&h[c], &last)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = last;
+}
+
+/* One word: <BOW> and its characters, then repeatedly the merge of the adjacent pair whose
+ * merged piece has the lowest id, leftmost first (Lingvo's wpm_encoder), until no pair is
+ * in the vocabulary. The pairs wait in a heap over a linked list, so a word of m
+ * characters costs O(m log m), not O(m^2) (a megabyte of text without a space). */
 static lv_status encode_word(const wpm_tokenizer *w, const char *s, size_t n, lv_tok_ids *out, lv_tok_str *buf) {
-  lv_tok_ids tok = {0}, cand = {0};
+  lv_tok_ids tok = {0};
   lv_status st = NULL;
   int32_t bow = lv_tok_vocab_find(w->vocab, BOW, 3);
   st = lv_tok_ids_push(&tok, bow < 0 ? w->base.unk_id : bow);
@@ -149,23 +187,55 @@ static lv_status encode_word(const wpm_tokenizer *w, const char *s, size_t n, lv
     st = lv_tok_ids_push(&tok, id < 0 ? w->base.unk_id : id);
     i += (size_t)len;
   }
-  for (int i = 0; i + 1 < tok.n && !st; i++) st = lv_tok_ids_push(&cand, merged(w, tok.v[i], tok.v[i + 1], buf));
-  while (!st && cand.n > 0) {
-    int best = 0;
-    for (int i = 1; i < cand.n; i++)
-      if (cand.v[i] < cand.v[best]) best = i;
-    if (cand.v[best] == kNoToken || !should_merge(w)) break;
-    tok.v[best] = cand.v[best];
-    memmove(tok.v + best + 1, tok.v + best + 2, (size_t)(tok.n - best - 2) * sizeof *tok.v);
-    tok.n--;
-    memmove(cand.v + best, cand.v + best + 1, (size_t)(cand.n - best - 1) * sizeof *cand.v);
-    cand.n--;
-    if (best > 0) cand.v[best - 1] = merged(w, tok.v[best - 1], tok.v[best], buf);
-    if (best < tok.n - 1) cand.v[best] = merged(w, tok.v[best], tok.v[best + 1], buf);
+  const int m = tok.n;
+  int *next = NULL, *prev = NULL;
+  uint32_t *ver = NULL;
+  wpm_cand *heap = NULL;
+  int nh = 0;
+  if (!st) {
+    next = malloc(sizeof *next * (size_t)m);
+    prev = malloc(sizeof *prev * (size_t)m);
+    ver = calloc((size_t)m, sizeof *ver);
+    heap = malloc(sizeof *heap * (size_t)(3 * m + 1)); /* m - 1 pairs, then 2 per merge */
+    if (!next || !prev || !ver || !heap) st = lv_status_make(LV_ERR_RESOURCE, "wpm: out of memory for a word of %zu bytes", n);
   }
-  for (int i = 0; i < tok.n && !st; i++) st = lv_tok_ids_push(out, tok.v[i]);
+  for (int i = 0; !st && i < m; i++) {
+    next[i] = i + 1 < m ? i + 1 : -1;
+    prev[i] = i - 1;
+    int32_t id = i + 1 < m ? merged(w, tok.v[i], tok.v[i + 1], buf) : kNoToken;
+    if (id != kNoToken) heap_push(heap, &nh, (wpm_cand){id, i, 0});
+  }
+  while (!st && nh > 0) {
+    const wpm_cand c = heap[0];
+    if (ver[c.pos] != c.ver) {
+      heap_pop(heap, &nh);
+      continue;
+    }
+    if (!should_merge(w)) break;
+    heap_pop(heap, &nh);
+    const int i = c.pos, j = next[i];
+    tok.v[i] = c.id;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    ver[j]++; /* gone: its pair with its neighbour too */
+    ver[i]++;
+    if (prev[i] >= 0) {
+      const int p = prev[i];
+      ver[p]++;
+      int32_t id = merged(w, tok.v[p], tok.v[i], buf);
+      if (id != kNoToken) heap_push(heap, &nh, (wpm_cand){id, p, ver[p]});
+    }
+    if (next[i] >= 0) {
+      int32_t id = merged(w, tok.v[i], tok.v[next[i]], buf);
+      if (id != kNoToken) heap_push(heap, &nh, (wpm_cand){id, i, ver[i]});
+    }
+  }
+  for (int i = 0; !st && m > 0 && i >= 0; i = next[i]) st = lv_tok_ids_push(out, tok.v[i]);
+  free(next);
+  free(prev);
+  free(ver);
+  free(heap);
   lv_tok_ids_free(&tok);
-  lv_tok_ids_free(&cand);
   return st;
 }
 

@@ -47,6 +47,28 @@ lv_status lv_tok_str_append(lv_tok_str *b, const char *s, size_t n) {
   return NULL;
 }
 
+/* Whether s[0..n) is valid UTF-8; *bad = the offset of the first bad byte. */
+bool lv_utf8_valid(const char *s, size_t n, size_t *bad) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    unsigned c = u[i];
+    int k;
+    uint32_t cp, min;
+    if (c < 0x80) { i++; continue; }
+    if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
+    else { *bad = i; return false; }
+    for (int j = 1; j <= k; j++) {
+      if (i + j >= n || (u[i + j] & 0xc0) != 0x80) { *bad = i; return false; }
+      cp = cp << 6 | (u[i + j] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) { *bad = i; return false; }
+    i += k + 1;
+  }
+  return true;
+}
+
 uint32_t lv_utf8_decode(const char *str, size_t n, int *len) {
   const unsigned char *s = (const unsigned char *)str;
   *len = 1;

@@ -130,6 +130,9 @@ int lv_tok_vocab_size(const lv_tok_vocab *v);
 /* The largest id added + 1 (0 when empty). */
 int32_t lv_tok_vocab_num_ids(const lv_tok_vocab *v);
 
+/* Whether s[0..n) is valid UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF); *bad = the offset of the first bad byte. */
+bool lv_utf8_valid(const char *s, size_t n, size_t *bad);
 /* SentencePiece's DecodeUTF8: the code point at s[0..n) (n >= 1) and its byte length;
  * invalid sequences give U+FFFD with *len 1. */
 uint32_t lv_utf8_decode(const char *s, size_t n, int *len);

@@ -40,20 +40,22 @@ void lv_tfrecord_frame(const void *data, size_t len, uint8_t *out);
 typedef struct lv_tfrecord_reader lv_tfrecord_reader;
 
 lv_status lv_tfrecord_reader_open(const char *path, bool skip_corrupt, lv_tfrecord_reader **out);
+/* A gzip-compressed TFRecord file, inflated as it is read (memory: a window of one record
+ * and 64 KiB, not the file): offsets are in the uncompressed stream, errors name the file
+ * "PATH (gzip; offsets uncompressed)"; bad gzip data is LV_ERR_CORRUPT, not skipped; a
+ * record may have at most 1 GiB. */
+lv_status lv_tfrecord_reader_open_gzip(const char *path, bool skip_corrupt, lv_tfrecord_reader **out);
 /* Next record: *eof=true (and *data=NULL, *len=0) at a clean end. Corruption or truncation
  * -> LV_ERR_CORRUPT naming path and byte offset, unless skip_corrupt (then the bad bytes
  * are skipped and counted, and reading resynchronises on the next valid record). *data is
- * valid until the reader is closed. After an error, further calls return the same kind of
- * error again. */
+ * valid until the reader is closed (a gzip reader's: until the next call). After an error,
+ * further calls return the same kind of error again. */
 lv_status lv_tfrecord_reader_next(lv_tfrecord_reader *r, const uint8_t **data, size_t *len, bool *eof);
 /* Number of corrupt regions skipped so far (skip_corrupt mode). */
 int64_t lv_tfrecord_reader_skipped(const lv_tfrecord_reader *r);
 /* Byte offset of the next record to be read. */
 uint64_t lv_tfrecord_reader_offset(const lv_tfrecord_reader *r);
 const char *lv_tfrecord_reader_path(const lv_tfrecord_reader *r);
-/* The name the reader's errors give the file from now on (a gzip file's own path for the
- * memory file it was inflated into). */
-void lv_tfrecord_reader_set_name(lv_tfrecord_reader *r, const char *name);
 void lv_tfrecord_reader_close(lv_tfrecord_reader *r);
 
 #endif

@@ -74,8 +74,9 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
   if (strcmp(lv_params_str(ep, "bidi_rnn_type"), "func"))
     return unsupported(path, "bidi_rnn_type", "only 'func' (BidirectionalFRNN) is implemented");
   const lv_pvalue *in = lv_params_list(ep, "input_shape");
-  if (lv_pvalue_len(in) != 4 || !lv_pvalue_at(in, 2) || !lv_pvalue_at(in, 3))
-    return unsupported(path, "input_shape", "expected [None, None, frequency, channels]");
+  if (lv_pvalue_len(in) != 4 || !lv_pvalue_at(in, 2) || !lv_pvalue_at(in, 3) ||
+      lv_pvalue_kind(lv_pvalue_at(in, 2)) != LV_PV_INT || lv_pvalue_kind(lv_pvalue_at(in, 3)) != LV_PV_INT)
+    return unsupported(path, "input_shape", "expected [None, None, frequency, channels] with whole numbers");
   e->freq = lv_pvalue_as_int(lv_pvalue_at(in, 2));
   e->channels = lv_pvalue_as_int(lv_pvalue_at(in, 3));
   snprintf(k, sizeof k, "%s.input_shape", path);
@@ -93,9 +94,10 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
   snprintf(k, sizeof k, "%s.lstm_cell_size", path);
   LV_TRY(lv_check_int_range(k, e->cell_dim, 1, 1 << 20));
   const lv_pvalue *fs = lv_params_list(ep, "conv_filter_shapes"), *fst = lv_params_list(ep, "conv_filter_strides");
-  if (lv_pvalue_len(fs) < ncnn || lv_pvalue_len(fst) < ncnn)
+  /* Lingvo asserts num_cnn_layers == len(conv_filter_shapes) == len(conv_filter_strides). */
+  if (lv_pvalue_len(fs) != ncnn || lv_pvalue_len(fst) != ncnn)
     return lv_status_make(LV_ERR_INVALID, "%s.conv_filter_shapes and conv_filter_strides need num_cnn_layers = %lld "
-                          "entries, got %d and %d", path, (long long)ncnn, lv_pvalue_len(fs), lv_pvalue_len(fst));
+                          "entries each, got %d and %d", path, (long long)ncnn, lv_pvalue_len(fs), lv_pvalue_len(fst));
   lv_layer_owner *o = &e->own;
   if (lv_params_bool(ep, "use_specaugment")) {
     snprintf(k, sizeof k, "%s.specaugment_network", path);

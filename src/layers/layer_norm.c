@@ -28,6 +28,9 @@ lv_status lv_layer_norm_layer_create(lv_layer_norm_layer *l, const lv_params *p,
   LV_TRY(lv_layer_add_var(&l->base, "scale", lv_shape1(l->input_dim), &si, true, &l->scale));
   if (lv_params_bool(p, "bias"))
     LV_TRY(lv_layer_add_var(&l->base, "bias", lv_shape1(l->input_dim), &bi, true, &l->bias));
+  /* Lingvo's LayerNorm puts both in SKIP_LP_REGULARIZATION: no L2/L1 on them. */
+  l->scale->skip_lp_regularization = true;
+  if (lv_params_bool(p, "bias")) l->bias->skip_lp_regularization = true;
   return NULL;
 }
 

@@ -126,20 +126,32 @@ bool lv_sampled_softmax_fprop(lv_softmax_layer *l, lv_graph *g, int64_t num_samp
   if (!upload(g, scope, t_all, all) || !upload(g, scope, t_labf, labf) || !upload(g, scope, t_tcorr, tcorr) ||
       !upload(g, scope, t_samf, samf) || !upload(g, scope, t_scorr, scorr))
     goto done;
-  /* One gathered table [C, D + 1] of the class rows with their bias, against inputs with a
-   * column of ones, gives each gathered class's logit x . w + b in one product. */
-  lv_tensor *w, *b;
-  if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) goto done;
-  static const int perm[2] = {1, 0};
-  lv_tensor *table = lv_op_transpose(g, w, perm);
-  lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(n, D));
-  if (b) {
-    lv_tensor *tb[2] = {table, lv_op_reshape(g, b, lv_shape2(C, 1))};
+  /* The n + S classes' weight columns with their bias, gathered from each shard (a shard
+   * gives zero rows for the others' ids), against inputs with a column of ones: each
+   * gathered class's logit x . w + b in one product, without a [C, D] copy of the table
+   * (one_billion_wds: 793k classes). Per-step weight noise, as Lingvo's _ConcatWeights,
+   * still perturbs the whole table. */
+  lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(n, D)), *rows = NULL, *brows = NULL;
+  int64_t off = 0;
+  for (int i = 0; i < l->num_shards; i++) {
+    lv_tensor *w = lv_layer_step_weight(g, l->w[i]);
+    if (!w) goto done;
+    lv_tensor *r = lv_op_gather_cols(g, w, t_all, off);
+    rows = rows ? lv_op_add(g, rows, r) : r;
+    if (l->b) {
+      lv_tensor *b = lv_layer_step_weight(g, l->b[i]);
+      if (!b) goto done;
+      lv_tensor *br = lv_op_gather_cols(g, lv_op_reshape(g, b, lv_shape2(1, w->shape.d[1])), t_all, off);
+      brows = brows ? lv_op_add(g, brows, br) : br;
+    }
+    off += w->shape.d[1];
+  }
+  if (l->b) {
+    lv_tensor *tb[2] = {rows, brows};
     lv_tensor *xb[2] = {x2, lv_graph_fill(g, lv_shape2(n, 1), 1.0f)};
-    table = lv_op_concat(g, tb, 2, 1);
+    rows = lv_op_concat(g, tb, 2, 1); /* [n + S, D + 1] */
     x2 = lv_op_concat(g, xb, 2, 1);
   }
-  lv_tensor *rows = lv_op_gather(g, table, t_all); /* [n + S, D (+1)] */
   lv_tensor *wt = lv_op_slice(g, rows, 0, 0, n), *ws = lv_op_slice(g, rows, 0, n, S);
   lv_tensor *true_logits = lv_op_reduce_sum(g, lv_op_mul(g, x2, wt), 1, true); /* [n, 1] */
   lv_tensor *sampled = lv_op_matmul(g, x2, ws, false, true);                    /* [n, S] */

@@ -18,7 +18,11 @@
  * model therefore keeps the full-softmax layout, and evaluation (the full softmax, as
  * Lingvo's eval) reads the same variables. The random draws come from lingvoc's Philox
  * generator, keyed by the layer's seed and the graph's step stream, so a resumed run
- * draws what an uninterrupted one does; they are not TF's draws.
+ * draws what an uninterrupted one does; they are not TF's draws. The loss gathers only the
+ * N + S classes' columns of each shard and adds its gradient into those columns
+ * (lv_op_gather_cols), with no transposed copy of the table (one_billion_wds: 793k x
+ * 1024 floats, 3 GB); per-step weight noise, when on, still perturbs the whole table, as
+ * Lingvo's _ConcatWeights does.
  *
  * Ownership: nothing here is allocated beyond the step's graph tensors. */
 #ifndef LV_LAYERS_SAMPLED_SOFTMAX_H

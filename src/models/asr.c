@@ -53,6 +53,7 @@ static lv_params *asr_model_params(void) {
   LV_ASSERT(!lv_params_set_float(p, "train.l2_regularizer_weight", 1e-6));
   LV_ASSERT(!lv_params_set_int(p, "train.tpu_steps_per_loop", 20));
   LV_ASSERT(!lv_params_set_int(p, "train.vn_start_step", 20000));
+  LV_ASSERT(!lv_params_set_float(p, "train.vn_std", 0.075));
   lv_task_set_piecewise_lr_schedule(lv_params_sub(p, "train"));
   return p;
 }

@@ -224,7 +224,8 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
 static void class_name(const lv_params *p, int32_t k, char *out, size_t n) {
   const lv_pvalue *names = lv_params_list(p, "class_names");
   const lv_pvalue *v = names && k >= 0 && k < lv_pvalue_len(names) ? lv_pvalue_at(names, k) : NULL;
-  const char *str = v ? lv_pvalue_as_string(v) : NULL;
+  /* class_names is an untyped list: a number there is shown as the id. */
+  const char *str = v && lv_pvalue_kind(v) == LV_PV_STRING ? lv_pvalue_as_string(v) : NULL;
   if (str) snprintf(out, n, "%s", str);
   else snprintf(out, n, "%d", k);
 }

@@ -86,8 +86,28 @@ static lv_status mark_lstm_vars(lm_task *m, lv_varstore *vs) {
   return NULL;
 }
 
+/* The input's ids index the LM's embedding and softmax: a tokenizer with more ids than
+ * task.lm.vocab_size would stop training at the first out-of-range id, minutes in (the
+ * gather's error); said here, before anything runs. A tokenizer that cannot be built (its
+ * vocabulary file missing) is left to the input, whose error names the file. */
+static lv_status check_input_vocab(const lm_task *m, const lv_params *ip) {
+  if (!ip || !lv_params_has(ip, "tokenizer") || !lv_params_sub(ip, "tokenizer")) return NULL;
+  lv_tokenizer *tok = NULL;
+  lv_status e = lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &tok);
+  if (e) {
+    lv_status_free(e);
+    return NULL;
+  }
+  int64_t n = tok->num_ids;
+  lv_tokenizer_destroy(tok);
+  if (n > m->lm->vocab_size)
+    return lv_status_make(LV_ERR_INVALID, "input.tokenizer's vocabulary has %lld ids, more than task.lm.vocab_size "
+                          "%lld (its embedding and softmax rows): set vocab_size to at least %lld",
+                          (long long)n, (long long)m->lm->vocab_size, (long long)n);
+  return NULL;
+}
+
 static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_varstore *vs, lv_task **out) {
-  (void)input_p;
   *out = NULL;
   lm_task *m = calloc(1, sizeof *m);
   LV_ASSERT(m);
@@ -110,6 +130,7 @@ static lv_status lm_create(const lv_params *p, const lv_params *input_p, lv_vars
       s = lv_status_make(LV_ERR_INVALID, "task.lm.cls must be RnnLm or TransformerLm (a layer over token ids), got %s",
                          lv_params_str(m->lm_p, "cls"));
   }
+  if (!s) s = check_input_vocab(m, input_p);
   if (!s && lv_params_float(p, "train.max_lstm_gradient_norm") > 0) s = mark_lstm_vars(m, vs);
   m->sum_loss = lv_params_bool(p, "train.sum_loss_across_tokens_in_batch");
   if (s) {
@@ -365,6 +386,15 @@ static lv_status lm_line_to_batch(lv_task *t, const char *kind, const char *line
   d->lineno = lineno;
   size_t n = strnlen(line, len);
   if (d->sampling) return lm_prefix(d, line, n); /* sample() reads the prefix, not a batch */
+  /* Bytes the tokenizer would read as something else (<unk>, U+FFFD, the end of the line)
+   * get no score rather than a wrong one: an empty output line, as --decode_text does. */
+  size_t bad = n;
+  if (n < len || !lv_utf8_valid(line, len, &bad)) {
+    lv_warn("score_text: line %lld: %s at byte %zu: not scored (empty output line)", (long long)lineno,
+            n < len ? "a NUL byte" : "invalid UTF-8", bad);
+    *empty = true;
+    return NULL;
+  }
   lv_tok_batch tb = {0};
   const char *strs[1] = {line};
   LV_TRY(lv_status_wrap(lv_tokenizer_strings_to_ids(d->tok, strs, &n, 1, (int)d->tmax, -1, &tb), "input.tokenizer"));

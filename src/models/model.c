@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -196,6 +197,27 @@ static bool same_value(const lv_params *a, const lv_params *b, const char *k) {
   }
 }
 
+/* What the runners read through getters that stop the program on a missing key must be
+ * there: an override can set a group to NoneType, or swap task for another class's params
+ * (task.cls: 'Adam'). where: the file or flag that set them. */
+static lv_status check_structure(const lv_params *p, const char *where) {
+  static const char *const kGroups[] = {"cluster", "cluster.worker", "train", "task"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kGroups); i++)
+    if (!lv_params_has(p, kGroups[i]) || lv_params_kind(p, kGroups[i]) != LV_PV_PARAMS || !lv_params_sub(p, kGroups[i]))
+      return lv_status_make(LV_ERR_INVALID, "%s: %s must be a params group, not None", where, kGroups[i]);
+  const char *cls = lv_params_has(p, "task.cls") ? lv_params_str(p, "task.cls") : "";
+  lv_tasks_register_all();
+  if (!lv_task_class_find(cls))
+    return lv_status_make(LV_ERR_INVALID, "%s: task.cls is '%s', which is not a task class (e.g. "
+                          "'mt.model.TransformerModel', 'lm.model.LanguageModel', 'asr.model.AsrModel')", where, cls);
+  static const char *const kTaskGroups[] = {"task.train", "task.eval"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kTaskGroups); i++)
+    if (!lv_params_has(p, kTaskGroups[i]) || lv_params_kind(p, kTaskGroups[i]) != LV_PV_PARAMS ||
+        !lv_params_sub(p, kTaskGroups[i]))
+      return lv_status_make(LV_ERR_INVALID, "%s: %s must be a params group, not None", where, kTaskGroups[i]);
+  return NULL;
+}
+
 static lv_status load(const lv_model_options *o, lv_params **out, char *path, size_t pn) {
   char group[256];
   LV_TRY(resolve(o, path, pn, group, sizeof group));
@@ -203,6 +225,7 @@ static lv_status load(const lv_model_options *o, lv_params **out, char *path, si
   lv_status s = lv_params_load_cfg(p, path, group);
   if (!s && !lv_params_sub(p, "task"))
     s = lv_status_make(LV_ERR_INVALID, "%s: group %s sets no task (add task: { cls = \"...\"; ... };)", path, group);
+  if (!s) s = check_structure(p, path);
   if (s) {
     lv_params_free(p);
     return s;
@@ -301,9 +324,12 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   lv_status s = NULL;
   char key[64], avail[128];
   const char *defined[LV_ARRAY_LEN(kDatasets)];
-  dataset_key(o->dataset ? o->dataset : "Train", key, sizeof key);
+  const char *ds = o->dataset ? o->dataset : "Train";
+  bool known = false; /* one of Lingvo's dataset names: "Train.cls" is no dataset, not a key */
+  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) known |= !strcasecmp(ds, kDatasets[i]);
+  dataset_key(ds, key, sizeof key);
   lv_names_join(defined, defined_datasets(p, defined), ", ", avail, sizeof avail);
-  if (!lv_params_has(p, key) || !lv_params_sub(p, key))
+  if (!known || !lv_params_has(p, key) || lv_params_kind(p, key) != LV_PV_PARAMS || !lv_params_sub(p, key))
     s = lv_status_make(LV_ERR_NOT_FOUND, "model %s has no dataset %s; available datasets are: [%s]", o->model,
                        o->dataset ? o->dataset : "Train", avail);
   if (!s) s = lv_params_set_params(p, "input", lv_params_copy(lv_params_sub(p, key)));
@@ -320,8 +346,12 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   char *before[4] = {0};
   for (int i = 0; i < 4 && !s; i++) before[i] = strdup(lv_params_str(p, kOwned[i]));
   if (!s) s = lv_params_apply_overrides(p, o->params_override, o->params_file_override);
+  if (!s && o->flag_params && *o->flag_params) s = lv_params_from_text(p, o->flag_params, "<flags>");
   bool from_file = o->params_file_override && *o->params_file_override;
   const char *src = from_file ? "--model_params_file_override" : "--model_params_override";
+  if (!s) s = check_structure(p, src);
+  if (!s && (!lv_params_has(p, "input") || lv_params_kind(p, "input") != LV_PV_PARAMS || !lv_params_sub(p, "input")))
+    s = lv_status_make(LV_ERR_INVALID, "%s: input must be a params group, not None", src);
   if (!s) s = own_string(p, "model", before[0], model_str, "--model", src, from_file);
   if (!s && o->logdir && *o->logdir)
     s = own_string(p, "cluster.logdir", before[1], o->logdir, "--logdir", src, from_file);

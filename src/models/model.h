@@ -16,6 +16,7 @@ typedef struct lv_model_options {
   const char *experiments_dir;      /* NULL or "": search (see lv_model_experiments_dir) */
   const char *params_override;      /* --model_params_override */
   const char *params_file_override; /* --model_params_file_override */
+  const char *flag_params;          /* NULL or params lines an executable's own flags set (after the overrides) */
   const char *logdir, *mode, *job;
   int64_t saver_max_to_keep;                  /* < 0: unset */
   double saver_keep_checkpoint_every_n_hours; /* < 0: unset */

@@ -1,6 +1,7 @@
 /* The sequence tasks' decoder job: see seq_decode.h. */
 #include "models/seq_decode.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "base/log.h"
 #include "input/punctuator_input.h"
 #include "input/tokenizer.h"
+#include "layers/owner.h"
 #include "models/beam_search.h"
 #include "models/lm_fusion.h"
 #include "models/metrics.h"
@@ -48,6 +50,13 @@ lv_status lv_seq_search_params(const lv_params *cfg, lv_beam_search_params *bp) 
                           lv_params_str(cfg, "task.cls"));
   const lv_params *b = lv_params_sub(dp, "beam_search");
   *bp = lv_beam_search_params_default();
+  /* The search holds them as int: a value past 2^31 is an error, not its low 32 bits. */
+  static const char *const kInts[][2] = {{"task.decoder.beam_search.num_hyps_per_beam", "num_hyps_per_beam"},
+                                         {"task.decoder.target_sos_id", "target_sos_id"},
+                                         {"task.decoder.target_eos_id", "target_eos_id"},
+                                         {"task.decoder.target_seq_len", "target_seq_len"}};
+  for (size_t i = 0; i < sizeof kInts / sizeof *kInts; i++)
+    LV_TRY(lv_check_int_range(kInts[i][0], lv_params_int(i ? dp : b, kInts[i][1]), INT32_MIN, INT32_MAX));
   bp->num_hyps_per_beam = (int)lv_params_int(b, "num_hyps_per_beam");
   bp->target_seq_length_ratio = (float)lv_params_float(b, "target_seq_length_ratio");
   bp->length_normalization = (float)lv_params_float(b, "length_normalization");
@@ -368,27 +377,6 @@ lv_status lv_seq_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
-/* Whether s[0..n) is valid UTF-8; *bad = the offset of the first bad byte. */
-static bool valid_utf8(const char *s, size_t n, size_t *bad) {
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    unsigned c = u[i];
-    int k;
-    uint32_t cp, min;
-    if (c < 0x80) { i++; continue; }
-    if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
-    else { *bad = i; return false; }
-    for (int j = 1; j <= k; j++) {
-      if (i + j >= n || (u[i + j] & 0xc0) != 0x80) { *bad = i; return false; }
-      cp = cp << 6 | (u[i + j] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) { *bad = i; return false; }
-    i += k + 1;
-  }
-  return true;
-}
 
 lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
                                lv_batch *b, bool *empty) {
@@ -399,7 +387,7 @@ lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, s
   lv_nmap_clear(&b->map);
   b->size = 0;
   size_t bad = 0;
-  if (!valid_utf8(line, len, &bad)) {
+  if (!lv_utf8_valid(line, len, &bad)) {
     lv_warn("decode_%s: line %lld: invalid UTF-8 at byte %zu: not translated (empty output line)", kind,
             (long long)lineno, bad);
     return NULL;

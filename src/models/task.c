@@ -279,7 +279,16 @@ lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uin
   lv_var_vn c = {0};
   c.seed = seed;
   if (!(std > 0.0) || !wanted) {
-    if (std > 0.0)
+    /* Said when the experiment set vn_std itself: AsrModel's own default is Lingvo's 0.075,
+     * which stays off without global_vn, as in Lingvo. */
+    double class_std = 0.0;
+    const lv_task_class *tc = lv_params_has(task_p, "cls") ? lv_task_class_find(lv_params_str(task_p, "cls")) : NULL;
+    if (tc) {
+      lv_params *d = tc->params();
+      class_std = lv_params_float(d, "train.vn_std");
+      lv_params_free(d);
+    }
+    if (std > 0.0 && std != class_std)
       lv_warn("task.train.vn_std is %g but task.vn.global_vn and task.vn.per_step_vn are both off: no weight noise "
               "(Lingvo's lines are task.vn.global_vn: true; task.train.vn_std: ...)", std);
     lv_varstore_set_scope_vn(vs, "", &c);

@@ -436,7 +436,9 @@ static double ratio(int64_t a, int64_t b) { return b > 0 ? (double)a / (double)b
 double lv_wer_norm_wer(const lv_wer_stats *s) { return ratio(s->norm_errors, s->norm_words); }
 double lv_wer_wer(const lv_wer_stats *s) { return ratio(s->ed.total, s->ed_words); }
 double lv_wer_sacc(const lv_wer_stats *s) { return ratio(s->correct, s->utterances); }
-double lv_wer_oracle(const lv_wer_stats *s) { return ratio(s->oracle_errors, s->norm_words); }
+/* metrics_calculator.py: total_oracle_errs / total_ref_words, the words of the noise- and
+ * epsilon-filtered reference (the WER's denominator, not the norm_wer's). */
+double lv_wer_oracle(const lv_wer_stats *s) { return ratio(s->oracle_errors, s->ed_words); }
 double lv_wer_ter(const lv_wer_stats *s) { return ratio(s->ter_errors, s->ter_tokens); }
 
 /* ---- the custom metric ---- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/log.h"
 #include "params/params_internal.h"
 
 /* ---- writing ---- */
@@ -617,12 +618,16 @@ static void split_statements(const char *text, stmts *out, line_errs *errs) {
       }
     } else {
       const char *vs = c;
+      /* Quotes hide a ';' only inside a list or tuple (['a;b', 'c']); in a bare value
+       * (it's) a quote is a character and ';' still ends the statement, as Lingvo's
+       * override reads it. */
+      const bool nested = *c == '[' || *c == '(';
       char inq = 0;
       while (*c && *c != '\n') {
         if (inq) {
           if (*c == '\\' && c[1] && c[1] != '\n') c++;
           else if (*c == inq) inq = 0;
-        } else if (*c == '\'' || *c == '"') {
+        } else if (nested && (*c == '\'' || *c == '"')) {
           inq = *c;
         } else if (*c == ';') {
           break;
@@ -699,8 +704,11 @@ static lv_status apply_one(lv_params *p, const char *key, const char *text) {
   lv_pvalue *v = NULL;
   switch (e->kind) {
     case LV_PV_BOOL:
-      /* Lingvo: anything but '', 'False' and 'false' is True. */
+      /* Lingvo: anything but '', 'False' and 'false' is True ("False # off", "0" and "no"
+       * too): kept for its params files, said when it is not True/False. */
       v = lv_pvalue_bool(*text && strcmp(text, "False") != 0 && strcmp(text, "false") != 0);
+      if (*text && strcmp(text, "True") && strcmp(text, "true") && strcmp(text, "False") && strcmp(text, "false"))
+        lv_warn("%s: '%s' is read as True, as Lingvo reads any text but False/false (write True or False)", key, text);
       break;
     case LV_PV_INT: {
       int64_t i;

@@ -172,9 +172,20 @@ static void delete_ckpt_files(const char *train_dir, const char *base) {
   closedir(d);
 }
 
-/* Lingvo's saver._UpdateState: keep the newest keep_latest_n (0 = all) and, walking
- * oldest to newest, one checkpoint whenever keep_every_n_hours have passed since the
- * last one kept that way. */
+/* The file name a listed path stands for (own: a ckpt-N of this directory), so that two
+ * spellings of one checkpoint ("ckpt-N", "/abs/train/ckpt-N") count as one. */
+static bool same_checkpoint(const char *train_dir, const char *a, const char *b) {
+  if (!strcmp(a, b)) return true;
+  const char *ba, *bb;
+  return own_checkpoint(train_dir, a, &ba) && own_checkpoint(train_dir, b, &bb) && !strcmp(ba, bb);
+}
+
+/* Lingvo's saver._UpdateState: the checkpoints listed and the new one, sorted by
+ * timestamp; kept are the newest keep_latest_n (0 = all) and, walking oldest to newest
+ * from time 0 at every update (so the same ones stay chosen), one whenever more than
+ * keep_every_n_hours have passed since the last one kept that way; the state file lists
+ * each kept checkpoint once, and only checkpoints no kept entry names are deleted.
+ * last_preserved_timestamp is the new checkpoint's time, as Lingvo writes it. */
 static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, double ts) {
   /* Paths are stored relative to the train directory (as TF2 does), so a log directory
    * can be moved or copied and still be resumed and evaluated. */
@@ -185,50 +196,75 @@ static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, doub
   int n = st.num_paths;
   char **paths = calloc((size_t)n + 1, sizeof *paths);
   double *tss = calloc((size_t)n + 1, sizeof *tss);
+  LV_ASSERT(paths && tss);
   int m = 0;
+  /* Timestamps pair with paths by position: when some are missing (a file written without
+   * them, or edited by hand) none can be trusted, and all count as 0 (older than any),
+   * which keeps the listed order. */
+  bool have_ts = st.all_model_checkpoint_timestamps != NULL;
+  for (int i = 0; have_ts && i < n; i++) have_ts = st.all_model_checkpoint_timestamps[i] > 0;
   for (int i = 0; i < n; i++) {
-    if (!strcmp(st.all_model_checkpoint_paths[i], prefix)) continue;
+    if (same_checkpoint(ck->train_dir, st.all_model_checkpoint_paths[i], prefix)) continue;
     paths[m] = strdup(st.all_model_checkpoint_paths[i]);
-    tss[m++] = st.all_model_checkpoint_timestamps ? st.all_model_checkpoint_timestamps[i] : ts;
+    LV_ASSERT(paths[m]);
+    tss[m++] = have_ts ? st.all_model_checkpoint_timestamps[i] : 0;
   }
-  paths[m] = strdup(prefix);
-  tss[m++] = ts;
-  double last_preserved = exists ? st.last_preserved_timestamp : 0;
   lv_ckpt_state_free(&st);
+  paths[m] = strdup(prefix);
+  LV_ASSERT(paths[m]);
+  tss[m++] = ts;
+  /* Stable sort by timestamp (a clock set back leaves the new one in its place by time). */
+  for (int i = 1; i < m; i++)
+    for (int j = i; j > 0 && tss[j] < tss[j - 1]; j--) {
+      double t = tss[j];
+      tss[j] = tss[j - 1];
+      tss[j - 1] = t;
+      char *p = paths[j];
+      paths[j] = paths[j - 1];
+      paths[j - 1] = p;
+    }
   bool *keep = calloc((size_t)m, sizeof *keep);
+  LV_ASSERT(keep);
   if (ck->keep_every_n_hours > 0) {
-    double last_kept = last_preserved;
+    double last_kept = 0;
     for (int i = 0; i < m; i++)
       if (tss[i] - last_kept > 3600.0 * ck->keep_every_n_hours) {
         keep[i] = true;
         last_kept = tss[i];
       }
-    last_preserved = last_kept;
   }
   int first_recent = ck->keep_latest_n > 0 && m > ck->keep_latest_n ? m - (int)ck->keep_latest_n : 0;
   for (int i = first_recent; i < m; i++) keep[i] = true;
+  /* An entry kept twice (the same checkpoint listed twice) is listed once. */
+  for (int i = 0; i < m; i++)
+    for (int j = i + 1; keep[i] && j < m; j++)
+      if (keep[j] && same_checkpoint(ck->train_dir, paths[i], paths[j])) keep[i] = false;
   lv_ckpt_state ns = {0};
-  ns.model_checkpoint_path = paths[m - 1];
+  ns.model_checkpoint_path = strdup(prefix);
   ns.all_model_checkpoint_paths = calloc((size_t)m, sizeof(char *));
   ns.all_model_checkpoint_timestamps = calloc((size_t)m, sizeof(double));
-  ns.last_preserved_timestamp = last_preserved;
+  LV_ASSERT(ns.model_checkpoint_path && ns.all_model_checkpoint_paths && ns.all_model_checkpoint_timestamps);
+  ns.last_preserved_timestamp = ts;
   for (int i = 0; i < m; i++)
     if (keep[i]) {
       ns.all_model_checkpoint_paths[ns.num_paths] = paths[i];
       ns.all_model_checkpoint_timestamps[ns.num_paths++] = tss[i];
     }
   lv_status s = lv_ckpt_state_write(ck->train_dir, &ns);
-  /* Retention deletes only checkpoints of this train directory, never what a state file
-   * edited by hand (or written elsewhere) points at. */
+  /* Retention deletes only checkpoints of this train directory that no kept entry names,
+   * never what a state file edited by hand (or written elsewhere) points at. */
   if (!s)
     for (int i = 0; i < m; i++) {
       const char *base;
-      if (keep[i]) continue;
+      bool named = keep[i];
+      for (int j = 0; j < m && !named; j++) named = keep[j] && same_checkpoint(ck->train_dir, paths[i], paths[j]);
+      if (named) continue;
       if (own_checkpoint(ck->train_dir, paths[i], &base)) delete_ckpt_files(ck->train_dir, base);
       else lv_warn("%s/checkpoint listed \"%s\", which is not a checkpoint of this directory (ckpt-N): dropped "
                    "from the list, not deleted", ck->train_dir, paths[i]);
     }
   for (int i = 0; i < m; i++) free(paths[i]);
+  free(ns.model_checkpoint_path);
   free(ns.all_model_checkpoint_paths);
   free(ns.all_model_checkpoint_timestamps);
   free(paths);
@@ -564,13 +600,20 @@ lv_status lv_checkpoint_restore(const char *prefix, const lv_saveable *items, in
   return lv_checkpoint_restore_mode(prefix, items, n, LV_RESTORE_MODEL, NULL);
 }
 
-/* The steps of the ckpt-N checkpoints in dir that have an index, ascending. */
-static int scan_checkpoints(const char *dir, int64_t **steps_out) {
-  *steps_out = NULL;
+/* A checkpoint file found in a directory: its name (ckpt-N, any number of digits) and step. */
+typedef struct found_ckpt {
+  int64_t step;
+  char name[256];
+} found_ckpt;
+
+/* The ckpt-N checkpoints in dir that have an index, by ascending step (names as found:
+ * another writer's "ckpt-1" stays "ckpt-1"). */
+static int scan_checkpoints(const char *dir, found_ckpt **out) {
+  *out = NULL;
   DIR *d = opendir(dir);
   if (!d) return 0;
   int k = 0, cap = 0;
-  int64_t *steps = NULL;
+  found_ckpt *f = NULL;
   struct dirent *e;
   while ((e = readdir(d))) {
     size_t len = strlen(e->d_name);
@@ -582,33 +625,37 @@ static int scan_checkpoints(const char *dir, int64_t **steps_out) {
     if (!is_ckpt_name(base)) continue;
     if (k == cap) {
       cap = cap ? 2 * cap : 16;
-      steps = realloc(steps, sizeof *steps * (size_t)cap);
-      LV_ASSERT(steps);
+      f = realloc(f, sizeof *f * (size_t)cap);
+      LV_ASSERT(f);
     }
-    steps[k++] = lv_checkpoint_step(base);
+    f[k].step = lv_checkpoint_step(base);
+    memcpy(f[k].name, base, len - 5);
+    k++;
   }
   closedir(d);
   for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && steps[j] < steps[j - 1]; j--) {
-      int64_t t = steps[j];
-      steps[j] = steps[j - 1];
-      steps[j - 1] = t;
+    for (int j = i; j > 0 && (f[j].step < f[j - 1].step ||
+                              (f[j].step == f[j - 1].step && strcmp(f[j].name, f[j - 1].name) < 0)); j--) {
+      found_ckpt t = f[j];
+      f[j] = f[j - 1];
+      f[j - 1] = t;
     }
-  *steps_out = steps;
+  *out = f;
   return k;
 }
 
 /* A state file listing the given checkpoints (timestamps: their index files' mtimes). */
-static lv_status rebuild_state(const char *train_dir, const int64_t *steps, int k) {
+static lv_status rebuild_state(const char *train_dir, const found_ckpt *f, int k) {
   lv_ckpt_state ns = {0};
   ns.num_paths = k;
   ns.all_model_checkpoint_paths = calloc((size_t)k, sizeof(char *));
   ns.all_model_checkpoint_timestamps = calloc((size_t)k, sizeof(double));
   LV_ASSERT(ns.all_model_checkpoint_paths && ns.all_model_checkpoint_timestamps);
   for (int i = 0; i < k; i++) {
-    LV_ASSERT(asprintf(&ns.all_model_checkpoint_paths[i], "ckpt-%08lld", (long long)steps[i]) >= 0);
+    ns.all_model_checkpoint_paths[i] = strdup(f[i].name);
+    LV_ASSERT(ns.all_model_checkpoint_paths[i]);
     char *index = NULL;
-    LV_ASSERT(asprintf(&index, "%s/%s.index", train_dir, ns.all_model_checkpoint_paths[i]) >= 0);
+    LV_ASSERT(asprintf(&index, "%s/%s.index", train_dir, f[i].name) >= 0);
     struct stat sb;
     ns.all_model_checkpoint_timestamps[i] = stat(index, &sb) == 0 ? (double)sb.st_mtime : lv_now_wall();
     free(index);
@@ -632,14 +679,13 @@ lv_status lv_checkpoint_resume_point(const char *train_dir, bool rebuild, char *
     lv_status_free(rs);
     return lv_checkpoint_latest(train_dir, prefix, n, step, found);
   }
-  int64_t *steps = NULL;
-  int k = scan_checkpoints(train_dir, &steps);
+  found_ckpt *f = NULL;
+  int k = scan_checkpoints(train_dir, &f);
   if (k == 0) {
-    free(steps);
+    free(f);
     return rs; /* no checkpoint to lose: a fresh start, or the state file's own error */
   }
-  char newest[64];
-  snprintf(newest, sizeof newest, "ckpt-%08lld", (long long)steps[k - 1]);
+  const char *newest = f[k - 1].name;
   lv_status s = NULL;
   if (!rebuild) {
     char why[1200];
@@ -652,13 +698,13 @@ lv_status lv_checkpoint_resume_point(const char *train_dir, bool rebuild, char *
                        "over, use another --logdir or move the ckpt-* files away.",
                        train_dir, why, train_dir, k, k > 1 ? "s" : "", train_dir, newest, newest);
   } else {
-    s = rebuild_state(train_dir, steps, k);
+    s = rebuild_state(train_dir, f, k);
     if (!s) lv_warn("--rebuild_checkpoint_state: wrote %s/checkpoint listing the %d checkpoint%s found; resuming from %s",
                     train_dir, k, k > 1 ? "s" : "", newest);
     if (!s) s = lv_checkpoint_latest(train_dir, prefix, n, step, found);
   }
   lv_status_free(rs);
-  free(steps);
+  free(f);
   return s;
 }
 
@@ -709,8 +755,10 @@ int lv_checkpoint_clean_stale_temps(const char *train_dir) {
   struct dirent *e;
   while ((e = readdir(d))) {
     long pid = our_temp_file_pid(e->d_name);
-    if (pid <= 0 || pid > INT32_MAX || pid == (long)getpid()) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still run */
+    /* Our own pid too: this runs before the trainer writes anything, so such a file is
+     * an earlier process's that had this pid (a container's trainer is often pid 1). */
+    if (pid <= 0 || pid > INT32_MAX) continue;
+    if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue; /* its writer may still run */
     char *path = NULL;
     LV_ASSERT(asprintf(&path, "%s/%s", train_dir, e->d_name) >= 0);
     if (unlink(path) == 0) removed++;

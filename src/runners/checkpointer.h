@@ -102,7 +102,8 @@ lv_status lv_checkpoint_resume_point(const char *train_dir, bool rebuild, char *
                                      bool *found);
 /* Removes temporary files of checkpoint writes whose writer process is gone
  * (checkpoint.tmp<pid>, ckpt-N.*.tempstate<pid>-<k>, ckpt-N.index.tmp<pid>): only these
- * names, only dead pids. Returns how many were removed. */
+ * names, only dead pids or this process's own (call it before this process saves, with
+ * the train directory locked). Returns how many were removed. */
 int lv_checkpoint_clean_stale_temps(const char *train_dir);
 
 #define LV_CKPT_PARAMS_TENSOR "_lingvoc/params_txt"

@@ -236,6 +236,9 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
                           "mpirun -np N [--host a,b] instead of a cluster spec");
   if (*c->model_task_name)
     return lv_status_make(LV_ERR_INVALID, "--model_task_name: lingvoc has single-task models only");
+  if (c->task != 0)
+    return lv_status_make(LV_ERR_INVALID, "--task=%lld: lingvoc's replica index is its MPI rank (start replicas with "
+                          "mpirun -np N); --task may only be 0", (long long)c->task);
   if (c->num_threads < 0 || c->num_threads > LV_CLI_MAX_THREADS)
     return lv_status_make(LV_ERR_INVALID, "--num_threads=%lld: expected 0 (one per core) to %d",
                           (long long)c->num_threads, LV_CLI_MAX_THREADS);
@@ -246,6 +249,7 @@ lv_status lv_cli_model_options(lv_cli *c, const lv_flag *flags, int nflags, cons
   o->experiments_dir = c->experiments_dir;
   o->params_override = c->model_params_override;
   o->params_file_override = c->model_params_file_override;
+  o->flag_params = c->flag_params;
   o->logdir = c->logdir;
   o->mode = *c->mode && strncmp(c->mode, "inspect", 7) ? c->mode : "sync";
   o->job = c->job;

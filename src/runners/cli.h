@@ -9,6 +9,7 @@
 typedef struct lv_cli {
   const char *model, *logdir, *job, *mode, *run_locally, *model_params_override, *model_params_file_override;
   const char *experiments_dir, *model_task_name, *cluster_spec;
+  const char *flag_params; /* NULL or params lines the executable's own flags set (lv_model_options) */
   int64_t saver_max_to_keep, task, num_threads, worker_gpus, worker_replicas, worker_split_size;
   double saver_keep_checkpoint_every_n_hours;
   bool enable_asserts, enable_check_numerics;

@@ -47,20 +47,23 @@ static char *summary_headline(const lv_summary_value *sv, int n) {
 }
 
 /* Writes score-%08d.txt, events and the log lines of a checkpoint's decode. */
-static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metric_set *ms, int64_t seen, double secs) {
+static lv_status report(dec_state *d, int64_t step, lv_metric_set *ms, int64_t seen, double secs) {
   lv_summary_value *sv = NULL;
   int n = 0;
   LV_TRY(lv_metric_set_summaries(ms, &sv, &n));
-  lv_summary_value *all = realloc(sv, sizeof *all * (size_t)(n + 1));
+  lv_summary_value *all = realloc(sv, sizeof *all * (size_t)(n + 2));
   LV_ASSERT(all);
   snprintf(all[n].tag, sizeof all[n].tag, "examples/sec");
   all[n++].value = secs > 0 ? seen / secs : 0;
+  snprintf(all[n].tag, sizeof all[n].tag, "total_samples");
+  all[n++].value = (double)seen;
   /* Sorted by tag, as Lingvo's score files are. */
   qsort(all, (size_t)n, sizeof *all, cmp_tag);
   char *score = lv_summary_score_text(all, n);
   LV_ASSERT(score);
   char path[LV_PATH_MAX];
-  lv_status s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", d->dir, (long long)lv_checkpoint_step(prefix));
+  /* Named by the global step, as Lingvo's DecodeCheckpoint names it. */
+  lv_status s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", d->dir, (long long)step);
   if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   free(score);
   for (int i = 0; !s && i < n; i++) lv_events_scalar(d->ev, all[i].tag, step, all[i].value);
@@ -83,9 +86,20 @@ static lv_status report(dec_state *d, const char *prefix, int64_t step, lv_metri
 
 static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_instance *m = d->m;
-  double t0 = lv_now_monotonic();
   LV_TRY(lv_instance_restore(d->m, prefix, NULL));
+  double t0 = lv_now_monotonic(); /* the rate counts decoding, not the restore (Lingvo's) */
   int64_t step = lv_instance_step(m);
+  /* Lingvo's DecodeCheckpoint: batches until decoder_samples_per_summary examples (None:
+   * samples_per_summary; 0: the whole dataset), then decoder_out_<checkpoint id>. */
+  const lv_params *ep = lv_params_sub(m->cfg, "task.eval");
+  int64_t want = lv_params_is_set(ep, "decoder_samples_per_summary") ? lv_params_int(ep, "decoder_samples_per_summary")
+                                                                      : lv_params_int(ep, "samples_per_summary");
+  if (want <= 0) want = INT64_MAX;
+  int64_t ckpt_id = lv_checkpoint_step(prefix);
+  if (ckpt_id < 0) ckpt_id = step; /* a prefix not named ckpt-N */
+  if (ckpt_id != step)
+    lv_warn("%s: checkpoint id %lld != global step %lld: decoder_out is named by the id, the score by the step",
+            prefix, (long long)ckpt_id, (long long)step);
   lv_metric_set *ms = lv_metric_set_new();
   LV_ASSERT(ms);
   lv_status s = m->task->cls->create_decoder_metrics(m->task, ms);
@@ -99,7 +113,7 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   lv_kv_list kv = {0};
   int64_t seen = 0;
   double last_log = t0;
-  for (bool done = false; !s;) {
+  for (bool done = false; !s && seen < want;) {
     s = lv_input_next_eval(m->input, &b, &done);
     if (s || done) break;
     s = lv_task_decode_batch(m->task, m->graph, &b, ms, &kv);
@@ -120,11 +134,11 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   double secs = lv_now_monotonic() - t0;
   if (!s) {
     char path[LV_PATH_MAX];
-    s = lv_path_fmt(path, sizeof path, "%s/decoder_out_%09lld", d->dir, (long long)step);
+    s = lv_path_fmt(path, sizeof path, "%s/decoder_out_%09lld", d->dir, (long long)ckpt_id);
     if (!s) s = lv_file_write_atomic(path, out, outlen);
   }
   free(out);
-  if (!s) s = report(d, prefix, step, ms, seen, secs);
+  if (!s) s = report(d, step, ms, seen, secs);
   lv_metric_set_free(ms);
   return s;
 }

@@ -42,6 +42,11 @@ static void real_sleep(void *ctx, double secs) {
 
 lv_status lv_follower_create(const lv_follower_options *opt, lv_follower **out) {
   *out = NULL;
+  if (opt->checkpoint && *opt->checkpoint && !opt->once)
+    return lv_status_make(LV_ERR_INVALID, "--checkpoint=%s goes with --once (without it the job follows the "
+                          "trainer's checkpoints and would not read it)", opt->checkpoint);
+  if (!(opt->timeout_secs >= 0))
+    return lv_status_make(LV_ERR_INVALID, "--timeout_secs=%g: expected >= 0 (0: wait for ever)", opt->timeout_secs);
   lv_follower *f = calloc(1, sizeof *f);
   LV_ASSERT(f);
   f->opt = *opt;
@@ -214,7 +219,10 @@ lv_status lv_follower_failed(lv_follower *f, lv_status s) {
   snprintf(index, len, "%s.index", f->current);
   bool gone = !lv_file_exists(index);
   free(index);
-  if (!gone) return s;
+  /* Only a failure to find or read its files is the deletion's: a NaN metric or a shape
+   * mismatch of a checkpoint deleted meanwhile is still the error it is. */
+  lv_code c = lv_status_code(s);
+  if (!gone || (c != LV_ERR_NOT_FOUND && c != LV_ERR_IO)) return s;
   /* The trainer's retention deleted it after we listed it: not an error. */
   lv_warn("%s: %s was deleted before it could be %s; skipped", f->opt.job, f->current, f->opt.verb);
   lv_status_free(s);

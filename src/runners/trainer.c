@@ -665,7 +665,9 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
                        (lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0
                             ? lv_params_int(cfg, "cluster.worker.gpus_per_replica") / lv_params_int(cfg, "cluster.worker.devices_per_split")
                             : 1);
-  if (!s) {
+  if (!s && chief) {
+    /* The chief alone (it holds the train directory's lock): a replica on another host
+     * would take the chief's pid, alive there, for a dead one here. */
     int stale = lv_checkpoint_clean_stale_temps(t.m->train_dir);
     if (stale) lv_info("removed %d temporary checkpoint file%s of trainers that were killed", stale, stale > 1 ? "s" : "");
   }

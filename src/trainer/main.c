@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/env.h"
 #include "base/file.h"
@@ -86,7 +87,7 @@ static lv_status inspect_evaler(lv_cli *c, lv_flag *flags, int n) {
 static lv_status inspect_input(lv_cli *c, lv_flag *flags, int n, const char *dataset, int64_t nbatches) {
   lv_params *p = NULL;
   LV_TRY(lv_cli_build_params(c, flags, n, dataset, &p));
-  lv_status s = lv_inspect_input(p, nbatches, !strcmp(dataset, "Train"), stdout);
+  lv_status s = lv_inspect_input(p, nbatches, !strcasecmp(dataset, "Train"), stdout);
   lv_params_free(p);
   return s;
 }
@@ -132,6 +133,8 @@ static lv_status run(int argc, char **argv) {
   if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (e.g. --logdir=/tmp/mnist/log)");
   LV_TRY(lv_file_check_writable_dir(c.logdir));
   lv_params *p = NULL;
+  if (log_interval < 1)
+    return lv_status_make(LV_ERR_INVALID, "--log_interval_steps=%lld: expected >= 1", (long long)log_interval);
   LV_TRY(lv_cli_build_params(&c, flags, n, "Train", &p));
   /* The communicator follows the launch: mpi under mpirun, else local. Only rank 0
    * logs beyond errors. */

@@ -109,6 +109,44 @@ void lv_cpu_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n, const int3
   lv_cpu_par(ctx, d, n * d > 65536 ? lv_cpu_grain(d, 64) : d, scatter_cols, &j);
 }
 
+typedef struct cols_job {
+  int64_t d, c, n, off;
+  const int32_t *ids;
+  const float *w, *gy;
+  float *out, *gw;
+} cols_job;
+
+LV_CPU_PAR_LOOP(gather_cols_rows, cols_job, i, {
+  float *o = J->out + i * J->d;
+  const int64_t col = (int64_t)J->ids[i] - J->off;
+  if (col < 0 || col >= J->c)
+    memset(o, 0, sizeof(float) * (size_t)J->d);
+  else
+    for (int64_t j = 0; j < J->d; j++) o[j] = J->w[j * J->c + col];
+})
+
+void lv_cpu_gather_cols_fwd(lv_kctx *ctx, int64_t d, int64_t c, const float *w, int64_t n, const int32_t *ids,
+                            int64_t off, float *out) {
+  cols_job j = {.d = d, .c = c, .n = n, .off = off, .ids = ids, .w = w, .out = out};
+  lv_cpu_par(ctx, n, n * d > 65536 ? lv_cpu_grain(n, 16) : n, gather_cols_rows, &j);
+}
+
+/* A thread owns rows of gw and adds the ids' gradients in position order: the sums do not
+ * depend on the thread count. */
+LV_CPU_PAR_LOOP(scatter_cols_rows, cols_job, j, {
+  float *row = J->gw + j * J->c;
+  for (int64_t i = 0; i < J->n; i++) {
+    const int64_t col = (int64_t)J->ids[i] - J->off;
+    if (col >= 0 && col < J->c) row[col] += J->gy[i * J->d + j];
+  }
+})
+
+void lv_cpu_gather_cols_bwd(lv_kctx *ctx, int64_t d, int64_t c, int64_t n, const int32_t *ids, int64_t off,
+                            const float *gy, float *gw) {
+  cols_job j = {.d = d, .c = c, .n = n, .off = off, .ids = ids, .gy = gy, .gw = gw};
+  lv_cpu_par(ctx, d, n * d > 65536 ? lv_cpu_grain(d, 16) : d, scatter_cols_rows, &j);
+}
+
 /* Float to integer truncates toward zero, like tf.cast (kernel_math.h). */
 void lv_cpu_cast(lv_kctx *ctx, lv_dtype from, lv_dtype to, int64_t n, const void *x, void *y) {
   if (from == LV_I64 && to == LV_I64) {

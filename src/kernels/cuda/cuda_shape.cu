@@ -211,6 +211,44 @@ extern "C" void lv_cuda_gather_bwd(lv_kctx *ctx, int64_t v, int64_t d, int64_t n
   LV_CUDA_CHECK(cudaFreeAsync(chain, ctx->stream));
 }
 
+/* ---- columns of a [d, c] shard (sampled softmax) ---- */
+
+__global__ void gather_cols_k(int64_t d, int64_t c, const float *w, int64_t n, const int32_t *ids, int64_t off,
+                              float *out) {
+  LV_GRID_LOOP(i, n * d) {
+    int64_t r = i / d, j = i % d;
+    int64_t col = (int64_t)ids[r] - off;
+    out[i] = col >= 0 && col < c ? w[j * c + col] : 0.0f;
+  }
+}
+
+extern "C" void lv_cuda_gather_cols_fwd(lv_kctx *ctx, int64_t d, int64_t c, const float *w, int64_t n,
+                                        const int32_t *ids, int64_t off, float *out) {
+  if (n <= 0 || d <= 0) return;
+  gather_cols_k<<<lv_cuda_blocks(ctx, n * d), LV_CUDA_THREADS, 0, ctx->stream>>>(d, c, w, n, ids, off, out);
+  LV_CUDA_LAUNCHED();
+}
+
+/* One thread per row of gw adds the ids' gradients in position order: the CPU's sums,
+ * without atomics (d threads of n steps each: a sampled softmax's few thousand classes). */
+__global__ void gather_cols_bwd_k(int64_t d, int64_t c, int64_t n, const int32_t *ids, int64_t off, const float *gy,
+                                  float *gw) {
+  LV_GRID_LOOP(j, d) {
+    float *row = gw + j * c;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t col = (int64_t)ids[i] - off;
+      if (col >= 0 && col < c) row[col] += gy[i * d + j];
+    }
+  }
+}
+
+extern "C" void lv_cuda_gather_cols_bwd(lv_kctx *ctx, int64_t d, int64_t c, int64_t n, const int32_t *ids,
+                                        int64_t off, const float *gy, float *gw) {
+  if (n <= 0 || d <= 0) return;
+  gather_cols_bwd_k<<<lv_cuda_blocks(ctx, d), LV_CUDA_THREADS, 0, ctx->stream>>>(d, c, n, ids, off, gy, gw);
+  LV_CUDA_LAUNCHED();
+}
+
 /* ---- index results ---- */
 
 __global__ void argmax_k(int64_t rows, int64_t c, const float *x, int32_t *out) {
