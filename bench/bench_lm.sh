@@ -13,10 +13,12 @@
 # Prints each run, then medians and spread (min-max) and the training speed ratio.
 # Target: lingvoc >= 2x PyTorch in training tokens/s (RnnLm; TransformerLm >= 1.5x).
 #   MODEL (RnnLmSmall or TransformerLmSmall), BIN (bin), DATA (/tmp/lm_bible:
-#   scripts/prepare_lm_bible.sh), THREADS (2), RUNS (3), STEPS (60), WARMUP (5)
+#   scripts/prepare_lm_bible.sh), THREADS (2), RUNS (3), STEPS (60), WARMUP (5),
+#   TORCH_THREADS (THREADS: the twin's own; 1 is PyTorch's faster LSTM setting on 2 cores here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} RUNS=${RUNS:-3} STEPS=${STEPS:-60} WARMUP=${WARMUP:-5}
+TORCH_THREADS=${TORCH_THREADS:-$THREADS}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 [ -f "$DATA/train.txt" ] || { echo "bench_lm.sh: no $DATA/train.txt: run scripts/prepare_lm_bible.sh $DATA" >&2; exit 2; }
 MODEL=${MODEL:-RnnLmSmall}
@@ -56,9 +58,11 @@ for i in $(seq 1 "$RUNS"); do
   b=$(date +%s.%N)
   tok=$(awk '{ n += length($0) + 1 } END { print n }' "$tmp/sample.out")
   awk -v n="$tok" -v a="$a" -v b="$b" 'BEGIN { printf "lingvoc_lm sample %.0f tokens/s\n", n / (b - a) }' | tee -a "$out"
-  /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$THREADS" "$STEPS" "$WARMUP" "$KIND" | tee -a "$out"
+  OMP_NUM_THREADS=$TORCH_THREADS OPENBLAS_NUM_THREADS=$TORCH_THREADS \
+    /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$TORCH_THREADS" "$STEPS" "$WARMUP" "$KIND" | tee -a "$out"
 done
-/usr/bin/python3 - "$out" "$THREADS" "$MODEL" "$TARGET" <<'PY'
+TH=$THREADS; [ "$TORCH_THREADS" = "$THREADS" ] || TH="$THREADS (PyTorch $TORCH_THREADS)"
+/usr/bin/python3 - "$out" "$TH" "$MODEL" "$TARGET" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):

@@ -16,6 +16,7 @@
 # the initializers: the twin's own Test log_pplx at initialization spans 5.17-6.76 over
 # seeds 1-8 for TransformerLmSmall. SAME_INIT=0: each draws its own.
 #   MODEL (RnnLmSmall), RACE_SECONDS (3600; not SECONDS, which bash sets), EVERY (600), THREADS (2, or 1 with PARALLEL=1),
+#   TORCH_THREADS (THREADS: the twin's threads, e.g. 1, PyTorch's faster LSTM setting on 2 cores here),
 #   PARALLEL (0), SAME_INIT (1), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
 #   OUT (a temporary folder, removed)
 set -euo pipefail
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 PARALLEL=${PARALLEL:-0}
 [ "$PARALLEL" = 1 ] && THREADS=${THREADS:-1}
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${RACE_SECONDS:-3600} EVERY=${EVERY:-600}
+TORCH_THREADS=${TORCH_THREADS:-$THREADS}
 MODEL=${MODEL:-RnnLmSmall}
 SAME_INIT=${SAME_INIT:-1}
 case $MODEL in
@@ -38,7 +40,7 @@ export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; tmp=$OUT; else tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; fi
 M=lm.bible.$MODEL
 echo "lm_race: $M, $SECONDS_ s each ($([ "$PARALLEL" = 1 ] && echo "side by side" || echo "one after the other")), \
-Test log_pplx every $EVERY s, $THREADS threads each, \
+Test log_pplx every $EVERY s, $THREADS threads for lingvoc and $TORCH_THREADS for PyTorch, \
 $([ "$SAME_INIT" = 1 ] && echo "the same initial weights" || echo "each its own initial weights"); load $(cut -d' ' -f1 /proc/loadavg)"
 rm -rf "$tmp/lv"
 torch_race() {
@@ -51,7 +53,8 @@ torch_race() {
     export INIT_CKPT="$tmp/lv/train/ckpt-00000000" CKPT_INSPECT="$BIN/ckpt_inspect"
   fi
   RACE_SECONDS=$SECONDS_ RACE_EVERY=$EVERY TEST_FILE="$DATA/test.txt" \
-    /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$THREADS" 0 0 "$KIND"
+    OMP_NUM_THREADS=$TORCH_THREADS OPENBLAS_NUM_THREADS=$TORCH_THREADS \
+      /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$TORCH_THREADS" 0 0 "$KIND"
 }
 if [ "$PARALLEL" = 1 ]; then
   torch_race >"$tmp/torch_curve" 2>"$tmp/torch.log" &
