@@ -340,10 +340,7 @@ static lv_status lm_decoder_setup(lv_task *t, const lv_params *cfg) {
   LV_TRY(lv_status_wrap(lv_tokenizer_create(lv_params_sub(ip, "tokenizer"), &d->tok), "input.tokenizer"));
   /* As LmInput reads it: None is an error, 0 (SentencePiece only) no limit. */
   LV_TRY(lv_text_max_length(ip, "target_max_length", d->tok, &d->tmax));
-  /* The tokenizer's ids index the LM's embedding and softmax. */
-  if (d->tok->num_ids > V)
-    return lv_status_make(LV_ERR_INVALID, "input.tokenizer's vocabulary has %lld ids, more than the LM's vocab_size "
-                          "%lld: use the LM's vocabulary", (long long)d->tok->num_ids, (long long)V);
+  /* Its ids fit the LM's embedding and softmax: lm_create checked this input's tokenizer. */
   d->probs = malloc(sizeof(float) * (size_t)V);
   d->order = malloc(sizeof(int32_t) * (size_t)V);
   LV_ASSERT(d->probs && d->order);

@@ -200,22 +200,27 @@ static bool same_value(const lv_params *a, const lv_params *b, const char *k) {
 /* What the runners read through getters that stop the program on a missing key must be
  * there: an override can set a group to NoneType, or swap task for another class's params
  * (task.cls: 'Adam'). where: the file or flag that set them. */
+static bool is_group(const lv_params *p, const char *key) {
+  return lv_params_has(p, key) && lv_params_kind(p, key) == LV_PV_PARAMS && lv_params_sub(p, key);
+}
+
+static lv_status need_groups(const lv_params *p, const char *const *keys, size_t n, const char *where) {
+  for (size_t i = 0; i < n; i++)
+    if (!is_group(p, keys[i]))
+      return lv_status_make(LV_ERR_INVALID, "%s: %s must be a params group, not None", where, keys[i]);
+  return NULL;
+}
+
 static lv_status check_structure(const lv_params *p, const char *where) {
   static const char *const kGroups[] = {"cluster", "cluster.worker", "train", "task"};
-  for (size_t i = 0; i < LV_ARRAY_LEN(kGroups); i++)
-    if (!lv_params_has(p, kGroups[i]) || lv_params_kind(p, kGroups[i]) != LV_PV_PARAMS || !lv_params_sub(p, kGroups[i]))
-      return lv_status_make(LV_ERR_INVALID, "%s: %s must be a params group, not None", where, kGroups[i]);
+  LV_TRY(need_groups(p, kGroups, LV_ARRAY_LEN(kGroups), where));
   const char *cls = lv_params_has(p, "task.cls") ? lv_params_str(p, "task.cls") : "";
   lv_tasks_register_all();
   if (!lv_task_class_find(cls))
     return lv_status_make(LV_ERR_INVALID, "%s: task.cls is '%s', which is not a task class (e.g. "
                           "'mt.model.TransformerModel', 'lm.model.LanguageModel', 'asr.model.AsrModel')", where, cls);
   static const char *const kTaskGroups[] = {"task.train", "task.eval"};
-  for (size_t i = 0; i < LV_ARRAY_LEN(kTaskGroups); i++)
-    if (!lv_params_has(p, kTaskGroups[i]) || lv_params_kind(p, kTaskGroups[i]) != LV_PV_PARAMS ||
-        !lv_params_sub(p, kTaskGroups[i]))
-      return lv_status_make(LV_ERR_INVALID, "%s: %s must be a params group, not None", where, kTaskGroups[i]);
-  return NULL;
+  return need_groups(p, kTaskGroups, LV_ARRAY_LEN(kTaskGroups), where);
 }
 
 static lv_status load(const lv_model_options *o, lv_params **out, char *path, size_t pn) {
@@ -329,7 +334,7 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) known |= !strcasecmp(ds, kDatasets[i]);
   dataset_key(ds, key, sizeof key);
   lv_names_join(defined, defined_datasets(p, defined), ", ", avail, sizeof avail);
-  if (!known || !lv_params_has(p, key) || lv_params_kind(p, key) != LV_PV_PARAMS || !lv_params_sub(p, key))
+  if (!known || !is_group(p, key))
     s = lv_status_make(LV_ERR_NOT_FOUND, "model %s has no dataset %s; available datasets are: [%s]", o->model,
                        o->dataset ? o->dataset : "Train", avail);
   if (!s) s = lv_params_set_params(p, "input", lv_params_copy(lv_params_sub(p, key)));
@@ -350,8 +355,8 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   bool from_file = o->params_file_override && *o->params_file_override;
   const char *src = from_file ? "--model_params_file_override" : "--model_params_override";
   if (!s) s = check_structure(p, src);
-  if (!s && (!lv_params_has(p, "input") || lv_params_kind(p, "input") != LV_PV_PARAMS || !lv_params_sub(p, "input")))
-    s = lv_status_make(LV_ERR_INVALID, "%s: input must be a params group, not None", src);
+  static const char *const kInput[] = {"input"};
+  if (!s) s = need_groups(p, kInput, 1, src);
   if (!s) s = own_string(p, "model", before[0], model_str, "--model", src, from_file);
   if (!s && o->logdir && *o->logdir)
     s = own_string(p, "cluster.logdir", before[1], o->logdir, "--logdir", src, from_file);
