@@ -725,6 +725,15 @@ START_TEST(test_cls_replacement) {
   lv_status s = lv_params_from_text(p, "task.fc.cls : 'test.FCLayr'\ntask.fc.bogus : 1\n", "o");
   ck_assert_ptr_null(strstr(lv_status_msg(s), "bogus"));
   lv_status_free(s);
+  /* Lingvo's params.txt form of a class: type/<module>/<Name> */
+  EXPECT_OK(lv_params_from_text(p, "task.softmax.cls : type/lingvo.core.test/SoftmaxB\n", "o"));
+  ck_assert_str_eq(lv_params_str(p, "task.softmax.cls"), "test.SoftmaxB");
+  EXPECT_OK(lv_params_from_text(p, "task.softmax.cls : 'type/lingvo.core.layers/test.Softmax'\n", "o"));
+  ck_assert_str_eq(lv_params_str(p, "task.softmax.cls"), "test.Softmax");
+  EXPECT_ERR(lv_params_from_text(p, "task.softmax.cls : type/lingvo.core.layers/Softmax\n", "o"), LV_ERR_INVALID,
+             "unknown class \"type/lingvo.core.layers/Softmax\"");
+  EXPECT_ERR(lv_params_from_text(p, "task.softmax.cls : type/lingvo.core.layers/\n", "o"), LV_ERR_INVALID,
+             "unknown class \"type/lingvo.core.layers/\"");
   lv_params_free(p);
 }
 END_TEST

@@ -374,10 +374,6 @@ const lv_schedule *lv_learner_schedule(const lv_learner *l) { return l->schedule
 lv_schedule *lv_learner_schedule_mut(lv_learner *l) { return l->schedule; }
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l) { return l->nan_inf_steps; }
 int64_t lv_learner_num_skipped_steps(const lv_learner *l) { return l->skipped_steps; }
-void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps) {
-  l->nan_inf_steps = nan_inf_steps;
-  l->skipped_steps = skipped_steps;
-}
 
 double lv_learner_learning_rate(const lv_learner *l, int64_t step) {
   return l->c.learning_rate * lv_schedule_value(l->schedule, step);

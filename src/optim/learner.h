@@ -158,7 +158,8 @@ const lv_schedule *lv_learner_schedule(const lv_learner *l);
 /* The same, for the trainer to advance a DevBasedSchedule and checkpoint its state. */
 lv_schedule *lv_learner_schedule_mut(lv_learner *l);
 /* Steps skipped because of NaN/Inf gradients, and all skipped steps (NaN/Inf or
- * grad_norm_to_clip_to_zero). */
+ * grad_norm_to_clip_to_zero), in this process (Lingvo keeps no such counters, and they are
+ * not checkpointed: a resumed run counts from 0, as its consecutive-skip limit does). */
 int64_t lv_learner_num_nan_inf_steps(const lv_learner *l);
 int64_t lv_learner_num_skipped_steps(const lv_learner *l);
 /* The grad norm tracker's float32 state ("log_mean", "log_mean_squared",
@@ -181,7 +182,5 @@ void lv_learner_accumulator(lv_learner *l, int i, const char **name, int64_t *n)
 float *lv_learner_accumulator_host(lv_learner *l, int i);
 void lv_learner_accumulators_to_host(lv_learner *l);
 void lv_learner_accumulators_from_host(lv_learner *l);
-/* For resuming: restore the counters saved with a checkpoint. */
-void lv_learner_set_counters(lv_learner *l, int64_t nan_inf_steps, int64_t skipped_steps);
 
 #endif

@@ -806,6 +806,28 @@ static bool under(const char *key, const char *prefix) {
   return n == 0 || (strncmp(key, prefix, n) == 0 && key[n] == '.');
 }
 
+/* A `cls` value, unquoted. Lingvo's params.txt writes a class as type/<module>/<Name>
+ * (`type/lingvo.tasks.lm.model/LanguageModel`): that is the registered class whose name is
+ * the longest dotted tail of <module>.<Name> (`lm.model.LanguageModel`, `RnnLm`); when
+ * none is registered the value stays whole, for set_class's unknown-class error. */
+static char *lingvo_class_name(const char *value) {
+  char *cls = unquote(value);
+  const char *slash = strrchr(cls, '/');
+  if (strncmp(cls, "type/", 5) != 0 || slash <= cls + 5 || !slash[1]) return cls;
+  char *dotted = lv_params_xstrdup(cls + 5);
+  dotted[slash - cls - 5] = '.';
+  for (const char *t = dotted; t; t = strchr(t, '.') ? strchr(t, '.') + 1 : NULL) {
+    if (lv_registry_find(t)) {
+      char *found = lv_params_xstrdup(t);
+      free(dotted);
+      free(cls);
+      return found;
+    }
+  }
+  free(dotted);
+  return cls;
+}
+
 lv_status lv_params_from_text(lv_params *p, const char *text, const char *source) {
   LV_ASSERT(p && text);
   if (!source) source = "<text>";
@@ -838,7 +860,7 @@ lv_status lv_params_from_text(lv_params *p, const char *text, const char *source
       for (int k = 0; k < nfailed; k++) skip |= under(prefix, failed[k]) || !strcmp(prefix, failed[k]);
       lv_status err = NULL;
       if (!skip) {
-        char *cls = unquote(s->value);
+        char *cls = lingvo_class_name(s->value);
         err = lv_params_set_class(p, prefix, cls);
         free(cls);
       }

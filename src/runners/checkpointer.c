@@ -186,6 +186,25 @@ static bool same_checkpoint(const char *train_dir, const char *a, const char *b)
  * keep_every_n_hours have passed since the last one kept that way; the state file lists
  * each kept checkpoint once, and only checkpoints no kept entry names are deleted.
  * last_preserved_timestamp is the new checkpoint's time, as Lingvo writes it. */
+static bool double_less(const void *a, const void *b) { return *(const double *)a < *(const double *)b; }
+static bool int64_less(const void *a, const void *b) { return *(const int64_t *)a < *(const int64_t *)b; }
+
+/* Stable insertion sort of n checkpoint paths by their keys (n is small: the kept list). */
+static void sort_paths_by_key(char **paths, void *keys, size_t size, bool (*less)(const void *, const void *),
+                              int n) {
+  unsigned char *k = keys, t[sizeof(double) > sizeof(int64_t) ? sizeof(double) : sizeof(int64_t)];
+  LV_ASSERT(size <= sizeof t);
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && less(k + (size_t)j * size, k + (size_t)(j - 1) * size); j--) {
+      memcpy(t, k + (size_t)j * size, size);
+      memcpy(k + (size_t)j * size, k + (size_t)(j - 1) * size, size);
+      memcpy(k + (size_t)(j - 1) * size, t, size);
+      char *p = paths[j];
+      paths[j] = paths[j - 1];
+      paths[j - 1] = p;
+    }
+}
+
 static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, double ts) {
   /* Paths are stored relative to the train directory (as TF2 does), so a log directory
    * can be moved or copied and still be resumed and evaluated. */
@@ -214,15 +233,7 @@ static lv_status update_state(lv_checkpointer *ck, const char *full_prefix, doub
   LV_ASSERT(paths[m]);
   tss[m++] = ts;
   /* Stable sort by timestamp (a clock set back leaves the new one in its place by time). */
-  for (int i = 1; i < m; i++)
-    for (int j = i; j > 0 && tss[j] < tss[j - 1]; j--) {
-      double t = tss[j];
-      tss[j] = tss[j - 1];
-      tss[j - 1] = t;
-      char *p = paths[j];
-      paths[j] = paths[j - 1];
-      paths[j - 1] = p;
-    }
+  sort_paths_by_key(paths, tss, sizeof *tss, double_less, m);
   bool *keep = calloc((size_t)m, sizeof *keep);
   LV_ASSERT(keep);
   if (ck->keep_every_n_hours > 0) {
@@ -435,15 +446,7 @@ lv_status lv_checkpoint_list(const char *train_dir, char ***prefixes, int64_t **
     k++;
   }
   /* Ascending by step (Lingvo's SortCheckpointPaths). */
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && ss[j] < ss[j - 1]; j--) {
-      int64_t t = ss[j];
-      ss[j] = ss[j - 1];
-      ss[j - 1] = t;
-      char *tp = ps[j];
-      ps[j] = ps[j - 1];
-      ps[j - 1] = tp;
-    }
+  sort_paths_by_key(ps, ss, sizeof *ss, int64_less, k);
   lv_ckpt_state_free(&st);
   *prefixes = ps;
   *steps = ss;
