@@ -76,8 +76,15 @@ best=0 best_bleu=-1
 for w in $weights; do
   b=$(decode Dev "$w")
   echo "quality_fusion.sh: Dev sacrebleu at lm_weight $w: $b"
-  if awk -v a="$b" -v c="$best_bleu" 'BEGIN { exit !(a > c) }'; then best=$w best_bleu=$b; fi
+  awk -v a="$b" 'BEGIN { exit !(a ~ /^[0-9]+(\.[0-9]*)?$/) }' ||
+    { echo "quality_fusion.sh: the Dev decode at weight $w gave no sacrebleu ('$b')" >&2; exit 1; }
+  if awk -v a="$b" -v c="$best_bleu" 'BEGIN { exit !(a + 0 > c + 0) }'; then best=$w best_bleu=$b; fi
 done
-echo "quality_fusion.sh: Test sacrebleu without the LM: $(decode Test 0)"
-[ "$best" = 0 ] ||
-  echo "quality_fusion.sh: Test sacrebleu with the LM at lm_weight $best (best on Dev): $(decode Test "$best")"
+t=$(decode Test 0)
+echo "quality_fusion.sh: Test sacrebleu without the LM: $t"
+if [ "$best" = 0 ]; then
+  echo "quality_fusion.sh: no lm_weight beat 0 on Dev: the LM is not used on Test"
+else
+  t=$(decode Test "$best")
+  echo "quality_fusion.sh: Test sacrebleu with the LM at lm_weight $best (best on Dev): $t"
+fi

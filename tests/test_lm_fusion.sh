@@ -7,7 +7,9 @@
 # lm_weight 0.5 and length_normalization 0, every top hyp that is the same as without fusion
 # scores the model's score + 0.5 x the LM's log-probability of that hyp, as bin/decoder
 # --score_text gives it. An LM of another vocabulary size, one of the same size but other
-# pieces, and a missing LM checkpoint are exit 2 naming the problem. Then RNMT
+# pieces, a search whose </s> is not the LM's, and a missing LM checkpoint are exit 2 naming
+# the problem; lm_checkpoint may name the LM's log directory; an lm_weight without an
+# lm_model warns. Then RNMT
 # (mt.bible_en_es.RNMTTinyTest) with the RNN LM: lm_weight 0 is bit-identical there too.
 # Skips with one line when sentencepiece is not installed.
 . "$(dirname "$0")/lib.sh"
@@ -100,6 +102,18 @@ task.decoder.fusion.lm_params_override: \"input.tokenizer.target_eos_id: 5\""
 # (the word-piece tokenizer itself refuses an </s> its vocabulary puts elsewhere, before the
 # fusion's own <s>/</s> comparison)
 err_has "the LM's input.tokenizer: tokenizer.target_eos_id: is 5"
+expect_exit 2 "decoder whose search ends at another id than the LM's </s>" "$LV_BIN/decoder" --model=$M \
+  --logdir="$T/run" --once --job=decoder_train --model_params_override="$DEC; $F; task.decoder.fusion.lm_weight: 0.3; \
+task.decoder.target_eos_id: 5"
+err_has "ends at target_eos_id 5, but the LM's input.tokenizer has <s> 1 and </s> 2"
+expect_exit 0 "decoder with lm_checkpoint naming the LM's log directory" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: lm.bible.RnnLmSpanishTinyTest; \
+task.decoder.fusion.lm_checkpoint: $T/RnnLmSpanishTinyTest; task.decoder.fusion.lm_weight: 0.3; \
+task.decoder.fusion.lm_params_override: \"input.tokenizer.vocab_filepath: $T/wpm.voc\""
+err_has "shallow fusion: lm.bible.RnnLmSpanishTinyTest ($T/RnnLmSpanishTinyTest/train/ckpt-"
+expect_exit 0 "decoder with an lm_weight but no lm_model" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_weight: 0.3"
+err_has "task.decoder.fusion.lm_model is empty: decoding without shallow fusion"
 expect_exit 2 "decoder with an LM logdir that has no checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
   --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: lm.bible.RnnLmSpanishTinyTest; \
 task.decoder.fusion.lm_logdir: $T/nothing"

@@ -26,14 +26,18 @@ void lv_lm_fusion_define_params(lv_params *decoder_p) {
                           "lingvoc: shallow fusion of a language model into beam search.");
 }
 
-/* Whether ids [0, V) are the same pieces in both tokenizers (*bad: the first that is not). */
+/* Whether ids [0, V) are the same pieces in both tokenizers (*bad: the first that is not).
+ * Each id is decoded alone and twice in a row: decoding trims word-boundary marks at the
+ * ends of a line, so only the doubled piece tells "\u2581de" ("de de") from "de" ("dede"). */
 static lv_status same_pieces(const lv_tokenizer *a, const lv_tokenizer *b, int64_t V, bool *same, int32_t *bad,
                              char **pa, char **pb) {
   *same = true;
-  for (int32_t id = 0; *same && id < V; id++) {
+  for (int64_t i = 0; *same && i < 2 * V; i++) {
+    const int32_t id = (int32_t)(i / 2), two[2] = {id, id};
+    const int len = 1 + (int)(i % 2);
     char *x = NULL, *y = NULL;
-    lv_status s = lv_tokenizer_decode(a, &id, 1, &x);
-    if (!s) s = lv_tokenizer_decode(b, &id, 1, &y);
+    lv_status s = lv_tokenizer_decode(a, two, len, &x);
+    if (!s) s = lv_tokenizer_decode(b, two, len, &y);
     if (!s && strcmp(x, y)) {
       *same = false;
       *bad = id;
@@ -61,11 +65,6 @@ static lv_status check_tokenizers(const lv_tokenizer *tok, const lv_tokenizer *l
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the LM's input.tokenizer has %lld ids, the "
                           "decoder's input.tokenizer %lld: they must be the same vocabulary",
                           (long long)lm_tok->num_ids, (long long)tok->num_ids);
-  /* The LM starts from the decoder's start token and scores its end token. */
-  if (tok->sos_id != lm_tok->sos_id || tok->eos_id != lm_tok->eos_id)
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the decoder's input.tokenizer has <s> %d and </s> %d, "
-                          "the LM's <s> %d and </s> %d: they must be the same (target_sos_id, target_eos_id)",
-                          (int)tok->sos_id, (int)tok->eos_id, (int)lm_tok->sos_id, (int)lm_tok->eos_id);
   bool same = true;
   int32_t bad = 0;
   char *pa = NULL, *pb = NULL;
@@ -100,11 +99,23 @@ lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params 
   lv_status s = cfg_tokenizer(cfg, "the decoder's", &tok);
   if (!s) s = cfg_tokenizer(lm_cfg, "the LM's", &lm_tok);
   if (!s && tok && lm_tok) s = check_tokenizers(tok, lm_tok, vocab);
+  /* The LM is fed the search's start token and scores its end token as the ids it was
+   * trained with (its tokenizer's <s> and </s>). */
+  if (!s && lm_tok && lv_params_has(cfg, "task.decoder.target_sos_id") &&
+      lv_params_has(cfg, "task.decoder.target_eos_id")) {
+    const int64_t sos = lv_params_int(cfg, "task.decoder.target_sos_id");
+    const int64_t eos = lv_params_int(cfg, "task.decoder.target_eos_id");
+    if (sos != lm_tok->sos_id || eos != lm_tok->eos_id)
+      s = lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: the beam search starts at task.decoder.target_sos_id "
+                         "%lld and ends at target_eos_id %lld, but the LM's input.tokenizer has <s> %d and </s> %d: "
+                         "they must be the same", (long long)sos, (long long)eos, (int)lm_tok->sos_id,
+                         (int)lm_tok->eos_id);
+  }
   lv_tokenizer_destroy(tok);
   lv_tokenizer_destroy(lm_tok);
   LV_TRY(s);
   if (!(f->weight >= 0) || f->weight > 1e6)
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_weight = %g: expected a finite value >= 0",
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_weight = %g: expected a value in [0, 1e6]",
                           f->weight);
   t->fusion = f;
   return NULL;
@@ -149,6 +160,7 @@ lv_status lv_lm_fusion_step(lv_lm_fusion_search *fs, int n, const int32_t *step_
   LV_TRY(lv_status_wrap(lv_lm_search_step(fs->s, n, step_ids, parent, fs->lp), "shallow fusion"));
   const size_t m = (size_t)n * (size_t)fs->vocab;
   const float w = fs->weight;
+  if (w == 0) return NULL; /* exactly the search without the LM, whatever its outputs */
   for (size_t i = 0; i < m; i++) log_probs[i] += w * fs->lp[i];
   return NULL;
 }

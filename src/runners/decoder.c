@@ -178,6 +178,11 @@ static lv_status lm_checkpoint(const lv_params *fp, char *prefix, size_t n) {
     int64_t step;
     bool found = false;
     LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
+    /* lm_checkpoint naming the LM's log directory: its latest in train/ */
+    if (!found && ck != dir && lv_path_fmt(dir, sizeof dir, "%s/train", ck) == NULL && lv_file_is_dir(dir)) {
+      ck = dir;
+      LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
+    }
     if (!found)
       return lv_status_make(LV_ERR_NOT_FOUND, "task.decoder.fusion: no checkpoint in %s (train the LM first: "
                             "bin/trainer --model=%s --logdir=...)", ck, lv_params_str(fp, "lm_model"));
@@ -195,7 +200,13 @@ static lv_status setup_fusion(const lv_params *cfg, dec_state *d) {
   const lv_params *tp = lv_params_sub(cfg, "task");
   const lv_params *dp = tp && lv_params_has(tp, "decoder") ? lv_params_sub(tp, "decoder") : NULL;
   const lv_params *fp = dp && lv_params_has(dp, "fusion") ? lv_params_sub(dp, "fusion") : NULL;
-  if (!fp || !lv_params_has(fp, "lm_model") || !*lv_params_str(fp, "lm_model")) return NULL;
+  if (!fp || !lv_params_has(fp, "lm_model")) return NULL;
+  if (!*lv_params_str(fp, "lm_model")) {
+    if (lv_params_float(fp, "lm_weight") != 0 || *lv_params_str(fp, "lm_logdir") || *lv_params_str(fp, "lm_checkpoint"))
+      lv_warn("task.decoder.fusion.lm_model is empty: decoding without shallow fusion (its lm_weight, lm_logdir and "
+              "lm_checkpoint are not used)");
+    return NULL;
+  }
   char prefix[LV_PATH_MAX], exp_dir[LV_PATH_MAX];
   LV_TRY(lm_checkpoint(fp, prefix, sizeof prefix));
   experiments_dir_of(cfg, exp_dir, sizeof exp_dir);
