@@ -193,6 +193,117 @@ START_TEST(lstm_step_errors) {
 }
 END_TEST
 
+/* ---- rnn_seq_anchor ------------------------------------------------------------- */
+
+/* An LSTM over T steps as the cells run it with a sequence anchor: gates_t = xw[t] +
+ * m_prev . w, the recurrent weight's gradient from the anchor's one GEMM. in: xw [T, B,
+ * 4H], w [H, 4H], m0 [B, H], paddings [T, B, 1]. */
+typedef struct rseq_cfg {
+  bool reverse, m0, pad, anchor;
+} rseq_cfg;
+
+static lv_tensor *f_rnn_seq(lv_graph *g, lv_tensor **in, const void *c) {
+  const rseq_cfg *r = c;
+  lv_tensor *xw = in[0], *w = in[1], *wn = w;
+  const int64_t T = xw->shape.d[0], B = xw->shape.d[1], H = w->shape.d[0];
+  lv_tensor *a = r->anchor ? lv_op_rnn_seq_anchor(g, xw, w, &wn) : xw;
+  if (!a) return NULL;
+  lv_tensor *m = r->m0 ? in[2] : lv_graph_zeros(g, LV_F32, lv_shape2(B, H));
+  lv_tensor *cc = lv_graph_zeros(g, LV_F32, lv_shape2(B, H)), *outs[8];
+  ck_assert(T <= 8);
+  for (int64_t k = 0; k < T; k++) {
+    const int64_t t = r->reverse ? T - 1 - k : k;
+    lv_tensor *gates = lv_op_add(g, lv_op_reshape(g, lv_op_slice(g, a, 0, t, 1), lv_shape2(B, 4 * H)),
+                                 lv_op_matmul(g, m, wn, false, false));
+    lv_tensor *pad = r->pad ? lv_op_reshape(g, lv_op_slice(g, in[3], 0, t, 1), lv_shape2(B, 1)) : NULL;
+    lv_tensor *c1, *m1;
+    if (!lv_op_lstm_step(g, gates, cc, m, pad, 1.0f, 0, true, &c1, &m1)) return NULL;
+    cc = c1;
+    m = m1;
+    outs[t] = lv_op_reshape(g, m, lv_shape3(1, B, H));
+  }
+  lv_tensor *act = T == 1 ? outs[0] : lv_op_concat(g, outs, (int)T, 0);
+  if (r->anchor) lv_op_rnn_seq_finish(g, a, act, r->m0 ? in[2] : NULL, r->reverse);
+  return act;
+}
+
+/* Gradients of xw, w and m0 through the anchor (forward and reversed, with and without a
+ * given state and paddings, T = 1 and 4), against finite differences and against the
+ * per-step matmuls' gradient of w. */
+START_TEST(rnn_seq_anchor_gradients) {
+  const int B = 3, H = 4;
+  const rseq_cfg cfgs[] = {{false, false, false, true}, {true, false, false, true}, {false, true, true, true},
+                           {true, true, true, true}};
+  for (int T = 1; T <= 4; T += 3)
+    for (size_t i = 0; i < LV_ARRAY_LEN(cfgs); i++) {
+      float *pad = rand_floats(T * B, 50 + i, 0, 1);
+      for (int j = 0; j < T * B; j++) pad[j] = pad[j] > 0.7f ? 1.0f : 0.0f;
+      spec in[4] = {fspec(lv_shape3(T, B, 4 * H), 60 + i), fspec(lv_shape2(H, 4 * H), 70 + i),
+                    fspec(lv_shape2(B, H), 80 + i), {LV_F32, lv_shape3(T, B, 1), false, pad}};
+      in[2].grad = cfgs[i].m0;
+      float *keep[4]; /* gradcheck frees the specs' data */
+      for (int j = 0; j < 4; j++) {
+        size_t n = sizeof(float) * (size_t)lv_shape_numel(&in[j].shape);
+        keep[j] = malloc(n);
+        memcpy(keep[j], in[j].data, n);
+      }
+      gradcheck("rnn_seq_anchor+lstm_step", 4, in, f_rnn_seq, &cfgs[i], 1e-3, TOL);
+      /* the same graph with per-step weight gradients: w's gradient agrees */
+      float *grads[2];
+      for (int v = 0; v < 2; v++) {
+        rseq_cfg c = cfgs[i];
+        c.anchor = v == 1;
+        lv_graph *g = lv_graph_create(0);
+        lv_tensor *t[4];
+        for (int j = 0; j < 4; j++) {
+          t[j] = lv_graph_tensor(g, LV_F32, in[j].shape);
+          memcpy(t[j]->data, keep[j], sizeof(float) * (size_t)lv_shape_numel(&in[j].shape));
+          t[j]->requires_grad = j < 3;
+        }
+        EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, f_rnn_seq(g, t, &c), LV_ALL_AXES, false)));
+        grads[v] = malloc(sizeof(float) * H * 4 * H);
+        memcpy(grads[v], lv_f32(t[1]->grad), sizeof(float) * H * 4 * H);
+        lv_graph_destroy(g);
+      }
+      for (int j = 0; j < H * 4 * H; j++)
+        ck_assert_msg(fabsf(grads[0][j] - grads[1][j]) <= 1e-5f * (1 + fabsf(grads[0][j])),
+                      "T %d case %zu: w grad %d: per step %g, anchor %g", T, i, j, grads[0][j], grads[1][j]);
+      for (int j = 0; j < 4; j++) free(keep[j]);
+      free(grads[0]);
+      free(grads[1]);
+    }
+}
+END_TEST
+
+/* A sequence whose steps were never named fails in backward instead of leaving w's
+ * gradient out; act of the wrong shape is an error at finish. */
+START_TEST(rnn_seq_anchor_errors) {
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *xw = lv_graph_zeros(g, LV_F32, lv_shape3(2, 3, 8)), *w = lv_graph_zeros(g, LV_F32, lv_shape2(2, 8));
+  xw->requires_grad = w->requires_grad = true;
+  lv_tensor *wn = NULL, *a = lv_op_rnn_seq_anchor(g, xw, w, &wn);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_ne(wn, w);
+  ck_assert(!wn->requires_grad);
+  lv_status s = lv_graph_backward(g, lv_op_reduce_sum(g, a, LV_ALL_AXES, false));
+  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(strstr(lv_status_msg(s), "rnn_seq_anchor: internal: the sequence's steps were not named"), "%s",
+                lv_status_msg(s));
+  lv_status_free(s);
+  lv_graph_reset(g);
+  xw = lv_graph_zeros(g, LV_F32, lv_shape3(2, 3, 8));
+  w = lv_graph_zeros(g, LV_F32, lv_shape2(2, 8));
+  xw->requires_grad = w->requires_grad = true;
+  a = lv_op_rnn_seq_anchor(g, xw, w, &wn);
+  lv_op_rnn_seq_finish(g, a, lv_graph_zeros(g, LV_F32, lv_shape3(2, 3, 3)), NULL, false);
+  expect_graph_err(g, "rnn_seq_anchor: act must be [2,3,2] and m0 [3,2], got [2,3,3] and none");
+  ck_assert_ptr_null(lv_op_rnn_seq_anchor(g, lv_graph_zeros(g, LV_F32, lv_shape3(2, 3, 8)),
+                                          lv_graph_zeros(g, LV_F32, lv_shape2(2, 7)), &wn));
+  expect_graph_err(g, "rnn_seq_anchor: float32 xw [T, B, G] and w [K, G] required, got [2,3,8] and [2,7]");
+  lv_graph_destroy(g);
+}
+END_TEST
+
 /* ---- layer_norm_plus1 ----------------------------------------------------------- */
 
 static lv_tensor *f_ln1(lv_graph *g, lv_tensor **in, const void *c) {
@@ -897,6 +1008,8 @@ int main(void) {
   tcase_add_test(lstm, lstm_step_gradients);
   tcase_add_test(lstm, lstm_step_threads_same_bits);
   tcase_add_test(lstm, lstm_step_errors);
+  tcase_add_test(lstm, rnn_seq_anchor_gradients);
+  tcase_add_test(lstm, rnn_seq_anchor_errors);
   suite_add_tcase(s, lstm);
   TCase *ew = tcase_create("elementwise");
   tcase_set_timeout(ew, 120);

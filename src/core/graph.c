@@ -399,6 +399,11 @@ lv_node *lv_graph_record(lv_graph *g, lv_op op, lv_backward_fn bw, lv_tensor *ou
   return node;
 }
 
+lv_node *lv_graph_node(lv_graph *g, int i) {
+  LV_ASSERT(i >= 0 && i < g->n_nodes);
+  return &g->nodes[i];
+}
+
 static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
   lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape);
   if (!gr) return NULL;

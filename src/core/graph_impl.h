@@ -64,6 +64,12 @@ typedef struct {
   lv_tensor *m_out;
 } lv_saved_lstm;
 
+/* rnn_seq_anchor: the steps' recurrent inputs, set by lv_op_rnn_seq_finish. */
+typedef struct {
+  lv_tensor *act, *m0;
+  bool reverse, finished;
+} lv_saved_rnn_seq;
+
 /* One recorded op: inputs, output, and whatever its backward needs. */
 struct lv_node {
   lv_op op;
@@ -85,6 +91,7 @@ struct lv_node {
     lv_saved_layer_norm ln;
     lv_saved_batch_norm bn;
     lv_saved_lstm lstm;
+    lv_saved_rnn_seq rnn;
     lv_saved_clip clip;
     lv_saved_xent xent;
     lv_saved_pxent pxent;
@@ -108,6 +115,8 @@ void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes);
 /* Records a tape node for out if training and any input requires a gradient. */
 lv_node *lv_graph_record(lv_graph *g, lv_op op, lv_backward_fn bw, lv_tensor *out, int n,
                          lv_tensor *const *ins);
+/* Tape node i (a tensor's `node`); valid until the next record grows the tape. */
+lv_node *lv_graph_node(lv_graph *g, int i);
 /* In backward: t's gradient buffer, or NULL if t needs none (or the arena is full).
  * *acc tells the kernel whether to add (existing buffer) or overwrite (fresh, not
  * zeroed). */

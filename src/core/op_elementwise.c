@@ -51,7 +51,12 @@ static void binary_bwd(lv_graph *g, lv_node *nd) {
   const lv_backend *k = nd->be;
   lv_tensor *a = nd->in[0], *b = nd->in[1], *out = nd->out;
   bool aa = false, ba = false;
-  lv_tensor *ga = lv_graph_grad(g, a, &aa);
+  /* a + b or a - b with a of the output's shape: a's gradient is the output's, the same
+   * buffer when a has none yet (as reshape does; not a leaf's, and never both operands). */
+  const bool a_is_gy = (nd->op == LV_OP_ADD || nd->op == LV_OP_SUB) && a != b && a->requires_grad &&
+                       a->dtype == LV_F32 && lv_shape_eq(&a->shape, &out->shape) &&
+                       lv_graph_grad_alias(g, a, out->grad);
+  lv_tensor *ga = a_is_gy ? NULL : lv_graph_grad(g, a, &aa);
   lv_tensor *gb = lv_graph_grad(g, b, &ba);
   if (lv_graph_failed(g)) return;
   lv_bcast bc;

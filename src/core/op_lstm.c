@@ -82,3 +82,79 @@ bool lv_op_lstm_step(lv_graph *g, lv_tensor *gates, lv_tensor *c_prev, lv_tensor
   *m_out = m;
   return true;
 }
+
+/* ---- rnn_seq_anchor ---- */
+
+static void rnn_seq_bwd(lv_graph *g, lv_node *nd) {
+  const lv_saved_rnn_seq *sv = &nd->s.rnn;
+  lv_tensor *xw = nd->in[0], *w = nd->in[1], *gy = nd->out->grad;
+  const int64_t t = xw->shape.d[0], b = xw->shape.d[1], gd = xw->shape.d[2], k = w->shape.d[0];
+  if (!sv->finished || (t > 1 && !sv->act)) {
+    lv_graph_failf(g, LV_OP_RNN_SEQ_ANCHOR, "internal: the sequence's steps were not named "
+                   "(lv_op_rnn_seq_finish), so the recurrent weight's gradient is unknown");
+    return;
+  }
+  if (xw->requires_grad && !lv_graph_grad_alias(g, xw, gy)) {
+    bool acc;
+    lv_tensor *gx = lv_graph_grad(g, xw, &acc);
+    if (gx) LV_K(nd->be, axpy, lv_tensor_numel(gx), 1.0f, lv_f32(gy), lv_f32(gx), acc);
+  }
+  bool acc = false;
+  lv_tensor *gw = lv_graph_grad(g, w, &acc);
+  if (lv_graph_failed(g) || !gw) return;
+  /* The first step reads m0 (its gates are row block 0, or T-1 reversed); the others
+   * read the act of the step before: one GEMM over (T-1) B rows. */
+  const int64_t first = sv->reverse ? t - 1 : 0;
+  if (sv->m0) {
+    LV_K(nd->be, gemm, true, false, k, gd, b, 1.0f, lv_f32(sv->m0), k, lv_f32(gy) + first * b * gd, gd,
+         acc ? 1.0f : 0.0f, lv_f32(gw), gd);
+    acc = true;
+  }
+  if (t > 1) {
+    const float *rec = lv_f32(sv->act) + (sv->reverse ? b * k : 0);
+    const float *dg = lv_f32(gy) + (sv->reverse ? 0 : b * gd);
+    LV_K(nd->be, gemm, true, false, k, gd, (t - 1) * b, 1.0f, rec, k, dg, gd, acc ? 1.0f : 0.0f, lv_f32(gw), gd);
+  } else if (!acc) {
+    LV_K(nd->be, zero, lv_tensor_nbytes(gw), gw->data);
+  }
+}
+
+lv_tensor *lv_op_rnn_seq_anchor(lv_graph *g, lv_tensor *xw, lv_tensor *w, lv_tensor **w_nograd) {
+  const lv_op op = LV_OP_RNN_SEQ_ANCHOR;
+  *w_nograd = NULL;
+  lv_tensor *ins[2] = {xw, w};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  char s1[128], s2[128];
+  if (xw->dtype != LV_F32 || w->dtype != LV_F32 || xw->shape.rank != 3 || w->shape.rank != 2 ||
+      xw->shape.d[2] != w->shape.d[1]) {
+    lv_graph_failf(g, op, "float32 xw [T, B, G] and w [K, G] required, got %s and %s", LV_SHP(xw, s1), LV_SHP(w, s2));
+    return NULL;
+  }
+  const lv_backend *k = lv_graph_kernels(g, op, 2, ins);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_view_of(g, op, xw, xw->shape);
+  lv_tensor *wv = out ? lv_graph_view_of(g, op, w, w->shape) : NULL;
+  if (!wv) return NULL;
+  lv_node *nd = lv_graph_record(g, op, rnn_seq_bwd, out, 2, ins);
+  if (nd) nd->be = k;
+  /* Without a node (inference, or nothing needs a gradient) the steps may use w itself. */
+  *w_nograd = nd ? wv : w;
+  return out;
+}
+
+void lv_op_rnn_seq_finish(lv_graph *g, lv_tensor *anchor, lv_tensor *act, lv_tensor *m0, bool reverse) {
+  if (!anchor || anchor->node < 0 || lv_graph_failed(g)) return;
+  lv_node *nd = lv_graph_node(g, anchor->node);
+  if (nd->op != LV_OP_RNN_SEQ_ANCHOR) return; /* the cell did not anchor this sequence */
+  char s1[128], s2[128], s3[128], s4[128];
+  const int64_t t = anchor->shape.d[0], b = anchor->shape.d[1];
+  const int64_t k = nd->in[1]->shape.d[0];
+  lv_shape tbk = lv_shape3(t, b, k), bk = lv_shape2(b, k);
+  if ((t > 1 && (!act || lv_tensor_numel(act) != t * b * k)) || (m0 && !lv_shape_eq(&m0->shape, &bk))) {
+    lv_graph_failf(g, LV_OP_RNN_SEQ_ANCHOR, "act must be %s and m0 %s, got %s and %s",
+                   lv_shape_str(&tbk, s1, sizeof s1), lv_shape_str(&bk, s2, sizeof s2),
+                   act ? LV_SHP(act, s3) : "none", m0 ? LV_SHP(m0, s4) : "none");
+    return;
+  }
+  nd->s.rnn = (lv_saved_rnn_seq){.act = t > 1 ? act : NULL, .m0 = m0, .reverse = reverse, .finished = true};
+}

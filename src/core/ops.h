@@ -205,5 +205,19 @@ lv_tensor *lv_op_projected_smoothed_xent(lv_graph *g, lv_tensor *x, lv_tensor *w
 bool lv_op_lstm_step(lv_graph *g, lv_tensor *gates, lv_tensor *c_prev, lv_tensor *m_prev,
                      lv_tensor *paddings, float forget_gate_bias, float cell_value_cap,
                      bool output_nonlinearity, lv_tensor **c_out, lv_tensor **m_out);
+/* A recurrent weight's gradient over a whole sequence in one GEMM, where each step's
+ * matmul would add [B, K]^T x [B, G] into it (T small GEMMs re-reading the [K, G]
+ * gradient). xw [T, B, G] is the input's part of every step's gates (gates_t =
+ * xw[t] + rec_t . w, w [K, G]); returns a view of xw for the steps to slice, and in
+ * *w_nograd a view of w whose gradient the steps' matmuls leave alone. After the steps,
+ * lv_op_rnn_seq_finish names their recurrent inputs: act [T, B, K] (the output of step t
+ * at row t; NULL when T is 1) and m0 [B, K] (what the first step read; NULL: zeros), in
+ * time order or reversed. The view's backward passes its gradient to xw and adds
+ * sum_t rec_t^T dgates_t to w's gradient: rec of the first step is m0, of each later one
+ * the previous step's act. A graph whose sequence was never finished fails in backward.
+ * Not bit-identical to the per-step sums (another summation order). */
+lv_tensor *lv_op_rnn_seq_anchor(lv_graph *g, lv_tensor *xw, lv_tensor *w, lv_tensor **w_nograd);
+/* Does nothing when anchor is not lv_op_rnn_seq_anchor's output (or has no tape node). */
+void lv_op_rnn_seq_finish(lv_graph *g, lv_tensor *anchor, lv_tensor *act, lv_tensor *m0, bool reverse);
 
 #endif

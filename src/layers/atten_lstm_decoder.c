@@ -366,7 +366,7 @@ static bool cell_step(lv_layer *cell, lv_graph *g, lv_tensor *x, lv_tensor *extr
                       lv_rnn_state *s1) {
   const lv_rnn_cell_class *cc = lv_rnn_cell_class_of(cell);
   lv_rnn_seq seq;
-  if (!x || !cc->begin(cell, g, lv_op_reshape(g, x, lv_shape3(1, x->shape.d[0], x->shape.d[1])), &seq)) return false;
+  if (!x || !cc->begin(cell, g, lv_op_reshape(g, x, lv_shape3(1, x->shape.d[0], x->shape.d[1])), false, &seq)) return false;
   return cc->step(cell, g, &seq, 0, s0, extra, NULL, s1);
 }
 

@@ -140,7 +140,7 @@ static int64_t lstm_input_dim(const lv_layer *l) { return ((const lv_lstm_cell *
 static int64_t lstm_output_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->output; }
 static int64_t lstm_hidden_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->hidden; }
 
-static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *seq) {
+static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad, lv_rnn_seq *seq) {
   lv_lstm_cell *l = (lv_lstm_cell *)base;
   memset(seq, 0, sizeof *seq);
   if (!x) return false;
@@ -161,6 +161,10 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, lv_rnn_seq *se
   seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
   seq->xw = lv_op_matmul(g, x, wx, false, false);
   if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
+  /* The steps' gates are xw[t] + m_prev . w[W_M]: wm's recurrent rows get their gradient
+   * in one GEMM over the sequence (the steps' matmuls then only give m_prev's). */
+  if (seq_grad && seq->extra == 0 && seq->w[W_M])
+    seq->xw = lv_op_rnn_seq_anchor(g, seq->xw, seq->w[W_M], &seq->w[W_M]);
   if (l->layer_norm) {
     /* Each step scales and biases [B, 4H]: broadcast ln_scale and b to that shape once, so
      * the steps' ops are dense and their gradients accumulate densely, reduced over the
@@ -238,7 +242,7 @@ static bool lstm_fprop(lv_layer *base, lv_graph *g, const lv_nmap *in, lv_nmap *
   if (lv_nmap_get(in, "m")) s0.m = lv_nmap_get(in, "m");
   if (lv_nmap_get(in, "c")) s0.c = lv_nmap_get(in, "c");
   lv_rnn_seq seq;
-  if (!cc->begin(base, g, lv_op_reshape(g, x, lv_shape3(1, b, x->shape.d[1])), &seq)) return false;
+  if (!cc->begin(base, g, lv_op_reshape(g, x, lv_shape3(1, b, x->shape.d[1])), false, &seq)) return false;
   if (seq.extra) {
     lv_graph_fail(g, "%s: act must be [B, num_input_nodes=%lld], got [%lld, %lld]", base->scope,
                   (long long)cc->input_dim(base), (long long)b, (long long)x->shape.d[1]);

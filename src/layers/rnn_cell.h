@@ -44,8 +44,10 @@ typedef struct lv_rnn_cell_class {
   int64_t (*input_dim)(const lv_layer *l);  /* num_input_nodes */
   int64_t (*output_dim)(const lv_layer *l); /* width of m */
   int64_t (*hidden_dim)(const lv_layer *l); /* width of c */
-  /* x [T, B, D <= input_dim] -> seq. False with the graph's error set. */
-  bool (*begin)(lv_layer *l, lv_graph *g, lv_tensor *x, lv_rnn_seq *seq);
+  /* x [T, B, D <= input_dim] -> seq. False with the graph's error set. seq_grad: the
+   * caller names the steps' outputs after them (lv_op_rnn_seq_finish on seq.xw, ops.h),
+   * so the cell may compute its recurrent weight's gradient once for the sequence. */
+  bool (*begin)(lv_layer *l, lv_graph *g, lv_tensor *x, bool seq_grad, lv_rnn_seq *seq);
   /* Step t of seq from s0 with extra [B, seq.extra] (NULL when seq.extra is 0) and
    * padding [B, 1] (NULL: none padded) into s1. */
   bool (*step)(lv_layer *l, lv_graph *g, const lv_rnn_seq *seq, int64_t t, const lv_rnn_state *s0,

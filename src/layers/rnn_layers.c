@@ -154,7 +154,7 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
   if (state0) s = *state0;
   else if (!lv_rnn_cell_zero_state(l->cell, g, b, &s)) return false;
   lv_rnn_seq seq;
-  if (!cc->begin(l->cell, g, x, &seq)) return false;
+  if (!cc->begin(l->cell, g, x, true, &seq)) return false;
   lv_tensor **outs = malloc(sizeof *outs * (size_t)t_len);
   if (!outs) {
     lv_graph_fail(g, "%s: out of memory for %lld steps", l->base.scope, (long long)t_len);
@@ -174,6 +174,7 @@ bool lv_frnn_run(lv_frnn_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *padding
     }
   }
   if (ok) *act = t_len == 1 ? outs[0] : lv_op_concat(g, outs, (int)t_len, 0);
+  if (*act) lv_op_rnn_seq_finish(g, seq.xw, *act, state0 ? state0->m : NULL, l->reverse);
   free(outs);
   if (final) *final = s;
   return *act != NULL;
@@ -618,7 +619,7 @@ bool lv_frnn_atten_run(lv_frnn_atten_layer *l, lv_graph *g, lv_tensor *src_encs,
     return false;
   }
   lv_rnn_seq seq;
-  if (!cc->begin(l->cell, g, x, &seq)) return false;
+  if (!cc->begin(l->cell, g, x, false, &seq)) return false;
   lv_tensor **buf = calloc((size_t)(3 * t_len + 2), sizeof *buf);
   if (!buf) {
     lv_graph_fail(g, "%s: out of memory for %lld steps", l->base.scope, (long long)t_len);
