@@ -98,6 +98,10 @@ static const float *g_src;
 static lv_shape g_src_shape;
 static const int *g_src_len;
 
+/* When set, run_act gives the layer state0.m / state0.c of these shapes. */
+static bool g_state0;
+static lv_shape g_state0_shape[2];
+
 static lv_tensor *run_act(lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *pad) {
   lv_nmap in, out;
   lv_nmap_init(&in);
@@ -112,6 +116,14 @@ static lv_tensor *run_act(lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *pad
     for (int64_t i = 0; i < S * B; i++) lv_f32(sp)[i] = i / B < g_src_len[i % B] ? 0.0f : 1.0f;
     EXPECT_OK(lv_nmap_set(&in, "src_encs", src));
     EXPECT_OK(lv_nmap_set(&in, "src_paddings", sp));
+  }
+  if (g_state0) {
+    /* state0.m and .c: fixed values, [B, the cell's output and hidden widths] */
+    for (int k = 0; k < 2; k++) {
+      lv_tensor *t = lv_graph_tensor(g, LV_F32, g_state0_shape[k]);
+      for (int64_t i = 0; i < lv_tensor_numel(t); i++) lv_f32(t)[i] = 0.8f * sinf(1.7f * (float)i + (float)k);
+      EXPECT_OK(lv_nmap_set(&in, k ? "state0.c" : "state0.m", t));
+    }
   }
   bool ok = lv_layer_fprop(l, g, &in, &out);
   lv_status s = lv_graph_status(g);
@@ -526,6 +538,24 @@ START_TEST(fd_ln_lstm_reverse) {
 }
 END_TEST
 
+/* A given state0 (the first step's m_prev), forward and reversed: the recurrent weight's
+ * gradient includes state0.m^T . dgates of the first step. */
+START_TEST(fd_lstm_state0) {
+  const int lens[2] = {3, 2};
+  for (int rev = 0; rev < 2; rev++) {
+    lv_params *p = params_of("FRNN");
+    EXPECT_OK(lv_params_set_string(p, "name", "rnn"));
+    EXPECT_OK(lv_params_set_bool(p, "reverse", rev == 1));
+    set_cell(p, "cell", "LSTMCellSimple", 3, 2, 3);
+    g_state0 = true;
+    g_state0_shape[0] = lv_shape2(2, 2);
+    g_state0_shape[1] = lv_shape2(2, 3);
+    fd_check(p, lv_shape3(3, 2, 3), lens);
+    g_state0 = false;
+  }
+}
+END_TEST
+
 START_TEST(fd_stacked_residual) {
   const int lens[2] = {3, 1};
   lv_params *p = params_of("StackedFRNNLayerByLayer");
@@ -731,6 +761,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, cell_value_cap_clips);
   tcase_add_test(tc, fd_lstm_projection);
   tcase_add_test(tc, fd_ln_lstm_reverse);
+  tcase_add_test(tc, fd_lstm_state0);
   tcase_add_test(tc, fd_stacked_residual);
   tcase_add_test(tc, stacked_residual_and_dropout);
   tcase_add_test(tc, frnn_with_attention_steps);
