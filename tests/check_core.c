@@ -26,6 +26,10 @@ static lv_tensor *f_matmul(lv_graph *g, lv_tensor **in, const void *c) {
   const mmctx *m = c;
   return lv_op_matmul(g, in[0], in[1], m->ta, m->tb);
 }
+static lv_tensor *f_addmm(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_addmm(g, in[0], in[1], in[2]);
+}
 static lv_tensor *f_bmm(lv_graph *g, lv_tensor **in, const void *c) {
   const mmctx *m = c;
   return lv_op_batch_matmul(g, in[0], in[1], m->ta, m->tb);
@@ -51,6 +55,27 @@ START_TEST(grad_matmul) {
   mmctx c = {false, false};
   spec in[2] = {fspec(lv_shape3(2, 3, 4), 5), fspec(lv_shape2(4, 2), 6)};
   gradcheck("matmul rank 3", 2, in, f_matmul, &c, EPS, TOL);
+  spec am[3] = {fspec(lv_shape2(3, 5), 11), fspec(lv_shape2(3, 4), 12), fspec(lv_shape2(4, 5), 13)};
+  gradcheck("addmm", 3, am, f_addmm, NULL, EPS, TOL);
+  /* addmm's values are add(c, matmul(a, b))'s; shapes that do not chain are an error */
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *t[3];
+  const lv_shape sh[3] = {lv_shape2(7, 9), lv_shape2(7, 33), lv_shape2(33, 9)};
+  for (int i = 0; i < 3; i++) {
+    t[i] = lv_graph_tensor(g, LV_F32, sh[i]);
+    float *r = rand_floats(lv_shape_numel(&sh[i]), 20 + i, -1, 1);
+    memcpy(t[i]->data, r, sizeof(float) * (size_t)lv_shape_numel(&sh[i]));
+    free(r);
+  }
+  lv_tensor *y = lv_op_addmm(g, t[0], t[1], t[2]), *z = lv_op_add(g, t[0], lv_op_matmul(g, t[1], t[2], false, false));
+  for (int i = 0; i < 63; i++) ck_assert_float_eq_tol(lv_f32(y)[i], lv_f32(z)[i], 1e-5f);
+  ck_assert_ptr_null(lv_op_addmm(g, t[0], t[2], t[1]));
+  lv_status st = lv_graph_status(g);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(lv_status_msg(st), "addmm: float32 c [M, N], a [M, K] and b [K, N] required, got c [7,9], "
+                       "a [33,9], b [7,33]"), "%s", lv_status_msg(st));
+  lv_status_free(st);
+  lv_graph_destroy(g);
 }
 END_TEST
 

@@ -91,6 +91,52 @@ lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, b
   return matmul_common(g, LV_OP_MATMUL, a, b, trans_a, trans_b);
 }
 
+/* ---- addmm: c + a b ---- */
+
+static void addmm_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *c = nd->in[0], *a = nd->in[1], *b = nd->in[2], *gy = nd->out->grad;
+  /* c's gradient is the output's: the same buffer when c has none yet (as add does) */
+  if (c->requires_grad && !lv_graph_grad_alias(g, c, gy)) {
+    bool acc;
+    lv_tensor *gc = lv_graph_grad(g, c, &acc);
+    if (gc) LV_K(nd->be, axpy, lv_tensor_numel(gc), 1.0f, lv_f32(gy), lv_f32(gc), acc);
+  }
+  bool aa = false, ba = false;
+  lv_tensor *ga = lv_graph_grad(g, a, &aa);
+  lv_tensor *gb = lv_graph_grad(g, b, &ba);
+  if (lv_graph_failed(g)) return;
+  const lv_saved_matmul *sv = &nd->s.mm;
+  mm_grads(nd->be, false, false, sv->m, sv->n, sv->k, lv_f32(a), lv_f32(b), lv_f32(gy), ga ? lv_f32(ga) : NULL, aa,
+           gb ? lv_f32(gb) : NULL, ba);
+}
+
+lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b) {
+  const lv_op op = LV_OP_ADDMM;
+  lv_tensor *ins[3] = {c, a, b};
+  if (!lv_graph_inputs_ok(g, op, 3, ins)) return NULL;
+  char s1[128], s2[128], s3[128];
+  if (c->dtype != LV_F32 || a->dtype != LV_F32 || b->dtype != LV_F32 || a->shape.rank != 2 || b->shape.rank != 2 ||
+      c->shape.rank != 2 || a->shape.d[1] != b->shape.d[0] || c->shape.d[0] != a->shape.d[0] ||
+      c->shape.d[1] != b->shape.d[1]) {
+    lv_graph_failf(g, op, "float32 c [M, N], a [M, K] and b [K, N] required, got c %s, a %s, b %s", LV_SHP(c, s1),
+                   LV_SHP(a, s2), LV_SHP(b, s3));
+    return NULL;
+  }
+  const int64_t m = a->shape.d[0], kk = a->shape.d[1], n = b->shape.d[1];
+  const lv_backend *k = lv_graph_kernels(g, op, 3, ins);
+  if (!k) return NULL;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, c->shape);
+  if (!out) return NULL;
+  LV_K(k, axpy, m * n, 1.0f, lv_f32(c), lv_f32(out), false);
+  LV_K(k, gemm, false, false, m, n, kk, 1.0f, lv_f32(a), kk, lv_f32(b), n, 1.0f, lv_f32(out), n);
+  lv_node *nd = lv_graph_record(g, op, addmm_bwd, out, 3, ins);
+  if (nd) {
+    nd->be = k;
+    nd->s.mm = (lv_saved_matmul){m, n, kk, 1, false, false};
+  }
+  return out;
+}
+
 /* ---- batch_matmul: one gemm_batched call over the leading dims ---- */
 
 /* The batched form of mm_grads. */

@@ -18,6 +18,10 @@ typedef enum { LV_PAD_SAME, LV_PAD_VALID } lv_padding;
 /* [M,K] x [K,N] -> [M,N] (after optional transposes). a may have rank > 2: its leading
  * dims are flattened into M and restored in the output ([B,T,K] x [K,N] -> [B,T,N]). */
 lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b);
+/* c + a b for c [M, N], a [M, K], b [K, N] in one GEMM (c copied into the output, then
+ * accumulated into): an RNN step's gates xw_t + m_prev w. Not bit-identical to
+ * add(c, matmul(a, b)) (the GEMM adds its K blocks into c one by one). */
+lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b);
 /* [...,M,K] x [...,K,N] -> [...,M,N] (after optional transposes of the last two dims;
  * equal leading dims, rank >= 3): one strided batched GEMM kernel call for all of them
  * (all heads of an attention at once), not a loop of GEMMs. */

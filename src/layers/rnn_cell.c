@@ -195,7 +195,7 @@ static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_
     lv_tensor *parts[2] = {extra, s0->m};
     rec = lv_op_concat(g, parts, 2, 1);
   }
-  lv_tensor *gates = lv_op_add(g, xw_t, lv_op_matmul(g, rec, seq->w[W_M], false, false));
+  lv_tensor *gates = lv_op_addmm(g, xw_t, rec, seq->w[W_M]);
   if (l->layer_norm) {
     /* Each gate's block of [x, m] . wm is normalized on its own, then scaled; b after. */
     lv_tensor *n = lv_op_layer_norm(g, lv_op_reshape(g, gates, lv_shape3(b, 4, l->hidden)), NULL, NULL, l->ln_eps);
