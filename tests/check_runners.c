@@ -258,8 +258,6 @@ static char *read_file(const char *name) {
   return data;
 }
 
-/* A listed checkpoint is never written again; an unlisted one (a crash before its state
- * update) is replaced. */
 /* Lingvo's keep-every-n-hours walk starts from time 0 at every update, so what it kept
  * stays kept: with 0.5 h and the newest 2, of checkpoints 2 h, 1.5 h, 1 h and 0.55 h old
  * (last_preserved_timestamp: 10 min ago, as Lingvo writes it), a save keeps the first
@@ -314,6 +312,8 @@ START_TEST(test_retention_every_n_hours) {
 }
 END_TEST
 
+/* A listed checkpoint is never written again; an unlisted one (a crash before its state
+ * update) is replaced. */
 START_TEST(test_save_never_overwrites_listed) {
   lv_params *tp = train_params(0, 1);
   float v = 0;

@@ -454,6 +454,13 @@ bool lv_graph_grad_alias(lv_graph *g, lv_tensor *t, lv_tensor *src) {
   return true;
 }
 
+void lv_graph_grad_pass(lv_graph *g, const lv_backend *be, lv_tensor *t, lv_tensor *gy) {
+  if (!t->requires_grad || lv_graph_grad_alias(g, t, gy)) return;
+  bool acc;
+  lv_tensor *gt = lv_graph_grad(g, t, &acc);
+  if (gt) LV_K(be, axpy, lv_tensor_numel(gt), 1.0f, lv_f32(gy), lv_f32(gt), acc);
+}
+
 lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
   take_errors(g);
   if (g->failed) return lv_status_wrap(lv_graph_status(g), "backward");

@@ -126,6 +126,9 @@ lv_tensor *lv_graph_grad_zeroed(lv_graph *g, lv_tensor *t);
 /* t's gradient as an alias of src's buffer when t has none yet (reshape); returns false
  * if t already had one (the caller then adds). */
 bool lv_graph_grad_alias(lv_graph *g, lv_tensor *t, lv_tensor *src);
+/* In backward: adds gy (t's shape) into t's gradient, as an alias of gy's buffer when t
+ * has none yet (a reshape's, a sum's same-shape operand's); nothing if t needs none. */
+void lv_graph_grad_pass(lv_graph *g, const lv_backend *be, lv_tensor *t, lv_tensor *gy);
 /* Records the first error for op ("<name>: <message>"). */
 void lv_graph_failf(lv_graph *g, lv_op op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool lv_graph_failed(const lv_graph *g);

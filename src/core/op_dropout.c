@@ -53,11 +53,7 @@ lv_tensor *lv_op_step_dropout(lv_graph *g, lv_tensor *x, float prob, uint64_t se
 }
 
 /* d(x + scale * noise)/dx = 1: the gradient passes through unchanged. */
-static void add_noise_bwd(lv_graph *g, lv_node *nd) {
-  bool acc;
-  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
-  if (gx) LV_K(nd->be, axpy, lv_tensor_numel(gx), 1.0f, lv_f32(nd->out->grad), lv_f32(gx), acc);
-}
+static void add_noise_bwd(lv_graph *g, lv_node *nd) { lv_graph_grad_pass(g, nd->be, nd->in[0], nd->out->grad); }
 
 lv_tensor *lv_op_add_noise(lv_graph *g, lv_tensor *x, float scale, bool uniform, uint64_t seed, uint64_t stream) {
   if (!lv_graph_inputs_ok(g, LV_OP_ADD_NOISE, 1, &x)) return NULL;

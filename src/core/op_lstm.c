@@ -89,16 +89,12 @@ static void rnn_seq_bwd(lv_graph *g, lv_node *nd) {
   const lv_saved_rnn_seq *sv = &nd->s.rnn;
   lv_tensor *xw = nd->in[0], *w = nd->in[1], *gy = nd->out->grad;
   const int64_t t = xw->shape.d[0], b = xw->shape.d[1], gd = xw->shape.d[2], k = w->shape.d[0];
-  if (!sv->finished || (t > 1 && !sv->act)) {
+  if (!sv->finished) {
     lv_graph_failf(g, LV_OP_RNN_SEQ_ANCHOR, "internal: the sequence's steps were not named "
                    "(lv_op_rnn_seq_finish), so the recurrent weight's gradient is unknown");
     return;
   }
-  if (xw->requires_grad && !lv_graph_grad_alias(g, xw, gy)) {
-    bool acc;
-    lv_tensor *gx = lv_graph_grad(g, xw, &acc);
-    if (gx) LV_K(nd->be, axpy, lv_tensor_numel(gx), 1.0f, lv_f32(gy), lv_f32(gx), acc);
-  }
+  lv_graph_grad_pass(g, nd->be, xw, gy);
   bool acc = false;
   lv_tensor *gw = lv_graph_grad(g, w, &acc);
   if (lv_graph_failed(g) || !gw) return;
@@ -133,13 +129,16 @@ lv_tensor *lv_op_rnn_seq_anchor(lv_graph *g, lv_tensor *xw, lv_tensor *w, lv_ten
   const lv_backend *k = lv_graph_kernels(g, op, 2, ins);
   if (!k) return NULL;
   lv_tensor *out = lv_graph_view_of(g, op, xw, xw->shape);
-  lv_tensor *wv = out ? lv_graph_view_of(g, op, w, w->shape) : NULL;
-  if (!wv) return NULL;
+  if (!out) return NULL;
   lv_node *nd = lv_graph_record(g, op, rnn_seq_bwd, out, 2, ins);
-  if (nd) nd->be = k;
   /* Without a node (inference, or nothing needs a gradient) the steps may use w itself. */
-  *w_nograd = nd ? wv : w;
-  return out;
+  if (!nd) {
+    *w_nograd = w;
+    return out;
+  }
+  nd->be = k;
+  *w_nograd = lv_graph_view_of(g, op, w, w->shape); /* a new header: requires no gradient */
+  return *w_nograd ? out : NULL;
 }
 
 void lv_op_rnn_seq_finish(lv_graph *g, lv_tensor *anchor, lv_tensor *act, lv_tensor *m0, bool reverse) {

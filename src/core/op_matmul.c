@@ -95,12 +95,7 @@ lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, b
 
 static void addmm_bwd(lv_graph *g, lv_node *nd) {
   lv_tensor *c = nd->in[0], *a = nd->in[1], *b = nd->in[2], *gy = nd->out->grad;
-  /* c's gradient is the output's: the same buffer when c has none yet (as add does) */
-  if (c->requires_grad && !lv_graph_grad_alias(g, c, gy)) {
-    bool acc;
-    lv_tensor *gc = lv_graph_grad(g, c, &acc);
-    if (gc) LV_K(nd->be, axpy, lv_tensor_numel(gc), 1.0f, lv_f32(gy), lv_f32(gc), acc);
-  }
+  lv_graph_grad_pass(g, nd->be, c, gy); /* c's gradient is the output's */
   bool aa = false, ba = false;
   lv_tensor *ga = lv_graph_grad(g, a, &aa);
   lv_tensor *gb = lv_graph_grad(g, b, &ba);

@@ -4,14 +4,7 @@
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
-static void reshape_bwd(lv_graph *g, lv_node *nd) {
-  lv_tensor *x = nd->in[0];
-  if (!x->requires_grad || lv_graph_grad_alias(g, x, nd->out->grad)) return;
-  bool acc;
-  lv_tensor *gx = lv_graph_grad(g, x, &acc);
-  if (!gx) return;
-  LV_K(nd->be, axpy, lv_tensor_numel(gx), 1.0f, lv_f32(nd->out->grad), lv_f32(gx), acc);
-}
+static void reshape_bwd(lv_graph *g, lv_node *nd) { lv_graph_grad_pass(g, nd->be, nd->in[0], nd->out->grad); }
 
 lv_tensor *lv_op_reshape(lv_graph *g, lv_tensor *x, lv_shape shape) {
   if (!lv_graph_inputs_ok(g, LV_OP_RESHAPE, 1, &x)) return NULL;
