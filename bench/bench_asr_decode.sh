@@ -10,6 +10,7 @@
 # prints median and min-max of the real-time factor.
 set -euo pipefail
 root=${LV_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$root/bench/peer_env.sh"   # the peers get the OpenBLAS kernels lingvoc selects
 bindir=${LV_BIN:-$root/bin}
 cd "$root"
 export LINGVOC_EXPERIMENTS=$root/experiments

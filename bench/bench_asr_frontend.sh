@@ -9,6 +9,7 @@
 # against $LV_BUILD/liblingvoc.a (run `make` first).
 set -euo pipefail
 root=${LV_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$root/bench/peer_env.sh"   # the peers get the OpenBLAS kernels lingvoc selects
 build=${LV_BUILD:-$root/build}
 cd "$root"
 RUNS=${RUNS:-7}

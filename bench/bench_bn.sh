@@ -9,6 +9,7 @@
 #                       previous main: DIR/build/liblingvoc.a) in the same interleaved runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
 REPS=${REPS:-5}

@@ -18,6 +18,7 @@
 # PyTorch: Debian's python3-torch through /usr/bin/python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 BIN=${BIN:-bin} FILE=${FILE:-/tmp/asr_bible/train.tfrecords-00000-of-00004}
 THREADS=${THREADS:-2} RUNS=${RUNS:-3} STEPS=${STEPS:-30} WARMUP=${WARMUP:-5} NICE=${NICE:-15}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS

@@ -11,6 +11,7 @@
 #                       in the same interleaved runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 RUNS=${RUNS:-3}
 STEPS=${STEPS:-60}
 THREADS=${THREADS:-2}

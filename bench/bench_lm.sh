@@ -17,6 +17,7 @@
 #   TORCH_THREADS (THREADS: the twin's own; 1 is PyTorch's faster LSTM setting on 2 cores here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} RUNS=${RUNS:-3} STEPS=${STEPS:-60} WARMUP=${WARMUP:-5}
 TORCH_THREADS=${TORCH_THREADS:-$THREADS}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS

@@ -8,6 +8,7 @@
 #   THREADS (2), RUNS (5), ITERS (5), T (50), B (64), UNITS (512)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 THREADS=${THREADS:-2} RUNS=${RUNS:-5} ITERS=${ITERS:-5} T=${T:-50} B=${B:-64} UNITS=${UNITS:-512}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 make -s build/liblingvoc.a

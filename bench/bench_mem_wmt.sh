@@ -16,6 +16,7 @@
 # <= 1.5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 THREADS=${THREADS:-2} STEPS=${STEPS:-10} BATCH=${BATCH:-64}
 BIN=${BIN:-bin}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS

@@ -14,6 +14,7 @@
 # count for both sides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 RUNS=${RUNS:-3}
 STEPS=${STEPS:-5}
 THREADS=${THREADS:-2}

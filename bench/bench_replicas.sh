@@ -21,6 +21,7 @@
 # and over TCP.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 RUNS=${RUNS:-3}
 MT_RUNS=${MT_RUNS:-1}
 STEPS=${STEPS:-60}

@@ -5,6 +5,7 @@
 # Both write ids; RUNS (default 5) interleaved runs each, medians, spread and the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 RUNS=${RUNS:-5}
 for c in spm_train spm_encode; do command -v $c >/dev/null || { echo "bench_tokenizer: $c missing (apt-get install sentencepiece)"; exit 1; }; done
 tmp=$(mktemp -d /tmp/lingvoc-bench-tok.XXXXXX)

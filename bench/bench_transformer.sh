@@ -7,6 +7,7 @@
 # each; prints per-run figures, medians, spread (min..max), the ratio and GFLOP/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 RUNS=${RUNS:-5}
 STEPS=${STEPS:-10}
 THREADS=${THREADS:-2}

@@ -21,6 +21,7 @@
 #   OUT (a temporary folder, removed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 PARALLEL=${PARALLEL:-0}
 [ "$PARALLEL" = 1 ] && THREADS=${THREADS:-1}
 BIN=${BIN:-bin} DATA=${DATA:-/tmp/lm_bible} THREADS=${THREADS:-2} SECONDS_=${RACE_SECONDS:-3600} EVERY=${EVERY:-600}

@@ -1027,6 +1027,87 @@ START_TEST(matmul_threaded_matches_reference) {
 }
 END_TEST
 
+/* Products with few rows and a large B (an LSTM step's) skip OpenBLAS's packing
+ * (cpu_gemm_small.c), with AVX-512 or AVX2 tiles: each the CPU has, A B and A B^T
+ * against a double reference, tile and block remainders in every dimension, leading
+ * dimensions wider than the rows, alpha and beta (beta 0 never reads C: NaN there stays
+ * out), nothing written past a row, and the same bits with 1 and 2 threads. */
+START_TEST(gemm_small_matches_reference) {
+  const int ms[] = {2, 5, 10, 17, 24, 33, 40}, ns[] = {16, 37, 520, 1040}, ks[] = {17, 304, 520};
+  const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.25f};
+  __builtin_cpu_init();
+  const bool have[3] = {false, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")};
+  for (int isa = LV_GEMM_SMALL_AVX2; isa <= LV_GEMM_SMALL_AVX512; isa++) {
+    if (!have[isa]) {
+      fprintf(stderr, "gemm_small_matches_reference: this CPU has no %s: its tiles are not tested here\n",
+              lv_gemm_small_isa_names[isa]);
+      continue;
+    }
+    int taken = 0;
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+          for (int tb = 0; tb < 2; tb++) {
+            const int m = ms[mi], n = ns[ni], k = ks[ki];
+            const int64_t lda = k + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+            const float alpha = alphas[(mi + ki) % 2], beta = betas[(ni + mi + (size_t)tb) % 3];
+            float *a = rand_floats((int64_t)m * lda, 600 + (int)mi, -1, 1);
+            float *b = rand_floats((tb ? (int64_t)n : k) * ldb, 610 + (int)ni, -1, 1);
+            float *c0 = rand_floats((int64_t)m * ldc, 620 + (int)ki, -1, 1);
+            if (beta == 0.0f) c0[0] = c0[ldc + 1] = NAN;
+            float *c[2];
+            bool small[2];
+            for (int th = 0; th < 2; th++) {
+              lv_set_num_threads(th + 1);
+              c[th] = malloc(sizeof(float) * (size_t)(m * ldc));
+              memcpy(c[th], c0, sizeof(float) * (size_t)(m * ldc));
+              small[th] = lv_cpu_gemm_small_with((lv_gemm_small_isa)isa, NULL, false, tb, m, n, k, alpha, a, lda, b,
+                                                 ldb, beta, c[th], ldc);
+            }
+            lv_set_num_threads(1);
+            ck_assert(small[0] == small[1]);
+            for (int i = 0; small[0] && i < m; i++)
+              for (int j = 0; j < ldc; j++) {
+                const float got = c[0][i * ldc + j];
+                ck_assert_msg(memcmp(&got, &c[1][i * ldc + j], sizeof got) == 0,
+                              "%s m %d n %d k %d tb %d [%d,%d]: 1 and 2 threads differ", lv_gemm_small_isa_names[isa],
+                              m, n, k, tb, i, j);
+                if (j >= n) { /* past the row: untouched */
+                  ck_assert_msg(memcmp(&got, &c0[i * ldc + j], sizeof got) == 0, "%s m %d n %d k %d tb %d: [%d,%d] written",
+                                lv_gemm_small_isa_names[isa], m, n, k, tb, i, j);
+                  continue;
+                }
+                double s = 0;
+                for (int e = 0; e < k; e++) s += (double)a[i * lda + e] * (tb ? b[j * ldb + e] : b[e * ldb + j]);
+                const double want = alpha * s + (beta == 0.0f ? 0.0 : beta * (double)c0[i * ldc + j]);
+                ck_assert_msg(fabs(got - want) < 1e-4 * sqrt(k) + 1e-5, "%s m %d n %d k %d tb %d alpha %g beta %g [%d,%d]: %g vs %g",
+                              lv_gemm_small_isa_names[isa], m, n, k, tb, alpha, beta, i, j, got, want);
+              }
+            taken += small[0];
+            for (int th = 0; th < 2; th++) free(c[th]);
+            free(a), free(b), free(c0);
+          }
+    /* Rows 2-40 (A B) or 2-24 (A B^T) of a B of 64k elements or more; AVX2 also needs
+     * n % 16 == 0 (A B) or k % 8 == 0 (A B^T). */
+    ck_assert_int_eq(taken, isa == LV_GEMM_SMALL_AVX512 ? 48 : 34);
+  }
+  /* It declines what it is not for: one row (OpenBLAS's matrix-vector path), more rows
+   * than it wins at, A transposed, a small B, and every shape when off. */
+  for (int isa = LV_GEMM_SMALL_OFF; isa <= LV_GEMM_SMALL_AVX512; isa++) {
+    const lv_gemm_small_isa x = (lv_gemm_small_isa)isa;
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, false, 1, 2048, 512, 1.0f, NULL, 512, NULL, 2048, 0.0f, NULL, 2048));
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, false, 41, 2048, 512, 1.0f, NULL, 512, NULL, 2048, 0.0f, NULL, 2048));
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, true, 25, 512, 2048, 1.0f, NULL, 2048, NULL, 2048, 0.0f, NULL, 512));
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, true, false, 8, 2048, 512, 1.0f, NULL, 8, NULL, 2048, 0.0f, NULL, 2048));
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, false, 8, 64, 64, 1.0f, NULL, 64, NULL, 64, 0.0f, NULL, 64));
+  }
+  ck_assert(!lv_cpu_gemm_small_with(LV_GEMM_SMALL_OFF, NULL, false, false, 8, 2048, 512, 1.0f, NULL, 512, NULL, 2048,
+                                    0.0f, NULL, 2048));
+}
+END_TEST
+
 START_TEST(dropout_mask_is_rng_uniform_at) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *x = lv_graph_tensor(g, LV_F32, lv_shape1(1003));
@@ -1351,6 +1432,7 @@ int main(void) {
   tcase_add_test(fw, conv_padded_runs_match_reference);
   tcase_add_test(fw, max_pool_matches_reference_with_ties);
   tcase_add_test(fw, matmul_threaded_matches_reference);
+  tcase_add_test(fw, gemm_small_matches_reference);
   tcase_add_test(fw, training_step_deterministic_across_threads);
   tcase_add_test(fw, batch_norm_matches_reference_and_threads);
   tcase_add_test(fw, batch_norm_eval_all_padded_and_errors);

@@ -98,7 +98,7 @@ err_has "in the decoder's input.tokenizer but"
 err_has "must be the same vocabulary"
 expect_exit 2 "decoder fusing an LM whose </s> is another id" "$LV_BIN/decoder" --model=$M \
   --logdir="$T/run" --once --job=decoder_train --model_params_override="$DEC; $F; task.decoder.fusion.lm_weight: 0.3; \
-task.decoder.fusion.lm_params_override: \"input.tokenizer.target_eos_id: 5\""
+task.decoder.fusion.lm_params_override: \"input.tokenizer.vocab_filepath: $T/wpm.voc; input.tokenizer.target_eos_id: 5\""
 # (the word-piece tokenizer itself refuses an </s> its vocabulary puts elsewhere, before the
 # fusion's own <s>/</s> comparison)
 err_has "the LM's input.tokenizer: tokenizer.target_eos_id: is 5"

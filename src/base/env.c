@@ -10,6 +10,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void read_env(void) {
   g_env.experiments = getenv("LINGVOC_EXPERIMENTS");
   g_env.openblas_coretype = getenv("OPENBLAS_CORETYPE");
+  g_env.gemm_small = getenv("LINGVOC_GEMM_SMALL");
   const char *tf32 = getenv("LINGVOC_CUDA_TF32");
   g_env.cuda_tf32 = tf32 && !strcmp(tf32, "1");
   static const char *const kLaunchers[3][2] = {

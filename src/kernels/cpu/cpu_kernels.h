@@ -62,6 +62,19 @@ const lv_backend *lv_cpu_backend(void);
 void lv_cpu_blas_init(void);
 /* OpenBLAS's core name after lv_cpu_blas_init ("SkylakeX", "Haswell", ...). */
 const char *lv_cpu_blas_core(void);
+/* C = alpha A op(B) + beta C for 2-64 rows of C and a large B, without packing B
+ * (cpu_gemm_small.c); false when it does not handle the shapes or the CPU (then
+ * lv_cpu_gemm's OpenBLAS path does). */
+bool lv_cpu_gemm_small(lv_kctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* Its instruction sets: the one picked for this process (the CPU's widest, or
+ * LINGVOC_GEMM_SMALL's off/avx2/avx512), and the call with a given one (tests run each). */
+typedef enum { LV_GEMM_SMALL_OFF, LV_GEMM_SMALL_AVX2, LV_GEMM_SMALL_AVX512 } lv_gemm_small_isa;
+extern const char *const lv_gemm_small_isa_names[3];
+lv_gemm_small_isa lv_cpu_gemm_small_isa(void);
+bool lv_cpu_gemm_small_with(lv_gemm_small_isa isa, lv_kctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                            float *c, int64_t ldc);
 /* y[i] = exp(x[i]) for x[i] <= 0: the vectorized exp of the softmax kernels
  * (cpu_softmax.c); within 1 ulp of the correctly rounded value down to -87.3, 0 below. */
 void lv_cpu_exp_le0(int64_t n, const float *x, float *y);
