@@ -14,7 +14,7 @@ print(l.openblas_get_corename().decode())' 2>/dev/null || true)
   case ${_lv_core,,} in
     prescott | core2 | nehalem | sandybridge)
       _lv_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-      _lv_has() { for f in "$@"; do [[ $_lv_flags == *" $f "* ]] || return 1; done; }
+      _lv_has() { local f; for f in "$@"; do [[ $_lv_flags == *" $f "* ]] || return 1; done; }
       if _lv_has avx512f avx512bw avx512vl avx512dq; then export OPENBLAS_CORETYPE=SkylakeX
       elif _lv_has avx2 fma; then export OPENBLAS_CORETYPE=Haswell; fi
       unset -f _lv_has

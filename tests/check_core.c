@@ -1033,7 +1033,12 @@ END_TEST
  * dimensions wider than the rows, alpha and beta (beta 0 never reads C: NaN there stays
  * out), nothing written past a row, and the same bits with 1 and 2 threads. */
 START_TEST(gemm_small_matches_reference) {
-  const int ms[] = {2, 5, 10, 17, 24, 33, 40}, ns[] = {16, 37, 520, 1040}, ks[] = {17, 304, 520};
+  /* (n, k): column tails of every width (A B: 8, 26 and 5 of a 32-column panel; A B^T: 1 and
+   * 2 of its 4 columns), k tails and a second k block of A B^T (4200 > 4096), and two B
+   * too small to take. */
+  const int ms[] = {2, 5, 10, 17, 24, 33, 40};
+  const int nks[][2] = {{520, 304}, {520, 520}, {1040, 304}, {1040, 520}, {1050, 304}, {16, 4200}, {37, 4200},
+                        {16, 17}, {37, 520}};
   const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.25f};
   __builtin_cpu_init();
   const bool have[3] = {false, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
@@ -1047,16 +1052,15 @@ START_TEST(gemm_small_matches_reference) {
     }
     int taken = 0;
     for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
-      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
-        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+      for (size_t ni = 0; ni < sizeof nks / sizeof *nks; ni++)
           for (int tb = 0; tb < 2; tb++) {
-            const int m = ms[mi], n = ns[ni], k = ks[ki];
+            const int m = ms[mi], n = nks[ni][0], k = nks[ni][1];
             const int64_t lda = k + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
-            const float alpha = alphas[(mi + ki) % 2], beta = betas[(ni + mi + (size_t)tb) % 3];
+            const float alpha = alphas[(mi + ni / 2) % 2], beta = betas[(ni + mi + (size_t)tb) % 3];
             float *a = rand_floats((int64_t)m * lda, 600 + (int)mi, -1, 1);
             float *b = rand_floats((tb ? (int64_t)n : k) * ldb, 610 + (int)ni, -1, 1);
-            float *c0 = rand_floats((int64_t)m * ldc, 620 + (int)ki, -1, 1);
-            if (beta == 0.0f) c0[0] = c0[ldc + 1] = NAN;
+            float *c0 = rand_floats((int64_t)m * ldc, 620 + (int)ni, -1, 1);
+            if (beta == 0.0f) c0[0] = c0[ldc + 1] = c0[(m - 1) * ldc + n - 1] = NAN;
             float *c[2];
             bool small[2];
             for (int th = 0; th < 2; th++) {
@@ -1089,9 +1093,9 @@ START_TEST(gemm_small_matches_reference) {
             for (int th = 0; th < 2; th++) free(c[th]);
             free(a), free(b), free(c0);
           }
-    /* Rows 2-40 (A B) or 2-24 (A B^T) of a B of 64k elements or more; AVX2 also needs
-     * n % 16 == 0 (A B) or k % 8 == 0 (A B^T). */
-    ck_assert_int_eq(taken, isa == LV_GEMM_SMALL_AVX512 ? 48 : 34);
+    /* Rows 2-40 (A B) or 2-24 (A B^T) of the 7 B of 64k elements or more; AVX2 also needs
+     * n % 16 == 0 (A B: 3 of them) or k % 8 == 0 (A B^T: all 7). */
+    ck_assert_int_eq(taken, isa == LV_GEMM_SMALL_AVX512 ? 7 * 7 + 5 * 7 : 7 * 3 + 5 * 7);
   }
   /* It declines what it is not for: one row (OpenBLAS's matrix-vector path), more rows
    * than it wins at, A transposed, a small B, and every shape when off. */
@@ -1102,6 +1106,7 @@ START_TEST(gemm_small_matches_reference) {
     ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, true, 25, 512, 2048, 1.0f, NULL, 2048, NULL, 2048, 0.0f, NULL, 512));
     ck_assert(!lv_cpu_gemm_small_with(x, NULL, true, false, 8, 2048, 512, 1.0f, NULL, 8, NULL, 2048, 0.0f, NULL, 2048));
     ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, false, 8, 64, 64, 1.0f, NULL, 64, NULL, 64, 0.0f, NULL, 64));
+    ck_assert(!lv_cpu_gemm_small_with(x, NULL, false, false, 8, 2048, 512, 0.0f, NULL, 512, NULL, 2048, 1.0f, NULL, 2048));
   }
   ck_assert(!lv_cpu_gemm_small_with(LV_GEMM_SMALL_OFF, NULL, false, false, 8, 2048, 512, 1.0f, NULL, 512, NULL, 2048,
                                     0.0f, NULL, 2048));

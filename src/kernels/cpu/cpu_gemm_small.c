@@ -321,7 +321,8 @@ bool lv_cpu_gemm_small_with(lv_gemm_small_isa x, lv_kctx *ctx, bool ta, bool tb,
   /* B worth not copying (>= 256 KB) and few enough rows that the copy is a large part
    * (measured with [512, 2048] weights on 2 threads: 10 rows 25-50% faster than
    * OpenBLAS, 32 rows of A B and 20 of A B^T about even, more rows slower). */
-  if (ta || m < 2 || m > (tb ? 24 : 40) || k < 16 || n < 16 || (double)k * n < 65536) return false;
+  /* alpha 0 is BLAS's "scale C by beta" (NaN in A or B must not reach C): OpenBLAS's. */
+  if (ta || alpha == 0.0f || m < 2 || m > (tb ? 24 : 40) || k < 16 || n < 16 || (double)k * n < 65536) return false;
   if (x == LV_GEMM_SMALL_OFF || (x == LV_GEMM_SMALL_AVX2 && (tb ? k % 8 : n % 16))) return false;
   small_job j = {m, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
   const bool v4 = x == LV_GEMM_SMALL_AVX512;

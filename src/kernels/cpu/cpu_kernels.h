@@ -62,7 +62,7 @@ const lv_backend *lv_cpu_backend(void);
 void lv_cpu_blas_init(void);
 /* OpenBLAS's core name after lv_cpu_blas_init ("SkylakeX", "Haswell", ...). */
 const char *lv_cpu_blas_core(void);
-/* C = alpha A op(B) + beta C for 2-64 rows of C and a large B, without packing B
+/* C = alpha A op(B) + beta C for 2-40 rows (A B) or 2-24 (A B^T) and a large B, without packing B
  * (cpu_gemm_small.c); false when it does not handle the shapes or the CPU (then
  * lv_cpu_gemm's OpenBLAS path does). */
 bool lv_cpu_gemm_small(lv_kctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
