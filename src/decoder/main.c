@@ -31,7 +31,9 @@ static const char kUsage[] =
     "each, in order, and logs the real-time factor. A file that cannot be read gives an error\n"
     "naming it and an empty line; the others are still transcribed, and the exit status is 2.\n"
     "Files are transcribed --decode_batch_size (8) at a time, padded to the longest of the\n"
-    "batch (the text is the same as one at a time; lines come out batch by batch). Silence\n"
+    "batch (lines come out batch by batch; as in Lingvo, strided SAME convolutions align a\n"
+    "file's frames by the padded length, so a weak model may read a file differently in\n"
+    "another batch). Silence\n"
     "(no sample above -60 dBFS) gives `path<TAB>` with no text.\n"
     "\n"
     "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
@@ -57,7 +59,7 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("timeout_secs", &timeout, "Give up after waiting this long for a new checkpoint (0 = never).");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_text", &decode_text, "Translate the lines of this file (- = stdin) to stdout and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("decode_audio", &decode_audio, "Transcribe this audio file, the files listed in @LIST, or those of stdin (-), one path<TAB>text line each, and exit.");
-  flags[n++] = (lv_flag)LV_FLAG_I64("decode_batch_size", &batch, "With --decode_audio: files transcribed as one batch (padded to the longest; the same text as one at a time).");
+  flags[n++] = (lv_flag)LV_FLAG_I64("decode_batch_size", &batch, "With --decode_audio: files transcribed as one batch (padded to the longest).");
   flags[n++] = (lv_flag)LV_FLAG_STR("score_text", &score_text, "A language model: score the lines of this file (- = stdin) and exit.");
   flags[n++] = (lv_flag)LV_FLAG_I64("sample", &nsample, "A language model: write this many continuations of --prefix and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("prefix", &prefix, "With --sample: the text to continue (default: none).");

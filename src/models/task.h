@@ -135,8 +135,9 @@ typedef struct lv_task_class {
    * to --decode_batch_size) into one batch of the lines that have something to decode,
    * in input order (the task's tensors until its next call; the task keeps which row is
    * which line); *empty: none has. Then decode_out_to_lines gives the n output lines
-   * (malloc'd, in input order; dec_out NULL when *empty was set): a batch decodes as its
-   * lines would one at a time. */
+   * (malloc'd, in input order; dec_out NULL when *empty was set). Each row is masked by
+   * its paddings, but a model's strided SAME convolutions align frames by the padded
+   * length, so a row may decode otherwise than alone. */
   lv_status (*lines_to_batch)(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                               int64_t first_lineno, lv_batch *b, bool *empty);
   lv_status (*decode_out_to_lines)(lv_task *t, const lv_decode_out *dec_out, char **lines);
