@@ -1040,10 +1040,7 @@ START_TEST(gemm_small_matches_reference) {
   const int nks[][2] = {{520, 304}, {520, 520}, {1040, 304}, {1040, 520}, {1050, 304}, {16, 4200}, {37, 4200},
                         {16, 17}, {37, 520}};
   const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.25f};
-  __builtin_cpu_init();
-  const bool have[3] = {false, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-                        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")};
+  const bool have[3] = {false, lv_cpu_has_avx2_fma(), lv_cpu_has_avx512()};
   for (int isa = LV_GEMM_SMALL_AVX2; isa <= LV_GEMM_SMALL_AVX512; isa++) {
     if (!have[isa]) {
       fprintf(stderr, "gemm_small_matches_reference: this CPU has no %s: its tiles are not tested here\n",

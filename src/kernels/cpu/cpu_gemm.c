@@ -20,6 +20,17 @@ extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 extern char *openblas_get_corename(void) __attribute__((weak));
 
+bool lv_cpu_has_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+bool lv_cpu_has_avx2_fma(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 static void fix_core(void) {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || !openblas_get_corename) return;
   if (lv_env_get()->openblas_coretype) return;
@@ -27,13 +38,7 @@ static void fix_core(void) {
   if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0 &&
                 strcasecmp(core, "nehalem") != 0 && strcasecmp(core, "sandybridge") != 0))
     return;
-  __builtin_cpu_init();
-  const char *want = NULL;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    want = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    want = "Haswell";
+  const char *want = lv_cpu_has_avx512() ? "SkylakeX" : lv_cpu_has_avx2_fma() ? "Haswell" : NULL;
   if (!want || strcasecmp(core, want) == 0) return;
   setenv("OPENBLAS_CORETYPE", want, 0);
   gotoblas_dynamic_quit();

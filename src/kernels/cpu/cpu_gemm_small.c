@@ -2,8 +2,8 @@
  * gates [B, 4H] = m [B, H] . W [H, 4H] forward and dm [B, H] = dgates [B, 4H] . W^T
  * backward, T times a sequence with the same W. OpenBLAS copies ("packs") the whole of W
  * into its own layout on every call, which with B = 10-64 rows costs as much as a third
- * of the product (measured on RnnLmSmall's training: 19% of the step in its copy
- * routines). Here B is read where it lies:
+ * of the product (measured on RnnLmSmall's training: 26% of the step in its copy
+ * routines, with the weight gradient's row pieces). Here B is read where it lies:
  *  - C = A B (B [k, n] row-major): tiles of 8 rows x 32 columns of C, each k a broadcast
  *    of A's 8 values times two vectors of B's row k, over k blocks whose 256 x 32 panel
  *    of B stays in L1 while every row tile reads it;
@@ -39,8 +39,15 @@ typedef struct small_job {
   int64_t lda, ldb, ldc;
 } small_job;
 
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-#define INLINE_AVX512 static inline __attribute__((always_inline, target("avx512f,avx512dq,avx512bw,avx512vl")))
+#define AVX512_ISA "avx512f,avx512dq,avx512bw,avx512vl" /* what lv_cpu_has_avx512 checks */
+#define AVX512 __attribute__((target(AVX512_ISA)))
+#define INLINE_AVX512 static inline __attribute__((always_inline, target(AVX512_ISA)))
+
+/* One element of an A B^T tile: C = beta C + alpha sum for the first k block (beta 0 never
+ * reads C), C += alpha sum after it. */
+static inline void nt_store1(float *c, float v, float beta, bool first) {
+  *c = !first ? *c + v : beta == 0.0f ? v : beta * *c + v;
+}
 
 /* C = beta C + alpha acc for the first k block, C += alpha acc after it; beta 0 never
  * reads C (it may hold anything, NaN included). */
@@ -132,9 +139,7 @@ INLINE_AVX512 void nt_tile(const int mr, const int nr, int64_t kc, const float *
   for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
     for (int s = 0; s < nr; s++) {
-      float v = alpha * _mm512_reduce_add_ps(acc[r][s]);
-      float *cp = c + r * ldc + s;
-      *cp = !first ? *cp + v : beta == 0.0f ? v : beta * *cp + v;
+      nt_store1(c + r * ldc + s, alpha * _mm512_reduce_add_ps(acc[r][s]), beta, first);
     }
 }
 
@@ -169,8 +174,9 @@ AVX512 static void nt_piece(void *arg, int64_t lo, int64_t hi, int slot) {
  * The same two tiles at 8 lanes with 16 registers: 6 x 16 for A B, 2 x 4 for A B^T. No
  * masked tails: these take only n a multiple of 16 (A B) and k of 8 (A B^T), as an LSTM's
  * gate widths are; other shapes go to OpenBLAS. */
-#define V3 __attribute__((target("avx2,fma")))
-#define INLINE_V3 static inline __attribute__((always_inline, target("avx2,fma")))
+#define V3_ISA "avx2,fma" /* what lv_cpu_has_avx2_fma checks */
+#define V3 __attribute__((target(V3_ISA)))
+#define INLINE_V3 static inline __attribute__((always_inline, target(V3_ISA)))
 #define NN2_MR 6
 #define NN2_NR 16
 #define NT2_MR 2
@@ -257,9 +263,7 @@ INLINE_V3 void nt2_tile(const int mr, const int nr, int64_t k, const float *a, i
   for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
     for (int s = 0; s < nr; s++) {
-      float v = alpha * hsum8(acc[r][s]);
-      float *cp = c + r * ldc + s;
-      *cp = beta == 0.0f ? v : beta * *cp + v;
+      nt_store1(c + r * ldc + s, alpha * hsum8(acc[r][s]), beta, true);
     }
 }
 
@@ -289,10 +293,7 @@ V3 static void nt2_piece(void *arg, int64_t lo, int64_t hi, int slot) {
 /* The widest the CPU has, or what LINGVOC_GEMM_SMALL asks for ("off", "avx2", "avx512",
  * e.g. to time OpenBLAS alone; one the CPU lacks is not used). */
 static lv_gemm_small_isa pick(void) {
-  __builtin_cpu_init();
-  const bool v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool v4 = lv_cpu_has_avx512(), v3 = lv_cpu_has_avx2_fma();
   const lv_gemm_small_isa best = v4 ? LV_GEMM_SMALL_AVX512 : v3 ? LV_GEMM_SMALL_AVX2 : LV_GEMM_SMALL_OFF;
   const char *want = lv_env_get()->gemm_small;
   if (!want || !*want) return best;

@@ -58,6 +58,9 @@ extern const lv_kernel_table lv_cpu_kernels;
 /* The cpu:0 instance (what lv_backend_get returns for cpu:0). */
 const lv_backend *lv_cpu_backend(void);
 
+/* Whether the CPU (and OS) have AVX-512 F/BW/VL/DQ, and AVX2 with FMA. */
+bool lv_cpu_has_avx512(void);
+bool lv_cpu_has_avx2_fma(void);
 /* Makes OpenBLAS use the kernels this CPU supports (see cpu_gemm.c); idempotent. */
 void lv_cpu_blas_init(void);
 /* OpenBLAS's core name after lv_cpu_blas_init ("SkylakeX", "Haswell", ...). */
