@@ -15,8 +15,10 @@
  * tokenizer class's (tokenizer.h, lv_tok_layout): ids [B,L] int32 (with <s>), labels
  * [B,L] int32 (with </s>), paddings [B,L] float; weights = 1 - paddings; word_count [B]
  * int32; bucket_keys [B] int32; and lingvoc's text [B] string, the lines themselves
- * (host only, for scoring and decoding to read). A line's text ends at its first NUL
- * byte (string tensors hold C strings): words, key and tokens are those of that text. L is target_max_length when the tokenizer's
+ * (host only, for scoring and decoding to read). A NUL byte is an error (string tensors
+ * hold C strings, which would cut the line there): a `text:` file's names the file and
+ * line (record_yielder.h), a TFRecord's the file and offset; skip_corrupt_records skips
+ * such a line or record instead. L is target_max_length when the tokenizer's
  * pad_to_max_length is true (the default of every tokenizer, and what Lingvo's LmInput
  * relies on: it forces pad_to_max_seq_length, which its batch does not otherwise read;
  * that param and fixed_input_shape are kept for configs and have no effect here), else
@@ -75,7 +77,10 @@ static int32_t count_words(const uint8_t *s, size_t n) {
 static lv_status lm_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
   (void)ctx;
   const uint8_t *nul = memchr(rec->data, 0, rec->len);
-  const size_t len = nul ? (size_t)(nul - rec->data) : rec->len;
+  if (nul)
+    return lv_status_make(LV_ERR_CORRUPT, "a NUL byte at byte %zu of the record (expected UTF-8 text)",
+                          (size_t)(nul - rec->data) + 1);
+  const size_t len = rec->len;
   if (len > INT32_MAX / 4) return lv_status_make(LV_ERR_INVALID, "a record of %zu bytes is too long", len);
   int32_t wc = count_words(rec->data, len);
   lv_sample_set_str(out, 0, (const char *)rec->data, len);

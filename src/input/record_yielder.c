@@ -17,6 +17,7 @@
 #include "base/names.h"
 #include "base/rng.h"
 #include "base/path.h"
+#include "base/text_lines.h"
 #include "io/tfrecord.h"
 
 const char *const lv_record_type_names[LV_RECORD_TYPE_COUNT] = {"tfrecord", "tfrecord_gzip", "text", "iota"};
@@ -129,6 +130,9 @@ typedef struct src {
   char *line;
   size_t line_cap;
   uint64_t line_off;
+  long lineno;         /* 1-based number of the last line read */
+  bool skip_corrupt;   /* skip (and count) a line with a NUL byte instead of failing */
+  int64_t nul_skipped; /* lines skipped so far */
   int64_t iota_i, iota_n;
 } src;
 
@@ -141,6 +145,9 @@ static int64_t src_close(src *s, const char *path) {
     lv_tfrecord_reader_close(s->tf);
   }
   if (s->text) fclose(s->text);
+  if (s->nul_skipped > 0)
+    lv_warn("%s: skipped %lld line%s with a NUL byte", path, (long long)s->nul_skipped, s->nul_skipped == 1 ? "" : "s");
+  k += s->nul_skipped;
   free(s->line);
   memset(s, 0, sizeof *s);
   return k;
@@ -185,6 +192,7 @@ static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corr
     case LV_RECORD_TFRECORD_GZIP:
       return lv_tfrecord_reader_open_gzip(path, skip_corrupt, &s->tf);
     case LV_RECORD_TEXT:
+      s->skip_corrupt = skip_corrupt;
       return open_text(s, path);
     case LV_RECORD_IOTA:
       s->iota_n = l->iota_n;
@@ -211,8 +219,20 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
     return NULL;
   }
   if (s->text) {
-    errno = 0;
-    ssize_t n = getline(&s->line, &s->line_cap, s->text);
+    ssize_t n;
+    for (;;) {
+      errno = 0;
+      n = getline(&s->line, &s->line_cap, s->text);
+      if (n < 0) break;
+      s->lineno++;
+      *off = s->line_off;
+      s->line_off += (uint64_t)n;
+      lv_status bad = lv_text_refuse_nul(path, s->lineno, s->line, (size_t)n);
+      if (!bad) break;
+      if (!s->skip_corrupt) return bad;
+      if (s->nul_skipped++ < 10) lv_warn("skipping a line: %s", lv_status_msg(bad));
+      lv_status_free(bad);
+    }
     if (n < 0) {
       /* getline's ENOMEM (a line past the memory limit) sets neither ferror nor feof:
        * only feof ends the file. */
@@ -223,8 +243,6 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
       *eof = true;
       return NULL;
     }
-    *off = s->line_off;
-    s->line_off += (uint64_t)n;
     if (n > 0 && s->line[n - 1] == '\n') n--;
     if (n > 0 && s->line[n - 1] == '\r') n--;
     *len = (size_t)n;

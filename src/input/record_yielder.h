@@ -44,7 +44,10 @@
  * are skipped and counted (lv_record_yielder_skipped; a warning per file names the
  * count), in a gzip file as in a plain one; gzip data that does not inflate, or ends
  * early, is an LV_ERR_CORRUPT naming the file even then (what follows cannot be read).
- * A gzip file is inflated as it is read (a window of one record), never whole.
+ * A gzip file is inflated as it is read (a window of one record), never whole. A `text:`
+ * line holding a NUL byte (a UTF-16 or binary file) is LV_ERR_CORRUPT naming the file,
+ * the line and the column (base/text_lines.h lv_text_refuse_nul); with skip_corrupt the
+ * line is skipped and counted as above.
  *
  * Empty data: repeating forever (repeat_count -1) a pass that holds no record is an
  * LV_ERR_INVALID naming the pattern, delivered as the next record. */
