@@ -539,6 +539,25 @@ START_TEST(test_lm_contents) {
   lv_input_destroy(in);
   lv_batch_free(&b);
   lv_params_free(p);
+
+  /* a line longer than 64 x target_max_length bytes is kept to that as it is read: the
+   * ids are the same, the word count (the bucket key) is the whole line's */
+  static char longline[1000];
+  memset(longline, 'a', 600);
+  memcpy(longline + 600, " b c", 5);
+  write_lines("long.txt", (const char *const[]){longline}, 1);
+  snprintf(pat, sizeof pat, "text:%s", path_of("long.txt"));
+  p = params_for("LmInput", pat);
+  EXPECT_OK(lv_params_set_int(p, "target_max_length", 4));
+  in = create(p, lv_input_no_shard());
+  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  ck_assert_int_eq(b.size, 1);
+  expect_i32(&b, "word_count", 1, 0, (const int32_t[]){3});
+  expect_i32(&b, "labels", 1, 4, (const int32_t[]){5, 5, 5, 2});
+  ck_assert_uint_eq(strlen(lv_tensor_str(lv_batch_get(&b, "text"), 0)), 256);
+  lv_input_destroy(in);
+  lv_batch_free(&b);
+  lv_params_free(p);
 }
 END_TEST
 

@@ -97,6 +97,7 @@ typedef struct lv_record_yielder_opts {
   bool sequential;      /* require_sequential_order */
   bool skip_corrupt;
   int replica, num_replicas;
+  size_t text_keep;     /* > 0: a `text:` line is cut to its first text_keep bytes as it is read */
 } lv_record_yielder_opts;
 
 /* A record handed out by lv_record_yielder_next: valid until the next call. */
@@ -106,6 +107,7 @@ typedef struct lv_record {
   const char *file; /* the file it came from (the pattern for iota) */
   uint64_t offset;  /* byte offset of its frame or line (record index for iota) */
   int64_t epoch;    /* 0-based */
+  int64_t words;    /* a line cut by text_keep: the whole line's words (lv_text_count_words); else -1 */
 } lv_record;
 
 typedef struct lv_record_yielder lv_record_yielder;
