@@ -170,6 +170,23 @@ START_TEST(test_ema_params) {
   ck_assert_ptr_null(e);
   lv_params_free(p);
 
+  /* With ema_decay 0 the schedule is still checked, and a good one is refused: alone it
+   * would keep no averages without a word. */
+  static const char *const off[][2] = {
+      {"train.ema_schedule.cls : 'DevBasedSchedule'\n", "lr_schedule only"},
+      {"train.ema_schedule.cls : 'Adam'\n", "Adam"},
+      {"train.ema_schedule.cls : 'PiecewiseConstantSchedule'\ntrain.ema_schedule.boundaries : [50]\n"
+       "train.ema_schedule.values : [0.5, 2.0]\n",
+       "ema_decay > 0"},
+  };
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+    p = train_with(off[i][0]);
+    EXPECT_ERR(lv_ema_from_params(lv_params_sub(p, "train"), 1, be, b.list, 2, &e), LV_ERR_INVALID,
+               "task.train.ema_schedule", off[i][1]);
+    ck_assert_ptr_null(e);
+    lv_params_free(p);
+  }
+
   p = train_with("train.ema_decay : 1.0\n");
   EXPECT_ERR(lv_ema_from_params(lv_params_sub(p, "train"), 1, be, b.list, 2, &e), LV_ERR_INVALID,
              "task.train.ema_decay", "(0, 1)");

@@ -514,20 +514,47 @@ START_TEST(test_lm_contents) {
   lv_input_destroy(in);
   lv_params_free(p);
 
-  /* a line's text ends at its first NUL byte: words, key and tokens are of "a b" */
+  /* a NUL byte (a UTF-16 file: "a" is 61 00) is an error naming the file, line and
+   * column, not a line cut short; skip_corrupt_records skips that line */
   FILE *f = fopen(path_of("nul.txt"), "wb");
   ck_assert_ptr_nonnull(f);
-  fwrite("a b\0c d e\n", 1, 10, f);
+  fwrite("x y\na\0 \0b\0\nc d\n", 1, 16, f);
   fclose(f);
   snprintf(pat, sizeof pat, "text:%s", path_of("nul.txt"));
   p = params_for("LmInput", pat);
   EXPECT_OK(lv_params_set_bool(p, "tokenizer.pad_to_max_length", false));
   in = create(p, lv_input_no_shard());
+  char where[700];
+  snprintf(where, sizeof where, "%s:2: a NUL byte at column 2", path_of("nul.txt"));
+  EXPECT_ERR(lv_input_next_eval(in, &b, &done), LV_ERR_CORRUPT, where);
+  lv_input_destroy(in);
+  lv_params *skip = lv_params_copy(p);
+  lv_params_free(p);
+  p = skip;
+  EXPECT_OK(lv_params_set_bool(p, "skip_corrupt_records", true));
+  in = create(p, lv_input_no_shard());
+  EXPECT_OK(lv_input_next_eval(in, &b, &done));
+  ck_assert_int_eq(b.size, 2);
+  expect_strs(&b, "text", 2, (const char *const[]){"x y", "c d"});
+  lv_input_destroy(in);
+  lv_batch_free(&b);
+  lv_params_free(p);
+
+  /* a line longer than 64 x target_max_length bytes is kept to that as it is read: the
+   * ids are the same, the word count (the bucket key) is the whole line's */
+  static char longline[1000];
+  memset(longline, 'a', 600);
+  memcpy(longline + 600, " b c", 5);
+  write_lines("long.txt", (const char *const[]){longline}, 1);
+  snprintf(pat, sizeof pat, "text:%s", path_of("long.txt"));
+  p = params_for("LmInput", pat);
+  EXPECT_OK(lv_params_set_int(p, "target_max_length", 4));
+  in = create(p, lv_input_no_shard());
   EXPECT_OK(lv_input_next_eval(in, &b, &done));
   ck_assert_int_eq(b.size, 1);
-  expect_strs(&b, "text", 1, (const char *const[]){"a b"});
-  expect_i32(&b, "word_count", 1, 0, (const int32_t[]){2});
-  expect_i32(&b, "labels", 1, 4, (const int32_t[]){5, 3, 6, 2});
+  expect_i32(&b, "word_count", 1, 0, (const int32_t[]){3});
+  expect_i32(&b, "labels", 1, 4, (const int32_t[]){5, 5, 5, 2});
+  ck_assert_uint_eq(strlen(lv_tensor_str(lv_batch_get(&b, "text"), 0)), 256);
   lv_input_destroy(in);
   lv_batch_free(&b);
   lv_params_free(p);

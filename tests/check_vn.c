@@ -5,7 +5,7 @@
  * multi-headed attention's own projections); none before vn_start_step; the noise is
  * w + vn_std * N(0, 1), a function of (seed, step, variable) only, and the clean values
  * come back bit for bit; the gradient the trainer takes is that of the loss at the noisy
- * weights (central differences); a child's own vn (Lingvo's DisableVN) turns its subtree
+ * weights (central differences); a child's own vn (Lingvo's DisableVN, or global_vn false alone) turns its subtree
  * off; and Lingvo's errors: vn.scale or vn.start_step set on the task, per_step_vn
  * without deterministic, a child's global_vn without a scale, per-step noise reaching an
  * RNN cell (and lingvoc's: weight_norm_type, not built yet). Per-step noise
@@ -297,6 +297,40 @@ START_TEST(test_vn_child_params) {
     marked += v->vn.global;
   }
   ck_assert_int_eq(marked, 46 - 32);
+  lv_instance_destroy(m);
+  lv_params_free(cfg);
+  /* docs/learner.md's `vn: { global_vn = false; }` (values of the default, but set) is the
+   * softmax's own too: through a noisy step its weights stay exactly the clean ones while
+   * every other target is perturbed. */
+  m = open_model(VN_ON "; task.decoder.softmax.vn.global_vn: false", &cfg, false);
+  lv_vn *vn = make_vn(m);
+  ck_assert_int_eq(lv_vn_num_vars(vn), 46 - 32);
+  int64_t n, n2;
+  float *clean = host_vars(m->vs, &n);
+  ck_assert_int_eq(lv_vn_perturb(vn, 5), 46 - 32);
+  float *noisy = host_vars(m->vs, &n2);
+  int64_t off = 0;
+  int softmax = 0, perturbed = 0;
+  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
+    lv_var *v = lv_varstore_get(m->vs, i);
+    if (v->value.dtype != LV_F32) continue;
+    int64_t k = lv_tensor_numel(&v->value);
+    bool same = memcmp(noisy + off, clean + off, sizeof(float) * (size_t)k) == 0;
+    if (strstr(v->name, "/softmax/")) {
+      ck_assert_msg(same, "%s has noise under softmax.vn.global_vn false", v->name);
+      softmax++;
+    } else if (lingvo_target(v->name)) {
+      ck_assert_msg(!same, "%s has no noise", v->name);
+      perturbed++;
+    }
+    off += k;
+  }
+  ck_assert_int_eq(softmax, 32);
+  ck_assert_int_eq(perturbed, 46 - 32);
+  lv_vn_restore(vn);
+  free(clean);
+  free(noisy);
+  lv_vn_free(vn);
   lv_instance_destroy(m);
   lv_params_free(cfg);
   m = open_model("task.encoder.vn.global_vn: true; task.encoder.vn.scale: 0.5; task.encoder.vn.start_step: 3", &cfg,

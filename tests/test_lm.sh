@@ -4,7 +4,8 @@
 # falls); the evaler reports Lingvo's LM metrics on Dev; bin/decoder --score_text's corpus
 # log_pplx equals the evaler's; --sample is deterministic for a seed; kill -9 and resume is
 # bit-identical (with a sampled softmax); the one_billion_wds params load and exit 2 without
-# their data.
+# their data. A UTF-16 text file is exit 2 naming its line (a NUL byte); a line of 10 MB
+# costs about its size in memory, once.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -16,6 +17,34 @@ expect_exit 2 "trainer without the data" "$LV_BIN/trainer" --model=lm.bible.RnnL
   --model_params_override="input.file_pattern: \"text:$T/missing.txt\""
 err_has "$T/missing.txt"
 err_has "experiments/lm/bible.cfg"
+# A UTF-16 file (NUL bytes throughout) is exit 2 naming the file and line, in training and
+# evaluation, not empty lines trained on.
+printf '\xff\xfeh\0i\0\n\0' >"$T/utf16.txt"
+U16="input.file_pattern: \"text:$T/utf16.txt\"; train.max_steps: 2"
+expect_exit 2 "trainer on a UTF-16 file" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest --logdir="$T/utf16" \
+  --model_params_override="$U16"
+err_has "$T/utf16.txt:1: a NUL byte at column 4"
+expect_exit 2 "evaler on a UTF-16 file" "$LV_BIN/evaler" --model=lm.bible.RnnLmTinyTest --logdir="$T/utf16" \
+  --dataset=Dev --once --model_params_override="$U16"
+err_has "$T/utf16.txt:1: a NUL byte at column 4"
+# A line of 10 MB with two words costs its text about once, not per copy and per id: the
+# trainer's peak RSS is within 30 MB of a run whose long line is 1 KB (it was 75-110 MB
+# over, and grew with the line).
+if [ -x /usr/bin/time ]; then
+  awk 'BEGIN { for (k = 0; k < 2; k++) { s = "a"; while (length(s) < (k ? 5000000 : 500)) s = s s
+      print substr(s, 1, k ? 5000000 : 500) " " substr(s, 1, k ? 5000000 : 500) > (ARGV[1] "/long" k ".txt") }
+    for (i = 0; i < 50; i++) for (k = 0; k < 2; k++) print "the lord said unto moses" > (ARGV[1] "/long" k ".txt") }' "$T"
+  for k in 0 1; do
+    expect_exit 0 "trainer: 3 steps with a line of $([ $k = 1 ] && echo 10 MB || echo 1 KB)" /usr/bin/time -v \
+      -o "$T/time$k" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest --logdir="$T/long$k" \
+      --model_params_override="input.file_pattern: \"text:$T/long$k.txt\"; train.max_steps: 3"
+  done
+  r0=$(awk '/Maximum resident set size/ { print int($NF / 1024) }' "$T/time0")
+  r1=$(awk '/Maximum resident set size/ { print int($NF / 1024) }' "$T/time1")
+  check "peak RSS with a 10 MB line ${r1} MB <= ${r0} MB + 30 MB" test "${r1:-999999}" -le $((${r0:-0} + 30))
+else
+  skip_part "/usr/bin/time is missing: the long line's peak RSS not checked"
+fi
 for M in RnnLmTinyTest TransformerLmTinyTest; do
   expect_exit 0 "trainer: 200 steps of $M" "$LV_BIN/trainer" --model=lm.bible.$M --logdir="$T/$M" --model_params_override="$TR"
   grep -o 'log_pplx:[0-9.]*' "$T/err" | cut -d: -f2 >"$T/l"

@@ -8,8 +8,8 @@
 # scores the model's score + 0.5 x the LM's log-probability of that hyp, as bin/decoder
 # --score_text gives it. An LM of another vocabulary size, one of the same size but other
 # pieces, a search whose </s> is not the LM's, and a missing LM checkpoint are exit 2 naming
-# the problem; lm_checkpoint may name the LM's log directory; an lm_weight without an
-# lm_model warns. Then RNMT
+# the problem; an lm_model that is no LM (LeNet5, an MT model) is exit 2 saying so; lm_checkpoint
+# may name the LM's log directory; an lm_weight without an lm_model warns. Then RNMT
 # (mt.bible_en_es.RNMTTinyTest) with the RNN LM: lm_weight 0 is bit-identical there too.
 # Skips with one line when sentencepiece is not installed.
 . "$(dirname "$0")/lib.sh"
@@ -118,6 +118,13 @@ expect_exit 2 "decoder with an LM logdir that has no checkpoint" "$LV_BIN/decode
   --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: lm.bible.RnnLmSpanishTinyTest; \
 task.decoder.fusion.lm_logdir: $T/nothing"
 err_has "$T/nothing/train does not exist"
+# An lm_model that is no language model is said to be one, before its checkpoint is looked for.
+for notlm in image.mnist.LeNet5 mt.bible_en_es.TinyTest; do
+  expect_exit 2 "decoder fusing $notlm (not a language model)" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+    --once --job=decoder_train --model_params_override="$DEC; task.decoder.fusion.lm_model: $notlm; \
+task.decoder.fusion.lm_logdir: $T/run"
+  err_has "task.decoder.fusion.lm_model: $notlm is not a language model (its task.cls is "
+done
 # RNMT: the fused RNN LM with weight 0 changes nothing either.
 R=mt.bible_en_es.RNMTTinyTest
 ROV="$DATA; train.max_steps: 150; task.encoder.dropout_prob: 0; task.decoder.dropout_prob: 0"

@@ -6,7 +6,8 @@
 # differ from a run without it; a run with vn_std 0 is bit-identical to one that never
 # mentions noise; kill -9 and resume is bit-identical with the noise on; the evaler and
 # the decoder never add noise (the same metrics and outputs with and without it in their
-# config); task.vn.scale set directly exits 2 as Lingvo refuses it. Per-step noise on the
+# config); task.vn.scale set directly exits 2 as Lingvo refuses it; vn_std NaN or inf exits
+# 2, a negative one warns and trains without noise (Lingvo's vn_std > 0 rule). Per-step noise on the
 # attention and the softmax: logged, deterministic, kill -9 and resume bit-identical;
 # on the task of an LSTM model it exits 2 as Lingvo's RNNCell refuses it.
 . "$(dirname "$0")/lib.sh"
@@ -104,6 +105,20 @@ check "nothing written for a refused config" [ ! -d "$T/bad/train" ] || [ -z "$(
 expect_exit 2 "task.vn.start_step set directly" "${TRAIN[@]}" --logdir="$T/bad2" \
   --model_params_override="$BASE; $VN; task.vn.start_step: 3"
 err_has "set task.train.vn_start_step instead"
+# vn_std NaN or inf is a config error; a negative one is Lingvo's (vn_std > 0 turns noise
+# on): no noise, said in the log, the weights of a run without noise.
+for bad in nan inf -inf; do
+  expect_exit 2 "task.train.vn_std $bad" "${TRAIN[@]}" --logdir="$T/bad_$bad" \
+    --model_params_override="$BASE; $VN; task.train.vn_std: $bad"
+  err_has "task.train.vn_std: $bad: expected a finite number"
+done
+S2="train.max_steps: 12; train.save_interval_steps: 12"
+"${TRAIN[@]}" --logdir="$T/neg" --model_params_override="$BASE; $VN; task.train.vn_std: -0.075; $S2" >"$T/neg.log" 2>&1
+check "trainer with a negative vn_std exits 0" [ $? -eq 0 ]
+check "a negative vn_std is said to leave the noise off" grep -q "task.train.vn_std is -0.075: no weight noise" "$T/neg.log"
+"${TRAIN[@]}" --logdir="$T/neg0" --model_params_override="$BASE; $S2" >"$T/neg0.log" 2>&1
+check "a negative vn_std trains as no noise" \
+  cmp -s <(ckpt_dump "$T/neg/train/ckpt-00000012") <(ckpt_dump "$T/neg0/train/ckpt-00000012")
 
 # 6. Per-step noise where Lingvo has it (the attention's and the softmax's own vn).
 A=task.decoder.attention.inner_atten_params.vn SM=task.decoder.softmax.vn

@@ -48,6 +48,13 @@ lv_status lv_text_lines_open(lv_text_lines *r, const char *path, const char *fla
   return lv_file_fopen_regular(path, what, &r->f);
 }
 
+lv_status lv_text_refuse_nul(const char *name, long line, const void *s, size_t n) {
+  const char *nul = memchr(s, 0, n);
+  if (!nul) return NULL;
+  return lv_status_make(LV_ERR_CORRUPT, "%s:%ld: a NUL byte at column %zu (expected UTF-8 text; a UTF-16 or binary "
+                        "file?)", name, line, (size_t)(nul - (const char *)s) + 1);
+}
+
 lv_status lv_text_lines_next(lv_text_lines *r, bool *eof) {
   errno = 0;
   ssize_t n = getline(&r->line, &r->cap, r->f);
@@ -63,8 +70,7 @@ lv_status lv_text_lines_next(lv_text_lines *r, bool *eof) {
   *eof = false;
   r->lineno++;
   if (n > 0 && r->line[n - 1] == '\n') r->line[--n] = '\0';
-  if (memchr(r->line, '\0', (size_t)n))
-    return lv_status_make(LV_ERR_INVALID, "%s:%ld: a NUL byte in the line", r->name, r->lineno);
+  LV_TRY(lv_text_refuse_nul(r->name, r->lineno, r->line, (size_t)n));
   long bad = lv_text_bad_utf8((const unsigned char *)r->line, (size_t)n);
   if (bad >= 0)
     return lv_status_make(LV_ERR_INVALID, "%s:%ld: invalid UTF-8 at byte %ld (byte 0x%02x)", r->name, r->lineno,

@@ -25,6 +25,10 @@ lv_status lv_text_lines_open(lv_text_lines *r, const char *path, const char *fla
 lv_status lv_text_lines_next(lv_text_lines *r, bool *eof);
 /* Frees the buffer and closes the file (not stdin); r may be zeroed and never opened. */
 void lv_text_lines_close(lv_text_lines *r);
+/* LV_ERR_CORRUPT "<name>:<line>: a NUL byte at column <c> (expected text ...)" for the
+ * first NUL byte of s[0..n), or NULL when it has none: text readers refuse a line that a
+ * C string would cut short (a UTF-16 file is NUL bytes throughout). */
+lv_status lv_text_refuse_nul(const char *name, long line, const void *s, size_t n);
 /* Byte offset of the first invalid UTF-8 sequence of s[0..n), or -1. */
 long lv_text_bad_utf8(const unsigned char *s, size_t n);
 

@@ -38,6 +38,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/path.h"
+#include "base/text_lines.h"
 #include "base/status.h"
 #include "io/example.h"
 #include "io/tfrecord.h"
@@ -154,10 +155,7 @@ static lv_status parse_trans(const char *data, size_t len, const char *name, tra
     i += l + (nl ? 1 : 0);
     if (l > 0 && b[l - 1] == '\r') l--;
     if (l == 0) continue;
-    const char *nul = memchr(b, 0, l);
-    if (nul)
-      return lv_status_make(LV_ERR_CORRUPT, "%s:%d: a NUL byte at column %d (expected text)", name, line,
-                            (int)(nul - b) + 1);
+    LV_TRY(lv_text_refuse_nul(name, line, b, l));
     const char *sp = memchr(b, ' ', l);
     if (!sp || sp == b)
       return lv_status_make(LV_ERR_CORRUPT, "%s:%d: expected \"UTTID TRANSCRIPT\", got \"%.*s\"", name, line,
@@ -328,19 +326,15 @@ static lv_status read_list(const char *list, item_list *out) {
   int dlen = slash ? (int)(slash - list) : 0;
   lv_status s = NULL;
   size_t i = 0;
-  char path[4096];
+  char path[4096], what[4096 + 16];
+  snprintf(what, sizeof what, "--input_list=%s", list);
   for (int line = 1; !s && i < len; line++) {
     const char *b = data + i, *nl = memchr(b, '\n', len - i);
     size_t l = nl ? (size_t)(nl - b) : len - i;
     i += l + (nl ? 1 : 0);
     if (l > 0 && b[l - 1] == '\r') l--;
     if (l == 0) continue;
-    const char *nul = memchr(b, 0, l);
-    if (nul) {
-      s = lv_status_make(LV_ERR_CORRUPT, "--input_list=%s:%d: a NUL byte at column %d (expected text)", list, line,
-                         (int)(nul - b) + 1);
-      break;
-    }
+    if ((s = lv_text_refuse_nul(what, line, b, l))) break;
     const char *tab = memchr(b, '\t', l);
     if (!tab || tab == b) {
       s = lv_status_make(LV_ERR_CORRUPT, "--input_list=%s:%d: expected \"PATH<TAB>TRANSCRIPT\", got \"%.*s\"", list,

@@ -15,13 +15,20 @@
  * tokenizer class's (tokenizer.h, lv_tok_layout): ids [B,L] int32 (with <s>), labels
  * [B,L] int32 (with </s>), paddings [B,L] float; weights = 1 - paddings; word_count [B]
  * int32; bucket_keys [B] int32; and lingvoc's text [B] string, the lines themselves
- * (host only, for scoring and decoding to read). A line's text ends at its first NUL
- * byte (string tensors hold C strings): words, key and tokens are those of that text. L is target_max_length when the tokenizer's
+ * (host only, for scoring and decoding to read). A NUL byte is an error (string tensors
+ * hold C strings, which would cut the line there): a `text:` file's names the file and
+ * line (record_yielder.h), a TFRecord's the file and offset; skip_corrupt_records skips
+ * such a line or record instead. L is target_max_length when the tokenizer's
  * pad_to_max_length is true (the default of every tokenizer, and what Lingvo's LmInput
  * relies on: it forces pad_to_max_seq_length, which its batch does not otherwise read;
  * that param and fixed_input_shape are kept for configs and have no effect here), else
  * the longest row of the batch. Default tokenizer: AsciiTokenizer (lines longer than
- * target_max_length - 1 characters are cut, as the tokenizer does). Non-ASCII and
+ * target_max_length - 1 characters are cut, as the tokenizer does). Before tokenizing, a
+ * line is cut to its first 64 x target_max_length bytes (its word count, the bucket key,
+ * is the whole line's): the ids are the same unless its first target_max_length ids
+ * would stand for more than that, and memory stays bounded whatever a line's length; the
+ * text feature is the line so cut (a SentencePiece tokenizer without a target_max_length
+ * reads lines whole). Non-ASCII and
  * invalid UTF-8 bytes become what the tokenizer makes of them (AsciiTokenizer: <unk>).
  *
  * Training, resume, evaluation and sharding: stream_input.h (a resumed run re-seeds its
@@ -32,6 +39,10 @@
 
 #include "input/stream_input.h"
 #include "input/tokenizer.h"
+
+/* The bytes kept per id of target_max_length: at least the longest text one id stands for
+ * (AsciiTokenizer's <text_only> is 11 bytes; word pieces are far shorter than 64). */
+#define LV_LM_BYTES_PER_ID 64
 
 typedef struct lm_input {
   lv_stream_input st;
@@ -59,26 +70,22 @@ static lv_params *lm_params(void) {
   return p;
 }
 
-static int32_t count_words(const uint8_t *s, size_t n) {
-  int32_t words = 0;
-  bool in_word = false;
-  for (size_t i = 0; i < n; i++) {
-    bool sp = lv_text_is_space(s[i]);
-    if (!sp && !in_word) words++;
-    in_word = !sp;
-  }
-  return words;
-}
-
 /* The processor and the finish step are reentrant (the batcher threads of a training
  * stream and an eval pass may run them at once): every buffer is their own. */
 static lv_status lm_process(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
-  (void)ctx;
+  const lm_input *in = ctx;
   const uint8_t *nul = memchr(rec->data, 0, rec->len);
-  const size_t len = nul ? (size_t)(nul - rec->data) : rec->len;
+  if (nul)
+    return lv_status_make(LV_ERR_CORRUPT, "a NUL byte at byte %zu of the record (expected UTF-8 text)",
+                          (size_t)(nul - rec->data) + 1);
+  const size_t len = rec->len;
   if (len > INT32_MAX / 4) return lv_status_make(LV_ERR_INVALID, "a record of %zu bytes is too long", len);
-  int32_t wc = count_words(rec->data, len);
-  lv_sample_set_str(out, 0, (const char *)rec->data, len);
+  int32_t wc = rec->words >= 0 ? (int32_t)rec->words : lv_text_count_words(rec->data, len);
+  /* Only the start the tokenizer's first target_max_length ids can come from is kept
+   * (LV_LM_BYTES_PER_ID bytes an id): a line of megabytes costs its text once here,
+   * not per copy and per id. */
+  const size_t keep = in->tmax > 0 ? (size_t)in->tmax * LV_LM_BYTES_PER_ID : len; /* 0: SentencePiece, no cut */
+  lv_sample_set_str(out, 0, (const char *)rec->data, len < keep ? len : keep);
   lv_sample_set(out, 1, &wc, 1);
   *key = wc;
   return NULL;
@@ -143,6 +150,7 @@ static lv_status lm_create(const lv_params *p, lv_input_shard shard, lv_input **
   free(pattern);
   if (!s) s = lv_text_tokenizer_create(p, &in->tok);
   if (!s) s = lv_text_max_length(p, "target_max_length", in->tok, &in->tmax);
+  if (!s) in->st.yopts.text_keep = in->tmax > 0 ? (size_t)in->tmax * LV_LM_BYTES_PER_ID : 0;
   if (s) {
     lm_destroy(&in->st.base);
     return s;

@@ -17,6 +17,8 @@
 #include "base/names.h"
 #include "base/rng.h"
 #include "base/path.h"
+#include "base/text_lines.h"
+#include "input/stream_input.h"
 #include "io/tfrecord.h"
 
 const char *const lv_record_type_names[LV_RECORD_TYPE_COUNT] = {"tfrecord", "tfrecord_gzip", "text", "iota"};
@@ -121,6 +123,9 @@ lv_status lv_file_pattern_expand(const char *pattern, lv_file_list *out) {
 
 /* ---- one open file ---- */
 
+/* The largest line buffer a text file keeps between lines (bytes). */
+#define TEXT_LINE_CAP_KEPT ((size_t)1 << 20)
+
 typedef struct src {
   int file_idx;
   lv_record_type type;
@@ -129,6 +134,10 @@ typedef struct src {
   char *line;
   size_t line_cap;
   uint64_t line_off;
+  long lineno;         /* 1-based number of the last line read */
+  bool skip_corrupt;   /* skip (and count) a line with a NUL byte instead of failing */
+  size_t keep;         /* lv_record_yielder_opts.text_keep */
+  int64_t nul_skipped; /* lines skipped so far */
   int64_t iota_i, iota_n;
 } src;
 
@@ -141,6 +150,9 @@ static int64_t src_close(src *s, const char *path) {
     lv_tfrecord_reader_close(s->tf);
   }
   if (s->text) fclose(s->text);
+  if (s->nul_skipped > 0)
+    lv_warn("%s: skipped %lld line%s with a NUL byte", path, (long long)s->nul_skipped, s->nul_skipped == 1 ? "" : "s");
+  k += s->nul_skipped;
   free(s->line);
   memset(s, 0, sizeof *s);
   return k;
@@ -174,7 +186,8 @@ static lv_status open_text(src *s, const char *path) {
   return st;
 }
 
-static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corrupt) {
+static lv_status src_open(src *s, const lv_file_list *l, int idx, const lv_record_yielder_opts *o) {
+  const bool skip_corrupt = o->skip_corrupt;
   memset(s, 0, sizeof *s);
   s->file_idx = idx;
   s->type = l->type;
@@ -185,6 +198,8 @@ static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corr
     case LV_RECORD_TFRECORD_GZIP:
       return lv_tfrecord_reader_open_gzip(path, skip_corrupt, &s->tf);
     case LV_RECORD_TEXT:
+      s->skip_corrupt = skip_corrupt;
+      s->keep = o->text_keep;
       return open_text(s, path);
     case LV_RECORD_IOTA:
       s->iota_n = l->iota_n;
@@ -196,8 +211,10 @@ static lv_status src_open(src *s, const lv_file_list *l, int idx, bool skip_corr
 }
 
 /* The next record of s into a malloc'd copy. */
-static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len, uint64_t *off, bool *eof) {
+static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len, uint64_t *off, int64_t *words,
+                          bool *eof) {
   *eof = false;
+  *words = -1;
   if (s->tf) {
     const uint8_t *d;
     *off = lv_tfrecord_reader_offset(s->tf);
@@ -211,8 +228,20 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
     return NULL;
   }
   if (s->text) {
-    errno = 0;
-    ssize_t n = getline(&s->line, &s->line_cap, s->text);
+    ssize_t n;
+    for (;;) {
+      errno = 0;
+      n = getline(&s->line, &s->line_cap, s->text);
+      if (n < 0) break;
+      s->lineno++;
+      *off = s->line_off;
+      s->line_off += (uint64_t)n;
+      lv_status bad = lv_text_refuse_nul(path, s->lineno, s->line, (size_t)n);
+      if (!bad) break;
+      if (!s->skip_corrupt) return bad;
+      if (s->nul_skipped++ < 10) lv_warn("skipping a line: %s", lv_status_msg(bad));
+      lv_status_free(bad);
+    }
     if (n < 0) {
       /* getline's ENOMEM (a line past the memory limit) sets neither ferror nor feof:
        * only feof ends the file. */
@@ -223,15 +252,22 @@ static lv_status src_next(src *s, const char *path, uint8_t **data, size_t *len,
       *eof = true;
       return NULL;
     }
-    *off = s->line_off;
-    s->line_off += (uint64_t)n;
     if (n > 0 && s->line[n - 1] == '\n') n--;
     if (n > 0 && s->line[n - 1] == '\r') n--;
+    if (s->keep > 0 && (size_t)n > s->keep) {
+      *words = lv_text_count_words((const uint8_t *)s->line, (size_t)n);
+      n = (ssize_t)s->keep;
+    }
     *len = (size_t)n;
     *data = malloc((size_t)n + 1);
     LV_ASSERT(*data);
     memcpy(*data, s->line, (size_t)n);
     (*data)[n] = 0;
+    if (s->line_cap > TEXT_LINE_CAP_KEPT) { /* a huge line's buffer is not kept for the next line */
+      free(s->line);
+      s->line = NULL;
+      s->line_cap = 0;
+    }
     return NULL;
   }
   if (s->iota_i >= s->iota_n) {
@@ -253,6 +289,7 @@ typedef struct item {
   int file_idx;
   uint64_t offset;
   int64_t epoch;
+  int64_t words;
 } item;
 
 #define QUEUE_CAP 256
@@ -381,7 +418,7 @@ static lv_status read_epoch(reader_state *rs, int64_t epoch, bool *stopped) {
   LV_ASSERT(open);
   int next_file = 0, n_open = 0;
   lv_status s = NULL;
-  for (; n_open < par && !s; n_open++) s = src_open(&open[n_open], l, order[next_file++], y->o.skip_corrupt);
+  for (; n_open < par && !s; n_open++) s = src_open(&open[n_open], l, order[next_file++], &y->o);
   int k = 0;
   while (!s && n_open > 0) {
     if (should_stop(y)) {
@@ -392,14 +429,15 @@ static lv_status read_epoch(reader_state *rs, int64_t epoch, bool *stopped) {
     uint8_t *d = NULL;
     size_t len = 0;
     uint64_t off = 0;
+    int64_t words = -1;
     bool eof = false;
     const char *path = l->files[cur->file_idx];
-    s = src_next(cur, path, &d, &len, &off, &eof);
+    s = src_next(cur, path, &d, &len, &off, &words, &eof);
     if (s) break;
     if (eof) {
       add_skipped(y, src_close(cur, path));
       if (next_file < n) {
-        s = src_open(cur, l, order[next_file++], y->o.skip_corrupt);
+        s = src_open(cur, l, order[next_file++], &y->o);
       } else {
         open[k] = open[n_open - 1];
         n_open--;
@@ -407,7 +445,7 @@ static lv_status read_epoch(reader_state *rs, int64_t epoch, bool *stopped) {
       }
       continue;
     }
-    if (!emit(rs, (item){d, len, cur->file_idx, off, epoch})) {
+    if (!emit(rs, (item){d, len, cur->file_idx, off, epoch, words})) {
       *stopped = true;
       break;
     }
@@ -532,6 +570,7 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
   rec->file = y->files.files[y->cur.file_idx];
   rec->offset = y->cur.offset;
   rec->epoch = y->cur.epoch;
+  rec->words = y->cur.words;
   return NULL;
 }
 

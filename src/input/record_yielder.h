@@ -44,7 +44,10 @@
  * are skipped and counted (lv_record_yielder_skipped; a warning per file names the
  * count), in a gzip file as in a plain one; gzip data that does not inflate, or ends
  * early, is an LV_ERR_CORRUPT naming the file even then (what follows cannot be read).
- * A gzip file is inflated as it is read (a window of one record), never whole.
+ * A gzip file is inflated as it is read (a window of one record), never whole. A `text:`
+ * line holding a NUL byte (a UTF-16 or binary file) is LV_ERR_CORRUPT naming the file,
+ * the line and the column (base/text_lines.h lv_text_refuse_nul); with skip_corrupt the
+ * line is skipped and counted as above.
  *
  * Empty data: repeating forever (repeat_count -1) a pass that holds no record is an
  * LV_ERR_INVALID naming the pattern, delivered as the next record. */
@@ -94,6 +97,7 @@ typedef struct lv_record_yielder_opts {
   bool sequential;      /* require_sequential_order */
   bool skip_corrupt;
   int replica, num_replicas;
+  size_t text_keep;     /* > 0: a `text:` line is cut to its first text_keep bytes as it is read */
 } lv_record_yielder_opts;
 
 /* A record handed out by lv_record_yielder_next: valid until the next call. */
@@ -103,6 +107,7 @@ typedef struct lv_record {
   const char *file; /* the file it came from (the pattern for iota) */
   uint64_t offset;  /* byte offset of its frame or line (record index for iota) */
   int64_t epoch;    /* 0-based */
+  int64_t words;    /* a line cut by text_keep: the whole line's words (lv_text_count_words); else -1 */
 } lv_record;
 
 typedef struct lv_record_yielder lv_record_yielder;

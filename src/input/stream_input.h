@@ -109,5 +109,16 @@ lv_status lv_text_max_length(const lv_params *p, const char *key, const lv_token
 /* ASCII whitespace as Python's bytes.split() and TF's StringSplitV2 (empty sep) see it:
  * space, \t, \n, \v, \f, \r. */
 static inline bool lv_text_is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+/* The whitespace-separated words of s[0..n) (tf.strings.split's: empty words do not count). */
+static inline int32_t lv_text_count_words(const uint8_t *s, size_t n) {
+  int32_t words = 0;
+  bool in_word = false;
+  for (size_t i = 0; i < n; i++) {
+    bool sp = lv_text_is_space(s[i]);
+    if (!sp && !in_word) words++;
+    in_word = !sp;
+  }
+  return words;
+}
 
 #endif

@@ -73,7 +73,10 @@ lv_status lv_layer_scope_vn(lv_varstore *vs, const char *scope, const lv_params 
   if (!lv_params_has(p, "vn") || !lv_params_sub(p, "vn")) return NULL;
   const lv_params *vn = lv_params_sub(p, "vn");
   lv_params *def = lv_layer_vn_params();
-  bool is_default = lv_params_equal(vn, def);
+  /* A vn the experiment set, even to the default's values (`vn: { global_vn = false; }`,
+   * docs/learner.md), is the layer's own; Lingvo's CopyBaseParams cannot tell that one
+   * from DefaultVN() and has DisableVN() set scale 1.0 for it. */
+  bool is_default = lv_params_equal(vn, def) && !lv_params_any_assigned(vn);
   lv_params_free(def);
   if (is_default) return NULL;
   lv_var_vn parent = {0}, own;

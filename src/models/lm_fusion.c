@@ -78,6 +78,14 @@ static lv_status check_tokenizers(const lv_tokenizer *tok, const lv_tokenizer *l
   return s;
 }
 
+lv_status lv_lm_fusion_check_model(const lv_params *lm_cfg, const char *lm_model) {
+  const char *cls = lv_params_is_set(lm_cfg, "task.cls") ? lv_params_str(lm_cfg, "task.cls") : "None";
+  if (!strcmp(cls, lv_lm_language_model.cls)) return NULL;
+  return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model: %s is not a language model (its task.cls is "
+                        "%s; expected %s, e.g. lm.bible.RnnLmSpanishSmall)", lm_model, cls,
+                        lv_lm_language_model.cls);
+}
+
 lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, lv_lm_fusion *f) {
   t->fusion = NULL;
   if (!f) return NULL;

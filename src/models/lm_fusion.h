@@ -36,6 +36,10 @@ struct lv_lm_fusion {
   float weight;
 };
 
+/* Checks, before any checkpoint is read, that lm_cfg (the resolved experiment that
+ * task.decoder.fusion.lm_model names) is a language model (task.cls
+ * lm.model.LanguageModel); LV_ERR_INVALID naming the param, the model and its class. */
+lv_status lv_lm_fusion_check_model(const lv_params *lm_cfg, const char *lm_model);
 /* Checks that f->lm is a LanguageModel whose softmax has exactly the ids of task t's
  * decoder and, when both cfgs give an input.tokenizer (cfg: t's experiment, lm_cfg: the
  * LM's), that every id is the same piece in each (LV_ERR_INVALID naming both), then

@@ -1,6 +1,7 @@
 #include "models/task.h"
 #include "layers/owner.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,12 @@ lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uin
   const bool wanted = vn && (lv_params_bool(vn, "global_vn") || lv_params_bool(vn, "per_step_vn"));
   lv_var_vn c = {0};
   c.seed = seed;
+  if (!isfinite(std))
+    return lv_status_make(LV_ERR_INVALID, "task.train.vn_std: %g: expected a finite number (> 0 turns weight noise "
+                          "on, 0 leaves it off)", std);
+  if (std < 0.0 && wanted)
+    lv_warn("task.train.vn_std is %g: no weight noise (as in Lingvo, only vn_std > 0 turns it on; a negative std "
+            "is not read as its absolute value)", std);
   if (!(std > 0.0) || !wanted) {
     /* Said when the experiment set vn_std itself: AsrModel's own default is Lingvo's 0.075,
      * which stays off without global_vn, as in Lingvo. */

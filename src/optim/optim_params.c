@@ -643,13 +643,20 @@ lv_status lv_ema_from_params(const lv_params *t, int num_splits, const lv_backen
                              int nvars, lv_ema **out) {
   *out = NULL;
   double decay = getf(t, "ema_decay");
-  if (!(decay > 0.0)) return NULL;
   lv_schedule *s = NULL;
   const lv_params *sp = lv_params_sub(t, "ema_schedule");
+  /* The schedule is checked whatever ema_decay says: a bad one is never ignored. */
   if (sp && !strcmp(lv_params_str(sp, "cls"), "DevBasedSchedule"))
     return lv_status_make(LV_ERR_INVALID, "task.train.ema_schedule: a DevBasedSchedule is supported as "
                           "task.train.lr_schedule only (as the decay it would stay 1.0: the averages never move)");
   if (sp) LV_TRY(lv_status_wrap(lv_schedule_from_params(sp, num_splits, &s), "task.train.ema_schedule"));
+  if (!(decay > 0.0)) {
+    lv_schedule_free(s);
+    if (!sp) return NULL;
+    return lv_status_make(LV_ERR_INVALID, "task.train.ema_schedule is set (%s) but task.train.ema_decay is %g: "
+                          "expected ema_decay > 0, which turns the moving averages on (as in Lingvo, the schedule "
+                          "alone does not), or no ema_schedule", lv_params_str(sp, "cls"), decay);
+  }
   bool moving = lv_params_is_set(t, "ema_decay_moving_vars") && lv_params_bool(t, "ema_decay_moving_vars");
   return lv_ema_create_for_vars(decay, s, moving, be, vars, nvars, out);
 }

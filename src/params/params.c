@@ -361,6 +361,7 @@ lv_params *lv_params_copy(const lv_params *p) {
     d->desc = lv_params_xstrdup(s->desc);
     d->kind = s->kind;
     d->nullable = s->nullable;
+    d->assigned = s->assigned;
     d->val = lv_pvalue_copy(s->val);
     d->child = s->child ? lv_params_copy(s->child) : NULL;
     for (int k = 0; k < s->nitems; k++) lv_params_entry_append(d, lv_params_copy(s->items[k]));
@@ -759,7 +760,14 @@ lv_status lv_params_entry_set(lv_pentry *e, const char *dotted, lv_pvalue *v) {
   }
   lv_pvalue_free(e->val);
   e->val = v;
+  e->assigned = true;
   return NULL;
+}
+
+bool lv_params_any_assigned(const lv_params *p) {
+  for (int i = 0; p && i < p->n; i++)
+    if (p->e[i].assigned) return true;
+  return false;
 }
 
 static lv_status frozen_error(const char *dotted) {

@@ -104,6 +104,11 @@ void lv_params_delete(lv_params *p, const char *name);
 /* Lookup, dotted ("task.train.learning_rate"). */
 bool lv_params_has(const lv_params *p, const char *dotted);
 bool lv_params_is_set(const lv_params *p, const char *dotted); /* defined and not None */
+/* Whether a scalar or list key of p itself (not of its nested trees) was set after its
+ * definition (an experiment file, an override, a class's code), even to its default:
+ * what tells `vn: { global_vn = false; }` from a vn left alone. Copies keep it;
+ * lv_params_equal ignores it. */
+bool lv_params_any_assigned(const lv_params *p);
 lv_pv_kind lv_params_kind(const lv_params *p, const char *dotted);
 const char *lv_params_desc(const lv_params *p, const char *dotted);
 int64_t lv_params_int(const lv_params *p, const char *dotted);

@@ -32,6 +32,7 @@ typedef struct {
   lv_params *child;  /* LV_PV_PARAMS; NULL means None */
   lv_params **items; /* LV_PV_PARAMS_LIST: nitems trees, none NULL */
   int nitems;
+  bool assigned;     /* set after its definition (lv_params_entry_set), even to the same value */
 } lv_pentry;
 
 struct lv_params {

@@ -208,7 +208,6 @@ static lv_status setup_fusion(const lv_params *cfg, dec_state *d) {
     return NULL;
   }
   char prefix[LV_PATH_MAX], exp_dir[LV_PATH_MAX];
-  LV_TRY(lm_checkpoint(fp, prefix, sizeof prefix));
   experiments_dir_of(cfg, exp_dir, sizeof exp_dir);
   lv_model_options o;
   lv_model_options_init(&o);
@@ -223,6 +222,8 @@ static lv_status setup_fusion(const lv_params *cfg, dec_state *d) {
   const int64_t gpus = lv_params_int(cfg, "cluster.worker.gpus_per_replica");
   if (gpus > 0) o.gpus_per_replica = gpus;
   LV_TRY(lv_status_wrap(lv_model_params_build(&o, &d->lm_cfg), "task.decoder.fusion.lm_model"));
+  LV_TRY(lv_lm_fusion_check_model(d->lm_cfg, o.model));
+  LV_TRY(lm_checkpoint(fp, prefix, sizeof prefix));
   LV_TRY(lv_status_wrap(lv_instance_create(d->lm_cfg, false, lv_input_no_shard(), &d->lm), "task.decoder.fusion: "
                         "the LM %s", o.model));
   LV_TRY(lv_status_wrap(lv_instance_restore(d->lm, prefix, NULL), "task.decoder.fusion: the LM %s", o.model));
