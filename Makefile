@@ -125,7 +125,7 @@ all: $(BINS) $(TESTS) $(BENCHES)
 bench-programs: $(BENCHES)
 
 deps:
-	scripts/install-deps.sh
+	@scripts/install-deps.sh
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: src/io/proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -179,8 +179,10 @@ gpu-bundle:
 	scripts/make-gpu-bundle.sh gpu-bundle
 
 # `make test` first installs what is missing (apt-get, idempotent), then re-reads this
-# Makefile (pkg-config flags need the packages) to build and run every suite.
+# Makefile (pkg-config flags need the packages) to build, with one progress line and the
+# whole output in $(BUILD)/build.log (its tail printed on failure), and run every suite.
 test: deps
+	+@scripts/quiet-make.sh $(BUILD)/build.log all
 	@$(MAKE) --no-print-directory run-tests
 
 # Each suite runs in its own process; the run fails if any suite fails, after all have run.
