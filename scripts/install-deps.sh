@@ -13,13 +13,13 @@ LOG=${LINGVOC_DEPS_LOG:-$root/build/install-deps.log}
 # What each group is for (printed when one of its packages is missing) | its packages.
 pkg_groups=(
   "compiler and make|build-essential pkg-config"
-  "the core library: configs, BLAS, protobuf, Check tests, compression, PNG|libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check libsnappy-dev zlib1g-dev libpng-dev"
+  "the core library (configs, BLAS, protobuf, Check tests, compression, PNG)|libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check libsnappy-dev zlib1g-dev libpng-dev"
   "replicas under mpirun|libopenmpi-dev openmpi-bin"
   "Python tools and the PyTorch peer of the parity tests|python3 python3-protobuf protobuf-compiler python3-numpy python3-torch"
-  "data: Fashion-MNIST, SentencePiece, the Bible texts|dataset-fashion-mnist sentencepiece libsword-utils sword-text-web sword-text-sparv"
+  "data (Fashion-MNIST, SentencePiece, the Bible texts)|dataset-fashion-mnist sentencepiece libsword-utils sword-text-web sword-text-sparv"
   "test tools|perl strace"
-  "speech: FFT, audio decoding, resampling, tarballs|libfftw3-dev libsndfile1-dev libsoxr-dev libarchive-dev"
-  "speech test data: synthesis and LibriVox recordings|espeak-ng sox pocketsphinx-testdata"
+  "speech (FFT, audio decoding, resampling, tarballs)|libfftw3-dev libsndfile1-dev libsoxr-dev libarchive-dev"
+  "speech test data (synthesis, LibriVox recordings)|espeak-ng sox pocketsphinx-testdata"
 )
 # Speech (src/audio/, bin/create_asr_features): FFTW's float FFT for the log-mel frontend,
 # libsndfile to decode WAV/FLAC/OGG, libsoxr to resample to 16 kHz, libarchive to read
