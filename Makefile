@@ -1,6 +1,8 @@
 # lingvoc build. `make` builds build/liblingvoc.a and bin/*; `make test` runs every Check
 # suite and shell test; `make asan` does the same under ASan+UBSan in build-asan/;
 # `make bench` runs the benchmarks; `make fuzz` runs each fuzz target briefly.
+# `make V=1` prints each compile and link command in full; the default (V=0) prints one
+# short line per file ("CC src/base/log.c"). Warnings and errors print either way.
 #
 # Sources are found by globbing: a new .c file under src/<module>/ joins the library, a
 # new src/<tool>/main.c becomes bin/<tool>, a new tests/check_<name>.c becomes a suite, a
@@ -55,6 +57,19 @@ LDLIBS   += -lnccl
 endif
 CHECK_LIBS = $(shell pkg-config --libs check)
 
+# V=0: `$(call say,CC,FILE)` before a command prints "  CC      FILE" instead of it
+# (nothing under make -s, as Linux's kbuild does).
+V        ?= 0
+ifeq ($(V),0)
+ifeq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+say       = @printf '  %-7s %s\n' '$(1)' '$(2)';
+else
+say       = @
+endif
+else
+say       =
+endif
+
 TOOLS     := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
 LIB_SRC   := $(filter-out $(wildcard src/*/main.c),$(wildcard src/*/*.c src/kernels/cpu/*.c))
 PROTOS    := $(wildcard src/io/proto/*.proto)
@@ -67,6 +82,11 @@ BINS      := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRC  := $(wildcard tests/check_*.c)
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+# Every benchmark driver bench/NAME.c is built by `all` as $(BUILD)/bench/NAME, linked
+# like the executables, so the suite sees a driver that no longer links (bench/*.sh run
+# `make $(BUILD)/bench/NAME`, never their own cc line).
+BENCH_SRC := $(wildcard bench/*.c)
+BENCHES   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # ---- CUDA=1: src/kernels/cuda/*.cu with nvcc (sm_90 code plus compute_90 PTX for newer
 # GPUs) into $(BUILD)/liblingvoc_cuda.a, linked into every executable with cuBLAS and the
@@ -86,28 +106,30 @@ LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcu
 
 $(BUILD)/%.o: %.cu $(wildcard src/kernels/cuda/*.cuh src/kernels/cuda/*.h) src/kernels/kernels.def src/kernels/kernels.h src/kernels/kernel_math.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(CUDA_LIB): $(CU_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
-$(BINS) $(TESTS): $(CUDA_LIB)
+$(BINS) $(TESTS) $(BENCHES): $(CUDA_LIB)
 endif
 
-.PHONY: all test run-tests asan bench fuzz clean deps gpu-bundle
+.PHONY: all test run-tests asan bench bench-programs fuzz clean deps gpu-bundle
 .DELETE_ON_ERROR:
 # Keep every intermediate (generated sources, objects of mains and tests) between builds.
 .SECONDARY:
 
-all: $(BINS) $(TESTS)
+all: $(BINS) $(TESTS) $(BENCHES)
+
+bench-programs: $(BENCHES)
 
 deps:
-	scripts/install-deps.sh
+	@scripts/install-deps.sh
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: src/io/proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=src/io/proto --c_out=$(BUILD)/gen $<
+	$(call say,PROTOC,$<)protoc-c --proto_path=src/io/proto --c_out=$(BUILD)/gen $<
 
 # Objects depend on the compile command: a changed OPT, X86_LEVEL or CFLAGS rebuilds them
 # (make alone only sees changed files). The command is rewritten only when it differs.
@@ -120,29 +142,35 @@ endif
 # (`make clean all` removes it after the line above wrote it.)
 $(FLAGS_FILE):
 	@mkdir -p $(BUILD)
-	echo '$(COMPILE_CMD)' >$@
+	@echo '$(COMPILE_CMD)' >$@
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(PROTO_H) $(FLAGS_FILE)
-	$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(PROTO_H) $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(BINDIR)/%: $(BUILD)/src/%/main.o $(LIB)
 	@mkdir -p $(BINDIR)
-	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
-	$(CC) $(LDFLAGS) $< $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) $< $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
 
 # Benchmark drivers linked like the executables (bench/mt_bench.c for the GPU bundle).
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
-	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+# bench/bench_bn.sh's LINGVOC_BASE=DIR: the same driver compiled against another
+# checkout's headers and linked with its library (DIR/build/liblingvoc.a, built there).
+BASE_CFLAGS = $(patsubst -Isrc,-I$(LINGVOC_BASE)/src,$(patsubst -I$(BUILD)/gen,-I$(LINGVOC_BASE)/build/gen,$(CFLAGS)))
+$(BUILD)/bench/%_base: bench/%.c $(LINGVOC_BASE)/build/liblingvoc.a
+	$(call say,CC+LINK,$@)$(CC) $(BASE_CFLAGS) $< $(LINGVOC_BASE)/build/liblingvoc.a $(LDFLAGS) $(LDLIBS) -o $@
 
 # A directory to carry to a GPU machine that has CUDA and PyTorch but none of lingvoc's
 # build dependencies: a CUDA build (MPI=0) with its shared libraries, small data subsets
@@ -151,8 +179,10 @@ gpu-bundle:
 	scripts/make-gpu-bundle.sh gpu-bundle
 
 # `make test` first installs what is missing (apt-get, idempotent), then re-reads this
-# Makefile (pkg-config flags need the packages) to build and run every suite.
+# Makefile (pkg-config flags need the packages) to build, with one progress line and the
+# whole output in $(BUILD)/build.log (its tail printed on failure), and run every suite.
 test: deps
+	+@scripts/quiet-make.sh $(BUILD)/build.log all
 	@$(MAKE) --no-print-directory run-tests
 
 # Each suite runs in its own process; the run fails if any suite fails, after all have run.

@@ -15,26 +15,22 @@ RUNS=${RUNS:-3}
 REPS=${REPS:-5}
 STEPS=${STEPS:-5}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-make -s build/liblingvoc.a
-mkdir -p build/bench
-libs="$(pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread"
-# shellcheck disable=SC2086
-cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Wall -Werror -Isrc bench/bench_bn.c build/liblingvoc.a $libs \
-  -o build/bench/bench_bn
+. bench/build.sh
 sides=(this)
 if [ -n "${LINGVOC_BASE:-}" ]; then
-  # shellcheck disable=SC2086
-  cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Wall -Werror -I"$LINGVOC_BASE/src" bench/bench_bn.c \
-    "$LINGVOC_BASE/build/liblingvoc.a" $libs -o build/bench/bench_bn_base
+  export LINGVOC_BASE # the Makefile's $(BUILD)/bench/%_base rule reads it
   sides=(base this)
+  bench_build bench_bn bench_bn_base
+else
+  bench_build bench_bn
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for run in $(seq "$RUNS"); do
   for side in "${sides[@]}"; do
-    bin=build/bench/bench_bn
-    [ "$side" = base ] && bin=build/bench/bench_bn_base
+    bin=$bench_dir/bench_bn
+    [ "$side" = base ] && bin=$bench_dir/bench_bn_base
     for bn in 0 1; do
       line=$("$bin" "$THREADS" "$STEPS" "$REPS" "$bn" experiments | head -1)
       echo "run $run $side: $line"

@@ -12,9 +12,9 @@ MB=${MB:-500}
 dir=${1:-$(mktemp -d /tmp/bench_ckpt.XXXXXX)}
 mkdir -p "$dir"
 trap 'rm -rf "$dir"/bench.* "$dir"/dd.bin "$dir"/fm.*' EXIT
-make -j2 > /dev/null
-cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isrc -Ibuild/gen bench/bench_ckpt.c build/liblingvoc.a \
-  $(pkg-config --libs libprotobuf-c) -lsnappy -lz -lm -lpthread -fopenmp -o build/bench_ckpt
+make -s -j"$(nproc)" bin/keras2ckpt
+. bench/build.sh
+bench_build bench_ckpt
 
 # dd: sequential write with the final fsync counted (as the writer fsyncs), then read;
 # best of REPEATS runs each, as for the checkpoint (the machine may be shared).
@@ -43,7 +43,7 @@ dd_r=$(mbps "$bytes" "$best_r")
 dd_c=$(mbps "$bytes" "$best_c")
 rm -f "$dir/dd.bin"
 
-out=$(build/bench_ckpt "$dir/bench" "$MB" "$REPEATS")
+out=$("$bench_dir/bench_ckpt" "$dir/bench" "$MB" "$REPEATS")
 ck_w=$(echo "$out" | awk '/write_MBps/ { print $2 }')
 ck_r=$(echo "$out" | awk '/^read_MBps/ { print $2 }')
 ck_c=$(echo "$out" | awk '/read_cached_MBps/ { print $2 }')

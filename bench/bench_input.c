@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "base/log.h"
-#include "batch_util.h"
+#include "../tests/batch_util.h"
 #include "input/input.h"
 #include "io/example.h"
 #include "io/tfrecord.h"

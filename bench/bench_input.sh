@@ -10,28 +10,23 @@
 # Prints, per setting, batches/s, sentences/s and unpadded target tokens/s (RUNS
 # interleaved runs of SECONDS each, default 3 x 5 s, pinned to CPU 0), then the time a
 # trainer that spends STEP_MS (default 5) per step off the CPU (a device step) waits in
-# train_batch. Builds bench/bench_input.c against build/liblingvoc.a (run `make` first).
+# train_batch. Builds bench/bench_input.c as $LV_BUILD/bench/bench_input (default build/).
 #
 # The issue's target is >= 10x the rate at which the MT trainer consumes batches; that
 # trainer does not exist yet, so its rate is not known: compare its steps/s with
 # the batches/s here when it does.
 set -euo pipefail
 root=${LV_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-build=${LV_BUILD:-$root/build}
 bindir=${LV_BIN:-$root/bin}
 cd "$root"
+. bench/build.sh
+bench_build bench_input
 RUNS=${RUNS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 STEP_MS=${STEP_MS:-5}
-for f in "$build/liblingvoc.a" "$bindir/wpm_encode_file"; do
-  [ -e "$f" ] || { echo "bench_input: $f missing: run make first" >&2; exit 1; }
-done
+[ -e "$bindir/wpm_encode_file" ] || { echo "bench_input: $bindir/wpm_encode_file missing: run make first" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/lv_bench_input.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -mtune=generic -Isrc -Itests -I"$build/gen" \
-  $(pkg-config --cflags libprotobuf-c) bench/bench_input.c "$build/liblingvoc.a" \
-  $(pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread -fopenmp \
-  -o "$tmp/bench_input"
 pattern="$tmp/train.tfrecords@4"
 if scripts/bible_parallel.sh "$tmp/bible" >"$tmp/prep.log" 2>&1 &&
   scripts/build_wpm_vocab.sh --input="$tmp/bible/train.en,$tmp/bible/train.es" --vocab_size=8000 \
@@ -42,10 +37,10 @@ if scripts/bible_parallel.sh "$tmp/bible" >"$tmp/prep.log" 2>&1 &&
 else
   echo "data: the Bible corpus could not be prepared (see below); 30000 synthetic records instead"
   tail -3 "$tmp/prep.log" | sed 's/^/  /'
-  "$tmp/bench_input" synth "$tmp/train.tfrecords" 30000
+  "$bench_dir/bench_input" synth "$tmp/train.tfrecords" 30000
 fi
 for _ in $(seq "$RUNS"); do
-  for k in 0 2; do taskset -c 0 "$tmp/bench_input" rate "$pattern" $k "$SECONDS_PER_RUN"; done
+  for k in 0 2; do taskset -c 0 "$bench_dir/bench_input" rate "$pattern" $k "$SECONDS_PER_RUN"; done
 done
-for k in 0 2; do taskset -c 0 "$tmp/bench_input" consumer "$pattern" $k "$STEP_MS" 1000; done
+for k in 0 2; do taskset -c 0 "$bench_dir/bench_input" consumer "$pattern" $k "$STEP_MS" 1000; done
 echo "target: >= 10x the MT trainer's batches/s (not known yet: no MT trainer)"

@@ -11,16 +11,13 @@ cd "$(dirname "$0")/.."
 . bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
 THREADS=${THREADS:-2} RUNS=${RUNS:-5} ITERS=${ITERS:-5} T=${T:-50} B=${B:-64} UNITS=${UNITS:-512}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-make -s build/liblingvoc.a
-mkdir -p build/bench
-cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Wall -Werror -Isrc bench/lstm_bench.c build/liblingvoc.a \
-  $(pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread \
-  -o build/bench/lstm_bench
+. bench/build.sh
+bench_build lstm_bench
 args=("$THREADS" "$ITERS" "$T" "$B" "$UNITS")
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for i in $(seq 1 "$RUNS"); do
-  build/bench/lstm_bench "${args[@]}" | tee -a "$out"
+  "$bench_dir/lstm_bench" "${args[@]}" | tee -a "$out"
   /usr/bin/python3 bench/lstm_torch.py "${args[@]}" | tee -a "$out"
 done
 /usr/bin/python3 - "$out" "$THREADS" "$T" "$B" "$UNITS" <<'PY'

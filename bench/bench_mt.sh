@@ -21,16 +21,13 @@ THREADS=${THREADS:-2}
 BATCH=${BATCH:-64} SRC_LEN=${SRC_LEN:-32} TGT_LEN=${TGT_LEN:-32}
 DEC_BATCH=${DEC_BATCH:-32} DEC_STEPS=${DEC_STEPS:-32} HYPS=${HYPS:-4}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-make -s build/liblingvoc.a
-mkdir -p build/bench
-cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Wall -Wextra -Werror -Isrc bench/mt_bench.c build/liblingvoc.a \
-  $(pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread \
-  -o build/bench/mt_bench
+. bench/build.sh
+bench_build mt_bench
 have_torch=1
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { have_torch=0; echo "SKIP torch side: /usr/bin/python3 cannot import torch"; }
 lv=() ; pt=()
 for r in $(seq "$RUNS"); do
-  out=$(build/bench/mt_bench "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS" "$HYPS")
+  out=$("$bench_dir/mt_bench" "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS" "$HYPS")
   echo "run $r: $out"
   lv+=("$out")
   if [ $have_torch = 1 ]; then

@@ -16,7 +16,7 @@
 #                  64 tokens (40 sentences, 2,560 target tokens per replica): every step
 #                  the same work on both ranks, what the replicas themselves cost.
 #   BIND=core|none mpirun's --bind-to (default core: each rank on its own core)
-# First, build/bench_allreduce (bench/bench_allreduce.c) times the bare all-reduce of
+# First, build/bench/bench_allreduce (bench/bench_allreduce.c) times the bare all-reduce of
 # LeNet5's, TransformerSmall's and Transformer Base's gradient sizes over shared memory
 # and over TCP.
 set -uo pipefail
@@ -76,12 +76,11 @@ EOF
 }
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc --all) cores"
-make -j2 >/dev/null
-cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isrc -Ibuild/gen -DLV_HAVE_MPI $(pkg-config --cflags ompi-c) \
-  bench/bench_allreduce.c build/liblingvoc.a -fopenmp $(pkg-config --libs libconfig libprotobuf-c ompi-c) \
-  -lopenblas -lsnappy -lz -lpng -lm -lpthread -o build/bench_allreduce
-echo "all-reduce, shared memory:"; "${MPIRUN[@]}" -np 2 build/bench_allreduce 10
-echo "all-reduce, TCP:"; "${MPIRUN[@]}" --mca btl tcp,self -np 2 build/bench_allreduce 5
+make -s -j"$(nproc)" bin/trainer bin/keras2ckpt
+. bench/build.sh
+bench_build bench_allreduce
+echo "all-reduce, shared memory:"; "${MPIRUN[@]}" -np 2 "$bench_dir/bench_allreduce" 10
+echo "all-reduce, TCP:"; "${MPIRUN[@]}" --mca btl tcp,self -np 2 "$bench_dir/bench_allreduce" 5
 for m in $MODELS; do
   case $m in
     lenet5)

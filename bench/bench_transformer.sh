@@ -13,16 +13,13 @@ STEPS=${STEPS:-10}
 THREADS=${THREADS:-2}
 SHAPE=(${LAYERS:-4} 256 4 1024 32 64)
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-make -s build/liblingvoc.a
-mkdir -p build/bench
-cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Wall -Werror -Isrc bench/transformer_bench.c build/liblingvoc.a \
-  $(pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread \
-  -o build/bench/transformer_bench
+. bench/build.sh
+bench_build transformer_bench
 have_torch=1
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { have_torch=0; echo "SKIP torch side: /usr/bin/python3 cannot import torch"; }
 lv=() ; pt=() ; gflop=0
 for r in $(seq "$RUNS"); do
-  out=$(build/bench/transformer_bench "$THREADS" "$STEPS" "${SHAPE[@]}")
+  out=$("$bench_dir/transformer_bench" "$THREADS" "$STEPS" "${SHAPE[@]}")
   echo "run $r: $out"
   lv+=("$(sed 's/.*ms_per_step=\([0-9.]*\).*/\1/' <<<"$out")")
   gflop=$(sed 's/.*gflop_per_step=\([0-9.]*\).*/\1/' <<<"$out")

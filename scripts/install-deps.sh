@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Installs what lingvoc needs to build, test and benchmark on Debian 12. Idempotent:
-# packages already present are not reinstalled, and apt-get update runs only when needed.
+# packages already present are not reinstalled, and apt-get runs only when one is missing.
+# Prints a line per step (what is missing and what for, apt-get update, apt-get install);
+# apt-get's own output goes to $LINGVOC_DEPS_LOG (default build/install-deps.log), whose
+# last 30 lines and path are printed when apt-get fails.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+lv_name=install-deps
+. "$root/scripts/lib/progress.sh"
+LOG=${LINGVOC_DEPS_LOG:-$root/build/install-deps.log}
 
-PKGS=(
-  build-essential pkg-config
-  libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check
-  libsnappy-dev zlib1g-dev libpng-dev
-  libopenmpi-dev openmpi-bin
-  python3 python3-protobuf protobuf-compiler python3-numpy
-  python3-torch
-  dataset-fashion-mnist
-  sentencepiece libsword-utils sword-text-web sword-text-sparv
-  perl strace
-  libfftw3-dev libsndfile1-dev libsoxr-dev libarchive-dev
-  espeak-ng sox pocketsphinx-testdata
+# What each group is for (printed when one of its packages is missing) | its packages.
+pkg_groups=(
+  "compiler and make|build-essential pkg-config"
+  "the core library (configs, BLAS, protobuf, Check tests, compression, PNG)|libconfig-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev check libsnappy-dev zlib1g-dev libpng-dev"
+  "replicas under mpirun|libopenmpi-dev openmpi-bin"
+  "Python tools and the PyTorch peer of the parity tests|python3 python3-protobuf protobuf-compiler python3-numpy python3-torch"
+  "data (Fashion-MNIST, SentencePiece, the Bible texts)|dataset-fashion-mnist sentencepiece libsword-utils sword-text-web sword-text-sparv"
+  "test tools|perl strace"
+  "speech (FFT, audio decoding, resampling, tarballs)|libfftw3-dev libsndfile1-dev libsoxr-dev libarchive-dev"
+  "speech test data (synthesis, LibriVox recordings)|espeak-ng sox pocketsphinx-testdata"
 )
 # Speech (src/audio/, bin/create_asr_features): FFTW's float FFT for the log-mel frontend,
 # libsndfile to decode WAV/FLAC/OGG, libsoxr to resample to 16 kHz, libarchive to read
@@ -34,21 +39,36 @@ PKGS=(
 # a trainer started without mpirun runs as one process).
 # python3-torch is the peer of the layer parity tests (tests/parity/) and the benchmarks.
 # Only for the benchmarks; install with LINGVOC_BENCH=1.
-if [ "${LINGVOC_BENCH:-0}" = 1 ]; then PKGS+=(bc); fi
+if [ "${LINGVOC_BENCH:-0}" = 1 ]; then pkg_groups+=("the benchmarks|bc"); fi
 # Only for `make fuzz` (libFuzzer needs clang); install with LINGVOC_FUZZ=1.
-if [ "${LINGVOC_FUZZ:-0}" = 1 ]; then PKGS+=(clang); fi
+if [ "${LINGVOC_FUZZ:-0}" = 1 ]; then pkg_groups+=("make fuzz|clang"); fi
 
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+missing=() npkgs=0 why=()
+for g in "${pkg_groups[@]}"; do
+  group_missing=()
+  for p in ${g#*|}; do
+    npkgs=$((npkgs + 1))
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || group_missing+=("$p")
+  done
+  if [ ${#group_missing[@]} -gt 0 ]; then
+    missing+=("${group_missing[@]}")
+    why+=("  for ${g%%|*}: ${group_missing[*]}")
+  fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PKGS[@]} packages present"
+  echo "install-deps: all $npkgs packages present"
   exit 0
 fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-echo "install-deps: installing ${missing[*]}"
+mkdir -p "$(dirname "$LOG")"
+: >"$LOG"
+echo "install-deps: installing ${#missing[@]} of $npkgs packages (apt-get's output: $LOG)"
+printf '%s\n' "${why[@]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+t0=$(date +%s)
+echo "install-deps: apt-get update"
+lv_logged "$LOG" "apt-get update" $SUDO apt-get update
+echo "install-deps: apt-get install (a few minutes on a fresh machine; tail -f $LOG to follow)"
+lv_logged "$LOG" "apt-get install" $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done in $(($(date +%s) - t0)) s"
