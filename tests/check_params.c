@@ -819,6 +819,36 @@ START_TEST(test_apply_overrides) {
   ck_assert_int_eq(lv_params_int(p, "train.max_steps"), 20);
   unlink(path);
   lv_params_free(p);
+
+  /* A params file that re-states a value (inspect_params output) does not mark it
+   * assigned; one that changes it, or an override string, does. */
+  p = experiment();
+  ck_assert(!lv_params_any_assigned(lv_params_sub(p, "task.softmax")));
+  strcpy(path, "/tmp/lv_params_override_XXXXXX");
+  fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  char line[64];
+  snprintf(line, sizeof line, "task.softmax.num_classes : %d\n", (int)lv_params_int(p, "task.softmax.num_classes"));
+  ck_assert_int_eq(write(fd, line, strlen(line)), (int)strlen(line));
+  close(fd);
+  EXPECT_OK(lv_params_apply_overrides(p, "", path));
+  ck_assert(!lv_params_any_assigned(lv_params_sub(p, "task.softmax")));
+  line[strlen(line) - 1] = 0;
+  EXPECT_OK(lv_params_apply_overrides(p, line, NULL));
+  ck_assert(lv_params_any_assigned(lv_params_sub(p, "task.softmax")));
+  unlink(path);
+  lv_params_free(p);
+  p = experiment();
+  strcpy(path, "/tmp/lv_params_override_XXXXXX");
+  fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  snprintf(line, sizeof line, "task.softmax.num_classes : %d\n", (int)lv_params_int(p, "task.softmax.num_classes") + 2);
+  ck_assert_int_eq(write(fd, line, strlen(line)), (int)strlen(line));
+  close(fd);
+  EXPECT_OK(lv_params_apply_overrides(p, "", path));
+  ck_assert(lv_params_any_assigned(lv_params_sub(p, "task.softmax")));
+  unlink(path);
+  lv_params_free(p);
 }
 END_TEST
 

@@ -406,6 +406,22 @@ bool lv_params_equal(const lv_params *a, const lv_params *b) {
   return true;
 }
 
+void lv_params_keep_assigned_if_unchanged(lv_params *after, const lv_params *before) {
+  for (int i = 0; after && before && i < after->n; i++) {
+    lv_pentry *x = &after->e[i];
+    const lv_pentry *y = lv_params_entry(before, x->name);
+    if (!y || x->kind != y->kind) continue;
+    if (x->kind == LV_PV_PARAMS) {
+      lv_params_keep_assigned_if_unchanged(x->child, y->child);
+    } else if (x->kind == LV_PV_PARAMS_LIST) {
+      for (int k = 0; k < x->nitems && k < y->nitems; k++)
+        lv_params_keep_assigned_if_unchanged(x->items[k], y->items[k]);
+    } else if (lv_pvalue_equal(x->val, y->val)) {
+      x->assigned = y->assigned;
+    }
+  }
+}
+
 static bool name_is_legal(const char *name) {
   /* ^[a-z_][a-z0-9_]*$ */
   if (!name || !*name) return false;

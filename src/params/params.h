@@ -109,6 +109,10 @@ bool lv_params_is_set(const lv_params *p, const char *dotted); /* defined and no
  * what tells `vn: { global_vn = false; }` from a vn left alone. Copies keep it;
  * lv_params_equal ignores it. */
 bool lv_params_any_assigned(const lv_params *p);
+/* Every scalar or list key of `after` whose value equals the same key's in `before` takes
+ * back `before`'s assigned mark: a params file that re-states values (another run's
+ * --mode=inspect_params output) assigns only what it changes. */
+void lv_params_keep_assigned_if_unchanged(lv_params *after, const lv_params *before);
 lv_pv_kind lv_params_kind(const lv_params *p, const char *dotted);
 const char *lv_params_desc(const lv_params *p, const char *dotted);
 int64_t lv_params_int(const lv_params *p, const char *dotted);

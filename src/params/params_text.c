@@ -914,7 +914,10 @@ lv_status lv_params_apply_overrides(lv_params *p, const char *override_text, con
     return lv_status_make(LV_ERR_INVALID, "%s: contains a NUL byte; expected text lines <key> : <value>",
                           override_file);
   }
+  lv_params *before = lv_params_copy(p);
   lv_status s = lv_params_from_text(p, data, override_file);
+  if (!s) lv_params_keep_assigned_if_unchanged(p, before);
+  lv_params_free(before);
   free(data);
   return s;
 }
