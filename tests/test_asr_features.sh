@@ -196,13 +196,7 @@ expect_exit 2 "a shard over the transcripts file it reads" "$B/create_asr_featur
 err_has "trans1.txt is the --transcripts_filepath file"
 check "the transcripts are untouched" cmp trans.txt trans1.txt
 # Huge but finite float samples make +inf log-mels: the file is refused, named.
-python3 - <<'PY'
-import math, struct
-data = b"".join(struct.pack("<f", 1e16 * math.sin(i * 0.05)) for i in range(16000))
-fmt = struct.pack("<HHIIHH", 3, 1, 16000, 64000, 4, 32)
-body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
-open("other/huge.wav", "wb").write(b"RIFF" + struct.pack("<I", len(body)) + body)
-PY
+huge_float_wav other/huge.wav
 printf 'wavs/19-198-0000.wav\tgood\nother/huge.wav\tloud\n' >huge.tsv
 expect_exit 2 "a float WAV of 1e16 samples" "$B/create_asr_features" --input_list=huge.tsv --generate_tfrecords \
   --output_template=rec/huge-%d-of-%d
