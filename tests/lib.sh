@@ -48,6 +48,17 @@ expect_exit() {
   if [ "$got" -eq "$want" ]; then ok "$what (exit $got)"; else fail "$what: exit $got, want $want; stderr: $(tail -3 "$T/err")"; fi
 }
 err_has() { if grep -qF -- "$1" "$T/err"; then ok "message has '$1'"; else fail "message lacks '$1': $(head -5 "$T/err")"; fi; }
+# huge_float_wav PATH: 1 s of a 16 kHz mono float WAV whose samples reach 1e16 (finite,
+# but their log-mel features overflow to +inf).
+huge_float_wav() {
+  python3 - "$1" <<'PY'
+import math, struct, sys
+data = b"".join(struct.pack("<f", 1e16 * math.sin(i * 0.05)) for i in range(16000))
+fmt = struct.pack("<HHIIHH", 3, 1, 16000, 64000, 4, 32)
+body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+open(sys.argv[1], "wb").write(b"RIFF" + struct.pack("<I", len(body)) + body)
+PY
+}
 
 # Fashion-MNIST as a checkpoint, cached across tests and runs in a directory of this
 # user's own (mode 700; a directory another user made, or a symlink, is not trusted: the

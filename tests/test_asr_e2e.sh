@@ -142,6 +142,28 @@ check "the short file is transcribed, the long one's line empty" \
   [ "$(cat "$T/out")" = "$(printf 'wavs/utt00.wav\t%s\n' "$(H 1)")" ]
 err_has "long.wav: "
 err_has "over input.source_max_length = $lim: split the recording"
+# Issue 44: a NUL byte or a tab in a list line, and a float WAV of 1e16 samples (its
+# log-mels +inf): each such line fails alone, named with the list and line, its output
+# line empty; the files around it are transcribed; exit 2.
+huge_float_wav bad/huge.wav
+printf 'wavs/utt00.wav\nwavs/utt01.wav\0.bak\nwavs/utt02.wav\nbad/huge.wav\nwavs/utt03.wav\nwa\tvs/utt04.wav\n' >hostile.txt
+expect_exit 2 "--decode_audio with a NUL line, a huge-float file and a tab line" "$B/decoder" --model=$M \
+  --logdir="$T/a" --decode_audio=@hostile.txt --decode_batch_size=2
+check "the good files are transcribed around them" [ "$(sed -n '1p;3p;5p' "$T/out")" = "$(printf \
+  'wavs/utt00.wav\t%s\nwavs/utt02.wav\t%s\nwavs/utt03.wav\t%s' "$(H 1)" "$(H 3)" "$(H 4)")" ]
+check "the refused lines are empty" [ "$(sed -n '2p;4p;6p' "$T/out" | tr -d '\n')" = "" ]
+check "six lines" [ "$(wc -l <"$T/out")" -eq 6 ]
+err_has "--decode_audio=hostile.txt line 2: a NUL byte at column 15"
+err_has "--decode_audio=hostile.txt line 4: bad/huge.wav: log-mel frame 0"
+err_has "--decode_audio=hostile.txt line 6: a tab byte at column 3"
+err_has "3 of 6 files could not be read"
+# --decode_batch_size is cut to what the memory budget holds for files of up to
+# input.source_max_length frames (4M frames: one file a batch).
+expect_exit 0 "--decode_batch_size=4096 with input.source_max_length 4000000" "$B/decoder" --model=$M \
+  --logdir="$T/a" --decode_audio=@good.txt --decode_batch_size=4096 \
+  --model_params_override="input.source_max_length: 4000000"
+err_has "--decode_batch_size=4096: at most 1 lines a batch"
+check "... gives the one-at-a-time lines" cmp -s "$T/out" bs1.out
 expect_exit 2 "--decode_audio on an MT model" "$B/decoder" --model=mt.bible_en_es.TransformerSmall --logdir="$T/a" \
   --decode_audio=wavs/utt00.wav
 expect_exit 2 "--decode_audio with --decode_text" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=x.wav --decode_text=-

@@ -144,4 +144,101 @@ expect_exit 2 "no input" "$B/create_asr_features" --generate_tfrecords --output_
 expect_exit 2 "missing tarball" "$B/create_asr_features" --input_tarball=nope.tar.gz --generate_tfrecords \
   --output_template=o-%d-%d
 err_has "nope.tar.gz"
+# Outputs that are not plain new names (issue 44): a symlink is written through (the link
+# kept), a pipe or device (/dev/stdout) written directly, a device as a shard refused.
+printf 'wavs/19-198-0000.wav\tIN THE BEGINNING\n' >one.tsv
+echo keep >real.txt && ln -s real.txt link.txt
+expect_exit 0 "--transcripts_filepath=a symlink" "$B/create_asr_features" --input_list=one.tsv --dump_transcripts \
+  --transcripts_filepath=link.txt
+check "the link is kept" test -L link.txt
+check "its target holds the transcripts" grep -qx "19-198-0000 IN THE BEGINNING" real.txt
+ln -s /dev/stdout so
+"$B/create_asr_features" --input_list=one.tsv --dump_transcripts --transcripts_filepath=so 2>"$T/err" | cat >piped.txt
+check "--transcripts_filepath=/dev/stdout (through a link) into a pipe prints the transcripts" \
+  grep -qx "19-198-0000 IN THE BEGINNING" piped.txt
+check "the /dev/stdout link is kept" test -L so
+mkfifo fifo.txt
+timeout 20 cat fifo.txt >fifo.out &
+expect_exit 0 "--transcripts_filepath=a FIFO" "$B/create_asr_features" --input_list=one.tsv --dump_transcripts \
+  --transcripts_filepath=fifo.txt
+wait
+check "the FIFO's reader got the transcripts" grep -qx "19-198-0000 IN THE BEGINNING" fifo.out
+check "the FIFO is kept" test -p fifo.txt
+ln -s /dev/null rec/null-0-of-1
+expect_exit 2 "a shard that is a link to /dev/null" "$B/create_asr_features" --input_list=one.tsv --generate_tfrecords \
+  --output_template=rec/null-%d-of-%d
+err_has "rec/null-0-of-1 is a FIFO, device or socket"
+check "the device link is kept" test -L rec/null-0-of-1
+ln -s ../rec/list.tfrecords-00000-of-00001 rec/viallink-0-of-1
+expect_exit 0 "a shard that is a symlink to a regular file" "$B/create_asr_features" --input_list=one.tsv \
+  --generate_tfrecords --output_template=rec/viallink-%d-of-%d
+check "the shard link is kept, its target rewritten" \
+  sh -c "test -L rec/viallink-0-of-1 && ! cmp -s before rec/list.tfrecords-00000-of-00001"
+cp before rec/list.tfrecords-00000-of-00001
+# Outputs over inputs: refused, by inode (a hard link) or by name, before anything is written.
+cp one.tsv one.keep
+expect_exit 2 "--transcripts_filepath is the input list" "$B/create_asr_features" --input_list=one.tsv \
+  --dump_transcripts --transcripts_filepath=./one.tsv
+err_has "is the --input_list file"
+ln one.tsv one.hard
+expect_exit 2 "--transcripts_filepath is a hard link to the input list" "$B/create_asr_features" --input_list=one.tsv \
+  --dump_transcripts --transcripts_filepath=one.hard
+check "the list is untouched" cmp one.tsv one.keep
+cp wavs/19-198-0000.wav wavs/shard-0-of-1.wav && cp wavs/shard-0-of-1.wav shard.keep
+printf 'wavs/shard-0-of-1.wav\tword\n' >shardname.tsv
+expect_exit 2 "a shard named like a listed recording" "$B/create_asr_features" --input_list=shardname.tsv \
+  --generate_tfrecords --output_template=wavs/shard-%d-of-%d.wav
+err_has "is the input file wavs/shard-0-of-1.wav"
+check "the recording is untouched" cmp wavs/shard-0-of-1.wav shard.keep
+cp trans.txt trans1.txt
+expect_exit 2 "a shard over the transcripts file it reads" "$B/create_asr_features" --input_tarball=ls.tar.gz \
+  --transcripts_filepath=trans1.txt --generate_tfrecords --output_template='trans%.0d%d.txt'
+err_has "trans1.txt is the --transcripts_filepath file"
+check "the transcripts are untouched" cmp trans.txt trans1.txt
+# Huge but finite float samples make +inf log-mels: the file is refused, named.
+huge_float_wav other/huge.wav
+printf 'wavs/19-198-0000.wav\tgood\nother/huge.wav\tloud\n' >huge.tsv
+expect_exit 2 "a float WAV of 1e16 samples" "$B/create_asr_features" --input_list=huge.tsv --generate_tfrecords \
+  --output_template=rec/huge-%d-of-%d
+err_has "other/huge.wav: log-mel frame 0"
+expect_exit 0 "... skipped with --skip_bad_files" "$B/create_asr_features" --input_list=huge.tsv --generate_tfrecords \
+  --output_template=rec/huge-%d-of-%d --skip_bad_files
+check "one record, finite" grep -q "Total entries: 1" <(pr 'rec/huge-*')
+# Flags: a negative shard count, both passes at once.
+expect_exit 2 "--num_output_shards=-5" "$B/create_asr_features" --input_list=one.tsv --generate_tfrecords \
+  --output_template=rec/neg-%d-of-%d --num_output_shards=-5
+err_has "expected 1..100000"
+expect_exit 0 "--dump_transcripts with --generate_tfrecords runs both" "$B/create_asr_features" --input_tarball=ls.tar.gz \
+  --dump_transcripts --transcripts_filepath=both.txt --generate_tfrecords --output_template=rec/both-%d-of-%d
+check "both: the transcripts" grep -q "^19-198-0000 " both.txt
+check "both: the records" test -s rec/both-0-of-1
+# A file name with a tab or a newline would come back as another utterance id.
+mkdir -p TAB/a && cp LS/dev-clean/19/198/19-198-0000.flac "TAB/a/x	y.flac" && echo "x	y TEXT" >TAB/a/a.trans.txt
+expect_exit 2 "an audio file named with a tab" "$B/create_asr_features" --input_dir=TAB --generate_tfrecords \
+  --output_template=rec/tab-%d-of-%d
+err_has "holds a space, tab, newline or control byte"
+# More shards than the open-file limit: an error before any work (the soft limit is raised
+# to the hard one when that is enough).
+expect_exit 2 "200 shards under a hard limit of 64 open files" bash -c "ulimit -n 64; exec '$B/create_asr_features' \
+  --input_list=one.tsv --generate_tfrecords --output_template=rec/many-%d-of-%d --num_output_shards=200"
+err_has "the open-file limit allows 64"
+check "no shard written" test -z "$(ls rec | grep many)"
+expect_exit 0 "200 shards under a soft limit of 64" bash -c "ulimit -S -n 64; exec '$B/create_asr_features' \
+  --input_list=one.tsv --generate_tfrecords --output_template=rec/many-%d-of-%d --num_output_shards=200"
+check "200 shards" test "$(ls rec | grep -c many)" -eq 200
+# SIGTERM: the run's temporary files removed, a message, exit 143 (twice: none accumulate).
+sox wavs/19-198-0000.wav long.wav repeat 9
+for i in $(seq 300); do printf 'long.wav\tlong\n'; done >long.tsv
+for k in 1 2; do
+  "$B/create_asr_features" --input_list=long.tsv --generate_tfrecords --output_template=rec/term-%d-of-%d \
+    2>term.err &
+  pid=$!
+  for _ in $(seq 500); do ls rec | grep -q 'term.*tmp' && break; sleep 0.02; done
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  check "SIGTERM $k: exit 143 (got $rc)" test $rc -eq 143
+  check "SIGTERM $k: a message" grep -q "terminated (SIGTERM): its temporary files" term.err
+  check "SIGTERM $k: no temporary file left" test -z "$(ls rec | grep term)"
+done
 finish

@@ -337,13 +337,29 @@ static void mel_frames_compute(lv_mel_frontend *fe, const float *pcm, const floa
   }
 }
 
+/* An error when a log-mel value of frames [t, nb] is not finite: samples far outside the
+ * int16 range (a float file's samples of 1e16) overflow the power spectrum to +inf, and
+ * NaN or inf samples make NaN; a model fed either decodes nothing useful. */
+static lv_status check_finite(const float *frames, int64_t t, int nb, const float *pcm, int64_t n) {
+  for (int64_t i = 0; i < t * nb; i++) {
+    if (isfinite(frames[i])) continue;
+    float peak = 0;
+    for (int64_t k = 0; k < n; k++)
+      if (!(fabsf(pcm[k]) <= peak)) peak = fabsf(pcm[k]);
+    return lv_status_make(LV_ERR_CORRUPT, "log-mel frame %lld, bin %d is %g: the samples reach %g (expected "
+                          "audio within the int16 range, a float file's samples within [-1, 1])",
+                          (long long)(i / nb), (int)(i % nb), (double)frames[i], (double)peak);
+  }
+  return NULL;
+}
+
 lv_status lv_mel_frontend_compute(lv_mel_frontend *fe, const float *pcm, const float *pcm_pad, int64_t n,
                                   float *frames, float *out_pad) {
   int nb = fe->o.num_bins;
   int64_t t = mel_frames(fe, n);
   if (!stacking(fe)) {
     mel_frames_compute(fe, pcm, pcm_pad, n, t, frames, out_pad);
-    return NULL;
+    return check_finite(frames, t, nb, pcm, n);
   }
   if (t > fe->cap_frames) {
     void *m = NULL, *pd = NULL;
@@ -360,6 +376,7 @@ lv_status lv_mel_frontend_compute(lv_mel_frontend *fe, const float *pcm, const f
     fe->cap_frames = t;
   }
   mel_frames_compute(fe, pcm, pcm_pad, n, t, fe->logmel, fe->logmel_pad);
+  LV_TRY(check_finite(fe->logmel, t, nb, pcm, n));
   int64_t tout = lv_mel_frontend_num_frames(fe, n);
   int left = fe->o.stack_left_context;
   for (int64_t j = 0; j < tout; j++) {

@@ -70,7 +70,9 @@ const float *lv_mel_frontend_mel_matrix(const lv_mel_frontend *fe);
 
 /* pcm [n] in int16 range; pcm_pad [n] 0/1 sample paddings or NULL (all real). Writes
  * frames [T, output_dim] and, if out_pad is not NULL, out_pad [T], T =
- * lv_mel_frontend_num_frames(fe, n). Errors: only allocation. */
+ * lv_mel_frontend_num_frames(fe, n). Errors: allocation, and a log-mel value that is not
+ * finite (LV_ERR_CORRUPT naming the frame and the samples' peak: samples far outside the
+ * int16 range, or NaN / inf samples); the caller names the file. */
 lv_status lv_mel_frontend_compute(lv_mel_frontend *fe, const float *pcm, const float *pcm_pad, int64_t n,
                                   float *frames, float *out_pad);
 

@@ -150,24 +150,31 @@ lv_status lv_file_sync_parent_dir(const char *path) {
   return NULL;
 }
 
+/* Writes all of data to fd (retrying short writes and EINTR); false with errno set. */
+static bool write_all(int fd, const void *data, size_t len) {
+  const char *p = data;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return true;
+}
+
 lv_status lv_file_write_atomic(const char *path, const void *data, size_t len) {
   char tmp[LV_PATH_MAX];
   LV_TRY(lv_path_fmt(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()));
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return os_error("cannot create", tmp);
-  const char *p = data;
-  size_t left = len;
-  while (left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      lv_status s = os_error("cannot write", tmp);
-      close(fd);
-      unlink(tmp);
-      return s;
-    }
-    p += w;
-    left -= (size_t)w;
+  if (!write_all(fd, data, len)) {
+    lv_status s = os_error("cannot write", tmp);
+    close(fd);
+    unlink(tmp);
+    return s;
   }
   if (fsync(fd) != 0) {
     lv_status s = os_error("cannot fsync", tmp);
@@ -230,9 +237,63 @@ bool lv_file_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
+/* path with its directory resolved (realpath) and its last component kept, into out[cap];
+ * false when the directory cannot be resolved. */
+static bool canonical_name(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  char dir[LV_PATH_MAX];
+  if (lv_path_fmt(dir, sizeof dir, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1,
+                  slash ? path : ".")) {
+    return false;
+  }
+  char *real = realpath(dir, NULL);
+  if (!real) return false;
+  const char *base = slash ? slash + 1 : path;
+  bool ok = lv_path_fmt(out, cap, "%s/%s", strcmp(real, "/") ? real : "", base) == NULL;
+  free(real);
+  return ok;
+}
+
 bool lv_file_same(const char *a, const char *b) {
   struct stat sa, sb;
-  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+  if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char ca[LV_PATH_MAX], cb[LV_PATH_MAX];
+  return canonical_name(a, ca, sizeof ca) && canonical_name(b, cb, sizeof cb) && !strcmp(ca, cb);
+}
+
+lv_status lv_file_output_target(const char *path, const char *what, char *target, size_t cap, bool *stream) {
+  struct stat ls, st;
+  *stream = false;
+  if (lstat(path, &ls) != 0) return lv_status_wrap(lv_path_fmt(target, cap, "%s", path), "%s", what);
+  if (stat(path, &st) != 0)
+    return lv_status_make(LV_ERR_INVALID, "%s=%s is a symbolic link to a missing file (%s); expected a regular "
+                          "file or a new name", what, path, strerror(errno));
+  if (S_ISREG(st.st_mode)) {
+    if (!S_ISLNK(ls.st_mode)) return lv_status_wrap(lv_path_fmt(target, cap, "%s", path), "%s", what);
+    char *real = realpath(path, NULL);
+    if (!real) return lv_status_make(LV_ERR_INVALID, "%s=%s: cannot resolve the link: %s", what, path, strerror(errno));
+    lv_status s = lv_status_wrap(lv_path_fmt(target, cap, "%s", real), "%s=%s", what, path);
+    free(real);
+    return s;
+  }
+  if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    *stream = true;
+    return lv_status_wrap(lv_path_fmt(target, cap, "%s", path), "%s", what);
+  }
+  lv_status s = not_regular(NULL, path, st.st_mode);
+  lv_status out = lv_status_make(LV_ERR_INVALID, "%s=%s", what, lv_status_msg(s));
+  lv_status_free(s);
+  return out;
+}
+
+lv_status lv_file_write_stream(const char *path, const void *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return os_error("cannot open", path);
+  bool ok = write_all(fd, data, len);
+  lv_status s = ok ? NULL : os_error("cannot write", path);
+  if (close(fd) != 0 && !s) s = os_error("cannot write", path);
+  return s;
 }
 
 bool lv_file_is_dir(const char *path) {

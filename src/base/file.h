@@ -38,9 +38,20 @@ lv_status lv_file_flush_check(FILE *f, const char *name);
 lv_status lv_file_mkdirs(const char *path);
 bool lv_file_exists(const char *path);
 bool lv_file_is_dir(const char *path);
-/* Whether both paths exist and name one file (hard links and symlinks included): a tool
+/* Whether a and b name one file: the same device and inode when both exist (hard links
+ * and symlinks included), else the same path once each one's directory is resolved
+ * (realpath), so an output not yet created is caught however it is spelled. A tool
  * refuses to write its output over one of its inputs. */
 bool lv_file_same(const char *a, const char *b);
+/* Where an output named path (flag what, "--output") is written: *target is path itself
+ * for a new name or a regular file, the resolved file for a symbolic link to a regular
+ * file (written there, the link kept), and path with *stream set for a FIFO, character
+ * device or socket (/dev/stdout, a pipe): write it directly, never rename onto it. A
+ * directory, block device or dangling link is an error (LV_ERR_INVALID) naming it. */
+lv_status lv_file_output_target(const char *path, const char *what, char *target, size_t cap, bool *stream);
+/* Writes data to an existing file opened for writing as it is (no create, no truncate):
+ * the output a FIFO or device that lv_file_output_target marked *stream. */
+lv_status lv_file_write_stream(const char *path, const void *data, size_t len);
 /* Size in bytes, or -1 if it cannot be stat'ed. */
 int64_t lv_file_size(const char *path);
 /* fsync the directory holding path (after a rename into it). */

@@ -18,15 +18,29 @@
  *
  * Shards are written under temporary names and renamed at the end, so an error leaves
  * every existing output as it was. A bad audio file (unreadable, truncated, shorter than
- * one frame) or one without a transcript is an error naming it (exit 2), or with
- * --skip_bad_files a warning, skipped and counted. Progress and an ETA go to stderr. */
+ * one frame, samples whose log-mels are not finite, a name whose utterance id holds
+ * whitespace or a control byte) or one without a transcript is an error naming it (exit
+ * 2), or with --skip_bad_files a warning, skipped and counted. Progress and an ETA go to
+ * stderr.
+ *
+ * Outputs (issue 44): a symlink to a regular file is written through (its target
+ * replaced, the link kept); --transcripts_filepath may be a FIFO or character device
+ * (/dev/stdout, a pipe), written directly; a shard that is one is refused, as is a
+ * directory or a dangling link. An output that is one of the inputs (the list, tarball,
+ * transcripts file read, a listed recording or transcript file; same inode, or the same
+ * resolved name) is refused before any work, as are more shards than the open-file
+ * limit holds (the soft limit is first raised toward the hard one). SIGINT, SIGTERM and
+ * SIGHUP remove this run's temporary files, say so and exit 128 + the signal; another
+ * run's leftovers are not touched (a PID says nothing about another host's run). */
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +77,13 @@ static const char *kUsage =
     "Usage: create_asr_features (--input_tarball=X.tar.gz | --input_dir=DIR | --input_list=FILE)\n"
     "         (--dump_transcripts --transcripts_filepath=F | --generate_tfrecords --output_template=T)\n"
     "Makes Lingvo's ASR records (uttid, transcript, frames [T, 80] log-mel) from LibriSpeech's layout\n"
-    "or a list of path<TAB>transcript lines. Exit 0 ok, 2 bad flags or input files, 1 other errors.";
+    "or a list of path<TAB>transcript lines. Both passes may run at once (transcripts dumped, then records).\n"
+    "Outputs: a symlink is written through (the link kept); --transcripts_filepath may be a pipe or device\n"
+    "(/dev/stdout), written directly; a shard must be a regular file or a new name. An output naming an input\n"
+    "(list, tarball, transcripts, a recording), more shards than the open-file limit, audio whose log-mels are\n"
+    "not finite (float samples far over 1.0) or whose id holds whitespace are refused (exit 2).\n"
+    "SIGINT/SIGTERM remove the run's temporary files and exit 130/143.\n"
+    "Exit 0 ok, 2 bad flags or input files, 1 other errors.";
 
 /* ---- transcripts ---- */
 
@@ -177,6 +197,18 @@ static char *utt_id(const char *path) {
   b = b ? b + 1 : path;
   const char *dot = strrchr(b, '.');
   return strndup(b, dot && dot > b ? (size_t)(dot - b) : strlen(b));
+}
+
+/* An utterance id is written as "UTTID TEXT" (--dump_transcripts) and read back up to
+ * its first space, so one with whitespace or a control byte (a file named with a tab or
+ * newline) would come back as another id: such a file is refused. */
+static lv_status check_uttid(const char *name, const char *id) {
+  for (const char *c = id; *c; c++)
+    if ((unsigned char)*c <= ' ' || *c == 0x7f)
+      return lv_status_make(LV_ERR_INVALID, "%s: utterance id \"%s\" holds a space, tab, newline or control byte "
+                            "(0x%02x at byte %d); expected a file name without them", name, id,
+                            (unsigned)(unsigned char)*c, (int)(c - id));
+  return NULL;
 }
 
 static bool is_audio(const char *name) {
@@ -462,7 +494,7 @@ static lv_status one_audio(job *j, const char *name, const void *data, size_t le
   char *id = utt_id(name);
   if (!id) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
   if (!text) text = trans_find(&j->trans, id);
-  lv_status s = NULL;
+  lv_status s = check_uttid(name, id);
   lv_audio a = {0};
   float *frames = NULL;
   char *lower = NULL;
@@ -470,6 +502,10 @@ static lv_status one_audio(job *j, const char *name, const void *data, size_t le
   uint8_t *bytes = NULL;
   size_t nbytes = 0;
   j->done++;
+  if (s) {
+    s = bad_file(j, s);
+    goto done;
+  }
   if (!text) {
     s = bad_file(j, lv_status_make(LV_ERR_NOT_FOUND, "%s: no transcript for utterance %s", name, id));
     goto done;
@@ -493,7 +529,10 @@ static lv_status one_audio(job *j, const char *name, const void *data, size_t le
     s = lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for %lld frames", name, (long long)t);
     goto done;
   }
-  if ((s = lv_mel_frontend_compute(j->fe, a.samples, NULL, a.n, frames, NULL))) goto done;
+  if ((s = lv_mel_frontend_compute(j->fe, a.samples, NULL, a.n, frames, NULL))) {
+    s = bad_file(j, lv_status_wrap(s, "%s", name));
+    goto done;
+  }
   ascii_lower(lower);
   const char *idv[1] = {id}, *tv[1] = {lower};
   size_t idl[1] = {strlen(id)}, tl[1] = {strlen(lower)};
@@ -525,6 +564,45 @@ static lv_status tar_audio_member(void *ctx, const char *name, const void *data,
   return one_audio(ctx, name, data, len, NULL);
 }
 
+/* ---- signals ---- */
+
+/* The temporary files of this run, removed by the handler of SIGINT, SIGTERM and SIGHUP:
+ * g_tmp[0, g_ntmp) (a path is counted before its file is created) and g_trans_tmp. */
+static char (*volatile g_tmp)[4096];
+static volatile sig_atomic_t g_ntmp;
+static char g_trans_tmp[4096];
+static volatile sig_atomic_t g_trans_tmp_set;
+
+static void put_err(const char *m) {
+  ssize_t r = write(2, m, strlen(m));
+  (void)r;
+}
+
+/* Async-signal-safe: unlink, write and _exit only. */
+static void on_signal(int sig) {
+  for (sig_atomic_t i = 0; i < g_ntmp; i++) unlink(g_tmp[i]);
+  if (g_trans_tmp_set) unlink(g_trans_tmp);
+  put_err(sig == SIGINT ? "create_asr_features: interrupted (SIGINT)"
+          : sig == SIGTERM ? "create_asr_features: terminated (SIGTERM)" : "create_asr_features: hung up (SIGHUP)");
+  put_err(": its temporary files (*.tmp-PID) removed; outputs not yet renamed into place were not written\n");
+  _exit(128 + sig);
+}
+
+static void catch_signals(void) {
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  static const int kSigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < LV_ARRAY_LEN(kSigs); i++) sigaddset(&sa.sa_mask, kSigs[i]);
+  /* A signal ignored at start (nohup, a background job's SIGINT) stays ignored. */
+  for (size_t i = 0; i < LV_ARRAY_LEN(kSigs); i++) {
+    struct sigaction old;
+    if (sigaction(kSigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(kSigs[i], &sa, NULL);
+  }
+}
+
+/* ---- outputs ---- */
+
 static void close_outputs(job *j, bool keep) {
   for (int64_t i = 0; i < j->n_out; i++) {
     if (!j->w || !j->w[i]) continue;
@@ -535,7 +613,72 @@ static void close_outputs(job *j, bool keep) {
   }
 }
 
-static lv_status open_outputs(job *j) {
+/* An error when an output (flag out_flag, path out) is the input in_flag names. */
+static lv_status refuse_input(const char *out_flag, const char *out, const char *in_flag, const char *in) {
+  if (!*in || !lv_file_same(out, in)) return NULL;
+  return lv_status_make(LV_ERR_INVALID, "%s: %s is the %s file %s; it would be overwritten", out_flag, out, in_flag,
+                        in);
+}
+
+typedef struct file_id {
+  dev_t dev;
+  ino_t ino;
+  const char *out;
+} file_id;
+
+static int cmp_file_id(const void *a, const void *b) {
+  const file_id *x = a, *y = b;
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/* An error when one of outs[n] (those that exist) is one of the audio or transcript
+ * files of the lists: compared by device and inode, one stat per input. */
+static lv_status refuse_listed(const char *out_flag, char (*outs)[4096], int64_t n, const item_list *const *lists,
+                               int nlists) {
+  file_id *ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
+  if (!ids) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  int64_t k = 0;
+  struct stat st;
+  for (int64_t i = 0; i < n; i++)
+    if (stat(outs[i], &st) == 0) ids[k++] = (file_id){st.st_dev, st.st_ino, outs[i]};
+  if (k > 1) qsort(ids, (size_t)k, sizeof *ids, cmp_file_id);
+  lv_status s = NULL;
+  for (int l = 0; k && !s && l < nlists; l++)
+    for (int64_t i = 0; !s && i < lists[l]->n; i++) {
+      if (stat(lists[l]->v[i].path, &st) != 0) continue;
+      file_id key = {st.st_dev, st.st_ino, NULL};
+      const file_id *hit = bsearch(&key, ids, (size_t)k, sizeof *ids, cmp_file_id);
+      if (hit)
+        s = lv_status_make(LV_ERR_INVALID, "%s: %s is the input file %s; it would be overwritten", out_flag, hit->out,
+                           lists[l]->v[i].path);
+    }
+  free(ids);
+  return s;
+}
+
+/* Each output shard open at once, plus a few: the soft open-file limit is raised to it
+ * when the hard limit allows, else an error before any work. */
+static lv_status check_open_files(int64_t n_out) {
+  const rlim_t need = (rlim_t)n_out + 16;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return NULL;
+  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+    struct rlimit up = {need, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &up) == 0) return NULL;
+  }
+  return lv_status_make(LV_ERR_INVALID,
+                        "%lld output shards stay open at once, but the open-file limit allows %llu (RLIMIT_NOFILE, "
+                        "hard limit %llu; %llu needed): raise it (ulimit -n) or give this process fewer shards "
+                        "(--output_range_begin/--output_range_end, or --num_shards)",
+                        (long long)n_out, (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+                        (unsigned long long)need);
+}
+
+/* The output shards' names, where each is written (a symlink's target) and its
+ * temporary name, before any work: a bad range, a FIFO or device, an input named as an
+ * output or too many shards for the open-file limit fail at once. */
+static lv_status plan_outputs(job *j) {
   int64_t total = flag_num_output_shards > 0 ? flag_num_output_shards : 1;
   int64_t b = flag_output_range_begin, e = flag_output_range_end;
   if (b < 0 && e < 0) {
@@ -557,14 +700,33 @@ static lv_status open_outputs(job *j) {
                           "--num_output_shards=%lld",
                           (long long)b, (long long)e, (long long)total);
   if (e - b > 100000) return lv_status_make(LV_ERR_INVALID, "%lld output shards: at most 100000", (long long)(e - b));
+  LV_TRY(check_open_files(e - b));
   j->n_out = e - b;
   j->w = calloc((size_t)j->n_out, sizeof *j->w);
   j->final_path = calloc((size_t)j->n_out, sizeof *j->final_path);
   j->tmp_path = calloc((size_t)j->n_out, sizeof *j->tmp_path);
   if (!j->w || !j->final_path || !j->tmp_path) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  char name[4096];
   for (int64_t i = 0; i < j->n_out; i++) {
-    LV_TRY(shard_path(j->final_path[i], sizeof j->final_path[i], b + i, total));
+    bool stream = false;
+    LV_TRY(lv_status_wrap(shard_path(name, sizeof name, b + i, total), "--output_template"));
+    LV_TRY(lv_file_output_target(name, "--output_template", j->final_path[i], sizeof j->final_path[i], &stream));
+    if (stream)
+      return lv_status_make(LV_ERR_INVALID, "--output_template: %s is a FIFO, device or socket; expected a regular "
+                            "file or a new name (shards are written under a temporary name and renamed into place)",
+                            name);
     LV_TRY(lv_path_fmt(j->tmp_path[i], sizeof j->tmp_path[i], "%s.tmp-%ld", j->final_path[i], (long)getpid()));
+    static const char *const kInFlag[] = {"--input_list", "--input_tarball", "--transcripts_filepath"};
+    const char *in[] = {flag_input_list, flag_input_tarball, flag_transcripts_filepath};
+    for (size_t k = 0; k < LV_ARRAY_LEN(in); k++)
+      LV_TRY(refuse_input("--output_template", j->final_path[i], kInFlag[k], in[k]));
+  }
+  return NULL;
+}
+
+static lv_status open_outputs(job *j) {
+  g_tmp = j->tmp_path;
+  for (int64_t i = 0; i < j->n_out; i++) {
     char *slash = strrchr(j->final_path[i], '/');
     if (slash && slash != j->final_path[i]) {
       *slash = 0;
@@ -572,6 +734,7 @@ static lv_status open_outputs(job *j) {
       *slash = '/';
       LV_TRY(s);
     }
+    g_ntmp = (sig_atomic_t)(i + 1);
     lv_status s = lv_tfrecord_writer_open(j->tmp_path[i], false, &j->w[i]);
     if (s) return lv_status_wrap(s, "--output_template=%s", flag_output_template);
   }
@@ -600,17 +763,36 @@ static lv_status commit_outputs(job *j) {
   return s;
 }
 
-static lv_status dump_transcripts(trans_map *m) {
+/* "UTTID TEXT" lines, sorted, to --transcripts_filepath: atomically into a regular file
+ * (a symlink's target), directly into a FIFO or device (/dev/stdout). */
+static lv_status dump_transcripts(trans_map *m, const item_list *const *lists, int nlists) {
+  char target[4096];
+  bool stream = false;
+  LV_TRY(lv_file_output_target(flag_transcripts_filepath, "--transcripts_filepath", target, sizeof target, &stream));
+  char outs[1][4096];
+  memcpy(outs[0], target, sizeof target);
+  static const char *const kFlag = "--transcripts_filepath";
+  LV_TRY(refuse_input(kFlag, target, "--input_list", flag_input_list));
+  LV_TRY(refuse_input(kFlag, target, "--input_tarball", flag_input_tarball));
+  if (!stream) LV_TRY(refuse_listed(kFlag, outs, 1, lists, nlists));
   trans_sort(m);
   size_t cap = 1, n = 0;
   for (int64_t i = 0; i < m->n; i++) cap += strlen(m->v[i].id) + strlen(m->v[i].text) + 2;
   char *buf = malloc(cap);
   if (!buf) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
   for (int64_t i = 0; i < m->n; i++) n += (size_t)sprintf(buf + n, "%s %s\n", m->v[i].id, m->v[i].text);
-  lv_status s = lv_file_write_atomic(flag_transcripts_filepath, buf, n);
+  lv_status s = NULL;
+  if (stream) {
+    s = lv_file_write_stream(target, buf, n);
+  } else {
+    /* lv_file_write_atomic's temporary name, for the signal handler. */
+    s = lv_path_fmt(g_trans_tmp, sizeof g_trans_tmp, "%s.tmp%d", target, (int)getpid());
+    g_trans_tmp_set = !s;
+    if (!s) s = lv_file_write_atomic(target, buf, n);
+  }
   free(buf);
-  if (!s) lv_info("%lld transcripts written to %s", (long long)m->n, flag_transcripts_filepath);
-  return s;
+  if (!s) lv_info("%lld transcripts written to %s", (long long)m->n, target);
+  return lv_status_wrap(s, "%s", kFlag);
 }
 
 static lv_status load_trans_files(const item_list *files, trans_map *m) {
@@ -630,27 +812,31 @@ static lv_status check_flags(void) {
   if (inputs != 1)
     return lv_status_make(LV_ERR_INVALID, "give exactly one of --input_tarball, --input_dir, --input_list (%d given)",
                           inputs);
-  if (flag_dump_transcripts == flag_generate_tfrecords)
-    return lv_status_make(LV_ERR_INVALID, "Nothing to do! Use --dump_transcripts or --generate_tfrecords (one of them)");
+  if (!flag_dump_transcripts && !flag_generate_tfrecords)
+    return lv_status_make(LV_ERR_INVALID, "Nothing to do! Use --dump_transcripts, --generate_tfrecords or both");
   if (flag_dump_transcripts && !*flag_transcripts_filepath)
     return lv_status_make(LV_ERR_INVALID, "--dump_transcripts needs --transcripts_filepath");
   if (flag_generate_tfrecords) LV_TRY(check_template(flag_output_template));
   if ((flag_num_shards > 0) != (flag_shard_id >= 0) || (flag_num_shards > 0 && flag_shard_id >= flag_num_shards))
     return lv_status_make(LV_ERR_INVALID, "--shard_id=%lld --num_shards=%lld: expected 0 <= shard_id < num_shards",
                           (long long)flag_shard_id, (long long)flag_num_shards);
-  if (flag_num_output_shards == 0 || flag_num_output_shards > 100000)
-    return lv_status_make(LV_ERR_INVALID, "--num_output_shards=%lld: expected 1..100000",
+  if (flag_num_output_shards == 0 || flag_num_output_shards < -1 || flag_num_output_shards > 100000)
+    return lv_status_make(LV_ERR_INVALID, "--num_output_shards=%lld: expected 1..100000 (or -1, the default: 1)",
                           (long long)flag_num_output_shards);
   return NULL;
 }
 
 static lv_status run(void) {
   LV_TRY(check_flags());
+  catch_signals();
   job j = {0};
   item_list audio = {0}, trans_files = {0};
-  lv_status s = NULL;
+  const item_list *lists[] = {&audio, &trans_files};
+  lv_status s = flag_generate_tfrecords ? plan_outputs(&j) : NULL;
+  if (s) goto done;
   bool have_file = false;
-  if (flag_generate_tfrecords && *flag_transcripts_filepath && !*flag_input_list) {
+  /* With --dump_transcripts too, the transcripts come from the input and are written. */
+  if (flag_generate_tfrecords && !flag_dump_transcripts && *flag_transcripts_filepath && !*flag_input_list) {
     struct stat st;
     have_file = stat(flag_transcripts_filepath, &st) == 0;
   }
@@ -660,8 +846,8 @@ static lv_status run(void) {
     if (!s && flag_dump_transcripts)
       for (int64_t i = 0; !s && i < audio.n; i++) {
         char *id = utt_id(audio.v[i].path);
-        s = id ? trans_add(&j.trans, id, strlen(id), audio.v[i].text, strlen(audio.v[i].text))
-               : lv_status_make(LV_ERR_RESOURCE, "out of memory");
+        s = id ? check_uttid(audio.v[i].path, id) : lv_status_make(LV_ERR_RESOURCE, "out of memory");
+        if (!s) s = trans_add(&j.trans, id, strlen(id), audio.v[i].text, strlen(audio.v[i].text));
         free(id);
       }
   } else if (have_file) {
@@ -683,13 +869,14 @@ static lv_status run(void) {
   if (s) goto done;
   trans_sort(&j.trans);
   if (flag_dump_transcripts) {
-    s = dump_transcripts(&j.trans);
-    goto done;
+    s = dump_transcripts(&j.trans, lists, (int)LV_ARRAY_LEN(lists));
+    if (s || !flag_generate_tfrecords) goto done;
   }
   lv_info("total transcripts: %lld", (long long)(*flag_input_list ? audio.n : j.trans.n));
   /* Pass 2: features. */
   lv_mel_frontend_opts fo = lv_mel_frontend_opts_librispeech();
   if ((s = lv_mel_frontend_create(&fo, &j.fe))) goto done;
+  if ((s = refuse_listed("--output_template", j.final_path, j.n_out, lists, (int)LV_ARRAY_LEN(lists)))) goto done;
   if ((s = open_outputs(&j))) goto done;
   int64_t n_all = *flag_input_tarball ? j.trans.n : audio.n;
   j.expected = flag_num_shards > 0 ? (n_all + flag_num_shards - 1 - flag_shard_id) / flag_num_shards : n_all;
@@ -730,14 +917,16 @@ int main(int argc, char **argv) {
       LV_FLAG_BOOL("dump_transcripts", &flag_dump_transcripts,
                    "First pass through the tarball to read the transcripts."),
       LV_FLAG_STR("transcripts_filepath", &flag_transcripts_filepath, "Where to put the transcripts."),
-      LV_FLAG_BOOL("generate_tfrecords", &flag_generate_tfrecords, "Second pass generates the tf records"),
+      LV_FLAG_BOOL("generate_tfrecords", &flag_generate_tfrecords,
+                   "Second pass generates the tf records (with --dump_transcripts: after the dump)."),
       LV_FLAG_I64("shard_id", &flag_shard_id, "Processor shard (-1: not sharded)."),
       LV_FLAG_I64("num_shards", &flag_num_shards,
                   "Number of processor shards. Must divide num_output_shards (-1: not sharded)."),
       LV_FLAG_I64("output_range_begin", &flag_output_range_begin,
                   "Begin of output shard IDs (-1: shard_id's share of num_output_shards)."),
       LV_FLAG_I64("output_range_end", &flag_output_range_end, "End of output shard IDs."),
-      LV_FLAG_I64("num_output_shards", &flag_num_output_shards, "Total number of output shards (-1: 1)."),
+      LV_FLAG_I64("num_output_shards", &flag_num_output_shards,
+                  "Total number of output shards, 1..100000 (-1: 1); this process's stay open at once."),
       LV_FLAG_BOOL("skip_bad_files", &flag_skip_bad_files,
                    "Skip (and count) unreadable audio and audio without a transcript instead of failing."),
       LV_FLAG_F64("progress_seconds", &flag_progress_seconds, "Seconds between progress lines."),

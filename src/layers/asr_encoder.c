@@ -53,6 +53,20 @@ lv_params *lv_asr_encoder_params(void) {
 
 int64_t lv_asr_encoder_out_dim(const lv_asr_encoder *e) { return 2 * e->cell_dim; }
 
+int64_t lv_asr_encoder_row_bytes(const lv_asr_encoder *e, int64_t frames) {
+  int64_t t = frames + e->pad_steps, f = e->freq, c = e->channels, floats = t * f * c;
+  for (int i = 0; i < e->cnn_layers; i++) {
+    const lv_conv_layer *l = e->conv[i];
+    int64_t to = (t + l->stride[0] - 1) / l->stride[0], fo = (f + l->stride[1] - 1) / l->stride[1];
+    /* the patches of its GEMM, then the output, its batch norm and activation */
+    floats += to * fo * (l->filter[0] * l->filter[1] * c + 3 * l->filter[3]);
+    t = to, f = fo, c = l->filter[3];
+  }
+  /* per frame and direction: the input projection and gates (4 cells each), cell, output */
+  floats += t * (e->lstm_in_dim + (int64_t)e->lstm_layers * 2 * 10 * e->cell_dim + 2 * e->cell_dim);
+  return floats * (int64_t)sizeof(float);
+}
+
 void lv_asr_encoder_free(lv_asr_encoder *e) { lv_layer_owner_free(&e->own); }
 
 static lv_status unsupported(const char *path, const char *key, const char *why) {

@@ -51,6 +51,9 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
 void lv_asr_encoder_free(lv_asr_encoder *e);
 /* 2 * lstm_cell_size. */
 int64_t lv_asr_encoder_out_dim(const lv_asr_encoder *e);
+/* About the bytes of activations fprop keeps for one utterance of `frames` frames (convs'
+ * patches and outputs, the LSTMs' gates and outputs): a decoder's memory budget. */
+int64_t lv_asr_encoder_row_bytes(const lv_asr_encoder *e, int64_t frames);
 /* src_inputs [B, T, F, C], paddings [B, T] -> *encoded [T', B, D], *enc_paddings [T', B].
  * False with the graph's error set. */
 bool lv_asr_encoder_fprop(lv_asr_encoder *e, lv_graph *g, lv_tensor *src_inputs, lv_tensor *paddings,

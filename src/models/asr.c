@@ -208,9 +208,14 @@ static int64_t asr_row_bytes(const lv_task *t, const lv_batch *b, int64_t target
   (void)target_seq_len;
   const asr_model *m = (const asr_model *)t;
   const lv_tensor *f = lv_batch_get(b, "src.src_inputs");
-  int64_t s = (f && f->shape.rank >= 2 ? f->shape.d[1] : 0) + m->enc.pad_steps;
+  const int64_t frames = f && f->shape.rank >= 2 ? f->shape.d[1] : 0;
+  int64_t s = frames + m->enc.pad_steps;
   for (int i = 0; i < m->enc.cnn_layers; i++) s = (s + m->enc.conv[i]->stride[0] - 1) / m->enc.conv[i]->stride[0];
-  return lv_atten_lstm_decoder_row_bytes(&m->dec, s);
+  /* A search encodes its examples first: the encoder's activations count with the
+   * decoder's, shared by the example's num_hyps_per_beam hyps. */
+  const lv_params *bs = lv_params_sub(t->p, "decoder.beam_search");
+  const int64_t H = bs && lv_params_has(bs, "num_hyps_per_beam") ? lv_params_int(bs, "num_hyps_per_beam") : 1;
+  return lv_asr_encoder_row_bytes(&m->enc, frames) / (H > 1 ? H : 1) + lv_atten_lstm_decoder_row_bytes(&m->dec, s);
 }
 
 const lv_seq_decode_ops lv_asr_decode_ops = {
@@ -237,5 +242,6 @@ const lv_task_class lv_asr_model = {
     .lines_to_batch = lv_asr_lines_to_batch,
     .decode_out_to_lines = lv_asr_decode_out_to_lines,
     .line_summary = lv_asr_line_summary,
+    .line_batch_limit = lv_asr_line_batch_limit,
     .seq_decode = &lv_asr_decode_ops,
 };

@@ -47,6 +47,9 @@ lv_status lv_asr_post_process_decode_out(lv_task *t, const lv_decode_out *dec_ou
                                          lv_kv_list *out);
 lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
 lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note);
+/* --decode_audio's batch bound: files of input.source_max_length frames whose frames fit
+ * the search's memory budget twice (read, then batched); 0 without a length limit. */
+int lv_asr_line_batch_limit(lv_task *t, const char *kind);
 lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                                 int64_t first_lineno, lv_batch *b, bool *empty);
 lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines);

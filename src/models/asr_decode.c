@@ -14,6 +14,7 @@
 #include "input/tokenizer.h"
 #include "models/asr.h"
 #include "models/metrics.h"
+#include "models/seq_decode.h"
 #include "models/wer.h"
 
 /* The sample rate of create_asr_features' features, which the model was trained on. */
@@ -224,10 +225,11 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
-/* A file that cannot be transcribed (s says why, naming it): logged, its output line left
- * empty, and the others go on; line_summary fails the run. */
-static lv_status file_failed(asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
-  lv_error("decode_audio: line %lld: %s: not transcribed (empty output line)", (long long)lineno, lv_status_msg(s));
+/* A file that cannot be transcribed (s says why, naming it): logged with the input and
+ * line, its output line left empty, and the others go on; line_summary fails the run. */
+static lv_status file_failed(lv_task *t, asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
+  lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)",
+           t->line_source ? t->line_source : "?", (long long)lineno, lv_status_msg(s));
   lv_status_free(s);
   d->failed++;
   f->blank = true;
@@ -237,15 +239,25 @@ static lv_status file_failed(asr_decoder *d, asr_file *f, int64_t lineno, lv_sta
 /* One line's file read into d->file[i]: its frames (NULL when it has nothing to decode:
  * an empty line, an unreadable file, shorter than a frame, or silence: the output line
  * is then empty for the first two and `path<TAB>` for the others). */
-static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
+static lv_status read_one(lv_task *t, asr_decoder *d, int i, int64_t lineno, const char *line, size_t len) {
   asr_file *f = &d->file[i];
-  if (!*f->path) {
+  if (!len) {
     f->blank = true; /* an empty line: an empty output line */
     return NULL;
   }
+  /* A NUL would cut the path short (another file read), and a tab or newline make the
+   * output's path<TAB>text ambiguous: such a line is refused, not read. */
+  const char *bad = memchr(line, 0, len);
+  if (!bad) bad = memchr(line, '\t', len);
+  if (!bad) bad = memchr(line, '\n', len);
+  if (bad)
+    return file_failed(t, d, f, lineno, lv_status_make(LV_ERR_INVALID, "a %s byte at column %d of the path (expected "
+                                                    "a path without NUL bytes, tabs or newlines)",
+                                                    *bad ? *bad == '\t' ? "tab" : "newline" : "NUL",
+                                                    (int)(bad - line) + 1));
   lv_audio a = {0};
   lv_status s = lv_audio_read_file(f->path, kAsrSampleRate, &a);
-  if (s) return file_failed(d, f, lineno, s);
+  if (s) return file_failed(t, d, f, lineno, s);
   d->audio_secs += (double)a.n / a.rate;
   /* Silence: no sample reaches kSilencePeak (-60 dBFS; 16-bit dither peaks near -84 dBFS,
    * speech recorded at a usable level far above): nothing to transcribe, and a model
@@ -271,17 +283,23 @@ static lv_status read_one(asr_decoder *d, int i, int64_t lineno) {
                        f->path, (double)a.n / a.rate, (long long)(T0 + (d->eos_frame ? 1 : 0)),
                        d->eos_frame ? " with the eos frame" : "", (long long)d->max_frames);
     lv_audio_free(&a);
-    return file_failed(d, f, lineno, s);
+    return file_failed(t, d, f, lineno, s);
   }
   void *fv = NULL;
   if ((s = lv_mem_alloc((size_t)(T0 * F), sizeof *f->frames, false, "log-mel frames", &fv))) {
     lv_audio_free(&a);
-    return file_failed(d, f, lineno, lv_status_wrap(s, "%s", f->path));
+    return file_failed(t, d, f, lineno, lv_status_wrap(s, "%s", f->path));
   }
   f->frames = fv;
   s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, f->frames, NULL);
   lv_audio_free(&a);
-  if (s) return lv_status_wrap(s, "%s", f->path);
+  if (s) {
+    /* Samples whose features are not finite (a float file of huge values): this file
+     * alone fails, as an unreadable one does. */
+    free(f->frames);
+    f->frames = NULL;
+    return file_failed(t, d, f, lineno, lv_status_wrap(s, "%s", f->path));
+  }
   f->T = T0 + (d->eos_frame ? 1 : 0);
   f->T0 = T0;
   return NULL;
@@ -321,7 +339,7 @@ lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const 
   }
   int64_t B = 0, T = 0;
   for (int i = 0; i < n; i++) {
-    LV_TRY(read_one(d, i, first_lineno + i));
+    LV_TRY(read_one(t, d, i, first_lineno + i, lines[i], lens[i]));
     if (!d->file[i].frames) continue;
     d->file[i].row = (int)B++;
     if (d->file[i].T > T) T = d->file[i].T;
@@ -383,6 +401,16 @@ lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, c
     LV_ASSERT(rc >= 0);
   }
   return NULL;
+}
+
+int lv_asr_line_batch_limit(lv_task *t, const char *kind) {
+  asr_decoder *d = decoder_of(t);
+  (void)kind;
+  if (d->max_frames <= 0) return 0;
+  /* A file's frames, then its copy in the batch; the search is bounded apart (in parts). */
+  const int64_t per = d->max_frames * d->frame_size * (int64_t)sizeof(float) * 2;
+  const int64_t lim = LV_SEQ_SEARCH_BUDGET_BYTES / (per > 0 ? per : 1);
+  return lim < 1 ? 1 : lim > 1 << 20 ? 1 << 20 : (int)lim;
 }
 
 lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line) {

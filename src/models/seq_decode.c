@@ -190,12 +190,10 @@ static lv_status slice_rows(const lv_batch *b, int64_t rows, int64_t r0, int64_t
 
 /* Sentences the memory budget allows in one search (at least 1). A search over n hyps
  * holds about n * row_bytes (the task's estimate); batches are searched in parts that stay
- * under kSearchBudgetBytes. */
-static const int64_t kSearchBudgetBytes = (int64_t)2 << 30;
-
+ * under LV_SEQ_SEARCH_BUDGET_BYTES. */
 static int64_t chunk_rows(lv_task *t, const lv_beam_search_params *bp, const lv_batch *b) {
   int64_t per = t->cls->seq_decode->row_bytes(t, b, bp->target_seq_len) * bp->num_hyps_per_beam;
-  int64_t k = per > 0 ? kSearchBudgetBytes / per : 1;
+  int64_t k = per > 0 ? LV_SEQ_SEARCH_BUDGET_BYTES / per : 1;
   return k < 1 ? 1 : k;
 }
 

@@ -57,6 +57,9 @@ struct lv_seq_decode_ops {
 
 /* The beam search of task.decoder.beam_search and task.decoder.target_* of cfg (an error
  * names the missing key). */
+/* The memory a search may hold (row_bytes times its hyps); a larger batch is searched in
+ * parts. Interactive decoders bound their batches of lines by it too. */
+#define LV_SEQ_SEARCH_BUDGET_BYTES ((int64_t)2 << 30)
 lv_status lv_seq_search_params(const lv_params *cfg, lv_beam_search_params *bp);
 /* Beam search (bp, over a softmax of vocab) through t's seq_decode ops for the first n
  * examples of host batch b, whose per-example tensors have `rows` rows (n <= rows; the

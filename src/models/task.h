@@ -146,6 +146,9 @@ typedef struct lv_task_class {
    * run after every line was written: how a task reports lines it logged and left empty
    * (--decode_audio's files that could not be read) with a non-zero exit. */
   lv_status (*line_summary)(lv_task *t, const char *kind, char **line);
+  /* Optional, with lines_to_batch: the most lines of kind one batch may hold within the
+   * task's memory budget (0: no limit); a larger --decode_batch_size is cut to it. */
+  int (*line_batch_limit)(lv_task *t, const char *kind);
 
   /* For tasks that decode with models/seq_decode.h's beam search: their incremental
    * decoder (NULL otherwise). Only models/ reads it. */
@@ -159,6 +162,9 @@ struct lv_task {
    * decode_state_free by lv_task_free_decode_state (NULL outside a decoder job). */
   void *decode_state;
   void (*decode_state_free)(void *state);
+  /* Where the lines of an interactive decode come from (the flag's file, "-"), for the
+   * task's messages about a line; set by the decoder runner, NULL otherwise. */
+  const char *line_source;
   /* The language model fused into the task's beam searches (models/lm_fusion.h), set by
    * the decoder job when task.decoder.fusion names one; not owned. NULL: none. */
   lv_lm_fusion *fusion;

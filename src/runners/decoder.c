@@ -470,12 +470,22 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     s = lv_status_make(LV_ERR_INVALID, "%s: task %s does not decode lines", lv_task_line_flag(kind), t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
+  lv_decoder_options o = *opt;
+  if (!s) {
+    t->line_source = o.decode_input;
+    int lim = t->cls->lines_to_batch && t->cls->line_batch_limit ? t->cls->line_batch_limit(t, kind) : 0;
+    if (lim > 0 && o.batch_size > lim) {
+      lv_info("%s: --decode_batch_size=%d: at most %d lines a batch, what the decoder's memory budget holds",
+              lv_task_line_flag(kind) + 2, o.batch_size, lim);
+      o.batch_size = lim;
+    }
+  }
   if (!s) s = interactive_checkpoint(cfg, opt, prefix, sizeof prefix);
   if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s)
     lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
-  if (!s) s = decode_lines(&d, opt, in, opt->out ? opt->out : stdout);
+  if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);
   if (in && in != stdin) fclose(in);
   teardown(&d);
   return s;
