@@ -122,5 +122,34 @@ if cmp -s <(dump "$LC_CK") <(dump "$WORK/tf_copy"); then
 else
   say "DISAGREE: TensorFlow's copy of lingvoc's checkpoint differs"; BAD=1
 fi
+# 5. The same numbers: one step from Lingvo's step-0 checkpoint on the same batch (the
+#    first 256 training images, so both shuffles hold the same images; dropout off): the
+#    loss and gradient norm each logs, and every weight and Adam slot after the step.
+ONE="train.max_steps: 1; task.dropout_prob: 0.0; input.num_samples: 256"
+lingvo trainer --model=$M --run_locally=cpu --mode=sync --logdir="$WORK/one_lingvo" \
+  --model_params_override="$ONE; task.train.max_steps: 1" >one_lingvo.log 2>&1
+mkdir -p one_lingvoc/train
+cp one_lingvo/train/ckpt-00000000.index one_lingvo/train/ckpt-00000000.data-* one_lingvoc/train/
+printf 'model_checkpoint_path: "ckpt-00000000"\n' >one_lingvoc/train/checkpoint
+"$BIN/trainer" --model=$M --logdir="$WORK/one_lingvoc" --log_interval_steps=1 \
+  --model_params_override="$ONE; input.ckpt: \"$WORK/data_lingvoc/mnist\"" >one_lingvoc.log 2>&1
+"$PY" "$ROOT/scripts/lingvo_peer/event_scalars.py" --step=1 --tags=loss,grad_norm/all/loss \
+  "$WORK"/one_lingvo/train/events.* >one_lingvo.scalars 2>/dev/null
+lc_line=$(grep 'step: *1,' one_lingvoc.log)
+say ""
+say "One step from Lingvo's step-0 checkpoint, the same 256 images, dropout off:"
+say ""
+say "| | Lingvo | lingvoc |"
+say "|---|---|---|"
+for k in loss grad_norm/all; do
+  lv_v=$(awk -v k="$k" '$2 == k || $2 == k "/loss" {print $3}' one_lingvo.scalars)
+  say "| $k | $lv_v | $(echo "$lc_line" | grep -o " $k:[0-9.e+-]*" | cut -d: -f2) |"
+done
+if "$PY" "$ROOT/scripts/lingvo_peer/compare_ckpts.py" one_lingvo/train/ckpt-00000001 one_lingvoc/train/ckpt-00000001 \
+    >one_step_weights.log 2>&1; then
+  say "| weights and Adam slots after the step | $(tail -1 one_step_weights.log) | |"
+else
+  say "DISAGREE: the weights after one step: $(tail -1 one_step_weights.log)"; BAD=1
+fi
 echo "report: $R" >&2
 exit $BAD
