@@ -4,10 +4,11 @@
 # (a 40-step LeNet5 on Fashion-MNIST and its evaler; the decoder on the golden Transformer
 # and RNMT; a 60-step ASR model and its decoder; check_events' sample, the one histogram):
 # TensorBoard (EventAccumulator and the tensorboard command's HTTP API) reads every summary
-# as written, with the values of the trainer's log and the score files; the decoder's BLEU
-# equals Lingvo's BleuScorer and sacrebleu, its WER jiwer's; sacrebleu_score equals
-# sacrebleu on real English text (GPL-3 with edits) and the decoder's lines, with each
-# option set. Tampered records must be caught. Skipped without the peers' venv.
+# as written, with the values of the trainer's log and the score files, and the histogram
+# is TensorFlow's own of the same values; the decoder's BLEU equals Lingvo's BleuScorer and
+# sacrebleu, its WER jiwer's; sacrebleu_score equals sacrebleu on real English text (GPL-3
+# with edits) and the decoder's lines, with each option set. Tampered records must be
+# caught. Skipped without the peers' venv.
 . "$(dirname "$0")/lib.sh"
 PY=${PEERS_VENV:-$HOME/.cache/lingvoc/peers}/bin/python
 [ -x "$PY" ] || skip "no peers venv at $PY (scripts/peers.sh builds it)"
@@ -79,6 +80,12 @@ TL=(--train_log="mnist/train:$T/mnist.log")
 [ -n "$ASRD" ] && TL+=(--train_log="asr/train:$T/asr.log")
 peer "TensorBoard: EventAccumulator and the HTTP API read every summary as written and logged" \
   events "$R" "${TL[@]}" --http
+
+if [ -d "$R/mnist/sample" ]; then
+  awk 'BEGIN { for (i = 0; i < 100; i++) print i / 10 }' >"$T/hist.txt" # check_events' write_sample
+  peer "the histogram = TensorFlow's tf.compat.v1.summary.histogram of the same values" histogram \
+    "$R/mnist/sample" weights "$T/hist.txt"
+fi
 
 # 5. BLEU, sacrebleu_score and WER against Lingvo's scorer, sacrebleu and jiwer.
 for m in transformer rnmt; do

@@ -17,6 +17,10 @@ disagreements`; exit 1 on any disagreement, 2 on bad arguments.
       --http also starts the `tensorboard` command (--load_fast=false, a free port) on
       LOGDIR and reads the same scalars, images, histograms and texts back from its HTTP
       API (the scalars, images, histograms and text plugins).
+  check_files.py histogram RUN_DIR TAG VALUES_FILE
+      The one histogram TAG of RUN_DIR's events against TensorFlow's
+      tf.compat.v1.summary.histogram of the same values (VALUES_FILE: numbers, read as
+      float32): min, max, num, sum, sum_squares, bucket limits and counts all equal.
   check_files.py bleu DECODER_OUT SCORE_FILE
       An MT decoder's decoder_out_* (ref / hyp 0 of each example) and its score file:
       corpus_bleu must equal Lingvo's own scorers.BleuScorer (lingvo 0.14.0, white-space
@@ -191,8 +195,8 @@ def accumulator_vs_raw(run, run_dir, raw):
         for e, (s, h) in zip(tb, evs):
             v = e.histogram_value
             check_histogram("%s: %s@%d" % (run, tag, s), h)
-            ok &= (e.step, v.min, v.max, v.num, v.sum, list(v.bucket_limit), list(v.bucket)) == \
-                  (s, h["min"], h["max"], h["num"], h["sum"], h["bucket_limit"], h["bucket"])
+            ok &= (e.step, v.min, v.max, v.num, v.sum, v.sum_squares, list(v.bucket_limit), list(v.bucket)) == \
+                  (s, h["min"], h["max"], h["num"], h["sum"], h["sum_squares"], h["bucket_limit"], h["bucket"])
         n["histogram"] += check(ok, "%s: histogram %s differs in TensorBoard" % (run, tag))
     for tag, evs in raw.get("text", {}).items():
         tb = acc.Tensors(tag) if tag in tags["tensors"] else []
@@ -512,13 +516,37 @@ def cmd_wer(args):
           "lingvoc %s, lingvo BleuScorer %.8f" % (sc.get("sacc"), sacc, sc.get("ter"), ter, sc.get("corpus_bleu"), lb))
 
 
+def cmd_histogram(args):
+    """lingvoc's histogram of the values against TensorFlow's own (tf.compat.v1.summary.histogram,
+    the C++ Histogram with its default buckets) of the same float32 values."""
+    import numpy as np
+    import tensorflow as tf
+    run_dir, tag, path = args
+    vals = np.array([float(l) for l in open(path).read().split()], dtype=np.float32)
+    evs = read_raw(run_dir).get("histogram", {}).get(tag, [])
+    if not check(len(evs) == 1, "%s: %d histograms %s, expected one" % (run_dir, len(evs), tag)):
+        return
+    h = evs[0][1]
+    with tf.compat.v1.Graph().as_default():
+        op = tf.compat.v1.summary.histogram(tag, tf.constant(vals))
+        with tf.compat.v1.Session() as sess:
+            th = tf.compat.v1.Summary.FromString(sess.run(op)).value[0].histo
+    mine = (h["min"], h["max"], h["num"], h["sum"], h["sum_squares"], h["bucket_limit"], h["bucket"])
+    tfs = (th.min, th.max, th.num, th.sum, th.sum_squares, list(th.bucket_limit), list(th.bucket))
+    check(mine == tfs, "histogram %s: lingvoc %s, TensorFlow %s" % (tag, mine[:5], tfs[:5]))
+    print("histogram %s of %d values: lingvoc and TensorFlow %s: min %g max %g num %g sum %.17g sum_squares %.17g, "
+          "%d buckets %s" % (tag, len(vals), tf.__version__, th.min, th.max, th.num, th.sum, th.sum_squares,
+                             len(th.bucket), "equal" if mine[5:] == tfs[5:] else "DIFFER"))
+
+
 def usage():
     sys.stderr.write(__doc__)
     sys.exit(2)
 
 
 def main():
-    cmds = {"events": (cmd_events, 1), "bleu": (cmd_bleu, 2), "sacrebleu": (cmd_sacrebleu, 3), "wer": (cmd_wer, 2)}
+    cmds = {"events": (cmd_events, 1), "bleu": (cmd_bleu, 2), "sacrebleu": (cmd_sacrebleu, 3), "wer": (cmd_wer, 2),
+            "histogram": (cmd_histogram, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds or len(sys.argv) - 2 < cmds[sys.argv[1]][1]:
         usage()
     cmds[sys.argv[1]][0](sys.argv[2:])
