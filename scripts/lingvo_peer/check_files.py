@@ -1,7 +1,8 @@
-"""Files other tools read (issue 43 part 5): checks that TensorBoard, sacrebleu and jiwer read
-lingvoc's files as lingvoc means them. Run with the peers' Python (scripts/peers.sh prints
-its path); each check prints one line per figure and a last line `check_files: N checks, M
-disagreements`; exit 1 on any disagreement, 2 on bad arguments.
+"""Files other tools read (issue 43 part 5): checks that TensorBoard, TensorFlow, Lingvo's
+scorers, sacrebleu and jiwer read lingvoc's files as lingvoc means them. Run with the peers'
+Python (scripts/peers.sh prints its path; docs/peers.md has the figures); each check prints
+a line per figure and a last line `check_files CMD: N checks, M disagreements`; exit 1 on
+any disagreement, 2 on bad arguments.
 
   check_files.py events LOGDIR [--train_log=[RUN:]FILE ...] [--http]
       Every run folder under LOGDIR (a folder with events.out.tfevents.* files: train/,
@@ -39,7 +40,8 @@ disagreements`; exit 1 on any disagreement, 2 on bad arguments.
       docs/peers.md); sacc must be the share of exact hypotheses and
       ter the character edit distance (jiwer.cer's numerator) over the reference
       characters plus one </s> per utterance; corpus_bleu must equal Lingvo's
-      BleuScorer."""
+      BleuScorer. (Lingvo's <noise> and <epsilon> filters are not applied here: keep such
+      tokens out of the check's data.)"""
 import glob
 import json
 import math
@@ -67,10 +69,6 @@ def check(ok, what):
         PROBLEMS.append(what)
         print("DISAGREE: " + what)
     return ok
-
-
-def f32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def close(a, b, rel=2.5e-7, ab=1e-12):
@@ -235,8 +233,9 @@ def train_vs_log(run, run_dir, raw, log_path):
             n += check(ok, "%s: %s at step %d: event %r, log %r" % (run, tag, step, v, want))
     summary_steps = {s for evs in raw.get("scalar", {}).values() for s, _ in evs}
     for step in summary_steps:
-        missing = sorted(set(logged.get(step, {})) - set(t for t, evs in raw["scalar"].items()
-                                                             if any(s == step for s, _ in evs)))
+        # allreduce_ms/step: a timing of several replicas' log lines only, never a summary
+        missing = sorted(set(logged.get(step, {})) - {"allreduce_ms/step"} -
+                         set(t for t, evs in raw["scalar"].items() if any(s == step for s, _ in evs)))
         check(not missing, "%s: step %d: logged but no event: %s" % (run, step, missing))
     params = os.path.join(run_dir, "trainer_params.txt")
     for step, body in raw.get("text", {}).get("trainer_params.txt", []):
@@ -391,14 +390,15 @@ def cmd_events(args):
 # ---- BLEU and WER --------------------------------------------------------------------
 
 def decoder_pairs(path):
-    """(key, ref, [hyp 0, hyp 1, ...]) of each entry of a decoder_out_* file."""
+    """(key, ref, top hypothesis) of each entry of a decoder_out_* file; the top one is
+    "hyp 0", which the MT decoder leaves out when it is empty."""
     out = []
     for blk in re.split(r"\n\n+", open(path, encoding="utf-8").read().strip("\n")):
         lines = blk.split("\n")
         ref = [l[len("ref: "):] for l in lines if l.startswith("ref: ")]
-        hyps = [l.split(": ", 2)[2] if l.count(": ") >= 2 else "" for l in lines if re.match(r"hyp \d+: ", l)]
+        top = [l.split(": ", 2)[2] if l.count(": ") >= 2 else "" for l in lines if l.startswith("hyp 0: ")]
         check(len(ref) == 1, "%s: entry %r has %d ref lines" % (path, lines[0], len(ref)))
-        out.append((lines[0], ref[0] if ref else "", hyps))
+        out.append((lines[0], ref[0] if ref else "", top[0] if top else ""))
     return out
 
 
@@ -409,15 +409,15 @@ def score_file(path):
 def lingvo_bleu(pairs):
     from lingvo.core import scorers
     s = scorers.BleuScorer(4)
-    for _, ref, hyps in pairs:
-        s.AddSentence(ref, hyps[0] if hyps else "")
+    for _, ref, hyp in pairs:
+        s.AddSentence(ref, hyp)
     return s.ComputeOverallScore()
 
 
 def cmd_bleu(args):
     import sacrebleu
     pairs, sc = decoder_pairs(args[0]), score_file(args[1])
-    refs, hyps = [r for _, r, _ in pairs], [h[0] if h else "" for _, _, h in pairs]
+    refs, hyps = [r for _, r, _ in pairs], [h for _, _, h in pairs]
     lb = lingvo_bleu(pairs)
     sb = sacrebleu.corpus_bleu(hyps, [refs])
     check(close(sc.get("corpus_bleu", -1), lb, 1e-7), "corpus_bleu: lingvoc %s, lingvo BleuScorer %r" %
@@ -482,7 +482,7 @@ def cmd_wer(args):
     import jiwer
     from lingvo.tasks.asr import levenshtein_distance
     pairs, sc = decoder_pairs(args[0]), score_file(args[1])
-    refs, hyps = [r for _, r, _ in pairs], [h[0] if h else "" for _, _, h in pairs]
+    refs, hyps = [r for _, r, _ in pairs], [h for _, _, h in pairs]
     out = jiwer.process_words(refs, hyps)
     low = jiwer.process_words([r.lower() for r in refs], [h.lower() for h in hyps])
     words = out.hits + out.substitutions + out.deletions
