@@ -54,6 +54,7 @@ B x T x L and target tokens, to compare with lingvoc's), "torch_las params N" an
 usage: las_torch.py THREADS STEPS WARMUP FILE...
 """
 import math
+import os
 import resource
 import struct
 import sys
@@ -62,6 +63,9 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "lib"))
+from pbwire import fields  # noqa: E402
 
 THREADS, STEPS, WARMUP = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 FILES = sys.argv[4:]
@@ -94,37 +98,6 @@ def records(path):
             if len(d) < n + 4:
                 sys.exit("%s: truncated record" % path)
             yield d[:n]
-
-
-def varint(b, i):
-    r = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        r |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return r, i
-
-
-def fields(b):
-    """(field number, wire type, value) of a protobuf message; value: int or bytes."""
-    i = 0
-    while i < len(b):
-        k, i = varint(b, i)
-        t = k & 7
-        if t == 0:
-            v, i = varint(b, i)
-        elif t == 2:
-            n, i = varint(b, i)
-            v, i = b[i : i + n], i + n
-        elif t == 5:
-            v, i = b[i : i + 4], i + 4
-        elif t == 1:
-            v, i = b[i : i + 8], i + 8
-        else:
-            raise ValueError("wire type %d" % t)
-        yield k >> 3, t, v
 
 
 def example(b):
