@@ -7,6 +7,7 @@
 #
 #   scripts/peers.sh                 # ~/.cache/lingvoc/peers, or $PEERS_VENV
 #   PEERS_VENV=/opt/peers scripts/peers.sh
+#   PEERS_TORCH=0 scripts/peers.sh   # without PyTorch 2 (~2.5 GB of CUDA wheels): what CI installs
 #
 # Why these versions (Debian 12, glibc 2.36, Python 3.11):
 # - lingvo 0.14.1 and 0.14.2 (the newest, for TensorFlow 2.21) ship custom ops
@@ -33,8 +34,10 @@ PINS=(
   tensorflow-cpu==2.13.1 numpy==1.24.3 tensorflow-probability==0.21.0 tensorflow-hub==0.14.0
   tensorboard==2.13.0 "protobuf<4.24"
   sympy attrs etils absl-py "matplotlib<3.9" "scipy<1.14" "scikit-learn<1.6" pillow sentencepiece
-  torch==2.0.1 sacrebleu==2.4.3 jiwer==3.0.5 ctranslate2==4.5.0
+  sacrebleu==2.4.3 jiwer==3.0.5 ctranslate2==4.5.0
 )
+TORCH=${PEERS_TORCH:-1}
+if [ "$TORCH" = 1 ]; then PINS+=(torch==2.0.1); fi
 NODEPS=(lingvo==0.14.0 tensorflow-text==2.13.0rc0 model-pruning-google-research graph-compression-google-research)
 STAMP="$VENV/.lingvoc-peers-$(printf '%s\n' "${PINS[@]}" "${NODEPS[@]}" | md5sum | cut -c1-12)"
 
@@ -58,15 +61,17 @@ echo "peers: installing TensorFlow 2.13, Lingvo 0.14.0, PyTorch 2.0, TensorBoard
   "$VENV/bin/pip" install --disable-pip-version-check --no-deps "${NODEPS[@]}"
 } >"$LOG" 2>&1 || { tail -20 "$LOG" >&2; echo "peers: install failed (full log: $LOG)" >&2; exit 1; }
 # The pairing is checked, not assumed: Lingvo's ops load and an experiment resolves.
-if ! "$VENV/bin/python" - >>"$LOG" 2>&1 <<'EOF'
+if ! PEERS_TORCH=$TORCH "$VENV/bin/python" - >>"$LOG" 2>&1 <<'EOF'
 import os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import torch  # before TensorFlow: the other order aborts ("random_device could not be read")
+if os.environ["PEERS_TORCH"] == "1":
+  import torch  # before TensorFlow: the other order aborts ("random_device could not be read")
 import tensorflow as tf, sacrebleu, jiwer, ctranslate2
 from lingvo.core import ops
 from lingvo.core import py_utils
 from tensorboard.backend.event_processing import event_accumulator
-print("tensorflow", tf.__version__, "torch", torch.__version__, "ctranslate2", ctranslate2.__version__)
+print("tensorflow", tf.__version__, "torch", torch.__version__ if "torch" in dir() else "(not installed)",
+      "ctranslate2", ctranslate2.__version__)
 EOF
 then
   tail -20 "$LOG" >&2; echo "peers: the installed peers do not import (full log: $LOG)" >&2; exit 1

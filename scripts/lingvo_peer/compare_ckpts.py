@@ -1,9 +1,12 @@
-"""Compares the float tensors two checkpoints share, value by value.
+"""Compares the float tensors two checkpoints share.
 
-  python compare_ckpts.py A_PREFIX B_PREFIX [--rtol=1e-5] [--atol=1e-6]
+  python compare_ckpts.py A_PREFIX B_PREFIX [--base=PREFIX] [--rtol=1e-5]
 
-For each float tensor in both: the largest absolute difference and whether every element
-is within atol + rtol * |b| (numpy.allclose's rule). Integer tensors must be equal.
+For each float tensor in both: the largest absolute difference and the relative
+difference in the 2-norm, |a - b| / |a|, which must be at most rtol. With --base (the
+checkpoint both started from), variables that --base also has are compared by their
+change since it (a - base against b - base): after one step the change is what the step
+computed, and the weights themselves hide it. Integer tensors must be equal.
 Exits 1 if any shared tensor is outside the tolerance or has another shape, or if the two
 share no float tensor.
 """
@@ -20,10 +23,12 @@ def main():
   ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   ap.add_argument('a')
   ap.add_argument('b')
+  ap.add_argument('--base', help='the checkpoint both started from')
   ap.add_argument('--rtol', type=float, default=1e-5)
-  ap.add_argument('--atol', type=float, default=1e-6)
   args = ap.parse_args()
   ra, rb = tf.train.load_checkpoint(args.a), tf.train.load_checkpoint(args.b)
+  base = tf.train.load_checkpoint(args.base) if args.base else None
+  in_base = set(base.get_variable_to_shape_map()) if base else set()
   names = sorted(set(ra.get_variable_to_shape_map()) & set(rb.get_variable_to_shape_map()))
   bad = nfloat = 0
   for n in names:
@@ -36,15 +41,22 @@ def main():
       continue
     if x.dtype.kind == 'f':
       nfloat += 1
-      d = float(np.max(np.abs(x.astype(np.float64) - y))) if x.size else 0.0
-      ok = np.allclose(x, y, rtol=args.rtol, atol=args.atol)
-      print('%-44s %-14s max |diff| %.3g%s' % (n, list(x.shape), d, '' if ok else '  OUTSIDE'))
+      x, y = x.astype(np.float64), y.astype(np.float64)
+      what = ''
+      if n in in_base and not n.endswith('_power'):
+        b0 = base.get_tensor(n).astype(np.float64)
+        x, y, what = x - b0, y - b0, ' (change)'
+      d = float(np.max(np.abs(x - y))) if x.size else 0.0
+      nx = float(np.linalg.norm(x.ravel()))
+      rel = float(np.linalg.norm((x - y).ravel())) / nx if nx else d
+      ok = rel <= args.rtol
+      print('%-44s %-14s max |diff| %.3g, relative %.3g%s%s' % (n, list(x.shape), d, rel, what,
+                                                                '' if ok else '  OUTSIDE'))
     else:
       ok = np.array_equal(x, y)
       print('%-44s %-14s %s' % (n, list(x.shape), 'equal' if ok else 'DIFFERS'))
     bad += not ok
-  print('%d shared tensors (%d float), %d outside rtol %g / atol %g' % (len(names), nfloat, bad, args.rtol,
-                                                                       args.atol))
+  print('%d shared tensors (%d float), %d outside relative %g' % (len(names), nfloat, bad, args.rtol))
   return 1 if bad or not nfloat else 0
 
 
