@@ -237,5 +237,7 @@ const lv_task_class lv_asr_model = {
     .lines_to_batch = lv_asr_lines_to_batch,
     .decode_out_to_lines = lv_asr_decode_out_to_lines,
     .line_summary = lv_asr_line_summary,
+    .decode_out_nbest = lv_asr_decode_out_nbest,
+    .samples_to_batch = lv_asr_samples_to_batch,
     .seq_decode = &lv_asr_decode_ops,
 };
