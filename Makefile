@@ -156,11 +156,12 @@ $(SHLIB): $(LIB_OBJ) $(BUILD)/lingvoc.map
 	@ln -sf $(notdir $@) $(BUILD)/$(SONAME) && ln -sf $(SONAME) $(BUILD)/liblingvoc.so
 
 # lingvoc.pc for a prefix (@PREFIX@ is replaced by install).
-$(BUILD)/lingvoc.pc: include/lingvoc.h
+$(BUILD)/lingvoc.pc: include/lingvoc.h Makefile
 	@mkdir -p $(BUILD)
 	$(call say,GEN,$@)printf '%s\n' 'prefix=@PREFIX@' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: lingvoc' 'Description: Lingvo models in C: translate, transcribe, score, sample, classify' \
-	  'Version: $(LV_VERSION)' 'Libs: -L$${libdir} -llingvoc' 'Cflags: -I$${includedir}' >$@
+	  'Version: $(LV_VERSION)' 'Libs: -L$${libdir} -llingvoc' 'Libs.private: -fopenmp $(LDLIBS)' \
+	  'Cflags: -I$${includedir}' >$@
 
 # The examples: plain C programs over the header, linked against the shared library.
 $(BUILD)/examples/%: examples/%.c include/lingvoc.h $(SHLIB)
@@ -169,16 +170,7 @@ $(BUILD)/examples/%: examples/%.c include/lingvoc.h $(SHLIB)
 	  -Wl,-rpath,$(abspath $(BUILD)) -o $@
 
 install: $(BINS) $(LIB) $(SHLIB_ALL)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/lingvoc.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/liblingvoc.so
-	sed 's|@PREFIX@|$(PREFIX)|' $(BUILD)/lingvoc.pc >$(DESTDIR)$(PREFIX)/lib/pkgconfig/lingvoc.pc
-	@# The executables and the library find experiments in <bin or lib>/../experiments.
-	rm -rf $(DESTDIR)$(PREFIX)/experiments && cp -r experiments $(DESTDIR)$(PREFIX)/experiments
+	@scripts/install.sh $(BUILD) $(BINDIR) $(PREFIX) $(DESTDIR)
 
 deps:
 	@scripts/install-deps.sh

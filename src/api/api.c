@@ -341,12 +341,12 @@ void lv_nbest_free(lv_nbest *r) {
   free(r);
 }
 
-/* Item i of dec_out (NULL: nothing decoded) into r's entry `at`, up to k hyps. */
+/* Item i of dec_out (NULL: nothing decoded; the task may still report the item's error)
+ * into r's entry `at`, up to k hyps. */
 static lv_status take_nbest(const api_call *c, const lv_decode_out *dec_out, int i, int k, lv_nbest *r, int at) {
   r->text[at] = calloc((size_t)k, sizeof **r->text);
   r->score[at] = calloc((size_t)k, sizeof **r->score);
   LV_ASSERT(r->text[at] && r->score[at]);
-  if (!dec_out) return NULL;
   return c->t->cls->decode_out_nbest(c->t, dec_out, i, k, r->text[at], r->score[at], &r->n[at]);
 }
 

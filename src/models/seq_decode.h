@@ -93,7 +93,7 @@ lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, s
 lv_status lv_seq_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line);
 lv_status lv_seq_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
                                   int *n);
-/* The decode_out_nbest of example row (-1: none) of dec_out's topk_ids / topk_lens /
+/* The decode_out_nbest of example row (-1 or a NULL dec_out: none) of dec_out's topk_ids / topk_lens /
  * topk_scores, H hyps per example, as text with tok. */
 lv_status lv_seq_nbest(const lv_tokenizer *tok, int H, const lv_decode_out *dec_out, int64_t row, int k, char **texts,
                        float *scores, int *n);

@@ -148,8 +148,9 @@ typedef struct lv_task_class {
   lv_status (*line_summary)(lv_task *t, const char *kind, char **line);
   /* Optional: the n-best of input item i of a decoded batch (0 for line_to_batch's
    * one-example batch; the line's index for lines_to_batch): up to k hyps, best first, as
-   * texts (malloc'd) and scores [k]; *n how many (0: the item had nothing to decode). The
-   * library API's top-k results (src/api/). */
+   * texts (malloc'd) and scores [k]; *n how many (0: the item had nothing to decode;
+   * dec_out is NULL when no item had). An item that could not be read (a file) is its
+   * error. The library API's top-k results (src/api/). */
   lv_status (*decode_out_nbest)(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
                                 int *n);
   /* Optional: a task that classifies images: the class probabilities of host batch b,
