@@ -166,7 +166,7 @@ $(BUILD)/lingvoc.pc: include/lingvoc.h Makefile
 # The examples: plain C programs over the header, linked against the shared library.
 $(BUILD)/examples/%: examples/%.c include/lingvoc.h $(SHLIB)
 	@mkdir -p $(dir $@)
-	$(call say,CC+LINK,$@)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD) -llingvoc \
+	$(call say,CC+LINK,$@)$(CC) -std=c11 -O2 -Wall -Wextra -Werror $(SAN) -Iinclude $< -L$(BUILD) -llingvoc \
 	  -Wl,-rpath,$(abspath $(BUILD)) -o $@
 
 install: $(BINS) $(LIB) $(SHLIB_ALL)

@@ -99,7 +99,7 @@ typedef struct lv_load_options {
   const char *params_file_override; /* NULL, or a file as --model_params_file_override */
   int num_threads;             /* 0: the experiment's cluster.num_threads. Sets the process's
                                   BLAS/OpenMP thread count (process-wide) */
-  lv_decode_options decode;    /* the model's own session's options (lv_session_new takes its own) */
+  lv_decode_options decode;    /* the model's own session's options, and lv_session_new's with NULL */
   lv_log_callback log;         /* NULL: the library logs nothing */
   void *log_user;
   int log_level;               /* lines of at least this level reach log (default 2: warnings) */

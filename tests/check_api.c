@@ -24,6 +24,8 @@
 
 static char g_dir[] = "/tmp/lingvoc-check-api.XXXXXX";
 
+static void expect_error(lv_status s, int code, const char *a, const char *b);
+
 static void options(lv_load_options *o) {
   lv_load_options_init(o);
   o->model = "mt.bible_en_es.TinyTest";
@@ -146,6 +148,32 @@ START_TEST(test_threads) {
     lv_nbest_free(w[t].r);
   }
   lv_nbest_free(one);
+  lv_model_free(m);
+}
+END_TEST
+
+/* A session's own options: num_hyps 2 keeps at most 2 hyps (the model's 4); bad ones
+ * are errors naming the option or param. */
+START_TEST(test_session_options) {
+  lv_model *m = load();
+  lv_decode_options d;
+  lv_decode_options_init(&d);
+  d.num_hyps = 2;
+  lv_session *ss = NULL;
+  lv_status s = lv_session_new(m, &d, &ss);
+  ck_assert_msg(!s, "%s", lv_status_msg(s));
+  const char *src[1] = {"veto ripa ne veto."};
+  lv_nbest *r = NULL;
+  s = lv_translate(m, ss, src, 1, 8, &r);
+  ck_assert_msg(!s, "%s", lv_status_msg(s));
+  ck_assert_int_le(r->n[0], 2);
+  lv_nbest_free(r);
+  lv_session_free(ss);
+  d.length_normalization = 0.0 / 0.0;
+  expect_error(lv_session_new(m, &d, &ss), LV_STATUS_INVALID, "NaN", NULL);
+  lv_decode_options_init(&d);
+  d.top_k = 3;
+  expect_error(lv_session_new(m, &d, &ss), LV_STATUS_INVALID, "sample_top_k", NULL);
   lv_model_free(m);
 }
 END_TEST
@@ -276,6 +304,7 @@ int main(void) {
   tcase_add_test(tc, test_version);
   tcase_add_test(tc, test_translate_golden);
   tcase_add_test(tc, test_threads);
+  tcase_add_test(tc, test_session_options);
   tcase_add_test(tc, test_log_callback);
   tcase_add_test(tc, test_load_errors);
   tcase_add_test(tc, test_wrong_kind);

@@ -35,6 +35,7 @@ struct lv_model {
   char *model, *logdir, *experiments_dir, *dataset, *params_override, *params_file_override;
   char *checkpoint; /* the resolved prefix every session restores */
   int num_threads;
+  lv_decode_options decode; /* the load options' (lv_session_new's NULL) */
   lv_log_sink sink;
   char task_cls[128];
   lv_session *own; /* the NULL session's, used under mu */
@@ -193,6 +194,7 @@ static lv_status model_load(const lv_load_options *o, lv_model *m) {
   m->params_override = dup_or_null(o->params_override);
   m->params_file_override = dup_or_null(o->params_file_override);
   m->num_threads = o->num_threads;
+  m->decode = o->decode;
   LV_TRY(session_make(m, &o->decode, o->checkpoint, &m->own));
   m->checkpoint = dup_or_null(lv_line_decoder_checkpoint(m->own->ld));
   snprintf(m->task_cls, sizeof m->task_cls, "%s", lv_line_decoder_instance(m->own->ld)->task->cls->cls);
@@ -239,10 +241,8 @@ const char *lv_model_checkpoint(const lv_model *m) { return m->checkpoint; }
 
 lv_status lv_session_new(lv_model *m, const lv_decode_options *o, lv_session **out) {
   LV_ASSERT(m && out);
-  lv_decode_options d;
-  lv_decode_options_init(&d);
   lv_log_sink prev = lv_log_thread_sink_set(m->sink);
-  lv_status s = session_make(m, o ? o : &d, m->checkpoint, out);
+  lv_status s = session_make(m, o ? o : &m->decode, m->checkpoint, out);
   lv_log_thread_sink_restore(prev);
   return s;
 }
