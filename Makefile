@@ -35,7 +35,12 @@ OPT      ?= -O2 -march=$(X86_LEVEL) -mtune=generic -fno-trapping-math -fno-math-
 SAN      ?=
 CFLAGS   ?=
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fopenmp $(SAN) \
-            -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags libconfig libprotobuf-c)
+            -Isrc -Iinclude -I$(BUILD)/gen $(shell pkg-config --cflags libconfig libprotobuf-c)
+# One set of objects serves the static archive, the executables and the shared library:
+# -fPIC for the latter, -fno-semantic-interposition so that calls inside the library stay
+# direct and inlinable as in the executables' default PIE (liblingvoc.so exports only
+# include/lingvoc.h's functions, so nothing in it can be interposed anyway).
+CFLAGS   += -fPIC -fno-semantic-interposition
 LDLIBS   += $(shell pkg-config --libs libconfig libprotobuf-c) -lopenblas -lsnappy -lz -lpng -lm -lpthread
 # Speech (src/audio/): FFTW's float FFT for the log-mel frontend, libsndfile to decode
 # WAV/FLAC/OGG, libsoxr to resample to 16 kHz, libarchive to read LibriSpeech tarballs.
@@ -87,6 +92,17 @@ FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 # `make $(BUILD)/bench/NAME`, never their own cc line).
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+# The library API's shared library and examples (made below, after `all`).
+LV_VERSION := $(shell sed -n 's/^\#define LINGVOC_VERSION "\(.*\)"/\1/p' include/lingvoc.h)
+LV_MAJOR   := $(firstword $(subst ., ,$(LV_VERSION)))
+SONAME     := liblingvoc.so.$(LV_MAJOR)
+SHLIB      := $(BUILD)/liblingvoc.so.$(LV_VERSION)
+EXAMPLE_SRC := $(wildcard examples/*.c)
+ifneq ($(CUDA),1)
+SHLIB_ALL  := $(SHLIB) $(BUILD)/lingvoc.pc
+EXAMPLES   := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
+endif
+PREFIX     ?= /usr/local
 
 # ---- CUDA=1: src/kernels/cuda/*.cu with nvcc (sm_90 code plus compute_90 PTX for newer
 # GPUs) into $(BUILD)/liblingvoc_cuda.a, linked into every executable with cuBLAS and the
@@ -115,14 +131,46 @@ $(CUDA_LIB): $(CU_OBJ)
 $(BINS) $(TESTS) $(BENCHES): $(CUDA_LIB)
 endif
 
-.PHONY: all test run-tests asan bench bench-programs fuzz clean deps gpu-bundle
+.PHONY: all test run-tests asan bench bench-programs fuzz clean deps gpu-bundle install
 .DELETE_ON_ERROR:
 # Keep every intermediate (generated sources, objects of mains and tests) between builds.
 .SECONDARY:
 
-all: $(BINS) $(TESTS) $(BENCHES)
+all: $(BINS) $(TESTS) $(BENCHES) $(SHLIB_ALL) $(EXAMPLES)
 
 bench-programs: $(BENCHES)
+
+# ---- The library API (include/lingvoc.h): build/liblingvoc.so.MAJOR.MINOR.PATCH with
+# soname liblingvoc.so.MAJOR, exporting only the header's LINGVOC_API functions (a
+# version script made from the header), lingvoc.pc, the examples linked against it, and
+# `make install PREFIX=DIR`. Not with CUDA=1 yet (its .cu objects are not PIC). ----
+
+$(BUILD)/lingvoc.map: include/lingvoc.h
+	@mkdir -p $(BUILD)
+	$(call say,GEN,$@){ echo 'LINGVOC_$(LV_MAJOR) {'; echo ' global:'; \
+	  sed -n 's/^LINGVOC_API .*[ *]\(lv_[a-z0-9_]*\)(.*/  \1;/p' $<; echo ' local: *;'; echo '};'; } >$@
+
+$(SHLIB): $(LIB_OBJ) $(BUILD)/lingvoc.map
+	$(call say,LINK,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(BUILD)/lingvoc.map \
+	  -Wl,--no-undefined $(LDFLAGS) $(LIB_OBJ) $(LDLIBS) -o $@
+	@ln -sf $(notdir $@) $(BUILD)/$(SONAME) && ln -sf $(SONAME) $(BUILD)/liblingvoc.so
+
+# lingvoc.pc for a prefix (@PREFIX@ is replaced by install).
+$(BUILD)/lingvoc.pc: include/lingvoc.h Makefile
+	@mkdir -p $(BUILD)
+	$(call say,GEN,$@)printf '%s\n' 'prefix=@PREFIX@' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: lingvoc' 'Description: Lingvo models in C: translate, transcribe, score, sample, classify' \
+	  'Version: $(LV_VERSION)' 'Libs: -L$${libdir} -llingvoc' 'Libs.private: -fopenmp $(LDLIBS)' \
+	  'Cflags: -I$${includedir}' >$@
+
+# The examples: plain C programs over the header, linked against the shared library.
+$(BUILD)/examples/%: examples/%.c include/lingvoc.h $(SHLIB)
+	@mkdir -p $(dir $@)
+	$(call say,CC+LINK,$@)$(CC) -std=c11 -O2 -Wall -Wextra -Werror $(SAN) -Iinclude $< -L$(BUILD) -llingvoc \
+	  -Wl,-rpath,$(abspath $(BUILD)) -o $@
+
+install: $(BINS) $(LIB) $(SHLIB_ALL)
+	@scripts/install.sh $(BUILD) $(BINDIR) $(PREFIX) $(DESTDIR)
 
 deps:
 	@scripts/install-deps.sh

@@ -48,7 +48,8 @@ all_flags = set().union(*flags.values())
 def script_flags(path):
     return set(re.findall(r"--([a-z_0-9]+)", open(path).read())) if os.path.exists(path) else set()
 external = {"mpirun": {"np", "host", "mca", "oversubscribe", "allow-run-as-root", "bind-to"},
-            "spm_encode": {"output_format"}}
+            "spm_encode": {"output_format"}, "pip": {"no-index", "no-build-isolation"},
+            "venv": {"system-site-packages"}}
 ext_all = set().union(*external.values())
 for s in os.listdir("scripts"):
     if s.endswith(".sh"):

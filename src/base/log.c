@@ -13,6 +13,17 @@ static const char kLevelChar[LV_LOG_COUNT] = {'D', 'I', 'W', 'E'};
 
 void lv_log_set_level(lv_log_level min_level) { g_min_level = min_level; }
 
+static _Thread_local lv_log_sink t_sink;
+
+lv_log_sink lv_log_thread_sink_set(lv_log_sink sink) {
+  lv_log_sink prev = t_sink;
+  t_sink = sink;
+  t_sink.active = true;
+  return prev;
+}
+
+void lv_log_thread_sink_restore(lv_log_sink previous) { t_sink = previous; }
+
 static int g_verbosity;
 #define VMODULE_MAX 32
 static struct {
@@ -87,6 +98,13 @@ void lv_log(lv_log_level level, const char *fmt, ...) {
 }
 
 static void vlog(lv_log_level level, const char *fmt, va_list ap) {
+  if (t_sink.active) {
+    if (!t_sink.fn || level < t_sink.min_level) return;
+    char line[4096];
+    vsnprintf(line, sizeof line, fmt, ap);
+    t_sink.fn(t_sink.user, level, line);
+    return;
+  }
   if (level < g_min_level) return;
   struct timeval tv;
   gettimeofday(&tv, NULL);

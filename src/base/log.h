@@ -1,11 +1,30 @@
 /* Logging to stderr with a timestamp and level, like Lingvo's absl logging
- * ("I1121 20:15:05.123 trainer] step: ..."). Thread-safe (one fprintf per line). */
+ * ("I1121 20:15:05.123 trainer] step: ..."). Thread-safe (one fprintf per line). A thread
+ * may send its lines elsewhere instead (lv_log_thread_sink): the library API
+ * (src/api/) routes what its calls log to the caller's callback, or drops it. */
 #ifndef LV_BASE_LOG_H
 #define LV_BASE_LOG_H
+
+#include <stdbool.h>
 
 typedef enum { LV_LOG_DEBUG, LV_LOG_INFO, LV_LOG_WARN, LV_LOG_ERROR, LV_LOG_COUNT } lv_log_level;
 
 void lv_log_set_level(lv_log_level min_level);
+
+/* Where the calling thread's log lines go: sink(user, level, message) for each line of at
+ * least min_level (the message without timestamp; NULL sink with quiet: none at all),
+ * instead of stderr. Per thread, so a library call on one thread does not silence
+ * another. lv_log_thread_sink_set returns the previous setting, which the caller restores
+ * (lv_log_thread_sink_restore) before returning. */
+typedef void (*lv_log_sink_fn)(void *user, lv_log_level level, const char *message);
+typedef struct lv_log_sink {
+  bool active; /* false: the process-wide stderr logging */
+  lv_log_sink_fn fn; /* NULL with active: drop every line */
+  void *user;
+  lv_log_level min_level;
+} lv_log_sink;
+lv_log_sink lv_log_thread_sink_set(lv_log_sink sink);
+void lv_log_thread_sink_restore(lv_log_sink previous);
 void lv_log(lv_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* absl's verbose logging: lv_vlog(n, ...) prints (as an info line) when n <= the

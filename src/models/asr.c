@@ -243,5 +243,7 @@ const lv_task_class lv_asr_model = {
     .decode_out_to_lines = lv_asr_decode_out_to_lines,
     .line_summary = lv_asr_line_summary,
     .line_batch_limit = lv_asr_line_batch_limit,
+    .decode_out_nbest = lv_asr_decode_out_nbest,
+    .samples_to_batch = lv_asr_samples_to_batch,
     .seq_decode = &lv_asr_decode_ops,
 };

@@ -54,5 +54,9 @@ lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const 
                                 int64_t first_lineno, lv_batch *b, bool *empty);
 lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines);
 lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line);
+lv_status lv_asr_samples_to_batch(lv_task *t, const float *const *samples, const int64_t *lens, int n, lv_batch *b,
+                                  bool *empty);
+lv_status lv_asr_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
+                                  int *n);
 
 #endif

@@ -30,6 +30,8 @@ typedef struct asr_file {
   int64_t T0, T; /* frames, and with AsrInput's eos frame */
   int row;
   bool blank; /* an empty line or an unreadable file: an empty output line */
+  lv_code error_code; /* an unreadable file: why (malloc'd), for decode_out_nbest */
+  char *error;
 } asr_file;
 
 typedef struct asr_decoder {
@@ -226,15 +228,21 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
 }
 
 /* A file that cannot be transcribed (s says why, naming it): logged with the input and
- * line, its output line left empty, and the others go on; line_summary fails the run. */
+ * line, its output line left empty, and the others go on; line_summary fails the run. The
+ * library API reads the message back as the item's error. */
 static lv_status file_failed(lv_task *t, asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
   lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)",
            t->line_source ? t->line_source : "?", (long long)lineno, lv_status_msg(s));
+  free(f->error);
+  f->error = strdup(lv_status_msg(s));
+  f->error_code = lv_status_code(s);
   lv_status_free(s);
   d->failed++;
   f->blank = true;
   return NULL;
 }
+
+static lv_status audio_frames(lv_task *t, asr_decoder *d, int i, const lv_audio *a, int64_t lineno);
 
 /* One line's file read into d->file[i]: its frames (NULL when it has nothing to decode:
  * an empty line, an unreadable file, shorter than a frame, or silence: the output line
@@ -258,21 +266,24 @@ static lv_status read_one(lv_task *t, asr_decoder *d, int i, int64_t lineno, con
   lv_audio a = {0};
   lv_status s = lv_audio_read_file(f->path, kAsrSampleRate, &a);
   if (s) return file_failed(t, d, f, lineno, s);
-  d->audio_secs += (double)a.n / a.rate;
+  s = audio_frames(t, d, i, &a, lineno);
+  lv_audio_free(&a);
+  return s;
+}
+
+/* d->file[i]'s frames from its audio a (16 kHz mono, int16 range; a stays the caller's). */
+static lv_status audio_frames(lv_task *t, asr_decoder *d, int i, const lv_audio *a, int64_t lineno) {
+  asr_file *f = &d->file[i];
+  lv_status s = NULL;
+  d->audio_secs += (double)a->n / a->rate;
   /* Silence: no sample reaches kSilencePeak (-60 dBFS; 16-bit dither peaks near -84 dBFS,
    * speech recorded at a usable level far above): nothing to transcribe, and a model
    * never trained on silence would otherwise make words up. */
   float peak = 0;
-  for (int64_t k = 0; k < a.n; k++) peak = fabsf(a.samples[k]) > peak ? fabsf(a.samples[k]) : peak;
-  if (peak < kSilencePeak) {
-    lv_audio_free(&a);
-    return NULL;
-  }
-  const int64_t T0 = lv_mel_frontend_num_frames(d->fe, a.n), F = d->frame_size;
-  if (T0 == 0) {
-    lv_audio_free(&a);
-    return NULL; /* shorter than one frame: nothing to hear */
-  }
+  for (int64_t k = 0; k < a->n; k++) peak = fabsf(a->samples[k]) > peak ? fabsf(a->samples[k]) : peak;
+  if (peak < kSilencePeak) return NULL;
+  const int64_t T0 = lv_mel_frontend_num_frames(d->fe, a->n), F = d->frame_size;
+  if (T0 == 0) return NULL; /* shorter than one frame: nothing to hear */
   /* Longer than the model takes (the input drops such utterances in training): a long
    * recording would make an encoder graph of its length, and attention trained on
    * utterances of seconds does not transcribe an hour. */
@@ -280,19 +291,15 @@ static lv_status read_one(lv_task *t, asr_decoder *d, int i, int64_t lineno, con
     s = lv_status_make(LV_ERR_INVALID,
                        "%s: %.1f s of audio make %lld frames%s, over input.source_max_length = %lld: split the "
                        "recording into shorter files (or raise input.source_max_length)",
-                       f->path, (double)a.n / a.rate, (long long)(T0 + (d->eos_frame ? 1 : 0)),
+                       f->path, (double)a->n / a->rate, (long long)(T0 + (d->eos_frame ? 1 : 0)),
                        d->eos_frame ? " with the eos frame" : "", (long long)d->max_frames);
-    lv_audio_free(&a);
     return file_failed(t, d, f, lineno, s);
   }
   void *fv = NULL;
-  if ((s = lv_mem_alloc((size_t)(T0 * F), sizeof *f->frames, false, "log-mel frames", &fv))) {
-    lv_audio_free(&a);
+  if ((s = lv_mem_alloc((size_t)(T0 * F), sizeof *f->frames, false, "log-mel frames", &fv)))
     return file_failed(t, d, f, lineno, lv_status_wrap(s, "%s", f->path));
-  }
   f->frames = fv;
-  s = lv_mel_frontend_compute(d->fe, a.samples, NULL, a.n, f->frames, NULL);
-  lv_audio_free(&a);
+  s = lv_mel_frontend_compute(d->fe, a->samples, NULL, a->n, f->frames, NULL);
   if (s) {
     /* Samples whose features are not finite (a float file of huge values): this file
      * alone fails, as an unreadable one does. */
@@ -309,15 +316,49 @@ static void files_clear(asr_decoder *d) {
   for (int i = 0; i < d->nfiles; i++) {
     free(d->file[i].path);
     free(d->file[i].frames);
+    free(d->file[i].error);
   }
   d->nfiles = 0;
 }
+
+static void files_begin(asr_decoder *d, int n, lv_batch *b, bool *empty);
+static lv_status files_batch(asr_decoder *d, lv_batch *b, bool *empty);
 
 lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                                 int64_t first_lineno, lv_batch *b, bool *empty) {
   asr_decoder *d = decoder_of(t);
   const char *verb, *note;
   LV_TRY(lv_asr_line_describe(t, kind, &verb, &note));
+  files_begin(d, n, b, empty);
+  for (int i = 0; i < n; i++) {
+    d->file[i].path = strndup(lines[i], lens[i]);
+    LV_ASSERT(d->file[i].path);
+  }
+  for (int i = 0; i < n; i++) LV_TRY(read_one(t, d, i, first_lineno + i, lines[i], lens[i]));
+  return files_batch(d, b, empty);
+}
+
+lv_status lv_asr_samples_to_batch(lv_task *t, const float *const *samples, const int64_t *lens, int n, lv_batch *b,
+                                  bool *empty) {
+  asr_decoder *d = decoder_of(t);
+  const char *verb, *note;
+  LV_TRY(lv_asr_line_describe(t, "audio", &verb, &note));
+  files_begin(d, n, b, empty);
+  for (int i = 0; i < n; i++) {
+    LV_ASSERT(asprintf(&d->file[i].path, "samples %d", i) >= 0);
+    /* As the file reader gives them: int16 range. */
+    lv_audio a = {.n = lens[i], .rate = kAsrSampleRate, .samples = malloc(sizeof(float) * (size_t)(lens[i] + 1))};
+    LV_ASSERT(a.samples);
+    for (int64_t k = 0; k < lens[i]; k++) a.samples[k] = samples[i][k] * 32768.0f;
+    lv_status s = audio_frames(t, d, i, &a, i + 1);
+    free(a.samples);
+    LV_TRY(s);
+  }
+  return files_batch(d, b, empty);
+}
+
+/* The batch of n inputs begins: d->file[0..n) cleared (no frames, no row). */
+static void files_begin(asr_decoder *d, int n, lv_batch *b, bool *empty) {
   *empty = true;
   lv_nmap_clear(&b->map);
   b->size = 0;
@@ -332,14 +373,13 @@ lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const 
   }
   d->nfiles = n;
   memset(d->file, 0, sizeof *d->file * (size_t)n);
-  for (int i = 0; i < n; i++) {
-    d->file[i].path = strndup(lines[i], lens[i]);
-    LV_ASSERT(d->file[i].path);
-    d->file[i].row = -1;
-  }
+  for (int i = 0; i < n; i++) d->file[i].row = -1;
+}
+
+/* The inputs' frames (d->file) as AsrInput's batch. */
+static lv_status files_batch(asr_decoder *d, lv_batch *b, bool *empty) {
   int64_t B = 0, T = 0;
-  for (int i = 0; i < n; i++) {
-    LV_TRY(read_one(t, d, i, first_lineno + i, lines[i], lens[i]));
+  for (int i = 0; i < d->nfiles; i++) {
     if (!d->file[i].frames) continue;
     d->file[i].row = (int)B++;
     if (d->file[i].T > T) T = d->file[i].T;
@@ -367,7 +407,7 @@ lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const 
     d->cap_t = (size_t)(B * T);
   }
   memset(d->frames, 0, sizeof *d->frames * (size_t)(B * T * F));
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < d->nfiles; i++) {
     const asr_file *f = &d->file[i];
     if (f->row < 0) continue;
     memcpy(d->frames + f->row * T * F, f->frames, sizeof *f->frames * (size_t)(f->T0 * F));
@@ -425,4 +465,13 @@ lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line) {
                           "name them; their output lines are empty); the others were transcribed",
                           (long long)d->failed, (long long)d->files);
   return NULL;
+}
+
+lv_status lv_asr_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
+                                  int *n) {
+  asr_decoder *d = decoder_of(t);
+  *n = 0;
+  if (i < 0 || i >= d->nfiles) return lv_status_make(LV_ERR_INTERNAL, "decode_out_nbest: item %d of %d", i, d->nfiles);
+  if (d->file[i].error) return lv_status_make(d->file[i].error_code, "%s", d->file[i].error);
+  return lv_seq_nbest(d->tok, d->bp.num_hyps_per_beam, dec_out, d->file[i].row, k, texts, scores, n);
 }

@@ -205,9 +205,10 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
     lv_metrics_add(m, "acc5", acc5, (double)n);
     lv_metrics_add(m, "error", lv_op_add_scalar(g, lv_op_scale(g, acc1, -1.0f), 1.0f), (double)n);
     lv_metrics_add(m, "error5", lv_op_add_scalar(g, lv_op_scale(g, acc5, -1.0f), 1.0f), (double)n);
-    lv_tensor *pred = lv_op_argmax(g, logits);
-    if (pred) {
+    lv_tensor *pred = lv_op_argmax(g, logits), *probs = lv_op_softmax(g, logits);
+    if (pred && probs) {
       lv_status ps = lv_nmap_set(&m->per_example, "predictions", pred);
+      if (!ps) ps = lv_nmap_set(&m->per_example, "probs", probs); /* [N, classes]: the library's classify */
       if (ps) {
         lv_graph_fail(g, "%s", lv_status_msg(ps));
         lv_status_free(ps);
@@ -218,6 +219,55 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
   ok = s == NULL;
   lv_status_free(s);
   return ok;
+}
+
+/* lv_classify: the eval forward pass over raw images with zero labels and unit weights,
+ * reading the softmax of the logits (per_example "probs"). */
+static lv_status classifier_classify(lv_task *t, lv_graph *g, const lv_batch *b, lv_tensor **probs) {
+  classifier *c = (classifier *)t;
+  *probs = NULL;
+  const lv_tensor *raw = lv_batch_get(b, "raw");
+  if (!raw || raw->dtype != LV_U8 || raw->shape.rank != 4 || raw->shape.d[1] != c->data_shape[0] ||
+      raw->shape.d[2] != c->data_shape[1] || raw->shape.d[3] != c->data_shape[2])
+    return lv_status_make(LV_ERR_INVALID, "images: expected uint8 [N, %lld, %lld, %lld] (input.data_shape)",
+                          (long long)c->data_shape[0], (long long)c->data_shape[1], (long long)c->data_shape[2]);
+  const int64_t n = raw->shape.d[0];
+  lv_tensor *label = lv_tensor_new(LV_I32, lv_shape1(n)), *weight = lv_tensor_new(LV_F32, lv_shape1(n));
+  lv_batch hb, gb;
+  lv_batch_init(&hb);
+  lv_batch_init(&gb);
+  lv_status s = label && weight ? NULL : lv_status_make(LV_ERR_RESOURCE, "images: out of memory");
+  if (!s) {
+    memset(label->data, 0, lv_tensor_nbytes(label));
+    for (int64_t i = 0; i < n; i++) lv_f32(weight)[i] = 1.0f;
+    hb.size = n;
+    s = lv_nmap_set(&hb.map, "raw", (lv_tensor *)raw);
+  }
+  if (!s) s = lv_nmap_set(&hb.map, "label", label);
+  if (!s) s = lv_nmap_set(&hb.map, "weight", weight);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  if (!s) s = lv_batch_to_graph(g, &hb, &gb);
+  lv_metrics m;
+  lv_metrics_init(&m);
+  if (!s && !classifier_fprop(t, g, &gb, true, 0, &m) && !(s = lv_graph_status(g)))
+    s = lv_status_make(LV_ERR_INTERNAL, "classify: the forward pass failed");
+  const lv_tensor *p = s ? NULL : lv_nmap_get(&m.per_example, "probs");
+  if (!s && !p) s = lv_status_make(LV_ERR_INTERNAL, "classify: the forward pass gave no probabilities");
+  if (!s) {
+    *probs = lv_tensor_new(LV_F32, p->shape);
+    s = *probs ? lv_tensor_to_host(p, (*probs)->data) : lv_status_make(LV_ERR_RESOURCE, "images: out of memory");
+    if (s) {
+      lv_tensor_free(*probs);
+      *probs = NULL;
+    }
+  }
+  lv_metrics_free(&m);
+  lv_batch_free(&gb);
+  lv_batch_free(&hb);
+  lv_tensor_free(label);
+  lv_tensor_free(weight);
+  return s;
 }
 
 /* The caption name of class id k: class_names[k] if given, else the id. */
@@ -280,4 +330,5 @@ const lv_task_class lv_classifier_model_v1 = {
     .fprop = classifier_fprop,
     .destroy = classifier_destroy,
     .eval_summaries = classifier_eval_summaries,
+    .classify = classifier_classify,
 };

@@ -517,6 +517,24 @@ static lv_status sample(lm_task *m, lv_graph *g, lv_decode_out *out) {
   return s;
 }
 
+/* "token_logprobs" [n]: the log-probability of each scored token of a one-line batch
+ * (per-token xent [T, 1] on the graph's device; weights [1, T] host), </s> included. */
+static lv_status token_logprobs(const lv_tensor *xent, const lv_tensor *w, lv_decode_out *out) {
+  if (!xent || !w) return NULL;
+  const int64_t T = lv_tensor_numel(w);
+  if (lv_tensor_numel(xent) != T) return NULL; /* not a one-line batch */
+  float *x = malloc(sizeof(float) * (size_t)(T + 1));
+  LV_ASSERT(x);
+  lv_status s = lv_tensor_to_host(xent, x);
+  int64_t n = 0;
+  for (int64_t i = 0; !s && i < T; i++)
+    if (lv_f32(w)[i] > 0) x[n++] = -x[i];
+  lv_tensor *r = s ? NULL : lv_tensor_new(LV_F32, lv_shape1(n));
+  if (r) memcpy(r->data, x, sizeof(float) * (size_t)n);
+  free(x);
+  return s ? s : lv_decode_out_take(out, "token_logprobs", r);
+}
+
 static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out) {
   lm_task *m = (lm_task *)t;
   if (!t->decode_state) return lv_status_make(LV_ERR_INVALID, "lm decoder: decoder_setup was not run");
@@ -536,6 +554,7 @@ static lv_status lm_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode
   if (!s) s = lv_tensor_item(o.xent.total_weight, &v[1]);
   v[0] = -v[0];
   if (!s) s = take_scalars(out, "score", v, 2);
+  if (!s) s = token_logprobs(o.xent.per_example_xent, lv_batch_get(b, "weights"), out);
   lm_inputs_free(&in);
   lv_batch_free(&gb);
   return s;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,17 @@ lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n) 
     LV_TRY(lv_path_fmt(cand, sizeof cand, "%s/../experiments", dirname(exe)));
     if (lv_file_is_dir(cand)) return lv_path_fmt(out, n, "%s", cand);
   }
+  /* A program linking liblingvoc.so: the library's <prefix>/lib/../experiments. */
+  Dl_info info;
+  if (dladdr((void *)lv_model_experiments_dir, &info) && info.dli_fname && strlen(info.dli_fname) < sizeof exe) {
+    snprintf(exe, sizeof exe, "%s", info.dli_fname);
+    char cand[LV_PATH_MAX];
+    LV_TRY(lv_path_fmt(cand, sizeof cand, "%s/../experiments", dirname(exe)));
+    if (lv_file_is_dir(cand)) return lv_path_fmt(out, n, "%s", cand);
+  }
   if (lv_file_is_dir("experiments")) return lv_path_fmt(out, n, "experiments");
   return lv_status_make(LV_ERR_NOT_FOUND, "cannot find the experiments directory (tried $LINGVOC_EXPERIMENTS, "
-                        "<bin>/../experiments and ./experiments); pass --experiments_dir");
+                        "<bin>/../experiments, <liblingvoc.so>/../experiments and ./experiments); pass --experiments_dir");
 }
 
 /* Lists "dir.sub.Group" model names under root into buf. */

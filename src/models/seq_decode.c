@@ -452,3 +452,26 @@ lv_status lv_seq_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, ch
   LV_ASSERT(*line);
   return NULL;
 }
+
+lv_status lv_seq_nbest(const lv_tokenizer *tok, int H, const lv_decode_out *dec_out, int64_t row, int k, char **texts,
+                       float *scores, int *n) {
+  *n = 0;
+  if (row < 0 || !dec_out) return NULL;
+  const lv_tensor *ids = lv_decode_out_get(dec_out, "topk_ids"), *lens = lv_decode_out_get(dec_out, "topk_lens");
+  const lv_tensor *sc = lv_decode_out_get(dec_out, "topk_scores");
+  if (!ids || !lens || !sc) return lv_status_make(LV_ERR_INTERNAL, "the decode gave no topk_ids / topk_lens / topk_scores");
+  const int L = (int)ids->shape.d[1];
+  for (int h = 0; h < H && *n < k; h++) {
+    const int64_t r = row * H + h;
+    if (lv_i32(lens)[r] == 0) continue;
+    LV_TRY(lv_seq_row_text(tok, lv_i32(ids) + r * L, L, lv_i32(lens)[r], &texts[*n]));
+    scores[(*n)++] = lv_f32(sc)[r];
+  }
+  return NULL;
+}
+
+lv_status lv_seq_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
+                                  int *n) {
+  seq_decoder *d = decoder_of(t);
+  return lv_seq_nbest(d->tok, d->bp.num_hyps_per_beam, dec_out, i, k, texts, scores, n);
+}

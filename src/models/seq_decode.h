@@ -94,6 +94,12 @@ lv_status lv_seq_line_describe(lv_task *t, const char *kind, const char **verb, 
 lv_status lv_seq_line_to_batch(lv_task *t, const char *kind, const char *line, size_t len, int64_t lineno,
                                lv_batch *b, bool *empty);
 lv_status lv_seq_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, char **line);
+lv_status lv_seq_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
+                                  int *n);
+/* The decode_out_nbest of example row (-1 or a NULL dec_out: none) of dec_out's topk_ids / topk_lens /
+ * topk_scores, H hyps per example, as text with tok. */
+lv_status lv_seq_nbest(const lv_tokenizer *tok, int H, const lv_decode_out *dec_out, int64_t row, int k, char **texts,
+                       float *scores, int *n);
 
 /* The lv_task_class fields of a sequence task that decodes with ops (setup: one of the
  * two setup functions above). */
@@ -102,6 +108,6 @@ lv_status lv_seq_decode_out_to_line(lv_task *t, const lv_decode_out *dec_out, ch
   .decode = lv_seq_decode, .post_process_decode_out = lv_seq_post_process_decode_out,                 \
   .decoder_report = lv_seq_decoder_report, .line_describe = lv_seq_line_describe,                     \
   .line_to_batch = lv_seq_line_to_batch, .decode_out_to_line = lv_seq_decode_out_to_line,             \
-  .seq_decode = (ops)
+  .decode_out_nbest = lv_seq_decode_out_nbest, .seq_decode = (ops)
 
 #endif

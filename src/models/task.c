@@ -153,6 +153,14 @@ static lv_status decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_ou
   return s ? s : lv_graph_status(g);
 }
 
+lv_status lv_task_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out) {
+  if (!t->cls->decode) {
+    lv_decode_out_init(dec_out);
+    return lv_status_make(LV_ERR_INVALID, "task %s has no decode path", t->cls->cls);
+  }
+  return decode(t, g, b, dec_out);
+}
+
 bool lv_task_class_decodes(const lv_task_class *c) { return c->decode && c->post_process_decode_out; }
 
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out) {

@@ -149,6 +149,23 @@ typedef struct lv_task_class {
   /* Optional, with lines_to_batch: the most lines of kind one batch may hold within the
    * task's memory budget (0: no limit); a larger --decode_batch_size is cut to it. */
   int (*line_batch_limit)(lv_task *t, const char *kind);
+  /* Optional: the n-best of input item i of a decoded batch (0 for line_to_batch's
+   * one-example batch; the line's index for lines_to_batch): up to k hyps, best first, as
+   * texts (malloc'd) and scores [k]; *n how many (0: the item had nothing to decode;
+   * dec_out is NULL when no item had). An item that could not be read (a file) is its
+   * error. The library API's top-k results (src/api/). */
+  lv_status (*decode_out_nbest)(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
+                                int *n);
+  /* Optional: a task that classifies images: the class probabilities of host batch b,
+   * whose "raw" is uint8 images [N, H, W, C] (the experiment's data shape; another is an
+   * error naming input.data_shape), in eval mode on g, as a new host tensor *probs
+   * [N, classes] (the library's lv_classify). */
+  lv_status (*classify)(lv_task *t, lv_graph *g, const lv_batch *b, lv_tensor **probs);
+  /* Optional: instead of lines_to_batch, n utterances of 16 kHz mono float samples
+   * (samples[i], lens[i] of them) into one batch as lines_to_batch makes it from files
+   * (decode_out_nbest's items are the utterances). */
+  lv_status (*samples_to_batch)(lv_task *t, const float *const *samples, const int64_t *lens, int n, lv_batch *b,
+                                bool *empty);
 
   /* For tasks that decode with models/seq_decode.h's beam search: their incremental
    * decoder (NULL otherwise). Only models/ reads it. */
@@ -188,6 +205,9 @@ lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_me
 /* The bin/decoder flag whose lines are of this kind: "text" --decode_text, "audio"
  * --decode_audio, "score_text" --score_text, "sample" --sample. */
 const char *lv_task_line_flag(const char *kind);
+/* The task's decode of host batch b in eval mode on a reset g into *dec_out (initialized
+ * here, also on error; the caller frees it). */
+lv_status lv_task_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out);
 /* One decode of a one-example batch made by the task's line_to_batch into *line. */
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
 /* One decode of a batch made by the task's lines_to_batch into its n output lines

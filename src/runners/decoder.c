@@ -234,10 +234,13 @@ static lv_status setup_fusion(const lv_params *cfg, dec_state *d) {
   return NULL;
 }
 
-static lv_status setup(const lv_params *cfg, bool with_input, dec_state *d) {
+/* with_input: the decoder job (its input made here); else interactive decoding, which
+ * needs only decode and the line hooks (checked by its caller), or with any_task the
+ * library API, which also takes a task without a decode path (set up without decoding). */
+static lv_status setup(const lv_params *cfg, bool with_input, bool any_task, dec_state *d) {
   LV_TRY(lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
   lv_task *t = d->m->task;
-  /* Interactive decoding needs only decode and the line hooks (checked by its caller). */
+  if (any_task && !t->cls->decode) return NULL;
   if (with_input ? !lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics : !t->cls->decode)
     return lv_status_make(LV_ERR_INVALID, "task %s has no decoder job (no Decode / PostProcessDecodeOut): run "
                           "bin/evaler for its metrics", t->cls->cls);
@@ -436,25 +439,59 @@ static lv_status open_input(const char *kind, const char *path, FILE **in) {
   return NULL;
 }
 
-/* The checkpoint --decode_<kind> reads: --checkpoint (a prefix, or a directory's latest)
- * or the latest in <logdir>/train. */
-static lv_status interactive_checkpoint(const lv_params *cfg, const lv_decoder_options *opt, char *prefix, size_t n) {
-  const char *logdir = lv_params_str(cfg, "cluster.logdir"), *kind = opt->decode_kind;
+/* The checkpoint interactive decoding reads: checkpoint (a prefix, or a directory's
+ * latest) or the latest in <logdir>/train; errors start with what. */
+static lv_status interactive_checkpoint(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
+                                        size_t n) {
+  const char *logdir = lv_params_str(cfg, "cluster.logdir");
   char train_dir[LV_PATH_MAX];
   LV_TRY(lv_status_wrap(lv_path_fmt(train_dir, sizeof train_dir, "%s/train", logdir), "--logdir"));
-  const char *ck = opt->checkpoint && *opt->checkpoint ? opt->checkpoint : train_dir;
+  const char *ck = checkpoint && *checkpoint ? checkpoint : train_dir;
   struct stat st;
   if (ck == train_dir && stat(ck, &st) != 0)
     return lv_status_make(LV_ERR_NOT_FOUND, "%s: no checkpoint: %s does not exist (train first, or give "
-                          "--checkpoint=PREFIX)", lv_task_line_flag(kind), ck);
+                          "--checkpoint=PREFIX)", what, ck);
   if (!stat(ck, &st) && S_ISDIR(st.st_mode)) {
     int64_t step;
     bool found = false;
     LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
-    if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "%s: no checkpoint in %s", lv_task_line_flag(kind), ck);
+    if (!found) return lv_status_make(LV_ERR_NOT_FOUND, "%s: no checkpoint in %s", what, ck);
     return NULL;
   }
   return lv_status_wrap(lv_path_fmt(prefix, n, "%s", ck), "--checkpoint");
+}
+
+struct lv_line_decoder {
+  dec_state d;
+  char prefix[LV_PATH_MAX];
+};
+
+lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  lv_status s = setup(cfg, false, true, &(*out)->d);
+  if (s) {
+    lv_line_decoder_close(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what) {
+  const lv_params *cfg = ld->d.m->cfg;
+  LV_TRY(interactive_checkpoint(cfg, checkpoint, what, ld->prefix, sizeof ld->prefix));
+  LV_TRY(lv_status_wrap(lv_instance_restore(ld->d.m, ld->prefix, NULL), "%s", what));
+  lv_warn_model_params_drift(ld->prefix, cfg);
+  return NULL;
+}
+
+lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }
+const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld) { return ld->prefix; }
+
+void lv_line_decoder_close(lv_line_decoder *ld) {
+  if (!ld) return;
+  teardown(&ld->d);
+  free(ld);
 }
 
 static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
@@ -463,7 +500,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   if (!opt->lines) LV_TRY(open_input(kind, opt->decode_input, &in));
   dec_state d = {0};
   char prefix[LV_PATH_MAX];
-  lv_status s = setup(cfg, false, &d);
+  lv_status s = setup(cfg, false, false, &d);
   lv_task *t = d.m ? d.m->task : NULL;
   if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
                 (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
@@ -480,7 +517,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
       o.batch_size = lim;
     }
   }
-  if (!s) s = interactive_checkpoint(cfg, opt, prefix, sizeof prefix);
+  if (!s) s = interactive_checkpoint(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
   if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
   if (!s) lv_warn_model_params_drift(prefix, cfg);
   if (!s)
@@ -519,7 +556,7 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
                             .timeout_secs = opt->timeout_secs};
   lv_follower *f = NULL;
   LV_TRY(lv_follower_create(&fo, &f));
-  s = setup(cfg, true, &d);
+  s = setup(cfg, true, false, &d);
   char prefix[LV_PATH_MAX];
   int64_t step;
   bool done = false;

@@ -40,4 +40,18 @@ typedef struct lv_decoder_options {
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);
 
+/* A model set up for decoding as interactive decoding sets it up, for the library API
+ * (src/api/): cfg's instance (no input), its task's decoder_setup and task.decoder.fusion's
+ * LM; a task without a decode path (the classifier) is set up without decoding. Then
+ * lv_line_decoder_restore restores checkpoint (a prefix or a directory's latest; NULL or
+ * "": the latest in <logdir>/train), errors starting with what. cfg must outlive it. */
+typedef struct lv_line_decoder lv_line_decoder;
+typedef struct lv_instance lv_instance;
+lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out);
+lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what);
+lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
+/* The checkpoint prefix restored. */
+const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld);
+void lv_line_decoder_close(lv_line_decoder *ld);
+
 #endif
