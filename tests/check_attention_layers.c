@@ -111,6 +111,36 @@ static void check_ctx_is_weighted(const att_case *c, const lv_tensor *ctx, const
     }
 }
 
+/* skip_lp_regularization is None by default and then the enclosing scope's (Lingvo's
+ * CopyBaseParams: the task's, or a parent layer's), False when no scope sets one; a
+ * layer's own True or False wins. */
+START_TEST(test_skip_lp_inherited) {
+  lv_varstore *vs = lv_varstore_create();
+  lv_params *p[4];
+  lv_layer *l[4];
+  l[0] = att_layer("FCLayer", "name : 'plain'; input_dim : 2; output_dim : 3", vs, &p[0]);
+  lv_varstore_set_scope_skip_lp(vs, "", true); /* the task's skip_lp_regularization: True */
+  l[1] = att_layer("FCLayer", "name : 'inherits'; input_dim : 2; output_dim : 3", vs, &p[1]);
+  l[2] = att_layer("FCLayer", "name : 'own'; input_dim : 2; output_dim : 3; skip_lp_regularization : False", vs,
+                   &p[2]);
+  lv_varstore_set_scope_skip_lp(vs, "", false);
+  l[3] = att_layer("FCLayer", "name : 'on'; input_dim : 2; output_dim : 3; skip_lp_regularization : True", vs, &p[3]);
+  ck_assert(!lv_params_is_set(p[0], "skip_lp_regularization"));
+  ck_assert(!lv_varstore_find(vs, "plain/w/var")->skip_lp_regularization);
+  ck_assert(lv_varstore_find(vs, "inherits/w/var")->skip_lp_regularization);
+  ck_assert(lv_varstore_find(vs, "inherits/b/var")->skip_lp_regularization);
+  ck_assert(!lv_varstore_find(vs, "own/w/var")->skip_lp_regularization);
+  ck_assert(lv_varstore_find(vs, "on/w/var")->skip_lp_regularization);
+  ck_assert(lv_varstore_scope_skip_lp(vs, "on/child"));
+  ck_assert(!lv_varstore_scope_skip_lp(vs, "onx"));
+  for (int i = 0; i < 4; i++) {
+    lv_layer_free(l[i]);
+    lv_params_free(p[i]);
+  }
+  lv_varstore_destroy(vs);
+}
+END_TEST
+
 START_TEST(test_additive_attention) {
   lv_varstore *vs = lv_varstore_create();
   lv_params *p;
@@ -401,6 +431,7 @@ int main(void) {
   TCase *tc = tcase_create("attention");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_layer_norm);
+  tcase_add_test(tc, test_skip_lp_inherited);
   tcase_add_test(tc, test_additive_attention);
   tcase_add_test(tc, test_dot_product_attention);
   tcase_add_test(tc, test_mha_variables);

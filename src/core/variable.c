@@ -52,11 +52,13 @@ struct lv_varstore {
   int64_t n_train;
   void *other;           /* every other variable */
   size_t other_bytes;
-  struct scope_vn {
+  struct scope_settings {
     char scope[LV_VAR_NAME_MAX];
+    bool has_vn, has_skip_lp; /* which of the two this scope set */
     lv_var_vn vn;
-  } *vn; /* lv_varstore_set_scope_vn */
-  int nvn, capvn;
+    bool skip_lp;
+  } *scopes; /* lv_varstore_set_scope_vn, lv_varstore_set_scope_skip_lp */
+  int nscopes, capscopes;
 };
 
 lv_varstore *lv_varstore_create_on(lv_device dev) {
@@ -78,7 +80,7 @@ void lv_varstore_destroy(lv_varstore *vs) {
   if (vs->values) vs->be->free(vs->be->ctx, vs->values);
   if (vs->grads) vs->be->free(vs->be->ctx, vs->grads);
   if (vs->other) vs->be->free(vs->be->ctx, vs->other);
-  free(vs->vn);
+  free(vs->scopes);
   free(vs);
 }
 
@@ -260,30 +262,56 @@ void lv_varstore_zero_grads(lv_varstore *vs) {
   if (vs->grads) vs->be->kernels->zero(vs->be->ctx, sizeof(float) * (size_t)vs->n_train, vs->grads);
 }
 
-void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_vn *vn) {
+/* The settings of scope, added (nothing set) if it has none yet. */
+static struct scope_settings *scope_entry(lv_varstore *vs, const char *scope) {
   int i = 0;
-  while (i < vs->nvn && strcmp(vs->vn[i].scope, scope)) i++;
-  if (i == vs->nvn) {
-    if (vs->nvn == vs->capvn) {
-      vs->capvn = vs->capvn ? 2 * vs->capvn : 8;
-      vs->vn = realloc(vs->vn, sizeof *vs->vn * (size_t)vs->capvn);
-      LV_ASSERT(vs->vn);
+  while (i < vs->nscopes && strcmp(vs->scopes[i].scope, scope)) i++;
+  if (i == vs->nscopes) {
+    if (vs->nscopes == vs->capscopes) {
+      vs->capscopes = vs->capscopes ? 2 * vs->capscopes : 8;
+      vs->scopes = realloc(vs->scopes, sizeof *vs->scopes * (size_t)vs->capscopes);
+      LV_ASSERT(vs->scopes);
     }
-    snprintf(vs->vn[i].scope, sizeof vs->vn[i].scope, "%s", scope);
-    vs->nvn++;
+    memset(&vs->scopes[i], 0, sizeof vs->scopes[i]);
+    snprintf(vs->scopes[i].scope, sizeof vs->scopes[i].scope, "%s", scope);
+    vs->nscopes++;
   }
-  vs->vn[i].vn = *vn;
+  return &vs->scopes[i];
+}
+
+/* The settings of the longest scope that is scope itself or one of its ancestors ("a/b"
+ * for "a/b/c", never for "a/bc"; "" covers all) and set the vn (vn) or skip_lp (!vn). */
+static const struct scope_settings *scope_find(const lv_varstore *vs, const char *scope, bool vn) {
+  const struct scope_settings *best = NULL;
+  size_t best_len = 0;
+  for (int i = 0; i < vs->nscopes; i++) {
+    const struct scope_settings *e = &vs->scopes[i];
+    size_t n = strlen(e->scope);
+    bool covers = n == 0 || (!strncmp(scope, e->scope, n) && (scope[n] == 0 || scope[n] == '/'));
+    if (covers && (vn ? e->has_vn : e->has_skip_lp) && (!best || n >= best_len)) best = e, best_len = n;
+  }
+  return best;
+}
+
+void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_vn *vn) {
+  struct scope_settings *e = scope_entry(vs, scope);
+  e->has_vn = true;
+  e->vn = *vn;
 }
 
 bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *out) {
-  int best = -1;
-  size_t best_len = 0;
-  for (int i = 0; i < vs->nvn; i++) {
-    size_t n = strlen(vs->vn[i].scope);
-    bool covers = n == 0 || (!strncmp(scope, vs->vn[i].scope, n) && (scope[n] == 0 || scope[n] == '/'));
-    if (covers && (best < 0 || n >= best_len)) best = i, best_len = n;
-  }
-  if (best < 0) return false;
-  *out = vs->vn[best].vn;
-  return true;
+  const struct scope_settings *e = scope_find(vs, scope, true);
+  if (e) *out = e->vn;
+  return e != NULL;
+}
+
+void lv_varstore_set_scope_skip_lp(lv_varstore *vs, const char *scope, bool skip) {
+  struct scope_settings *e = scope_entry(vs, scope);
+  e->has_skip_lp = true;
+  e->skip_lp = skip;
+}
+
+bool lv_varstore_scope_skip_lp(const lv_varstore *vs, const char *scope) {
+  const struct scope_settings *e = scope_find(vs, scope, false);
+  return e && e->skip_lp;
 }

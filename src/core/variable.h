@@ -103,5 +103,10 @@ void lv_varstore_zero_grads(lv_varstore *vs);
  * for "a/bc"), false if none is set. */
 void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_vn *vn);
 bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *out);
+/* skip_lp_regularization by layer scope, the same way (Lingvo's CopyBaseParams: a layer
+ * whose skip_lp_regularization is None takes its parent's): find gives the value of the
+ * longest covering scope that set one, false if none did. */
+void lv_varstore_set_scope_skip_lp(lv_varstore *vs, const char *scope, bool skip);
+bool lv_varstore_scope_skip_lp(const lv_varstore *vs, const char *scope);
 
 #endif

@@ -17,8 +17,9 @@ lv_params *lv_layer_base_params(const char *cls) {
                           "gaussian_sqrt_dim, gaussian_sqrt_fanin, uniform_sqrt_dim, truncated_gaussian.");
   lv_params_define_float(init, "scale", 1.000001, "Scale of the initialization.");
   lv_params_define_params(p, "params_init", init, "How model weights should be initialized.");
-  lv_params_define_bool(p, "skip_lp_regularization", false,
-                        "If True, all variables in this layer skip L1/L2 regularization.");
+  lv_params_define_none(p, "skip_lp_regularization", LV_PV_BOOL,
+                        "If True, all variables in this layer skip L1/L2 regularization; None: the parent "
+                        "layer's (the task's None: False).");
   lv_params_define_params(p, "vn", lv_layer_vn_params(),
                           "How variational noise should be applied (a layer whose vn is the default takes its "
                           "parent's; the task's is set from train.vn_std and train.vn_start_step).");
@@ -119,6 +120,8 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
                                         : snprintf(l->scope, sizeof l->scope, "%s", name);
   if (n >= (int)sizeof l->scope) return lv_status_make(LV_ERR_INVALID, "layer scope too long: %s/%s", parent_scope, name);
   l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : lv_fnv1a(l->scope);
+  if (lv_params_has(p, "skip_lp_regularization") && lv_params_is_set(p, "skip_lp_regularization"))
+    lv_varstore_set_scope_skip_lp(vs, l->scope, lv_params_bool(p, "skip_lp_regularization"));
   return lv_layer_scope_vn(vs, l->scope, p, l->scope);
 }
 
@@ -143,7 +146,7 @@ lv_status lv_layer_add_var(lv_layer *l, const char *name, lv_shape shape, const 
   if (snprintf(full, sizeof full, "%s/%s/var", l->scope, name) >= (int)sizeof full)
     return lv_status_make(LV_ERR_INVALID, "variable name too long: %s/%s/var", l->scope, name);
   LV_TRY(lv_varstore_add(l->vs, full, LV_F32, shape, vi, trainable, out));
-  (*out)->skip_lp_regularization = lv_params_bool(l->p, "skip_lp_regularization");
+  (*out)->skip_lp_regularization = lv_varstore_scope_skip_lp(l->vs, l->scope);
   return NULL;
 }
 

@@ -61,6 +61,9 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   if (!s) s = lv_varstore_add(m->vs, "global_step", LV_I64, lv_shape0(), zero, false, &m->global_step);
   uint64_t seed = lv_params_is_set(tp, "random_seed") ? (uint64_t)lv_params_int(tp, "random_seed") : 1234;
   if (!s) s = lv_task_update_vn_config(tp, m->vs, seed);
+  /* The task's skip_lp_regularization reaches every layer whose own is None. */
+  if (!s && lv_params_is_set(tp, "skip_lp_regularization"))
+    lv_varstore_set_scope_skip_lp(m->vs, "", lv_params_bool(tp, "skip_lp_regularization"));
   if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
   /* The input after the task has checked its params (a bad param is reported before
    * missing data) and before the variables are allocated (missing data is reported before

@@ -258,7 +258,10 @@ static lv_status restore_or_init(train_state *t, const lv_trainer_options *opt, 
     const lv_params *tp = lv_params_sub(t->m->cfg, "task.train");
     int loaded = 0;
     LV_TRY(lv_checkpoint_init_from_rules(lv_params_list(tp, "init_from_checkpoint_rules"),
-                                         lv_params_str(tp, "init_from_checkpoint_override"), t->items,
+                                         lv_params_is_set(tp, "init_from_checkpoint_override")
+                                             ? lv_params_str(tp, "init_from_checkpoint_override")
+                                             : NULL,
+                                         t->items,
                                          lv_varstore_count(t->m->vs), &loaded));
     if (loaded) {
       lv_info("init_from_checkpoint_rules: %d variables loaded", loaded);

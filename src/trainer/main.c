@@ -31,6 +31,9 @@ static const char kUsage[] =
 
 static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
   if (!*c->logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required with --mode=inspect_params");
+  /* Lingvo's InspectParams builds every dataset's params for its controller job, whatever
+   * --job says: the dump then reads as Lingvo's (scripts/lingvo_peer/params_diff.py). */
+  c->job = "controller";
   lv_model_options o;
   LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
   const char *names[8];
