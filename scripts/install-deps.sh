@@ -40,6 +40,13 @@ pkg_groups=(
 # python3-torch is the peer of the layer parity tests (tests/parity/) and the benchmarks.
 # Only for the benchmarks; install with LINGVOC_BENCH=1.
 if [ "${LINGVOC_BENCH:-0}" = 1 ]; then pkg_groups+=("the benchmarks|bc"); fi
+# Only for scripts/prepare_asr_synth.sh (experiments/asr/synth_en.cfg) and its suite test;
+# install with LINGVOC_ASR_SYNTH=1. Every package is in Debian 12 main: flite (voices awb,
+# kal16, rms, slt built in), festival with its main-section English voices (kal, kdl,
+# slt-hts), and fortunes-min and fortunes for general English text.
+if [ "${LINGVOC_ASR_SYNTH:-0}" = 1 ]; then
+  pkg_groups+=("the synthetic English speech corpus|flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts fortunes-min fortunes")
+fi
 # Only for `make fuzz` (libFuzzer needs clang); install with LINGVOC_FUZZ=1.
 if [ "${LINGVOC_FUZZ:-0}" = 1 ]; then pkg_groups+=("make fuzz|clang"); fi
 

@@ -15,6 +15,8 @@
 
 /* FFTW's planner is not thread-safe (fftwf_execute_* on an existing plan is). */
 static pthread_mutex_t g_plan_mu = PTHREAD_MUTEX_INITIALIZER;
+void lv_fftw_plan_lock(void) { pthread_mutex_lock(&g_plan_mu); }
+void lv_fftw_plan_unlock(void) { pthread_mutex_unlock(&g_plan_mu); }
 
 struct lv_mel_frontend {
   lv_mel_frontend_opts o;
@@ -394,3 +396,5 @@ lv_status lv_mel_frontend_compute(lv_mel_frontend *fe, const float *pcm, const f
   }
   return NULL;
 }
+
+void lv_mel_frontend_seed(lv_mel_frontend *fe, uint64_t seed) { lv_rng_init(&fe->rng, seed, 0); }

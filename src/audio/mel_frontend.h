@@ -76,4 +76,13 @@ const float *lv_mel_frontend_mel_matrix(const lv_mel_frontend *fe);
 lv_status lv_mel_frontend_compute(lv_mel_frontend *fe, const float *pcm, const float *pcm_pad, int64_t n,
                                   float *frames, float *out_pad);
 
+/* Re-seeds the dither (opts.random_seed's generator), e.g. per utterance for draws that
+ * do not depend on the order utterances come in. */
+void lv_mel_frontend_seed(lv_mel_frontend *fe, uint64_t seed);
+
+/* FFTW's planner is not thread-safe: every plan made or destroyed in lingvoc holds this
+ * lock (the frontend's, the augmentation's reverberation). */
+void lv_fftw_plan_lock(void);
+void lv_fftw_plan_unlock(void);
+
 #endif

@@ -35,6 +35,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <math.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ static int64_t flag_output_range_end = -1;
 static int64_t flag_num_output_shards = -1;
 static bool flag_skip_bad_files = false;
 static double flag_progress_seconds = 10;
+static bool flag_write_pcm = false;
 
 static const char *kUsage =
     "Usage: create_asr_features (--input_tarball=X.tar.gz | --input_dir=DIR | --input_list=FILE)\n"
@@ -497,7 +499,7 @@ static lv_status one_audio(job *j, const char *name, const void *data, size_t le
   lv_status s = check_uttid(name, id);
   lv_audio a = {0};
   float *frames = NULL;
-  char *lower = NULL;
+  char *lower = NULL, *pcm = NULL;
   lv_example *ex = NULL;
   uint8_t *bytes = NULL;
   size_t nbytes = 0;
@@ -539,6 +541,24 @@ static lv_status one_audio(job *j, const char *name, const void *data, size_t le
   lv_example_add_bytes(ex, "uttid", 1, idv, idl);
   lv_example_add_bytes(ex, "transcript", 1, tv, tl);
   lv_example_add_floats(ex, "frames", (int)(t * 80), frames);
+  if (flag_write_pcm) {
+    /* lingvoc's pcm16: the 16 kHz samples the frames came from, for AsrInput's waveform
+     * augmentation (speed, reverberation, noise, gain). */
+    pcm = malloc((size_t)a.n * 2 + 1);
+    if (!pcm) {
+      s = lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for %lld samples", name, (long long)a.n);
+      goto done;
+    }
+    for (int64_t i = 0; i < a.n; i++) {
+      float v = nearbyintf(a.samples[i]);
+      int16_t q = (int16_t)(v > 32767.0f ? 32767 : v < -32768.0f ? -32768 : v);
+      pcm[2 * i] = (char)(q & 0xff);
+      pcm[2 * i + 1] = (char)((uint16_t)q >> 8);
+    }
+    const char *pv[1] = {pcm};
+    size_t pl[1] = {(size_t)a.n * 2};
+    lv_example_add_bytes(ex, "pcm16", 1, pv, pl);
+  }
   if ((s = lv_example_serialize(ex, &bytes, &nbytes))) goto done;
   lv_tfrecord_writer *w = j->w[j->next_writer];
   j->next_writer = (j->next_writer + 1) % j->n_out;
@@ -552,6 +572,7 @@ done:
   free(bytes);
   lv_example_free(ex);
   free(lower);
+  free(pcm);
   free(frames);
   lv_audio_free(&a);
   free(id);
@@ -930,6 +951,10 @@ int main(int argc, char **argv) {
       LV_FLAG_BOOL("skip_bad_files", &flag_skip_bad_files,
                    "Skip (and count) unreadable audio and audio without a transcript instead of failing."),
       LV_FLAG_F64("progress_seconds", &flag_progress_seconds, "Seconds between progress lines."),
+      LV_FLAG_BOOL("write_pcm", &flag_write_pcm,
+                   "lingvoc: also store the 16 kHz samples (feature pcm16: int16 little-endian bytes), which "
+                   "the input's waveform augmentation (input.speed_perturb_factors, ...) needs; as many bytes as "
+                   "the frames (twice the records)."),
   };
   bool help = false;
   lv_status s = lv_flags_parse(flags, (int)LV_ARRAY_LEN(flags), argc, argv, kUsage, &help);

@@ -333,7 +333,9 @@ static lv_status start(lv_stream_input *in, bool eval, uint64_t stream, lv_batch
   lv_record_yielder *ry = NULL;
   LV_TRY(lv_status_wrap(lv_record_yielder_create(&y, &ry), "input.file_pattern"));
   lv_batcher *b = NULL;
-  LV_TRY(lv_batcher_create(&in->bopts, "input", ry, &b));
+  lv_batcher_opts o = in->bopts;
+  if (!eval && in->train_process) o.process = in->train_process;
+  LV_TRY(lv_batcher_create(&o, "input", ry, &b));
   return stream_create(in, b, out);
 }
 

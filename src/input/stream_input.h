@@ -61,6 +61,9 @@ typedef struct lv_stream_input {
   const char *cls;          /* for messages */
   lv_batcher_opts bopts;    /* buckets from the params; the class sets features, process, ctx */
   lv_stream_finish finish;  /* NULL: the batcher's batch is the input's batch */
+  lv_record_processor train_process; /* NULL: bopts.process; else the training stream's
+                                      * (AsrInput's augmentation), evaluation keeping
+                                      * bopts.process */
   lv_record_yielder_opts yopts;
   char *pattern;
   int64_t batch_size;       /* the largest bucket_batch_limit */

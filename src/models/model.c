@@ -75,6 +75,11 @@ lv_params *lv_model_default_params(void) {
   lv_params_define_params(ds, "devother", NULL, "Input params of dataset DevOther.");
   lv_params_define_params(ds, "testother", NULL, "Input params of dataset TestOther.");
   lv_params_define_params(ds, "real", NULL, "Input params of dataset Real.");
+  /* asr.synth_en's held-out sets (experiments/asr/synth_en.cfg) */
+  lv_params_define_params(ds, "testgeneral", NULL, "Input params of dataset TestGeneral.");
+  lv_params_define_params(ds, "heldoutespeak", NULL, "Input params of dataset HeldoutEspeak.");
+  lv_params_define_params(ds, "heldoutflite", NULL, "Input params of dataset HeldoutFlite.");
+  lv_params_define_params(ds, "heldoutfestival", NULL, "Input params of dataset HeldoutFestival.");
   lv_params_define_params(p, "datasets", ds, "Input params of every dataset (experiment files only).");
   return p;
 }

@@ -1,0 +1,23 @@
+#!/bin/sh
+# asr_synth_one.sh OUTDIR ID SYNTH VOICE RATE TEXT - one utterance of
+# scripts/prepare_asr_synth.sh: OUTDIR/ID.wav, 16 kHz mono 16-bit, 2 dB below the
+# synthesizer's level (espeak-ng's peaks clip when resampled). Written to a temporary name
+# first, so that an interrupted run leaves no partial WAV; an existing WAV is kept (resume).
+# sox -R: repeatable dither (without it sox seeds its dither from the clock, and the same
+# text gives other bytes each run).
+set -eu
+out=$1 id=$2 synth=$3 voice=$4 rate=$5 text=$6
+wav="$out/$id.wav"
+[ -s "$wav" ] && exit 0
+tmp="$out/.$id.$$"
+printf '%s\n' "$text" >"$tmp.txt"
+case $synth in
+  espeak) espeak-ng -v "$voice" -s "$rate" -f "$tmp.txt" -w "$tmp.raw.wav" ;;
+  flite) flite -voice "$voice" -f "$tmp.txt" -o "$tmp.raw.wav" --setf duration_stretch="$rate" ;;
+  festival) text2wave -eval "(voice_$voice)" -eval "(Parameter.set 'Duration_Stretch $rate)" "$tmp.txt" \
+              -o "$tmp.raw.wav" >/dev/null ;;
+  *) echo "asr_synth_one.sh: unknown synthesizer $synth" >&2; exit 2 ;;
+esac
+sox -q -R "$tmp.raw.wav" -r 16000 -c 1 -b 16 "$tmp.wav" gain -2
+mv "$tmp.wav" "$wav"
+rm -f "$tmp.txt" "$tmp.raw.wav"
