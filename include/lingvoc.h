@@ -1,7 +1,8 @@
 /* lingvoc.h: the lingvoc library (liblingvoc), the one header a program includes.
  *
- * Load a trained model (an experiment name, e.g. "mt.bible_en_es.TransformerSmall", and
- * the trainer's log directory, as bin/decoder does), then call one function per kind of
+ * Load a trained model (a model file from bin/export, or an experiment name, e.g.
+ * "mt.bible_en_es.TransformerSmall", and the trainer's log directory, as bin/decoder
+ * does), then call one function per kind of
  * work, named after Lingvo's Inference() subgraphs:
  *
  *   lv_translate      source strings -> top-k strings with scores (MT, the punctuator)
@@ -108,12 +109,20 @@ LINGVOC_API void lv_load_options_init(lv_load_options *o);
 
 /* Loads the model (params, checkpoint; the model's own session). Thread-safe. */
 LINGVOC_API lv_status lv_model_load(const lv_load_options *o, lv_model **out);
+/* Loads a model file (bin/export's, or bin/trainer --mode=write_inference_graph's): its
+ * params, tokenizer and weights, with no experiments tree or log directory. o may be NULL
+ * (defaults); its params_override / params_file_override, num_threads, decode and log
+ * fields apply, and model, logdir, checkpoint, experiments_dir and dataset must be NULL.
+ * A corrupt, truncated or foreign file, or one of a newer format version, is an error
+ * naming the file and what is wrong. The tokenizer's files are written to a private
+ * directory under $TMPDIR for the model's life. Thread-safe. */
+LINGVOC_API lv_status lv_model_load_file(const char *path, const lv_load_options *o, lv_model **out);
 /* Frees the model; its sessions must be freed first. NULL is fine. */
 LINGVOC_API void lv_model_free(lv_model *m);
 /* The model's task class, e.g. "mt.model.TransformerModel", "lm.model.LanguageModel",
  * "asr.model.AsrModel", "classifier.ModelV1", "punctuator.model.RNMTModel". */
 LINGVOC_API const char *lv_model_task(const lv_model *m);
-/* The checkpoint prefix the model was loaded from. */
+/* The checkpoint prefix the model was loaded from (a model file: its path). */
 LINGVOC_API const char *lv_model_checkpoint(const lv_model *m);
 
 /* A session: search state for one thread at a time, with its own decode options (NULL:

@@ -21,6 +21,7 @@
 #include "runners/cli.h"
 #include "runners/decoder.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 
 _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_ERR_NOT_FOUND &&
                    LV_STATUS_CORRUPT == LV_ERR_CORRUPT && LV_STATUS_IO == LV_ERR_IO &&
@@ -33,7 +34,9 @@ _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_
 
 struct lv_model {
   char *model, *logdir, *experiments_dir, *dataset, *params_override, *params_file_override;
-  char *checkpoint; /* the resolved prefix every session restores */
+  char *checkpoint; /* the resolved prefix every session restores (a model file: its path) */
+  lv_model_file *file; /* lv_model_load_file's, else NULL */
+  char assets_dir[LV_PATH_MAX]; /* the file's assets, removed with the model */
   int num_threads;
   lv_decode_options decode; /* the load options' (lv_session_new's NULL) */
   lv_log_sink sink;
@@ -108,7 +111,27 @@ static lv_status decode_overrides(const lv_decode_options *o, char **text) {
   return NULL;
 }
 
-/* The session's frozen params: the model's experiment and overrides, then o's. */
+/* A model file's params with the user's overrides and flag_params, then num_threads. */
+static lv_status file_params(const lv_model *m, const char *flag_params, lv_params **out) {
+  lv_params *p = NULL;
+  LV_TRY(lv_model_file_params(m->file, m->assets_dir, m->params_override, m->params_file_override, flag_params, &p));
+  if (m->num_threads <= 0) {
+    *out = p;
+    return NULL;
+  }
+  lv_params *q = lv_params_copy(p);
+  lv_params_free(p);
+  lv_status s = lv_params_set_int(q, "cluster.num_threads", m->num_threads);
+  if (s) {
+    lv_params_free(q);
+    return s;
+  }
+  lv_params_freeze(q);
+  *out = q;
+  return NULL;
+}
+
+/* The session's frozen params: the model's experiment (or file) and overrides, then o's. */
 static lv_status session_params(const lv_model *m, const lv_decode_options *o, lv_params **out) {
   char *flag_params = NULL;
   LV_TRY(decode_overrides(o, &flag_params));
@@ -124,7 +147,7 @@ static lv_status session_params(const lv_model *m, const lv_decode_options *o, l
   mo.mode = "sync";
   mo.job = "decoder";
   mo.num_threads = m->num_threads;
-  lv_status s = lv_model_params_build(&mo, out);
+  lv_status s = m->file ? file_params(m, flag_params, out) : lv_model_params_build(&mo, out);
   free(flag_params);
   LV_TRY(s);
   int64_t t = lv_params_int(*out, "cluster.num_threads");
@@ -153,7 +176,7 @@ static lv_status session_make(lv_model *m, const lv_decode_options *o, const cha
   s->batch_size = o->batch_size > 0 ? o->batch_size : API_DEFAULT_BATCH;
   lv_status st = session_params(m, o, &s->cfg);
   if (!st) st = lv_line_decoder_open(s->cfg, &s->ld);
-  if (!st) st = lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
+  if (!st) st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
   if (st) {
     session_free(s);
     return st;
@@ -178,31 +201,57 @@ static void model_free_fields(lv_model *m) {
   free(m->params_file_override);
   free(m->checkpoint);
   free(m->sink.user);
+  lv_model_file_free(m->file);
+  lv_model_file_assets_remove(m->assets_dir);
+}
+
+/* The fields both loads take. */
+static lv_status model_common(const lv_load_options *o, lv_model *m) {
+  if (o->num_threads < 0 || o->num_threads > LV_CLI_MAX_THREADS)
+    return lv_status_make(LV_ERR_INVALID, "num_threads = %d: expected 0 (the experiment's) to %d", o->num_threads,
+                          LV_CLI_MAX_THREADS);
+  m->params_override = dup_or_null(o->params_override);
+  m->params_file_override = dup_or_null(o->params_file_override);
+  m->num_threads = o->num_threads;
+  m->decode = o->decode;
+  return NULL;
+}
+
+static lv_status model_load_file(const char *path, const lv_load_options *o, lv_model *m) {
+  if (!path || !*path) return lv_status_make(LV_ERR_INVALID, "lv_model_load_file: path is %s", path ? "empty" : "NULL");
+  static const char *const kNot[] = {"model", "logdir", "checkpoint", "experiments_dir", "dataset"};
+  const char *given[] = {o->model, o->logdir, o->checkpoint, o->experiments_dir, o->dataset};
+  for (int i = 0; i < 5; i++)
+    if (given[i] && *given[i])
+      return lv_status_make(LV_ERR_INVALID, "lv_model_load_file: options.%s = %s: a model file holds the model (its "
+                            "params, tokenizer and weights); leave %s NULL", kNot[i], given[i], kNot[i]);
+  LV_TRY(model_common(o, m));
+  m->model = dup_or_null(path);
+  LV_TRY(lv_model_file_read(path, &m->file));
+  LV_TRY(lv_model_file_assets_dir(m->file, m->assets_dir, sizeof m->assets_dir));
+  LV_TRY(session_make(m, &o->decode, NULL, &m->own));
+  m->checkpoint = dup_or_null(path);
+  snprintf(m->task_cls, sizeof m->task_cls, "%s", lv_line_decoder_instance(m->own->ld)->task->cls->cls);
+  return NULL;
 }
 
 static lv_status model_load(const lv_load_options *o, lv_model *m) {
   if (!o->model || !*o->model)
     return lv_status_make(LV_ERR_INVALID, "model: required (an experiment, e.g. mt.bible_en_es.TransformerSmall)");
   if (!o->logdir || !*o->logdir) return lv_status_make(LV_ERR_INVALID, "logdir: required (the trainer's --logdir)");
-  if (o->num_threads < 0 || o->num_threads > LV_CLI_MAX_THREADS)
-    return lv_status_make(LV_ERR_INVALID, "num_threads = %d: expected 0 (the experiment's) to %d", o->num_threads,
-                          LV_CLI_MAX_THREADS);
+  LV_TRY(model_common(o, m));
   m->model = dup_or_null(o->model);
   m->logdir = dup_or_null(o->logdir);
   m->experiments_dir = dup_or_null(o->experiments_dir);
   m->dataset = dup_or_null(o->dataset && *o->dataset ? o->dataset : "Test");
-  m->params_override = dup_or_null(o->params_override);
-  m->params_file_override = dup_or_null(o->params_file_override);
-  m->num_threads = o->num_threads;
-  m->decode = o->decode;
   LV_TRY(session_make(m, &o->decode, o->checkpoint, &m->own));
   m->checkpoint = dup_or_null(lv_line_decoder_checkpoint(m->own->ld));
   snprintf(m->task_cls, sizeof m->task_cls, "%s", lv_line_decoder_instance(m->own->ld)->task->cls->cls);
   return NULL;
 }
 
-lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
-  LV_ASSERT(o && out);
+/* Loads with load (path: lv_model_load_file's) under the options' log sink. */
+static lv_status load_with(const char *path, const lv_load_options *o, lv_model **out) {
   *out = NULL;
   lv_model *m = calloc(1, sizeof *m);
   if (!m) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
@@ -216,7 +265,7 @@ lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
     m->sink = (lv_log_sink){.active = true};
   }
   lv_log_sink prev = lv_log_thread_sink_set(m->sink);
-  lv_status s = model_load(o, m);
+  lv_status s = path ? model_load_file(path, o, m) : model_load(o, m);
   lv_log_thread_sink_restore(prev);
   if (s) {
     lv_model_free(m);
@@ -224,6 +273,19 @@ lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
   }
   *out = m;
   return NULL;
+}
+
+lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
+  LV_ASSERT(o && out);
+  return load_with(NULL, o, out);
+}
+
+lv_status lv_model_load_file(const char *path, const lv_load_options *o, lv_model **out) {
+  LV_ASSERT(out);
+  lv_load_options d;
+  if (!o) lv_load_options_init(&d);
+  lv_status s = load_with(path ? path : "", o ? o : &d, out);
+  return s;
 }
 
 void lv_model_free(lv_model *m) {

@@ -6,6 +6,7 @@
 #include "base/env.h"
 #include "runners/cli.h"
 #include "runners/decoder.h"
+#include "runners/model_export.h"
 
 static const char kUsage[] =
     "usage: decoder --model=mt.bible_en_es.TransformerSmall --logdir=DIR [--dataset=Test] [--once] [flags]\n"
@@ -14,6 +15,7 @@ static const char kUsage[] =
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --score_text=FILE|-\n"
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --sample=N [--prefix=TEXT] [--temperature=T]\n"
     "               [--top_k=K] [--seed=S]\n"
+    "       decoder --model_file=FILE --decode_text=...|--decode_audio=...|--score_text=...|--sample=N\n"
     "\n"
     "Decodes the dataset with beam search (task.decoder.beam_search, target_seq_len) for each\n"
     "checkpoint a trainer writes to DIR/train (polling with backoff 1 s x1.5 up to\n"
@@ -42,7 +44,26 @@ static const char kUsage[] =
     "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
     "perplexity, tab-separated, then `corpus: N lines, T tokens, log_pplx X, perplexity Y`;\n"
     "--sample writes N continuations of --prefix (task.decoder.sample_temperature, sample_top_k,\n"
-    "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n";
+    "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n"
+    "\n"
+    "--model_file=FILE (bin/export's) takes the place of --model, --logdir and --checkpoint for\n"
+    "the four flags above: params, tokenizer and weights come from the file.\n";
+
+/* --model_file's params: the file's, its assets in a private directory, the overrides. */
+static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_file **mf, char *assets, size_t n,
+                                   lv_params **p) {
+  LV_TRY(lv_model_file_read(path, mf));
+  LV_TRY(lv_model_file_assets_dir(*mf, assets, n));
+  LV_TRY(lv_model_file_params(*mf, assets, c->model_params_override, c->model_params_file_override, c->flag_params, p));
+  if (c->num_threads > 0) {
+    lv_params *q = lv_params_copy(*p);
+    lv_params_free(*p);
+    *p = q;
+    LV_TRY(lv_params_set_int(q, "cluster.num_threads", c->num_threads));
+    lv_params_freeze(q);
+  }
+  return NULL;
+}
 
 static lv_status run(int argc, char **argv) {
   lv_cli c;
@@ -69,12 +90,17 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("temperature", &temperature, "With --sample: softmax temperature (sets task.decoder.sample_temperature).");
   flags[n++] = (lv_flag)LV_FLAG_I64("top_k", &top_k, "With --sample: draw from the k most likely tokens, 0 = all (task.decoder.sample_top_k).");
   flags[n++] = (lv_flag)LV_FLAG_I64("seed", &seed, "With --sample: the seed (task.decoder.sample_seed).");
+  const char *model_file = "";
+  flags[n++] = (lv_flag)LV_FLAG_STR("model_file", &model_file, "A model file (bin/export) instead of --model, --logdir and --checkpoint, with --decode_text, --decode_audio, --score_text or --sample.");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
-  if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
+  if (*model_file && (*c.model || *c.logdir || *checkpoint || *c.experiments_dir))
+    return lv_status_make(LV_ERR_INVALID, "--model_file=%s takes the place of --model, --logdir, --checkpoint and "
+                          "--experiments_dir: give none of them", model_file);
+  if (!*model_file && !*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
-  LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
+  if (!*model_file) LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
   /* Whether each was given: 0, -1 and "" are also values a user can type. */
   const bool sample_set = lv_flags_find(flags, n, "sample")->set, temp_set = lv_flags_find(flags, n, "temperature")->set,
              top_k_set = lv_flags_find(flags, n, "top_k")->set, seed_set = lv_flags_find(flags, n, "seed")->set;
@@ -110,9 +136,19 @@ static lv_status run(int argc, char **argv) {
     fclose(f);
     c.flag_params = ovr; /* after --model_params_override or _file_override, whichever is given */
   }
+  if (*model_file && !*decode_text && !*decode_audio && !*score_text && !nsample) {
+    free(ovr);
+    return lv_status_make(LV_ERR_INVALID, "--model_file decodes --decode_text, --decode_audio, --score_text or "
+                          "--sample (the decoder job follows a log directory: use --model and --logdir)");
+  }
   lv_params *p = NULL;
-  lv_status bs = lv_cli_build_params(&c, flags, n, dataset, &p);
+  lv_model_file *mf = NULL;
+  char assets[LV_PATH_MAX] = "";
+  lv_status bs = *model_file ? model_file_params(&c, model_file, &mf, assets, sizeof assets, &p)
+                             : lv_cli_build_params(&c, flags, n, dataset, &p);
   if (bs) {
+    lv_model_file_free(mf);
+    lv_model_file_assets_remove(assets);
     free(ovr);
     return bs;
   }
@@ -124,7 +160,7 @@ static lv_status run(int argc, char **argv) {
   }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "text", .batch_size = (int)batch};
+                          .decode_kind = "text", .batch_size = (int)batch, .model_file = mf};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
   /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
   if (*decode_audio) {
@@ -136,6 +172,8 @@ static lv_status run(int argc, char **argv) {
   if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
+  lv_model_file_free(mf);
+  lv_model_file_assets_remove(assets);
   free(lines);
   free(ovr);
   return s;

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 
 typedef struct dec_state {
   lv_instance *m;
@@ -439,9 +440,7 @@ static lv_status open_input(const char *kind, const char *path, FILE **in) {
   return NULL;
 }
 
-/* The checkpoint interactive decoding reads: checkpoint (a prefix, or a directory's
- * latest) or the latest in <logdir>/train; errors start with what. */
-static lv_status interactive_checkpoint(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
+lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
                                         size_t n) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   char train_dir[LV_PATH_MAX];
@@ -479,10 +478,15 @@ lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out) {
 
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what) {
   const lv_params *cfg = ld->d.m->cfg;
-  LV_TRY(interactive_checkpoint(cfg, checkpoint, what, ld->prefix, sizeof ld->prefix));
+  LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, what, ld->prefix, sizeof ld->prefix));
   LV_TRY(lv_status_wrap(lv_instance_restore(ld->d.m, ld->prefix, NULL), "%s", what));
   lv_warn_model_params_drift(ld->prefix, cfg);
   return NULL;
+}
+
+lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const lv_model_file *f) {
+  LV_TRY(lv_instance_restore_model_file(ld->d.m, f));
+  return lv_path_fmt(ld->prefix, sizeof ld->prefix, "%s", f->path);
 }
 
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }
@@ -517,9 +521,14 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
       o.batch_size = lim;
     }
   }
-  if (!s) s = interactive_checkpoint(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
-  if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
-  if (!s) lv_warn_model_params_drift(prefix, cfg);
+  if (opt->model_file) {
+    if (!s) s = lv_instance_restore_model_file(d.m, opt->model_file);
+    if (!s) s = lv_path_fmt(prefix, sizeof prefix, "%s", opt->model_file->path);
+  } else {
+    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
+    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
+    if (!s) lv_warn_model_params_drift(prefix, cfg);
+  }
   if (!s)
     lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);

@@ -36,9 +36,16 @@ typedef struct lv_decoder_options {
   const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
   int n_lines;
   int batch_size;           /* lines decoded as one batch by tasks that batch lines (0 = 1) */
+  const struct lv_model_file *model_file; /* with decode_input: the weights (checkpoint is not read) */
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);
+
+/* The checkpoint interactive decoding and export read: checkpoint (a prefix, or a
+ * directory's latest) or, NULL or "", the latest in <cluster.logdir>/train, into prefix;
+ * errors start with what. */
+lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
+                                       size_t n);
 
 /* A model set up for decoding as interactive decoding sets it up, for the library API
  * (src/api/): cfg's instance (no input), its task's decoder_setup and task.decoder.fusion's
@@ -49,6 +56,8 @@ typedef struct lv_line_decoder lv_line_decoder;
 typedef struct lv_instance lv_instance;
 lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out);
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what);
+/* The same from a model file (runners/model_export.h); the checkpoint is its path. */
+lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
 /* The checkpoint prefix restored. */
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld);
