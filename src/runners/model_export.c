@@ -179,6 +179,15 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
 
 /* ---- loading ---- */
 
+/* A file of the private directory: no fsync (it lives as long as the process uses it). */
+static lv_status write_private(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wbx");
+  if (!f) return lv_status_make(LV_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+  bool ok = fwrite(data, 1, n, f) == n;
+  if (fclose(f) != 0 || !ok) return lv_status_make(LV_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  return NULL;
+}
+
 lv_status lv_model_file_assets_dir(const lv_model_file *f, char *dir, size_t n) {
   const char *tmp = getenv("TMPDIR");
   LV_TRY(lv_path_fmt(dir, n, "%s/lingvoc-model-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
@@ -191,7 +200,7 @@ lv_status lv_model_file_assets_dir(const lv_model_file *f, char *dir, size_t n) 
   for (int i = 0; i < f->n_assets; i++) {
     char path[LV_PATH_MAX];
     lv_status s = lv_path_fmt(path, sizeof path, "%s/%s", dir, f->assets[i].name);
-    if (!s) s = lv_file_write_atomic(path, f->assets[i].data, f->assets[i].size);
+    if (!s) s = write_private(path, f->assets[i].data, f->assets[i].size);
     if (s) {
       lv_model_file_assets_remove(dir);
       dir[0] = 0;
