@@ -208,8 +208,10 @@ static lv_status parse(lv_model_file *f) {
   if (size < HEADER_BYTES)
     return CORRUPT("model file %s is truncated: %llu bytes, shorter than its %d-byte header", path,
                    (unsigned long long)size, HEADER_BYTES);
-  uint32_t version, flags, nsec, hcrc;
+  uint32_t version, flags, nsec, hcrc, reserved1, reserved2;
   uint64_t declared;
+  memcpy(&reserved1, b + 20, 4);
+  memcpy(&reserved2, b + 36, 4);
   memcpy(&version, b + 8, 4);
   memcpy(&flags, b + 12, 4);
   memcpy(&nsec, b + 16, 4);
@@ -223,6 +225,7 @@ static lv_status parse(lv_model_file *f) {
                           LV_MODEL_FILE_VERSION);
   if (version == 0) return CORRUPT("model file %s: format version 0 does not exist", path);
   if (flags) return CORRUPT("model file %s: flags 0x%x: format version %u defines none", path, flags, version);
+  if (reserved1 || reserved2) return CORRUPT("model file %s: the header's reserved fields are not 0", path);
   if (declared != size)
     return CORRUPT("model file %s is %s: its header says %llu bytes, the file has %llu", path,
                    size < declared ? "truncated" : "longer than written", (unsigned long long)declared,
@@ -253,6 +256,18 @@ static lv_status parse(lv_model_file *f) {
     if (len > size - off - HEAD_BYTES)
       return CORRUPT("model file %s is truncated: section %u (%.4s, at offset %llu) has %llu bytes, past the end", path,
                      i, h, (unsigned long long)off, (unsigned long long)len);
+    const uint64_t end = align8(off + HEAD_BYTES + len);
+    if (end > size)
+      return CORRUPT("model file %s is truncated: section %u (%.4s, at offset %llu) has its padding past the end", path,
+                     i, h, (unsigned long long)off);
+    /* Every byte is checked: the unsummed ones (reserved, padding) must be 0. */
+    uint32_t hres;
+    memcpy(&hres, h + 20, 4);
+    bool zero = hres == 0;
+    for (uint64_t k = off + HEAD_BYTES + len; k < end; k++) zero &= b[k] == 0;
+    if (!zero)
+      return CORRUPT("model file %s: section %u (at offset %llu): nonzero reserved or padding bytes: corrupt", path, i,
+                     (unsigned long long)off);
     rd r = {.p = h + HEAD_BYTES, .n = len};
     bool is_params = !memcmp(h, kTagParams, 4), is_asset = !memcmp(h, kTagAsset, 4), is_tensor = !memcmp(h, kTagTensor, 4);
     if (lv_crc32c_unmask(crc) != lv_crc32c(r.p, len)) {
@@ -292,9 +307,9 @@ static lv_status parse(lv_model_file *f) {
                      (unsigned long long)off, h, version);
     }
     if (s) return s;
-    off = align8(off + HEAD_BYTES + len);
+    off = end;
   }
-  if (off != size && align8(size) != off)
+  if (off != size)
     return CORRUPT("model file %s: %llu bytes after its last section", path, (unsigned long long)(size - off));
   return NULL;
 }

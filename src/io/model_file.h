@@ -16,7 +16,8 @@
  *     variable's name, u32 n + dtype name ("float32"), u32 rank, i64 dims[rank], u64 n +
  *     the row-major data).
  * The reader checks all of it before anything uses the file: magic, version (a newer one
- * is refused), flags, the size (truncation), every head and payload CRC, bounds of every
+ * is refused), flags, the size (truncation), every head and payload CRC, reserved fields
+ * and padding (zero: no byte goes unchecked), bounds of every
  * field, dtypes, data sizes, unique names; each error names the file and the section.
  *
  * Ownership: a read file owns one buffer; its params text, assets and tensors point into
