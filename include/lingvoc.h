@@ -9,7 +9,7 @@
  *   lv_transcribe     audio files or 16 kHz float samples -> top-k hypotheses (ASR)
  *   lv_score_text     strings -> per-token and total log-probabilities (LMs)
  *   lv_sample_text    a prefix -> sampled continuations (LMs)
- *   lv_classify       uint8 images -> class probabilities (image classifiers)
+ *   lv_classify       uint8 images or PNG files -> class probabilities (image classifiers)
  *
  * Errors: every function that can fail returns an lv_status: NULL on success, else an
  * error the caller owns (lv_status_msg, lv_status_error, lv_status_free) whose message
@@ -194,6 +194,12 @@ LINGVOC_API lv_status lv_sample_text(lv_model *m, lv_session *s, const char *pre
  * (the task's per-image standardization). */
 LINGVOC_API lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width,
                                   int channels, lv_class_probs **out);
+
+/* The same for n PNG files (gray for a model of depth 1, RGB for 3), each of the
+ * experiment's input.data_shape size (no resizing: another size is an error naming the
+ * file, as is a file that is not a PNG). */
+LINGVOC_API lv_status lv_classify_files(lv_model *m, lv_session *s, const char *const *paths, int n,
+                                        lv_class_probs **out);
 
 #ifdef __cplusplus
 }

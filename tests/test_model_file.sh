@@ -7,7 +7,8 @@
 # library (examples/translate -f) and Python's lingvoc.Model(path) the same; a tiny RNN LM
 # scores (--score_text) and samples (--sample) as from its log directory; a tiny LAS
 # transcribes (--decode_audio) the same; LeNet5 classifies (examples/classify -f) the
-# same. The file holds no optimizer slots and no input file pattern; with
+# same, and bin/decoder --decode_images the same for the images as PNGs (and errors for
+# a PNG of another size and a file that is not one). The file holds no optimizer slots and no input file pattern; with
 # task.train.ema_decay it holds the moving averages (scores as the decoder on the
 # averages, not as on the raw weights). A flipped byte is a CRC32C error naming the
 # section (params, tensor), a cut file is "truncated", a foreign file is "not a lingvoc
@@ -135,11 +136,41 @@ if [ -x "$EX/classify" ] && ensure_fashion_mnist && fm_valid "$FM"; then
   head -c $((28 * 28 * 5)) /dev/urandom >"$T/img5"
   expect_exit 0 "examples/classify from the log directory" "$EX/classify" $CL "$T/cl" 28 28 1 "$T/img5" "" "$CLOV"
   mv "$T/out" "$T/classify.logdir"
+  # The same images as PNGs (gray, 28x28), and one 27 pixels wide, for --decode_images.
+  python3 - "$T/img5" "$T" <<'PY'
+import struct, sys, zlib
+raw = open(sys.argv[1], "rb").read()
+def png(path, px, w, h):
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    rows = b"".join(b"\0" + px[r * w:(r + 1) * w] for r in range(h))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+for i in range(5):
+    png("%s/img%d.png" % (sys.argv[2], i), raw[i * 784:(i + 1) * 784], 28, 28)
+png(sys.argv[2] + "/narrow.png", raw[:27 * 28], 27, 28)
+PY
+  for i in 0 1 2 3 4; do echo "$T/img$i.png"; done >"$T/png.list"
+  expect_exit 0 "bin/decoder --decode_images (--model/--logdir)" "$LV_BIN/decoder" --model=$CL --logdir="$T/cl" \
+    --decode_images="$T/png.list" --decode_batch_size=2 --model_params_override="$CLOV"
+  mv "$T/out" "$T/images.logdir"
+  check "--decode_images: path, then examples/classify's class and probability" \
+    cmp -s <(cut -f2,3 "$T/images.logdir") <(cut -f2,3 "$T/classify.logdir")
+  check "--decode_images: the paths in order" cmp -s <(cut -f1 "$T/images.logdir") "$T/png.list"
+  echo "$T/narrow.png" >"$T/narrow.list"
+  expect_exit 2 "--decode_images: an image of another size" "$LV_BIN/decoder" --model=$CL --logdir="$T/cl" \
+    --decode_images="$T/narrow.list" --model_params_override="$CLOV"
+  err_has "image $T/narrow.png is 27x28; the model takes 28x28 (input.data_shape)"
+  echo "$T/img5" >"$T/raw.list"
+  expect_exit 2 "--decode_images: not a PNG" "$LV_BIN/decoder" --model=$CL --logdir="$T/cl" \
+    --decode_images="$T/raw.list" --model_params_override="$CLOV"
+  err_has "image $T/img5: not a PNG"
   expect_exit 0 "bin/export of LeNet5" "$LV_BIN/export" --model=$CL --logdir="$T/cl" --model_params_override="$CLOV" \
     --out="$T/cl.lvm"
   rm -rf "$T/cl"
   away "$EX/classify" -f "$T/cl.lvm" 28 28 1 "$T/img5" >"$T/classify.file" 2>"$T/err"
   check "lv_classify from the model file: the same probabilities" cmp -s "$T/classify.file" "$T/classify.logdir"
+  away "$LV_BIN/decoder" --model_file="$T/cl.lvm" --decode_images=- <"$T/png.list" >"$T/images.file" 2>"$T/err"
+  check "--decode_images from the model file: the same lines" cmp -s "$T/images.file" "$T/images.logdir"
 else
   skip_part "examples/classify or Fashion-MNIST missing: LeNet5 from a model file not checked"
 fi

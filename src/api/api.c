@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "input/batch.h"
+#include "io/png_decode.h"
 #include "models/model.h"
 #include "models/task.h"
 #include "runners/cli.h"
@@ -354,7 +355,7 @@ static lv_status call_end(api_call *c, lv_status st) {
 /* What each kind of model takes, for the wrong-kind error. */
 static lv_status wrong_kind(const api_call *c, const char *call) {
   const lv_task_class *k = c->t->cls;
-  const char *takes = k->classify                                    ? "lv_classify"
+  const char *takes = k->classify                                    ? "lv_classify, lv_classify_files"
                       : k->samples_to_batch                          ? "lv_transcribe, lv_transcribe_files"
                       : k->decode_out_nbest && k->line_to_batch      ? "lv_translate"
                       : k->decode && k->line_to_batch                ? "lv_score_text, lv_sample_text"
@@ -631,33 +632,29 @@ void lv_class_probs_free(lv_class_probs *r) {
   free(r);
 }
 
-lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width, int channels,
-                      lv_class_probs **out) {
-  LV_ASSERT(out);
-  *out = NULL;
-  api_call c;
-  call_begin(&c, m, s);
-  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify"));
+/* lv_classify on a begun call. */
+static lv_status classify_images(const api_call *c, const uint8_t *images, int n, int height, int width, int channels,
+                                 lv_class_probs **out) {
   lv_status st = check_count("lv_classify", "images", n);
   if (!st && (height <= 0 || width <= 0 || channels <= 0))
     st = lv_status_make(LV_ERR_INVALID, "lv_classify: image shape [%d, %d, %d]: expected positive sizes", height, width,
                         channels);
   if (!st && n > 0 && !images) st = lv_status_make(LV_ERR_INVALID, "lv_classify: images is NULL");
-  if (st) return call_end(&c, st);
+  if (st) return st;
   lv_class_probs *r = calloc(1, sizeof *r);
   LV_ASSERT(r);
   r->n = n;
   const int64_t per = (int64_t)height * width * channels;
   lv_batch b;
   lv_batch_init(&b);
-  for (int first = 0; !st && first < n; first += c.s->batch_size) {
-    const int nb = n - first < c.s->batch_size ? n - first : c.s->batch_size;
+  for (int first = 0; !st && first < n; first += c->s->batch_size) {
+    const int nb = n - first < c->s->batch_size ? n - first : c->s->batch_size;
     lv_tensor raw = lv_tensor_view(LV_U8, lv_shape4(nb, height, width, channels), (void *)(images + first * per));
     lv_nmap_clear(&b.map);
     b.size = nb;
     st = lv_nmap_set(&b.map, "raw", &raw);
     lv_tensor *p = NULL;
-    if (!st) st = c.t->cls->classify(c.t, c.g, &b, &p);
+    if (!st) st = c->t->cls->classify(c->t, c->g, &b, &p);
     if (!st) {
       const int C = (int)p->shape.d[1];
       if (!r->probs) {
@@ -673,5 +670,48 @@ lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, 
   lv_batch_free(&b);
   if (st) lv_class_probs_free(r);
   else *out = r;
-  return call_end(&c, st);
+  return st;
+}
+
+lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width, int channels,
+                      lv_class_probs **out) {
+  LV_ASSERT(out);
+  *out = NULL;
+  api_call c;
+  call_begin(&c, m, s);
+  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify"));
+  return call_end(&c, classify_images(&c, images, n, height, width, channels, out));
+}
+
+lv_status lv_classify_files(lv_model *m, lv_session *s, const char *const *paths, int n, lv_class_probs **out) {
+  LV_ASSERT(out);
+  *out = NULL;
+  api_call c;
+  call_begin(&c, m, s);
+  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify_files"));
+  lv_status st = check_count("lv_classify_files", "paths", n);
+  int64_t shape[3] = {0, 0, 0};
+  if (!st && lv_pvalue_to_ints(lv_params_list(c.s->cfg, "input.data_shape"), shape, 3) != 3)
+    st = lv_status_make(LV_ERR_INVALID, "lv_classify_files: input.data_shape is not [height, width, depth]");
+  if (st) return call_end(&c, st);
+  const size_t per = (size_t)(shape[0] * shape[1] * shape[2]);
+  uint8_t *all = malloc(per * (size_t)n + 1);
+  LV_ASSERT(all);
+  for (int i = 0; !st && i < n; i++) {
+    if (!paths[i] || !*paths[i]) {
+      st = lv_status_make(LV_ERR_INVALID, "lv_classify_files: path %d is %s", i, paths[i] ? "empty" : "NULL");
+      break;
+    }
+    int h = 0, w = 0;
+    uint8_t *px = NULL;
+    st = lv_png_decode_file(paths[i], (int)shape[2], &h, &w, &px);
+    if (!st && (h != shape[0] || w != shape[1]))
+      st = lv_status_make(LV_ERR_INVALID, "image %s is %dx%d; the model takes %lldx%lld (input.data_shape)", paths[i],
+                          w, h, (long long)shape[1], (long long)shape[0]);
+    if (!st) memcpy(all + per * (size_t)i, px, per);
+    free(px);
+  }
+  if (!st) st = classify_images(&c, all, n, (int)shape[0], (int)shape[1], (int)shape[2], out);
+  free(all);
+  return call_end(&c, st ? lv_status_wrap(st, "lv_classify_files") : NULL);
 }

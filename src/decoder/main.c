@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "base/env.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "lingvoc.h"
 #include "runners/cli.h"
 #include "runners/decoder.h"
 #include "runners/model_export.h"
@@ -15,7 +18,8 @@ static const char kUsage[] =
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --score_text=FILE|-\n"
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --sample=N [--prefix=TEXT] [--temperature=T]\n"
     "               [--top_k=K] [--seed=S]\n"
-    "       decoder --model_file=FILE --decode_text=...|--decode_audio=...|--score_text=...|--sample=N\n"
+    "       decoder --model=image.mnist.LeNet5 --logdir=DIR --decode_images=LIST|-\n"
+    "       decoder --model_file=FILE --decode_text=...|--decode_audio=...|--score_text=...|--sample=N|--decode_images=...\n"
     "\n"
     "Decodes the dataset with beam search (task.decoder.beam_search, target_seq_len) for each\n"
     "checkpoint a trainer writes to DIR/train (polling with backoff 1 s x1.5 up to\n"
@@ -46,8 +50,12 @@ static const char kUsage[] =
     "--sample writes N continuations of --prefix (task.decoder.sample_temperature, sample_top_k,\n"
     "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n"
     "\n"
+    "--decode_images=LIST classifies the PNG files LIST names (one a line; - = stdin) with an image\n"
+    "classifier (the experiment's input.data_shape, gray or RGB), one `path<TAB>class<TAB>probability`\n"
+    "line each, --decode_batch_size at a time, through the library (lv_classify_files).\n"
+    "\n"
     "--model_file=FILE (bin/export's) takes the place of --model, --logdir and --checkpoint for\n"
-    "the four flags above: params, tokenizer and weights come from the file.\n";
+    "the five flags above: params, tokenizer and weights come from the file.\n";
 
 /* --model_file's params: the file's, its assets in a private directory, the overrides. */
 static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_file **mf, char *assets, size_t n,
@@ -63,6 +71,75 @@ static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_f
     lv_params_freeze(q);
   }
   return NULL;
+}
+
+/* The library's log lines on bin/decoder's stderr, as its own (the global level filters). */
+static void api_log(void *user, int level, const char *message) {
+  (void)user;
+  lv_log_sink prev = lv_log_thread_sink_set((lv_log_sink){0});
+  lv_log((lv_log_level)level, "%s", message);
+  lv_log_thread_sink_restore(prev);
+}
+
+/* The model through the library, from the flags: --model_file, or the experiment. */
+static lv_status api_load(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                          lv_model **m) {
+  lv_load_options o;
+  lv_load_options_init(&o);
+  o.params_override = c->model_params_override;
+  o.params_file_override = c->model_params_file_override;
+  o.num_threads = (int)c->num_threads;
+  o.log = api_log;
+  o.log_level = LV_LOG_DEBUG;
+  if (*model_file) return lv_model_load_file(model_file, &o, m);
+  o.model = c->model, o.logdir = c->logdir, o.checkpoint = checkpoint, o.experiments_dir = c->experiments_dir;
+  o.dataset = dataset;
+  return lv_model_load(&o, m);
+}
+
+/* Writes the batch's `path<TAB>class<TAB>probability` lines (the most likely class). */
+static lv_status classify_batch(lv_model *m, char **paths, int n) {
+  lv_class_probs *r = NULL;
+  LV_TRY(lv_classify_files(m, NULL, (const char *const *)paths, n, &r));
+  for (int i = 0; i < n; i++) {
+    const float *p = r->probs + (size_t)i * (size_t)r->num_classes;
+    int best = 0;
+    for (int k = 1; k < r->num_classes; k++)
+      if (p[k] > p[best]) best = k;
+    printf("%s\t%d\t%.6f\n", paths[i], best, p[best]);
+  }
+  lv_class_probs_free(r);
+  return lv_file_flush_check(stdout, "stdout");
+}
+
+/* --decode_images=LIST: the PNGs LIST names (one path a line; - = stdin), batch at a time. */
+static lv_status classify_list(lv_model *m, const char *list, int batch) {
+  FILE *in = stdin;
+  if (strcmp(list, "-")) LV_TRY(lv_file_fopen_regular(list, "--decode_images", &in));
+  char **paths = calloc((size_t)batch, sizeof *paths);
+  LV_ASSERT(paths);
+  int n = 0;
+  lv_status s = NULL;
+  char *line = NULL;
+  size_t cap = 0;
+  for (ssize_t len; !s && (len = getline(&line, &cap, in)) >= 0;) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (!*line) continue;
+    paths[n] = strdup(line);
+    LV_ASSERT(paths[n]);
+    if (++n == batch) {
+      s = classify_batch(m, paths, n);
+      for (int i = 0; i < n; i++) free(paths[i]);
+      n = 0;
+    }
+  }
+  if (!s && ferror(in)) s = lv_status_make(LV_ERR_IO, "--decode_images=%s: read error", list);
+  if (!s && n) s = classify_batch(m, paths, n);
+  for (int i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  free(line);
+  if (in != stdin) fclose(in);
+  return s;
 }
 
 static lv_status run(int argc, char **argv) {
@@ -90,7 +167,8 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("temperature", &temperature, "With --sample: softmax temperature (sets task.decoder.sample_temperature).");
   flags[n++] = (lv_flag)LV_FLAG_I64("top_k", &top_k, "With --sample: draw from the k most likely tokens, 0 = all (task.decoder.sample_top_k).");
   flags[n++] = (lv_flag)LV_FLAG_I64("seed", &seed, "With --sample: the seed (task.decoder.sample_seed).");
-  const char *model_file = "";
+  const char *model_file = "", *decode_images = "";
+  flags[n++] = (lv_flag)LV_FLAG_STR("decode_images", &decode_images, "Classify the PNG files named by the lines of this file (- = stdin): one path<TAB>class<TAB>probability line each (the most likely class), and exit.");
   flags[n++] = (lv_flag)LV_FLAG_STR("model_file", &model_file, "A model file (bin/export) instead of --model, --logdir and --checkpoint, with --decode_text, --decode_audio, --score_text or --sample.");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
@@ -114,14 +192,15 @@ static lv_status run(int argc, char **argv) {
   if (top_k_set && top_k < 0)
     return lv_status_make(LV_ERR_INVALID, "--top_k=%lld: expected >= 0 (0: all tokens)", (long long)top_k);
   if (seed_set && seed < 0) return lv_status_make(LV_ERR_INVALID, "--seed=%lld: expected >= 0", (long long)seed);
-  static const char *const kInputFlags[] = {"decode_text", "decode_audio", "score_text"};
+  static const char *const kInputFlags[] = {"decode_text", "decode_audio", "score_text", "decode_images"};
   for (size_t k = 0; k < sizeof kInputFlags / sizeof *kInputFlags; k++) {
     const lv_flag *fl = lv_flags_find(flags, n, kInputFlags[k]);
     if (fl->set && !**(const char **)fl->ptr)
       return lv_status_make(LV_ERR_INVALID, "--%s= is empty: expected a file (- = stdin)", kInputFlags[k]);
   }
-  if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) > 1)
-    return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text and --sample exclude each other");
+  if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) + (*decode_images != 0) > 1)
+    return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text, --sample and --decode_images "
+                          "exclude each other");
   if (batch < 1 || batch > 4096) return lv_status_make(LV_ERR_INVALID, "--decode_batch_size must be in [1, 4096], got %lld", (long long)batch);
   if (!strcmp(decode_audio, "@")) return lv_status_make(LV_ERR_INVALID, "--decode_audio=@: give a list file after @");
   /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
@@ -136,10 +215,18 @@ static lv_status run(int argc, char **argv) {
     fclose(f);
     c.flag_params = ovr; /* after --model_params_override or _file_override, whichever is given */
   }
+  if (*decode_images) {
+    lv_model *m = NULL;
+    lv_status s = api_load(&c, model_file, checkpoint, dataset, &m);
+    if (!s) s = classify_list(m, decode_images, (int)batch);
+    lv_model_free(m);
+    free(ovr);
+    return s;
+  }
   if (*model_file && !*decode_text && !*decode_audio && !*score_text && !nsample) {
     free(ovr);
-    return lv_status_make(LV_ERR_INVALID, "--model_file decodes --decode_text, --decode_audio, --score_text or "
-                          "--sample (the decoder job follows a log directory: use --model and --logdir)");
+    return lv_status_make(LV_ERR_INVALID, "--model_file decodes --decode_text, --decode_audio, --score_text, "
+                          "--sample or --decode_images (the decoder job follows a log directory: use --model and --logdir)");
   }
   lv_params *p = NULL;
   lv_model_file *mf = NULL;
