@@ -171,7 +171,10 @@ LINGVOC_API void lv_class_probs_free(lv_class_probs *r);
 
 /* Translates (or punctuates) n source strings: up to k hypotheses each (k <= the
  * session's num_hyps; k <= 0: 1), best first. Lines as bin/decoder --decode_text reads
- * them: invalid UTF-8 or an empty line gives no hypothesis. */
+ * them: invalid UTF-8 or an empty line gives no hypothesis. Log messages number a
+ * session's sources across its calls (here and in lv_score_text): the first source of
+ * its first call is line 1, so a program that translates a file line by line gets
+ * bin/decoder's line numbers. */
 LINGVOC_API lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n, int k, lv_nbest **out);
 
 /* Transcribes n audio files (WAV, FLAC, OGG; any rate, resampled to 16 kHz and mixed to

@@ -51,6 +51,8 @@ struct lv_session {
   lv_params *cfg;
   lv_line_decoder *ld;
   int batch_size;
+  int64_t lines_seen; /* sources lv_translate and lv_score_text took: messages number lines from here */
+  bool described;     /* the first lv_translate logged what the session does */
 };
 
 const char *lv_version(void) { return LINGVOC_VERSION; }
@@ -422,6 +424,14 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
     return call_end(&c, wrong_kind(&c, "lv_translate"));
   lv_status st = check_count("lv_translate", "sources", n);
   if (st) return call_end(&c, st);
+  if (!c.s->described) {
+    /* As bin/decoder --decode_text has always said it (the punctuator's note included). */
+    const char *verb = "", *note = "";
+    lv_status_free(c.t->cls->line_describe(c.t, "text", &verb, &note));
+    lv_info("decode_text: %s with %s (step %lld)%s", verb, lv_line_decoder_checkpoint(c.s->ld),
+            (long long)lv_instance_step(c.inst), note);
+    c.s->described = true;
+  }
   if (k <= 0) k = 1;
   lv_nbest *r = nbest_new(n);
   lv_batch b;
@@ -432,7 +442,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -440,6 +450,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
     lv_decode_out_free(&dec);
     if (st) st = lv_status_wrap(st, "lv_translate: source %d", i);
   }
+  c.s->lines_seen += n;
   lv_batch_free(&b);
   if (st) lv_nbest_free(r);
   else *out = r;
@@ -570,7 +581,7 @@ lv_status lv_score_text(lv_model *m, lv_session *s, const char *const *lines, in
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "score_text", lines[i], strlen(lines[i]), i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "score_text", lines[i], strlen(lines[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -578,6 +589,7 @@ lv_status lv_score_text(lv_model *m, lv_session *s, const char *const *lines, in
     lv_decode_out_free(&dec);
     if (st) st = lv_status_wrap(st, "lv_score_text: line %d", i);
   }
+  c.s->lines_seen += n;
   lv_batch_free(&b);
   if (st) lv_scores_free(r);
   else *out = r;

@@ -28,7 +28,8 @@ static const char kUsage[] =
     "processed_ckpts.txt; stops after the checkpoint at train.max_steps. --once decodes the\n"
     "latest checkpoint (or --checkpoint=PREFIX) and exits. Text needs input.tokenizer.\n"
     "\n"
-    "--decode_text translates the lines of FILE (- = stdin) to stdout, one line per line:\n"
+    "--decode_text translates the lines of FILE (- = stdin) to stdout, one line per line, through the\n"
+    "library (lv_translate; a NUL byte ends a line's text, with a message):\n"
     "empty or invalid-UTF-8 lines give empty lines (the latter with a message on stderr);\n"
     "lines over input.source_max_length pieces are truncated to it (with a message).\n"
     "\n"
@@ -77,6 +78,7 @@ static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_f
 static void api_log(void *user, int level, const char *message) {
   (void)user;
   lv_log_sink prev = lv_log_thread_sink_set((lv_log_sink){0});
+  lv_log_thread_sink_restore((lv_log_sink){.active = false}); /* this thread: stderr, as outside the library */
   lv_log((lv_log_level)level, "%s", message);
   lv_log_thread_sink_restore(prev);
 }
@@ -95,6 +97,45 @@ static lv_status api_load(const lv_cli *c, const char *model_file, const char *c
   o.model = c->model, o.logdir = c->logdir, o.checkpoint = checkpoint, o.experiments_dir = c->experiments_dir;
   o.dataset = dataset;
   return lv_model_load(&o, m);
+}
+
+/* --decode_text through the library: each line of path (- = stdin) to its best
+ * translation (lv_translate), one output line each, flushed per line. */
+static lv_status translate_lines(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                                 const char *path) {
+  FILE *in = NULL;
+  LV_TRY(lv_decoder_open_input("text", path, &in));
+  lv_model *m = NULL;
+  lv_nbest *r = NULL;
+  lv_status s = api_load(c, model_file, checkpoint, dataset, &m);
+  if (!s) s = lv_status_wrap(lv_translate(m, NULL, NULL, 0, 1, &r), "--decode_text"); /* the kind, before any input */
+  lv_nbest_free(r);
+  const char *name = strcmp(path, "-") ? path : "stdin";
+  char *line = NULL;
+  size_t cap = 0;
+  for (int64_t lineno = 1; !s; lineno++) {
+    ssize_t len = 0;
+    bool cut = false;
+    s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
+    if (s || len < 0) break;
+    if (cut)
+      lv_warn("decode_text: line %lld: longer than %zu bytes: only its first %zu are decoded", (long long)lineno,
+              LV_DECODER_MAX_LINE_BYTES, LV_DECODER_MAX_LINE_BYTES);
+    const char *nul = memchr(line, 0, (size_t)len);
+    if (nul)
+      lv_warn("decode_text: line %lld: a NUL byte at byte %zu: only the text before it is translated (the library "
+              "takes C strings)", (long long)lineno, (size_t)(nul - line));
+    const char *src[1] = {line};
+    r = NULL;
+    s = lv_translate(m, NULL, src, 1, 1, &r);
+    if (s) s = lv_status_wrap(s, "--decode_text=%s line %lld", path, (long long)lineno);
+    if (!s) s = lv_decoder_write_line("text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
+    lv_nbest_free(r);
+  }
+  free(line);
+  if (in != stdin) fclose(in);
+  lv_model_free(m);
+  return s;
 }
 
 /* Writes the batch's `path<TAB>class<TAB>probability` lines (the most likely class). */
@@ -238,6 +279,15 @@ static lv_status run(int argc, char **argv) {
     lv_model_file_assets_remove(assets);
     free(ovr);
     return bs;
+  }
+  /* --decode_text is the library's client; on a GPU (which the library does not drive
+   * yet) the decoder's own loop runs it. */
+  if (*decode_text && lv_params_int(p, "cluster.worker.gpus_per_replica") == 0) {
+    lv_params_free(p);
+    lv_model_file_free(mf);
+    lv_model_file_assets_remove(assets);
+    free(ovr);
+    return translate_lines(&c, model_file, checkpoint, dataset, decode_text);
   }
   const char **lines = NULL;
   if (nsample) {

@@ -258,14 +258,9 @@ static void teardown(dec_state *d) {
   lv_params_free(d->lm_cfg);
 }
 
-/* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
- * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
- * this anyway (input.source_max_length). */
-#define MAX_LINE_BYTES ((size_t)1 << 20)
+#define MAX_LINE_BYTES LV_DECODER_MAX_LINE_BYTES
 
-/* The next line of in, without its end of line, into *line (capacity *cap); *len = -1 at
- * end of input. *cut: the line was longer than MAX_LINE_BYTES. A read error is an error. */
-static lv_status read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut) {
+lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut) {
   size_t n = 0;
   int c;
   *cut = false;
@@ -312,7 +307,7 @@ static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t 
 
 /* Writes one output line and flushes it; a failed write (a full disk) is an error, so no
  * output line is lost silently. */
-static lv_status write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
+lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
   if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
     return lv_status_make(LV_ERR_IO, "%s: writing the output of line %lld failed: %s", lv_task_line_flag(kind),
                           (long long)lineno, strerror(errno));
@@ -329,7 +324,7 @@ static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batc
   lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
   if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
   if (s) return wrap_lines(s, opt, lineno, lineno);
-  s = write_line(kind, out, res ? res : "", lineno);
+  s = lv_decoder_write_line(kind, out, res ? res : "", lineno);
   free(res);
   return s;
 }
@@ -355,7 +350,7 @@ static lv_status decode_pending(dec_state *d, const lv_decoder_options *opt, lv_
   if (!s) s = lv_task_decode_lines(t, d->m->graph, empty ? NULL : b, res);
   if (s) s = wrap_lines(s, opt, pl->first, pl->first + pl->n - 1);
   for (int i = 0; i < pl->n; i++) {
-    if (!s) s = write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
+    if (!s) s = lv_decoder_write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
     free(res[i]);
     free(pl->line[i]);
   }
@@ -402,7 +397,7 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
     const char *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
     for (ssize_t len = 0; !s;) {
       bool cut = false;
-      s = read_line(in, name, &line, &cap, &len, &cut);
+      s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
       if (s || len < 0) break;
       if (cut)
         lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", lv_task_line_flag(kind) + 2,
@@ -418,13 +413,12 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
   lv_batch_free(&b);
   char *sum = NULL;
   if (!s && t->cls->line_summary) s = t->cls->line_summary(t, kind, &sum);
-  if (sum && !s) s = write_line(kind, out, sum, lineno + 1);
+  if (sum && !s) s = lv_decoder_write_line(kind, out, sum, lineno + 1);
   free(sum);
   return s;
 }
 
-/* The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
-static lv_status open_input(const char *kind, const char *path, FILE **in) {
+lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in) {
   *in = NULL;
   if (!strcmp(path, "-")) {
     *in = stdin;
@@ -501,7 +495,7 @@ void lv_line_decoder_close(lv_line_decoder *ld) {
 static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
   const char *kind = opt->decode_kind;
   FILE *in = NULL;
-  if (!opt->lines) LV_TRY(open_input(kind, opt->decode_input, &in));
+  if (!opt->lines) LV_TRY(lv_decoder_open_input(kind, opt->decode_input, &in));
   dec_state d = {0};
   char prefix[LV_PATH_MAX];
   lv_status s = setup(cfg, false, false, &d);

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "base/status.h"
 #include "params/params.h"
@@ -40,6 +41,20 @@ typedef struct lv_decoder_options {
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);
+
+/* The pieces of interactive decoding a client of the library (bin/decoder --decode_text)
+ * shares. The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
+lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in);
+/* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
+ * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
+ * this anyway (input.source_max_length). */
+#define LV_DECODER_MAX_LINE_BYTES ((size_t)1 << 20)
+/* The next line of in (named name in errors), without its end of line, into *line
+ * (capacity *cap); *len = -1 at end of input. *cut: the line was longer than
+ * LV_DECODER_MAX_LINE_BYTES. A read error is an error. */
+lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut);
+/* Writes text and a newline to out and flushes it; a failure names line lineno. */
+lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno);
 
 /* The checkpoint interactive decoding and export read: checkpoint (a prefix, or a
  * directory's latest) or, NULL or "", the latest in <cluster.logdir>/train, into prefix;
