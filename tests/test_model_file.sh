@@ -6,7 +6,8 @@
 # for the golden Transformer, RNMT and both punctuators (tests/data/decode_golden), the
 # library (examples/translate -f) and Python's lingvoc.Model(path) the same; a tiny RNN LM
 # scores (--score_text) and samples (--sample) as from its log directory; a tiny LAS
-# transcribes (--decode_audio) the same; LeNet5 classifies (examples/classify -f) the
+# transcribes (--decode_audio, and examples/transcribe -f: a C program under 40 lines)
+# the same; LeNet5 classifies (examples/classify -f) the
 # same, and bin/decoder --decode_images the same for the images as PNGs (and errors for
 # a PNG of another size and a file that is not one). The file holds no optimizer slots and no input file pattern; with
 # task.train.ema_decay it holds the moving averages (scores as the decoder on the
@@ -45,6 +46,8 @@ check "the model file has no input file pattern" sh -c '! grep -qa "train.tfreco
 check "the model file holds the vocabulary" grep -qa "wpm.voc" "$T/transformer.lvm"
 expect_exit 2 "--model_file with --logdir" "$LV_BIN/decoder" --model_file="$T/transformer.lvm" --logdir="$T/log" --decode_text=-
 err_has "takes the place of --model, --logdir"
+expect_exit 2 "--model_file with --dataset" "$LV_BIN/decoder" --model_file="$T/transformer.lvm" --dataset=Dev --decode_text=-
+err_has "--dataset and --job: give none of them"
 expect_exit 2 "--model_file without a decode flag" "$LV_BIN/decoder" --model_file="$T/transformer.lvm"
 err_has "--model_file decodes --decode_text"
 
@@ -185,6 +188,11 @@ if tiny_las "$T"; then
   rm -rf "$T/asr" "$T/rec"
   away "$LV_BIN/decoder" --model_file="$T/asr.lvm" --decode_audio=@"$T/asr.list" >"$T/asr.file" 2>"$T/err"
   check "--decode_audio from the model file: the same transcripts" cmp -s "$T/asr.file" "$T/asr.decoder"
+  if [ -x "$EX/transcribe" ]; then
+    away "$EX/transcribe" -f "$T/asr.lvm" $(cat "$T/asr.list") >"$T/asr.api" 2>"$T/err"
+    check "examples/transcribe -f (lv_transcribe_files): the same transcripts" cmp -s "$T/asr.api" "$T/asr.decoder"
+    check "examples/transcribe.c has at most 40 lines" test "$(wc -l <"$LV_ROOT/examples/transcribe.c")" -le 40
+  fi
 else
   skip_part "espeak-ng or sox missing: --decode_audio from a model file not checked"
 fi
@@ -198,6 +206,11 @@ m = lingvoc.Model(T + "/transformer.lvm")
 lines = open(G + "/mt/text.in", "rb").read().split(b"\n")[:-1]
 want = open(T + "/transformer.decoder", "rb").read().decode("utf-8", "replace").split("\n")[:-1]
 assert m.translate(lines) == want, (m.translate(lines), want)
+import os
+if os.path.exists(T + "/asr.lvm"):
+    asr = lingvoc.Model(T + "/asr.lvm")
+    want = [l.split("\t", 1)[1] for l in open(T + "/asr.decoder").read().split("\n")[:-1]]
+    assert asr.transcribe(open(T + "/asr.list").read().split()) == want, "transcribe"
 lm = lingvoc.Model(T + "/lm.lvm")
 assert lm.sample(4, prefix="the lord", seed=3) == open(T + "/sample.file").read().split("\n")[:-1], "sample"
 try:
@@ -207,7 +220,7 @@ except lingvoc.Error as e:
     assert e.code == lingvoc.CORRUPT and "CRC32C" in str(e), e
 print("python ok")
 PY
-  check "lingvoc.Model(path): translate, sample, a corrupt file's error" grep -q "python ok" "$T/py.out"
+  check "lingvoc.Model(path): translate, transcribe, sample, a corrupt file's error" grep -q "python ok" "$T/py.out"
   [ -s "$T/err" ] && cat "$T/err"
 else
   skip_part "no shared library (or an ASan one): lingvoc.Model(path) not checked"

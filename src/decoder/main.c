@@ -214,9 +214,10 @@ static lv_status run(int argc, char **argv) {
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
-  if (*model_file && (*c.model || *c.logdir || *checkpoint || *c.experiments_dir))
-    return lv_status_make(LV_ERR_INVALID, "--model_file=%s takes the place of --model, --logdir, --checkpoint and "
-                          "--experiments_dir: give none of them", model_file);
+  if (*model_file && (*c.model || *c.logdir || *checkpoint || *c.experiments_dir || *c.job ||
+                      lv_flags_find(flags, n, "dataset")->set))
+    return lv_status_make(LV_ERR_INVALID, "--model_file=%s takes the place of --model, --logdir, --checkpoint, "
+                          "--experiments_dir, --dataset and --job: give none of them", model_file);
   if (!*model_file && !*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
   if (!*model_file) LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));

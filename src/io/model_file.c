@@ -98,6 +98,7 @@ lv_status lv_model_file_write(const char *path, const char *params_text, const l
     put_u32(&b, (uint32_t)t->shape.rank);
     for (int d = 0; d < t->shape.rank; d++) put_u64(&b, (uint64_t)t->shape.d[d]);
     put_u64(&b, t->size);
+    put_pad8(&b); /* the data 8-byte aligned in the file (payloads start aligned) */
     put(&b, t->data, t->size);
     end_section(&b, at);
   }
@@ -185,6 +186,9 @@ static lv_status parse_tensor(const char *path, int idx, rd *r, char **strings, 
     numel *= v;
   }
   t->size = take_u64(r);
+  const uint64_t npad = align8(r->at) - r->at; /* zeros: the data starts 8-byte aligned */
+  const char *pad = take(r, npad);
+  for (uint64_t k = 0; pad && k < npad; k++) r->bad |= pad[k] != 0;
   t->data = take(r, t->size);
   if (r->bad || r->at != r->n)
     return CORRUPT("model file %s: section %d (tensor%s%s): its fields do not fit its %llu bytes", path, idx,

@@ -13,8 +13,8 @@
  *     these 16 bytes, u32 reserved) and the payload, zero-padded to 8 bytes.
  *   Sections: one "PRMS" first (the params text), then "ASST" (u32 n + the params key it
  *     replaces, u32 n + the file's base name, u64 n + its bytes) and "TENS" (u32 n + the
- *     variable's name, u32 n + dtype name ("float32"), u32 rank, i64 dims[rank], u64 n +
- *     the row-major data).
+ *     variable's name, u32 n + dtype name ("float32"), u32 rank, i64 dims[rank], u64 n,
+ *     zeros to an 8-byte aligned offset, the n bytes of row-major data).
  * The reader checks all of it before anything uses the file: magic, version (a newer one
  * is refused), flags, the size (truncation), every head and payload CRC, reserved fields
  * and padding (zero: no byte goes unchecked), bounds of every
