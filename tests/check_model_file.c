@@ -2,7 +2,8 @@
  * assets, tensors with dtype and shape); every shorter prefix of a file and every
  * single-byte flip of it is an error (CORRUPT or, for the magic, INVALID) naming the
  * file, never a crash or a file that loads; a newer version, unknown flags and a second
- * tensor of one name are refused. Runs under ASan with `make asan`. */
+ * tensor of one name are refused. The params text of each kind of task (MT, RNMT, both
+ * punctuators, LM, LeNet5, LAS) reads back into the same tree. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "base/file.h"
 #include "check_util.h"
 #include "io/model_file.h"
+#include "models/model.h"
 
 static char g_dir[] = "/tmp/lingvoc-check-model-file.XXXXXX";
 static char g_path[256];
@@ -124,6 +126,38 @@ START_TEST(test_duplicate_tensor) {
 }
 END_TEST
 
+/* A model file keeps the params as text: default params + that text must give the same
+ * tree back (and the same text) for every kind of task, as the decoder builds them. */
+START_TEST(test_params_round_trip) {
+  static const char *const kModels[][2] = {
+      {"mt.bible_en_es.TinyTest", "Train"},          {"mt.bible_en_es.RNMTTinyTest", "Train"},
+      {"punctuator.codelab.RNMTTinyTest", "Test"},   {"punctuator.codelab.TransformerTinyTest", "Test"},
+      {"lm.bible.RnnLmTinyTest", "Test"},            {"image.mnist.LeNet5", "Test"},
+      {"asr.bible_tts.TinyTest", "Test"},            {"asr.bible_tts.LasSmall", "Test"}};
+  for (size_t i = 0; i < sizeof kModels / sizeof *kModels; i++) {
+    lv_model_options o;
+    lv_model_options_init(&o);
+    o.model = kModels[i][0];
+    o.dataset = kModels[i][1];
+    o.logdir = g_dir;
+    o.mode = "sync";
+    o.job = "decoder";
+    lv_params *p = NULL;
+    EXPECT_OK(lv_model_params_build(&o, &p));
+    char *text = lv_params_to_text(p);
+    lv_params *q = NULL;
+    EXPECT_OK(lv_model_params_from_text(text, "round trip", &q));
+    char *again = lv_params_to_text(q);
+    ck_assert_msg(!strcmp(text, again), "%s: the params text does not read back the same", kModels[i][0]);
+    ck_assert_msg(lv_params_equal(p, q), "%s: the params tree does not read back the same", kModels[i][0]);
+    free(text);
+    free(again);
+    lv_params_free(p);
+    lv_params_free(q);
+  }
+}
+END_TEST
+
 int main(void) {
   if (!mkdtemp(g_dir)) {
     perror("mkdtemp");
@@ -137,6 +171,7 @@ int main(void) {
   tcase_add_test(tc, test_every_prefix_and_flip);
   tcase_add_test(tc, test_version_and_flags);
   tcase_add_test(tc, test_duplicate_tensor);
+  tcase_add_test(tc, test_params_round_trip);
   suite_add_tcase(s, tc);
   int rc = lv_test_run(s);
   unlink(g_path);

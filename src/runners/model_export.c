@@ -229,8 +229,9 @@ lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, c
   *out = NULL;
   char source[LV_PATH_MAX + 16];
   snprintf(source, sizeof source, "%s (params)", f->path);
-  lv_params *p = lv_model_default_params();
-  lv_status s = lv_params_from_text(p, f->params_text, source);
+  lv_params *p = NULL;
+  LV_TRY(lv_model_params_from_text(f->params_text, source, &p));
+  lv_status s = NULL;
   for (int i = 0; !s && i < f->n_assets; i++) {
     char path[LV_PATH_MAX];
     s = lv_path_fmt(path, sizeof path, "%s/%s", assets_dir, f->assets[i].name);
