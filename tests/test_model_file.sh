@@ -44,6 +44,12 @@ echo "transformer: model file $(wc -c <"$T/transformer.lvm") bytes, checkpoint $
 check "the model file has no optimizer slots" sh -c '! grep -qa "/Adam" "$0"' "$T/transformer.lvm"
 check "the model file has no input file pattern" sh -c '! grep -qa "train.tfrecord" "$0"' "$T/transformer.lvm"
 check "the model file holds the vocabulary" grep -qa "wpm.voc" "$T/transformer.lvm"
+away "$LV_BIN/decoder" --model_file="$T/transformer.lvm" --decode_text=- --num_threads=1 \
+  --model_params_override="task.decoder.target_seq_len: 40" <"$G/mt/text.in" >"$T/nt.out" 2>"$T/err"
+check "--model_file with --num_threads and an override: the same lines" cmp -s "$T/nt.out" "$T/transformer.decoder"
+expect_exit 2 "--model_file with an unknown params key" "$LV_BIN/decoder" --model_file="$T/transformer.lvm" \
+  --decode_text=- --model_params_override="task.decoder.no_such_key: 1" </dev/null
+err_has "no_such_key"
 expect_exit 2 "--model_file with --logdir" "$LV_BIN/decoder" --model_file="$T/transformer.lvm" --logdir="$T/log" --decode_text=-
 err_has "takes the place of --model, --logdir"
 expect_exit 2 "--model_file with --dataset" "$LV_BIN/decoder" --model_file="$T/transformer.lvm" --dataset=Dev --decode_text=-

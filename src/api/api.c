@@ -114,26 +114,6 @@ static lv_status decode_overrides(const lv_decode_options *o, char **text) {
   return NULL;
 }
 
-/* A model file's params with the user's overrides and flag_params, then num_threads. */
-static lv_status file_params(const lv_model *m, const char *flag_params, lv_params **out) {
-  lv_params *p = NULL;
-  LV_TRY(lv_model_file_params(m->file, m->assets_dir, m->params_override, m->params_file_override, flag_params, &p));
-  if (m->num_threads <= 0) {
-    *out = p;
-    return NULL;
-  }
-  lv_params *q = lv_params_copy(p);
-  lv_params_free(p);
-  lv_status s = lv_params_set_int(q, "cluster.num_threads", m->num_threads);
-  if (s) {
-    lv_params_free(q);
-    return s;
-  }
-  lv_params_freeze(q);
-  *out = q;
-  return NULL;
-}
-
 /* The session's frozen params: the model's experiment (or file) and overrides, then o's. */
 static lv_status session_params(const lv_model *m, const lv_decode_options *o, lv_params **out) {
   char *flag_params = NULL;
@@ -150,7 +130,9 @@ static lv_status session_params(const lv_model *m, const lv_decode_options *o, l
   mo.mode = "sync";
   mo.job = "decoder";
   mo.num_threads = m->num_threads;
-  lv_status s = m->file ? file_params(m, flag_params, out) : lv_model_params_build(&mo, out);
+  lv_status s = m->file ? lv_model_file_params(m->file, m->assets_dir, m->params_override, m->params_file_override,
+                                               flag_params, m->num_threads, out)
+                        : lv_model_params_build(&mo, out);
   free(flag_params);
   LV_TRY(s);
   int64_t t = lv_params_int(*out, "cluster.num_threads");

@@ -63,15 +63,8 @@ static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_f
                                    lv_params **p) {
   LV_TRY(lv_model_file_read(path, mf));
   LV_TRY(lv_model_file_assets_dir(*mf, assets, n));
-  LV_TRY(lv_model_file_params(*mf, assets, c->model_params_override, c->model_params_file_override, c->flag_params, p));
-  if (c->num_threads > 0) {
-    lv_params *q = lv_params_copy(*p);
-    lv_params_free(*p);
-    *p = q;
-    LV_TRY(lv_params_set_int(q, "cluster.num_threads", c->num_threads));
-    lv_params_freeze(q);
-  }
-  return NULL;
+  return lv_model_file_params(*mf, assets, c->model_params_override, c->model_params_file_override, c->flag_params,
+                              c->num_threads, p);
 }
 
 /* The library's log lines on bin/decoder's stderr, as its own (the global level filters). */

@@ -225,7 +225,8 @@ void lv_model_file_assets_remove(const char *dir) {
 }
 
 lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, const char *override,
-                               const char *override_file, const char *flag_params, lv_params **out) {
+                               const char *override_file, const char *flag_params, int64_t num_threads,
+                               lv_params **out) {
   *out = NULL;
   char source[LV_PATH_MAX + 16];
   snprintf(source, sizeof source, "%s (params)", f->path);
@@ -242,6 +243,7 @@ lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, c
   }
   if (!s) s = lv_params_apply_overrides(p, override, override_file);
   if (!s && flag_params && *flag_params) s = lv_params_from_text(p, flag_params, "<flags>");
+  if (!s && num_threads > 0) s = lv_params_set_int(p, "cluster.num_threads", num_threads);
   if (s) {
     lv_params_free(p);
     return s;

@@ -36,9 +36,11 @@ lv_status lv_model_file_assets_dir(const lv_model_file *f, char *dir, size_t n);
 /* Removes such a directory and its files. */
 void lv_model_file_assets_remove(const char *dir);
 /* f's frozen params: its text, the asset params in assets_dir, then override (or
- * override_file) and flag_params (params lines, as lv_model_options's). */
+ * override_file), flag_params (params lines, as lv_model_options's) and num_threads
+ * (> 0: cluster.num_threads). */
 lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, const char *override,
-                               const char *override_file, const char *flag_params, lv_params **out);
+                               const char *override_file, const char *flag_params, int64_t num_threads,
+                               lv_params **out);
 /* Restores every variable of m from f. */
 lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f);
 
