@@ -1,12 +1,14 @@
 /* Classifies raw uint8 images (N images of HxWxC bytes, concatenated in FILE): one line
  * `index<TAB>class<TAB>probability` each.
- *   classify MODEL LOGDIR H W C FILE [CHECKPOINT [PARAMS_OVERRIDE]] */
+ *   classify MODEL LOGDIR H W C FILE [CHECKPOINT [PARAMS_OVERRIDE]]
+ *   classify -f MODEL_FILE H W C FILE (a model file from bin/export) */
 #include <lingvoc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv) {
-  if (argc < 7) return fprintf(stderr, "usage: classify MODEL LOGDIR H W C FILE [CHECKPOINT [OVERRIDE]]\n"), 2;
+  if (argc < 7) return fprintf(stderr, "usage: classify MODEL LOGDIR|-f MODEL_FILE H W C FILE [CHECKPOINT [OVERRIDE]]\n"), 2;
   const int h = atoi(argv[3]), w = atoi(argv[4]), c = atoi(argv[5]);
   const long per = (long)h * w * c;
   FILE *f = fopen(argv[6], "rb");
@@ -18,12 +20,13 @@ int main(int argc, char **argv) {
   fclose(f);
   lv_load_options o;
   lv_load_options_init(&o);
-  o.model = argv[1], o.logdir = argv[2];
+  const int file = !strcmp(argv[1], "-f"); /* -f FILE: a model file (bin/export) */
+  if (!file) o.model = argv[1], o.logdir = argv[2];
   if (argc > 7) o.checkpoint = argv[7];
   if (argc > 8) o.params_override = argv[8];
   lv_model *m = NULL;
   lv_class_probs *r = NULL;
-  lv_status s = lv_model_load(&o, &m);
+  lv_status s = file ? lv_model_load_file(argv[2], &o, &m) : lv_model_load(&o, &m);
   if (!s) s = lv_classify(m, NULL, data, (int)n, h, w, c, &r);
   for (int i = 0; !s && i < r->n; i++) {
     int best = 0;

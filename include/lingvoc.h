@@ -1,14 +1,15 @@
 /* lingvoc.h: the lingvoc library (liblingvoc), the one header a program includes.
  *
- * Load a trained model (an experiment name, e.g. "mt.bible_en_es.TransformerSmall", and
- * the trainer's log directory, as bin/decoder does), then call one function per kind of
+ * Load a trained model (a model file from bin/export, or an experiment name, e.g.
+ * "mt.bible_en_es.TransformerSmall", and the trainer's log directory, as bin/decoder
+ * does), then call one function per kind of
  * work, named after Lingvo's Inference() subgraphs:
  *
  *   lv_translate      source strings -> top-k strings with scores (MT, the punctuator)
  *   lv_transcribe     audio files or 16 kHz float samples -> top-k hypotheses (ASR)
  *   lv_score_text     strings -> per-token and total log-probabilities (LMs)
  *   lv_sample_text    a prefix -> sampled continuations (LMs)
- *   lv_classify       uint8 images -> class probabilities (image classifiers)
+ *   lv_classify       uint8 images or PNG files -> class probabilities (image classifiers)
  *
  * Errors: every function that can fail returns an lv_status: NULL on success, else an
  * error the caller owns (lv_status_msg, lv_status_error, lv_status_free) whose message
@@ -108,12 +109,20 @@ LINGVOC_API void lv_load_options_init(lv_load_options *o);
 
 /* Loads the model (params, checkpoint; the model's own session). Thread-safe. */
 LINGVOC_API lv_status lv_model_load(const lv_load_options *o, lv_model **out);
+/* Loads a model file (bin/export's, or bin/trainer --mode=write_inference_graph's): its
+ * params, tokenizer and weights, with no experiments tree or log directory. o may be NULL
+ * (defaults); its params_override / params_file_override, num_threads, decode and log
+ * fields apply, and model, logdir, checkpoint, experiments_dir and dataset must be NULL.
+ * A corrupt, truncated or foreign file, or one of a newer format version, is an error
+ * naming the file and what is wrong. The tokenizer's files are written to a private
+ * directory under $TMPDIR for the model's life. Thread-safe. */
+LINGVOC_API lv_status lv_model_load_file(const char *path, const lv_load_options *o, lv_model **out);
 /* Frees the model; its sessions must be freed first. NULL is fine. */
 LINGVOC_API void lv_model_free(lv_model *m);
 /* The model's task class, e.g. "mt.model.TransformerModel", "lm.model.LanguageModel",
  * "asr.model.AsrModel", "classifier.ModelV1", "punctuator.model.RNMTModel". */
 LINGVOC_API const char *lv_model_task(const lv_model *m);
-/* The checkpoint prefix the model was loaded from. */
+/* The checkpoint prefix the model was loaded from (a model file: its path). */
 LINGVOC_API const char *lv_model_checkpoint(const lv_model *m);
 
 /* A session: search state for one thread at a time, with its own decode options (NULL:
@@ -162,7 +171,10 @@ LINGVOC_API void lv_class_probs_free(lv_class_probs *r);
 
 /* Translates (or punctuates) n source strings: up to k hypotheses each (k <= the
  * session's num_hyps; k <= 0: 1), best first. Lines as bin/decoder --decode_text reads
- * them: invalid UTF-8 or an empty line gives no hypothesis. */
+ * them: invalid UTF-8 or an empty line gives no hypothesis. Log messages number a
+ * session's sources across its calls (here and in lv_score_text): the first source of
+ * its first call is line 1, so a program that translates a file line by line gets
+ * bin/decoder's line numbers. */
 LINGVOC_API lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n, int k, lv_nbest **out);
 
 /* Transcribes n audio files (WAV, FLAC, OGG; any rate, resampled to 16 kHz and mixed to
@@ -185,6 +197,12 @@ LINGVOC_API lv_status lv_sample_text(lv_model *m, lv_session *s, const char *pre
  * (the task's per-image standardization). */
 LINGVOC_API lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width,
                                   int channels, lv_class_probs **out);
+
+/* The same for n PNG files (gray for a model of depth 1, RGB for 3), each of the
+ * experiment's input.data_shape size (no resizing: another size is an error naming the
+ * file, as is a file that is not a PNG). */
+LINGVOC_API lv_status lv_classify_files(lv_model *m, lv_session *s, const char *const *paths, int n,
+                                        lv_class_probs **out);
 
 #ifdef __cplusplus
 }

@@ -158,3 +158,29 @@ gen_punct_text() {
     }
   }'
 }
+# gen_lm_text DIR: 200 lines of a 15-word vocabulary, every tenth into DIR/dev.txt, the
+# others into DIR/train.txt (a tiny LM's data).
+gen_lm_text() {
+  awk -v out="$1" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying", w, " "); x = 7
+    for (l = 0; l < 200; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
+      for (i = 0; i < nw; i++) s = s (i ? " " : "") w[1 + (st + i - 1) % n]
+      print s "." > (out "/" (l % 10 == 9 ? "dev.txt" : "train.txt")) } }'
+}
+# tiny_las DIR: two espeak-ng utterances (DIR/wavs, DIR/asr.tsv, DIR/asr.list), their
+# tfrecords (DIR/rec/utt@1) and asr.bible_tts.TinyTest trained 20 steps on them into
+# DIR/asr; ASROV holds the overrides. Returns 1 without espeak-ng or sox.
+tiny_las() {
+  command -v espeak-ng >/dev/null && command -v sox >/dev/null || return 1
+  mkdir -p "$1/wavs" "$1/rec"
+  for u in "yes go" "no stop"; do
+    local f=$1/wavs/${u// /_}.wav
+    espeak-ng -v en-us -s 150 --stdout "$u" | sox -q -t wav - -r 16000 -c 1 -b 16 "$f" gain -2
+    printf '%s\t%s\n' "$f" "$u" >>"$1/asr.tsv"
+  done
+  cut -f1 "$1/asr.tsv" >"$1/asr.list"
+  expect_exit 0 "create_asr_features" "$LV_BIN/create_asr_features" --input_list="$1/asr.tsv" --generate_tfrecords \
+    --output_template="$1/rec/utt-%5.5d-of-%5.5d"
+  ASROV="input.file_pattern: \"$1/rec/utt@1\"; train.max_steps: 20"
+  expect_exit 0 "trainer: 20 steps of asr.bible_tts.TinyTest" "$LV_BIN/trainer" --model=asr.bible_tts.TinyTest \
+    --logdir="$1/asr" --model_params_override="$ASROV"
+}

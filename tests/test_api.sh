@@ -43,10 +43,7 @@ expect_exit 1 "translate: an unknown experiment" sh -c '"$0" "$1" "$2" </dev/nul
 err_has "Nope"
 
 # ---- score: a tiny LM, API == bin/decoder --score_text ----
-awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying", w, " "); x = 7
-  for (l = 0; l < 200; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
-    for (i = 0; i < nw; i++) s = s (i ? " " : "") w[1 + (st + i - 1) % n]
-    print s "." > (out "/" (l % 10 == 9 ? "dev.txt" : "train.txt")) } }'
+gen_lm_text "$T"
 printf 'moses said unto aaron.\n\nthe children of israel speak.\n' >>"$T/dev.txt"
 LM=lm.bible.RnnLmTinyTest
 LMOV="input.file_pattern: \"text:$T/train.txt\"; train.max_steps: 30"
@@ -86,18 +83,7 @@ fi
 
 # ---- transcribe: a tiny LAS trained 20 steps on two espeak-ng utterances ----
 ASRM=asr.bible_tts.TinyTest
-if command -v espeak-ng >/dev/null && command -v sox >/dev/null; then
-  mkdir -p "$T/wavs" "$T/rec"
-  for u in "yes go" "no stop"; do
-    f=$T/wavs/${u// /_}.wav
-    espeak-ng -v en-us -s 150 --stdout "$u" | sox -q -t wav - -r 16000 -c 1 -b 16 "$f" gain -2
-    printf '%s\t%s\n' "$f" "$u" >>"$T/asr.tsv"
-  done
-  expect_exit 0 "create_asr_features" "$LV_BIN/create_asr_features" --input_list="$T/asr.tsv" --generate_tfrecords \
-    --output_template="$T/rec/utt-%5.5d-of-%5.5d"
-  ASROV="input.file_pattern: \"$T/rec/utt@1\"; train.max_steps: 20"
-  expect_exit 0 "trainer: 20 steps of $ASRM" "$LV_BIN/trainer" --model=$ASRM --logdir="$T/asr" --model_params_override="$ASROV"
-  cut -f1 "$T/asr.tsv" >"$T/asr.list"
+if tiny_las "$T"; then
   "$LV_BIN/decoder" --model=$ASRM --logdir="$T/asr" --decode_audio=@"$T/asr.list" --model_params_override="$ASROV" \
     >"$T/asr.decoder" 2>"$T/err" || fail "bin/decoder --decode_audio: $(tail -2 "$T/err")"
 else

@@ -169,7 +169,7 @@ expect_exit 2 "--decode_audio on an MT model" "$B/decoder" --model=mt.bible_en_e
 expect_exit 2 "--decode_audio with --decode_text" "$B/decoder" --model=$M --logdir="$T/a" --decode_audio=x.wav --decode_text=-
 err_has "exclude each other"
 expect_exit 2 "--decode_text on the speech model" "$B/decoder" --model=$M --logdir="$T/a" --decode_text=files.txt
-err_has "transcribes audio files (--decode_audio)"
+err_has "--decode_text: lv_translate: model $M (task asr.model.AsrModel) does not take it; it takes lv_transcribe, lv_transcribe_files"
 
 # 3b. Shallow fusion (task.decoder.fusion): a character LM of the eight transcripts
 # (lm.bible.RnnLmTinyTest, the recognizer's AsciiTokenizer ids) beside the beam search.

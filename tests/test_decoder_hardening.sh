@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bin/decoder against hostile use, on the golden fixtures' Transformer checkpoint
-# (tests/data/decode_golden): a task that does not decode is exit 2 saying so; a line
+# (tests/data/decode_golden): a task that does not decode (or, for --decode_text, does
+# not translate: a tiny LM) is exit 2 saying so; a line
 # without end (300 MB of one byte) is cut at 1 MiB in bounded memory; a full output disk
 # is an error, not a silent exit 0; a directory as --decode_text, a logdir without train/,
 # a bad input.source_max_length and a tokenizer vocabulary larger than the model's are
@@ -16,9 +17,15 @@ printf 'ka ri su ne.\n' >"$T/one.txt"
 expect_exit 2 "decoder --once on a task that does not decode" "$LV_BIN/decoder" --model=image.mnist.LeNet5Fashion \
   --logdir="$T/lenet" --once
 err_has "classifier.ModelV1 has no decoder job"
-expect_exit 2 "decoder --decode_text on a task that does not decode" "$LV_BIN/decoder" \
-  --model=image.mnist.LeNet5Fashion --logdir="$T/lenet" --decode_text="$T/one.txt"
-err_has "has no decoder job"
+# --decode_text is the library's lv_translate: the model loads (a checkpoint first), then
+# a model that does not translate is refused before any line is read.
+gen_lm_text "$T"
+LMOV="input.file_pattern: \"text:$T/train.txt\"; train.max_steps: 2"
+expect_exit 0 "trainer: 2 steps of a tiny LM" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest --logdir="$T/lm" \
+  --model_params_override="$LMOV"
+expect_exit 2 "decoder --decode_text on a model that does not translate" "$LV_BIN/decoder" \
+  --model=lm.bible.RnnLmTinyTest --logdir="$T/lm" --decode_text=- --model_params_override="$LMOV"
+err_has "--decode_text: lv_translate: model lm.bible.RnnLmTinyTest (task lm.model.LanguageModel) does not take it; it takes lv_score_text, lv_sample_text"
 
 # 300 MB without a newline, under a 2 GB address-space limit: reading the whole line and
 # tokenizing it (1.2 GB of ids alone) does not fit, a line cut at 1 MiB does with room to

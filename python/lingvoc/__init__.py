@@ -1,5 +1,6 @@
 """Python bindings for liblingvoc (include/lingvoc.h) over ctypes.
 
+    m = lingvoc.Model("model.lvm")         # a model file (bin/export), or:
     m = lingvoc.Model(model="mt.bible_en_es.TransformerSmall", logdir="/tmp/mt/log")
     m.translate(["in the beginning"])      # -> list[str], the best hypothesis each
     m.translate_nbest(lines, k=4)          # -> list[list[(str, float)]]
@@ -101,6 +102,7 @@ def _load():
         "lv_decode_options_init": (None, [ctypes.POINTER(_DecodeOptions)]),
         "lv_load_options_init": (None, [ctypes.POINTER(_LoadOptions)]),
         "lv_model_load": (P, [ctypes.POINTER(_LoadOptions), ctypes.POINTER(P)]),
+        "lv_model_load_file": (P, [ctypes.c_char_p, ctypes.POINTER(_LoadOptions), ctypes.POINTER(P)]),
         "lv_model_free": (None, [P]),
         "lv_model_task": (ctypes.c_char_p, [P]),
         "lv_session_new": (P, [P, ctypes.POINTER(_DecodeOptions), ctypes.POINTER(P)]),
@@ -152,20 +154,19 @@ def _strings(items):
 
 
 class Model:
-    """A trained model: Model(model="mt.bible_en_es.TransformerSmall", logdir=DIR,
+    """A trained model: Model(path) for a model file (bin/export; with the options below
+    but model, logdir, checkpoint, experiments_dir and dataset), or
+    Model(model="mt.bible_en_es.TransformerSmall", logdir=DIR,
     checkpoint=None, params_override=None, experiments_dir=None, dataset=None,
     num_threads=0, num_hyps=0, length_normalization=-1, beam_size=-1,
     target_seq_len=0, fusion_lm_weight=-1, temperature=0, top_k=-1, seed=-1,
     batch_size=0, log=None). Options left at their defaults keep the experiment's
     values. log: a callable(level, message) for the library's log lines (none by
-    default). A model file (lingvoc.Model(path)) is not supported yet."""
+    default)."""
 
     def __init__(self, path=None, *, model=None, logdir=None, checkpoint=None, params_override=None,
                  params_file_override=None, experiments_dir=None, dataset=None, num_threads=0, log=None,
                  log_level=2, **decode):
-        if path is not None:
-            raise Error("lingvoc.Model(path): one-file model export is not implemented yet; "
-                        "use Model(model=..., logdir=...)", INVALID)
         lib = _load()
         self._m = None
         self._sessions = {}
@@ -187,7 +188,11 @@ class Model:
             o.log = self._log
             o.log_level = log_level
         m = ctypes.c_void_p()
-        _check(lib.lv_model_load(ctypes.byref(o), ctypes.byref(m)))
+        if path is not None:
+            self._keep.append(_enc(os.fspath(path)))
+            _check(lib.lv_model_load_file(self._keep[-1], ctypes.byref(o), ctypes.byref(m)))
+        else:
+            _check(lib.lv_model_load(ctypes.byref(o), ctypes.byref(m)))
         self._m = m
 
     def close(self):

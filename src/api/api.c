@@ -16,11 +16,13 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "input/batch.h"
+#include "io/png_decode.h"
 #include "models/model.h"
 #include "models/task.h"
 #include "runners/cli.h"
 #include "runners/decoder.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 
 _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_ERR_NOT_FOUND &&
                    LV_STATUS_CORRUPT == LV_ERR_CORRUPT && LV_STATUS_IO == LV_ERR_IO &&
@@ -33,7 +35,9 @@ _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_
 
 struct lv_model {
   char *model, *logdir, *experiments_dir, *dataset, *params_override, *params_file_override;
-  char *checkpoint; /* the resolved prefix every session restores */
+  char *checkpoint; /* the resolved prefix every session restores (a model file: its path) */
+  lv_model_file *file; /* lv_model_load_file's, else NULL */
+  char assets_dir[LV_PATH_MAX]; /* the file's assets, removed with the model */
   int num_threads;
   lv_decode_options decode; /* the load options' (lv_session_new's NULL) */
   lv_log_sink sink;
@@ -47,6 +51,8 @@ struct lv_session {
   lv_params *cfg;
   lv_line_decoder *ld;
   int batch_size;
+  int64_t lines_seen; /* sources lv_translate and lv_score_text took: messages number lines from here */
+  bool described;     /* the first lv_translate logged what the session does */
 };
 
 const char *lv_version(void) { return LINGVOC_VERSION; }
@@ -108,7 +114,7 @@ static lv_status decode_overrides(const lv_decode_options *o, char **text) {
   return NULL;
 }
 
-/* The session's frozen params: the model's experiment and overrides, then o's. */
+/* The session's frozen params: the model's experiment (or file) and overrides, then o's. */
 static lv_status session_params(const lv_model *m, const lv_decode_options *o, lv_params **out) {
   char *flag_params = NULL;
   LV_TRY(decode_overrides(o, &flag_params));
@@ -124,7 +130,9 @@ static lv_status session_params(const lv_model *m, const lv_decode_options *o, l
   mo.mode = "sync";
   mo.job = "decoder";
   mo.num_threads = m->num_threads;
-  lv_status s = lv_model_params_build(&mo, out);
+  lv_status s = m->file ? lv_model_file_params(m->file, m->assets_dir, m->params_override, m->params_file_override,
+                                               flag_params, m->num_threads, out)
+                        : lv_model_params_build(&mo, out);
   free(flag_params);
   LV_TRY(s);
   int64_t t = lv_params_int(*out, "cluster.num_threads");
@@ -153,7 +161,7 @@ static lv_status session_make(lv_model *m, const lv_decode_options *o, const cha
   s->batch_size = o->batch_size > 0 ? o->batch_size : API_DEFAULT_BATCH;
   lv_status st = session_params(m, o, &s->cfg);
   if (!st) st = lv_line_decoder_open(s->cfg, &s->ld);
-  if (!st) st = lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
+  if (!st) st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
   if (st) {
     session_free(s);
     return st;
@@ -178,31 +186,57 @@ static void model_free_fields(lv_model *m) {
   free(m->params_file_override);
   free(m->checkpoint);
   free(m->sink.user);
+  lv_model_file_free(m->file);
+  lv_model_file_assets_remove(m->assets_dir);
+}
+
+/* The fields both loads take. */
+static lv_status model_common(const lv_load_options *o, lv_model *m) {
+  if (o->num_threads < 0 || o->num_threads > LV_CLI_MAX_THREADS)
+    return lv_status_make(LV_ERR_INVALID, "num_threads = %d: expected 0 (the experiment's) to %d", o->num_threads,
+                          LV_CLI_MAX_THREADS);
+  m->params_override = dup_or_null(o->params_override);
+  m->params_file_override = dup_or_null(o->params_file_override);
+  m->num_threads = o->num_threads;
+  m->decode = o->decode;
+  return NULL;
+}
+
+static lv_status model_load_file(const char *path, const lv_load_options *o, lv_model *m) {
+  if (!path || !*path) return lv_status_make(LV_ERR_INVALID, "lv_model_load_file: path is %s", path ? "empty" : "NULL");
+  static const char *const kNot[] = {"model", "logdir", "checkpoint", "experiments_dir", "dataset"};
+  const char *given[] = {o->model, o->logdir, o->checkpoint, o->experiments_dir, o->dataset};
+  for (int i = 0; i < 5; i++)
+    if (given[i] && *given[i])
+      return lv_status_make(LV_ERR_INVALID, "lv_model_load_file: options.%s = %s: a model file holds the model (its "
+                            "params, tokenizer and weights); leave %s NULL", kNot[i], given[i], kNot[i]);
+  LV_TRY(model_common(o, m));
+  m->model = dup_or_null(path);
+  LV_TRY(lv_model_file_read(path, &m->file));
+  LV_TRY(lv_model_file_assets_dir(m->file, m->assets_dir, sizeof m->assets_dir));
+  LV_TRY(session_make(m, &o->decode, NULL, &m->own));
+  m->checkpoint = dup_or_null(path);
+  snprintf(m->task_cls, sizeof m->task_cls, "%s", lv_line_decoder_instance(m->own->ld)->task->cls->cls);
+  return NULL;
 }
 
 static lv_status model_load(const lv_load_options *o, lv_model *m) {
   if (!o->model || !*o->model)
     return lv_status_make(LV_ERR_INVALID, "model: required (an experiment, e.g. mt.bible_en_es.TransformerSmall)");
   if (!o->logdir || !*o->logdir) return lv_status_make(LV_ERR_INVALID, "logdir: required (the trainer's --logdir)");
-  if (o->num_threads < 0 || o->num_threads > LV_CLI_MAX_THREADS)
-    return lv_status_make(LV_ERR_INVALID, "num_threads = %d: expected 0 (the experiment's) to %d", o->num_threads,
-                          LV_CLI_MAX_THREADS);
+  LV_TRY(model_common(o, m));
   m->model = dup_or_null(o->model);
   m->logdir = dup_or_null(o->logdir);
   m->experiments_dir = dup_or_null(o->experiments_dir);
   m->dataset = dup_or_null(o->dataset && *o->dataset ? o->dataset : "Test");
-  m->params_override = dup_or_null(o->params_override);
-  m->params_file_override = dup_or_null(o->params_file_override);
-  m->num_threads = o->num_threads;
-  m->decode = o->decode;
   LV_TRY(session_make(m, &o->decode, o->checkpoint, &m->own));
   m->checkpoint = dup_or_null(lv_line_decoder_checkpoint(m->own->ld));
   snprintf(m->task_cls, sizeof m->task_cls, "%s", lv_line_decoder_instance(m->own->ld)->task->cls->cls);
   return NULL;
 }
 
-lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
-  LV_ASSERT(o && out);
+/* Loads with load (path: lv_model_load_file's) under the options' log sink. */
+static lv_status load_with(const char *path, const lv_load_options *o, lv_model **out) {
   *out = NULL;
   lv_model *m = calloc(1, sizeof *m);
   if (!m) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
@@ -216,7 +250,7 @@ lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
     m->sink = (lv_log_sink){.active = true};
   }
   lv_log_sink prev = lv_log_thread_sink_set(m->sink);
-  lv_status s = model_load(o, m);
+  lv_status s = path ? model_load_file(path, o, m) : model_load(o, m);
   lv_log_thread_sink_restore(prev);
   if (s) {
     lv_model_free(m);
@@ -224,6 +258,19 @@ lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
   }
   *out = m;
   return NULL;
+}
+
+lv_status lv_model_load(const lv_load_options *o, lv_model **out) {
+  LV_ASSERT(o && out);
+  return load_with(NULL, o, out);
+}
+
+lv_status lv_model_load_file(const char *path, const lv_load_options *o, lv_model **out) {
+  LV_ASSERT(out);
+  lv_load_options d;
+  if (!o) lv_load_options_init(&d);
+  lv_status s = load_with(path ? path : "", o ? o : &d, out);
+  return s;
 }
 
 void lv_model_free(lv_model *m) {
@@ -292,7 +339,7 @@ static lv_status call_end(api_call *c, lv_status st) {
 /* What each kind of model takes, for the wrong-kind error. */
 static lv_status wrong_kind(const api_call *c, const char *call) {
   const lv_task_class *k = c->t->cls;
-  const char *takes = k->classify                                    ? "lv_classify"
+  const char *takes = k->classify                                    ? "lv_classify, lv_classify_files"
                       : k->samples_to_batch                          ? "lv_transcribe, lv_transcribe_files"
                       : k->decode_out_nbest && k->line_to_batch      ? "lv_translate"
                       : k->decode && k->line_to_batch                ? "lv_score_text, lv_sample_text"
@@ -359,6 +406,14 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
     return call_end(&c, wrong_kind(&c, "lv_translate"));
   lv_status st = check_count("lv_translate", "sources", n);
   if (st) return call_end(&c, st);
+  if (!c.s->described) {
+    /* As bin/decoder --decode_text has always said it (the punctuator's note included). */
+    const char *verb = "", *note = "";
+    lv_status_free(c.t->cls->line_describe(c.t, "text", &verb, &note));
+    lv_info("decode_text: %s with %s (step %lld)%s", verb, lv_line_decoder_checkpoint(c.s->ld),
+            (long long)lv_instance_step(c.inst), note);
+    c.s->described = true;
+  }
   if (k <= 0) k = 1;
   lv_nbest *r = nbest_new(n);
   lv_batch b;
@@ -369,7 +424,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -377,6 +432,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
     lv_decode_out_free(&dec);
     if (st) st = lv_status_wrap(st, "lv_translate: source %d", i);
   }
+  c.s->lines_seen += n;
   lv_batch_free(&b);
   if (st) lv_nbest_free(r);
   else *out = r;
@@ -507,7 +563,7 @@ lv_status lv_score_text(lv_model *m, lv_session *s, const char *const *lines, in
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "score_text", lines[i], strlen(lines[i]), i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "score_text", lines[i], strlen(lines[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -515,6 +571,7 @@ lv_status lv_score_text(lv_model *m, lv_session *s, const char *const *lines, in
     lv_decode_out_free(&dec);
     if (st) st = lv_status_wrap(st, "lv_score_text: line %d", i);
   }
+  c.s->lines_seen += n;
   lv_batch_free(&b);
   if (st) lv_scores_free(r);
   else *out = r;
@@ -569,33 +626,29 @@ void lv_class_probs_free(lv_class_probs *r) {
   free(r);
 }
 
-lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width, int channels,
-                      lv_class_probs **out) {
-  LV_ASSERT(out);
-  *out = NULL;
-  api_call c;
-  call_begin(&c, m, s);
-  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify"));
+/* lv_classify on a begun call. */
+static lv_status classify_images(const api_call *c, const uint8_t *images, int n, int height, int width, int channels,
+                                 lv_class_probs **out) {
   lv_status st = check_count("lv_classify", "images", n);
   if (!st && (height <= 0 || width <= 0 || channels <= 0))
     st = lv_status_make(LV_ERR_INVALID, "lv_classify: image shape [%d, %d, %d]: expected positive sizes", height, width,
                         channels);
   if (!st && n > 0 && !images) st = lv_status_make(LV_ERR_INVALID, "lv_classify: images is NULL");
-  if (st) return call_end(&c, st);
+  if (st) return st;
   lv_class_probs *r = calloc(1, sizeof *r);
   LV_ASSERT(r);
   r->n = n;
   const int64_t per = (int64_t)height * width * channels;
   lv_batch b;
   lv_batch_init(&b);
-  for (int first = 0; !st && first < n; first += c.s->batch_size) {
-    const int nb = n - first < c.s->batch_size ? n - first : c.s->batch_size;
+  for (int first = 0; !st && first < n; first += c->s->batch_size) {
+    const int nb = n - first < c->s->batch_size ? n - first : c->s->batch_size;
     lv_tensor raw = lv_tensor_view(LV_U8, lv_shape4(nb, height, width, channels), (void *)(images + first * per));
     lv_nmap_clear(&b.map);
     b.size = nb;
     st = lv_nmap_set(&b.map, "raw", &raw);
     lv_tensor *p = NULL;
-    if (!st) st = c.t->cls->classify(c.t, c.g, &b, &p);
+    if (!st) st = c->t->cls->classify(c->t, c->g, &b, &p);
     if (!st) {
       const int C = (int)p->shape.d[1];
       if (!r->probs) {
@@ -611,5 +664,48 @@ lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, 
   lv_batch_free(&b);
   if (st) lv_class_probs_free(r);
   else *out = r;
-  return call_end(&c, st);
+  return st;
+}
+
+lv_status lv_classify(lv_model *m, lv_session *s, const uint8_t *images, int n, int height, int width, int channels,
+                      lv_class_probs **out) {
+  LV_ASSERT(out);
+  *out = NULL;
+  api_call c;
+  call_begin(&c, m, s);
+  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify"));
+  return call_end(&c, classify_images(&c, images, n, height, width, channels, out));
+}
+
+lv_status lv_classify_files(lv_model *m, lv_session *s, const char *const *paths, int n, lv_class_probs **out) {
+  LV_ASSERT(out);
+  *out = NULL;
+  api_call c;
+  call_begin(&c, m, s);
+  if (!c.t->cls->classify) return call_end(&c, wrong_kind(&c, "lv_classify_files"));
+  lv_status st = check_count("lv_classify_files", "paths", n);
+  int64_t shape[3] = {0, 0, 0};
+  if (!st && lv_pvalue_to_ints(lv_params_list(c.s->cfg, "input.data_shape"), shape, 3) != 3)
+    st = lv_status_make(LV_ERR_INVALID, "lv_classify_files: input.data_shape is not [height, width, depth]");
+  if (st) return call_end(&c, st);
+  const size_t per = (size_t)(shape[0] * shape[1] * shape[2]);
+  uint8_t *all = malloc(per * (size_t)n + 1);
+  LV_ASSERT(all);
+  for (int i = 0; !st && i < n; i++) {
+    if (!paths[i] || !*paths[i]) {
+      st = lv_status_make(LV_ERR_INVALID, "lv_classify_files: path %d is %s", i, paths[i] ? "empty" : "NULL");
+      break;
+    }
+    int h = 0, w = 0;
+    uint8_t *px = NULL;
+    st = lv_png_decode_file(paths[i], (int)shape[2], &h, &w, &px);
+    if (!st && (h != shape[0] || w != shape[1]))
+      st = lv_status_make(LV_ERR_INVALID, "image %s is %dx%d; the model takes %lldx%lld (input.data_shape)", paths[i],
+                          w, h, (long long)shape[1], (long long)shape[0]);
+    if (!st) memcpy(all + per * (size_t)i, px, per);
+    free(px);
+  }
+  if (!st) st = classify_images(&c, all, n, (int)shape[0], (int)shape[1], (int)shape[2], out);
+  free(all);
+  return call_end(&c, st ? lv_status_wrap(st, "lv_classify_files") : NULL);
 }

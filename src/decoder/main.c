@@ -4,8 +4,12 @@
 #include <string.h>
 
 #include "base/env.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "lingvoc.h"
 #include "runners/cli.h"
 #include "runners/decoder.h"
+#include "runners/model_export.h"
 
 static const char kUsage[] =
     "usage: decoder --model=mt.bible_en_es.TransformerSmall --logdir=DIR [--dataset=Test] [--once] [flags]\n"
@@ -14,6 +18,8 @@ static const char kUsage[] =
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --score_text=FILE|-\n"
     "       decoder --model=lm.bible.RnnLmSmall --logdir=DIR --sample=N [--prefix=TEXT] [--temperature=T]\n"
     "               [--top_k=K] [--seed=S]\n"
+    "       decoder --model=image.mnist.LeNet5 --logdir=DIR --decode_images=LIST|-\n"
+    "       decoder --model_file=FILE --decode_text=...|--decode_audio=...|--score_text=...|--sample=N|--decode_images=...\n"
     "\n"
     "Decodes the dataset with beam search (task.decoder.beam_search, target_seq_len) for each\n"
     "checkpoint a trainer writes to DIR/train (polling with backoff 1 s x1.5 up to\n"
@@ -22,7 +28,8 @@ static const char kUsage[] =
     "processed_ckpts.txt; stops after the checkpoint at train.max_steps. --once decodes the\n"
     "latest checkpoint (or --checkpoint=PREFIX) and exits. Text needs input.tokenizer.\n"
     "\n"
-    "--decode_text translates the lines of FILE (- = stdin) to stdout, one line per line:\n"
+    "--decode_text translates the lines of FILE (- = stdin) to stdout, one line per line, through the\n"
+    "library (lv_translate; a NUL byte ends a line's text, with a message):\n"
     "empty or invalid-UTF-8 lines give empty lines (the latter with a message on stderr);\n"
     "lines over input.source_max_length pieces are truncated to it (with a message).\n"
     "\n"
@@ -42,7 +49,132 @@ static const char kUsage[] =
     "A language model: --score_text writes per line log-probability, tokens (incl. </s>) and\n"
     "perplexity, tab-separated, then `corpus: N lines, T tokens, log_pplx X, perplexity Y`;\n"
     "--sample writes N continuations of --prefix (task.decoder.sample_temperature, sample_top_k,\n"
-    "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n";
+    "sample_seed: sample i draws from stream i of the seed, so a seed repeats its samples).\n"
+    "\n"
+    "--decode_images=LIST classifies the PNG files LIST names (one a line; - = stdin) with an image\n"
+    "classifier (the experiment's input.data_shape, gray or RGB), one `path<TAB>class<TAB>probability`\n"
+    "line each, --decode_batch_size at a time, through the library (lv_classify_files).\n"
+    "\n"
+    "--model_file=FILE (bin/export's) takes the place of --model, --logdir and --checkpoint for\n"
+    "the five flags above: params, tokenizer and weights come from the file.\n";
+
+/* --model_file's params: the file's, its assets in a private directory, the overrides. */
+static lv_status model_file_params(const lv_cli *c, const char *path, lv_model_file **mf, char *assets, size_t n,
+                                   lv_params **p) {
+  LV_TRY(lv_model_file_read(path, mf));
+  LV_TRY(lv_model_file_assets_dir(*mf, assets, n));
+  return lv_model_file_params(*mf, assets, c->model_params_override, c->model_params_file_override, c->flag_params,
+                              c->num_threads, p);
+}
+
+/* The library's log lines on bin/decoder's stderr, as its own (the global level filters). */
+static void api_log(void *user, int level, const char *message) {
+  (void)user;
+  lv_log_sink prev = lv_log_thread_sink_set((lv_log_sink){0});
+  lv_log_thread_sink_restore((lv_log_sink){.active = false}); /* this thread: stderr, as outside the library */
+  lv_log((lv_log_level)level, "%s", message);
+  lv_log_thread_sink_restore(prev);
+}
+
+/* The model through the library, from the flags: --model_file, or the experiment. */
+static lv_status api_load(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                          lv_model **m) {
+  lv_load_options o;
+  lv_load_options_init(&o);
+  o.params_override = c->model_params_override;
+  o.params_file_override = c->model_params_file_override;
+  o.num_threads = (int)c->num_threads;
+  o.log = api_log;
+  o.log_level = LV_LOG_DEBUG;
+  if (*model_file) return lv_model_load_file(model_file, &o, m);
+  o.model = c->model, o.logdir = c->logdir, o.checkpoint = checkpoint, o.experiments_dir = c->experiments_dir;
+  o.dataset = dataset;
+  return lv_model_load(&o, m);
+}
+
+/* --decode_text through the library: each line of path (- = stdin) to its best
+ * translation (lv_translate), one output line each, flushed per line. */
+static lv_status translate_lines(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                                 const char *path) {
+  FILE *in = NULL;
+  LV_TRY(lv_decoder_open_input("text", path, &in));
+  lv_model *m = NULL;
+  lv_nbest *r = NULL;
+  lv_status s = api_load(c, model_file, checkpoint, dataset, &m);
+  if (!s) s = lv_status_wrap(lv_translate(m, NULL, NULL, 0, 1, &r), "--decode_text"); /* the kind, before any input */
+  lv_nbest_free(r);
+  const char *name = strcmp(path, "-") ? path : "stdin";
+  char *line = NULL;
+  size_t cap = 0;
+  for (int64_t lineno = 1; !s; lineno++) {
+    ssize_t len = 0;
+    bool cut = false;
+    s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
+    if (s || len < 0) break;
+    if (cut)
+      lv_warn("decode_text: line %lld: longer than %zu bytes: only its first %zu are decoded", (long long)lineno,
+              LV_DECODER_MAX_LINE_BYTES, LV_DECODER_MAX_LINE_BYTES);
+    const char *nul = memchr(line, 0, (size_t)len);
+    if (nul)
+      lv_warn("decode_text: line %lld: a NUL byte at byte %zu: only the text before it is translated (the library "
+              "takes C strings)", (long long)lineno, (size_t)(nul - line));
+    const char *src[1] = {line};
+    r = NULL;
+    s = lv_translate(m, NULL, src, 1, 1, &r);
+    if (s) s = lv_status_wrap(s, "--decode_text=%s line %lld", path, (long long)lineno);
+    if (!s) s = lv_decoder_write_line("text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
+    lv_nbest_free(r);
+  }
+  free(line);
+  if (in != stdin) fclose(in);
+  lv_model_free(m);
+  return s;
+}
+
+/* Writes the batch's `path<TAB>class<TAB>probability` lines (the most likely class). */
+static lv_status classify_batch(lv_model *m, char **paths, int n) {
+  lv_class_probs *r = NULL;
+  LV_TRY(lv_classify_files(m, NULL, (const char *const *)paths, n, &r));
+  for (int i = 0; i < n; i++) {
+    const float *p = r->probs + (size_t)i * (size_t)r->num_classes;
+    int best = 0;
+    for (int k = 1; k < r->num_classes; k++)
+      if (p[k] > p[best]) best = k;
+    printf("%s\t%d\t%.6f\n", paths[i], best, p[best]);
+  }
+  lv_class_probs_free(r);
+  return lv_file_flush_check(stdout, "stdout");
+}
+
+/* --decode_images=LIST: the PNGs LIST names (one path a line; - = stdin), batch at a time. */
+static lv_status classify_list(lv_model *m, const char *list, int batch) {
+  FILE *in = stdin;
+  if (strcmp(list, "-")) LV_TRY(lv_file_fopen_regular(list, "--decode_images", &in));
+  char **paths = calloc((size_t)batch, sizeof *paths);
+  LV_ASSERT(paths);
+  int n = 0;
+  lv_status s = NULL;
+  char *line = NULL;
+  size_t cap = 0;
+  for (ssize_t len; !s && (len = getline(&line, &cap, in)) >= 0;) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (!*line) continue;
+    paths[n] = strdup(line);
+    LV_ASSERT(paths[n]);
+    if (++n == batch) {
+      s = classify_batch(m, paths, n);
+      for (int i = 0; i < n; i++) free(paths[i]);
+      n = 0;
+    }
+  }
+  if (!s && ferror(in)) s = lv_status_make(LV_ERR_IO, "--decode_images=%s: read error", list);
+  if (!s && n) s = classify_batch(m, paths, n);
+  for (int i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  free(line);
+  if (in != stdin) fclose(in);
+  return s;
+}
 
 static lv_status run(int argc, char **argv) {
   lv_cli c;
@@ -69,12 +201,19 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_F64("temperature", &temperature, "With --sample: softmax temperature (sets task.decoder.sample_temperature).");
   flags[n++] = (lv_flag)LV_FLAG_I64("top_k", &top_k, "With --sample: draw from the k most likely tokens, 0 = all (task.decoder.sample_top_k).");
   flags[n++] = (lv_flag)LV_FLAG_I64("seed", &seed, "With --sample: the seed (task.decoder.sample_seed).");
+  const char *model_file = "", *decode_images = "";
+  flags[n++] = (lv_flag)LV_FLAG_STR("decode_images", &decode_images, "Classify the PNG files named by the lines of this file (- = stdin): one path<TAB>class<TAB>probability line each (the most likely class), and exit.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("model_file", &model_file, "A model file (bin/export) instead of --model, --logdir and --checkpoint, with --decode_text, --decode_audio, --score_text or --sample.");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (help) return NULL;
-  if (!*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
+  if (*model_file && (*c.model || *c.logdir || *checkpoint || *c.experiments_dir || *c.job ||
+                      lv_flags_find(flags, n, "dataset")->set))
+    return lv_status_make(LV_ERR_INVALID, "--model_file=%s takes the place of --model, --logdir, --checkpoint, "
+                          "--experiments_dir, --dataset and --job: give none of them", model_file);
+  if (!*model_file && !*c.logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required (the trainer's log directory)");
   if (max_poll <= 0) return lv_status_make(LV_ERR_INVALID, "--max_poll_secs must be > 0");
-  LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
+  if (!*model_file) LV_TRY(lv_cli_decoder_job(&c, lv_flags_find(flags, n, "dataset")->set, &dataset));
   /* Whether each was given: 0, -1 and "" are also values a user can type. */
   const bool sample_set = lv_flags_find(flags, n, "sample")->set, temp_set = lv_flags_find(flags, n, "temperature")->set,
              top_k_set = lv_flags_find(flags, n, "top_k")->set, seed_set = lv_flags_find(flags, n, "seed")->set;
@@ -88,14 +227,15 @@ static lv_status run(int argc, char **argv) {
   if (top_k_set && top_k < 0)
     return lv_status_make(LV_ERR_INVALID, "--top_k=%lld: expected >= 0 (0: all tokens)", (long long)top_k);
   if (seed_set && seed < 0) return lv_status_make(LV_ERR_INVALID, "--seed=%lld: expected >= 0", (long long)seed);
-  static const char *const kInputFlags[] = {"decode_text", "decode_audio", "score_text"};
+  static const char *const kInputFlags[] = {"decode_text", "decode_audio", "score_text", "decode_images"};
   for (size_t k = 0; k < sizeof kInputFlags / sizeof *kInputFlags; k++) {
     const lv_flag *fl = lv_flags_find(flags, n, kInputFlags[k]);
     if (fl->set && !**(const char **)fl->ptr)
       return lv_status_make(LV_ERR_INVALID, "--%s= is empty: expected a file (- = stdin)", kInputFlags[k]);
   }
-  if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) > 1)
-    return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text and --sample exclude each other");
+  if ((*decode_text != 0) + (*decode_audio != 0) + (*score_text != 0) + (nsample != 0) + (*decode_images != 0) > 1)
+    return lv_status_make(LV_ERR_INVALID, "--decode_text, --decode_audio, --score_text, --sample and --decode_images "
+                          "exclude each other");
   if (batch < 1 || batch > 4096) return lv_status_make(LV_ERR_INVALID, "--decode_batch_size must be in [1, 4096], got %lld", (long long)batch);
   if (!strcmp(decode_audio, "@")) return lv_status_make(LV_ERR_INVALID, "--decode_audio=@: give a list file after @");
   /* The sampling flags are the LM task's decoder params, given as overrides after the user's. */
@@ -110,11 +250,38 @@ static lv_status run(int argc, char **argv) {
     fclose(f);
     c.flag_params = ovr; /* after --model_params_override or _file_override, whichever is given */
   }
+  if (*decode_images) {
+    lv_model *m = NULL;
+    lv_status s = api_load(&c, model_file, checkpoint, dataset, &m);
+    if (!s) s = classify_list(m, decode_images, (int)batch);
+    lv_model_free(m);
+    free(ovr);
+    return s;
+  }
+  if (*model_file && !*decode_text && !*decode_audio && !*score_text && !nsample) {
+    free(ovr);
+    return lv_status_make(LV_ERR_INVALID, "--model_file decodes --decode_text, --decode_audio, --score_text, "
+                          "--sample or --decode_images (the decoder job follows a log directory: use --model and --logdir)");
+  }
   lv_params *p = NULL;
-  lv_status bs = lv_cli_build_params(&c, flags, n, dataset, &p);
+  lv_model_file *mf = NULL;
+  char assets[LV_PATH_MAX] = "";
+  lv_status bs = *model_file ? model_file_params(&c, model_file, &mf, assets, sizeof assets, &p)
+                             : lv_cli_build_params(&c, flags, n, dataset, &p);
   if (bs) {
+    lv_model_file_free(mf);
+    lv_model_file_assets_remove(assets);
     free(ovr);
     return bs;
+  }
+  /* --decode_text is the library's client; on a GPU (which the library does not drive
+   * yet) the decoder's own loop runs it. */
+  if (*decode_text && lv_params_int(p, "cluster.worker.gpus_per_replica") == 0) {
+    lv_params_free(p);
+    lv_model_file_free(mf);
+    lv_model_file_assets_remove(assets);
+    free(ovr);
+    return translate_lines(&c, model_file, checkpoint, dataset, decode_text);
   }
   const char **lines = NULL;
   if (nsample) {
@@ -124,7 +291,7 @@ static lv_status run(int argc, char **argv) {
   }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "text", .batch_size = (int)batch};
+                          .decode_kind = "text", .batch_size = (int)batch, .model_file = mf};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
   /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
   if (*decode_audio) {
@@ -136,6 +303,8 @@ static lv_status run(int argc, char **argv) {
   if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
+  lv_model_file_free(mf);
+  lv_model_file_assets_remove(assets);
   free(lines);
   free(ovr);
   return s;

@@ -401,3 +401,16 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   *out = p;
   return NULL;
 }
+
+lv_status lv_model_params_from_text(const char *text, const char *source, lv_params **out) {
+  *out = NULL;
+  lv_params *p = lv_model_default_params();
+  lv_params_delete(p, "datasets"); /* as lv_model_params_build leaves it: the dataset's are input.* */
+  lv_status s = lv_params_from_text(p, text, source);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  *out = p;
+  return NULL;
+}

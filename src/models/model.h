@@ -33,6 +33,10 @@ lv_status lv_model_experiments_dir(const char *flag_value, char *out, size_t n);
 /* The default model params tree (before any experiment file). */
 lv_params *lv_model_default_params(void);
 lv_status lv_model_params_build(const lv_model_options *o, lv_params **out);
+/* The (unfrozen) params lv_model_params_build made, from their text (lv_params_to_text, as
+ * inspect_params writes it and a model file keeps it): the default tree without its
+ * datasets, then the text (each cls line instantiating its class). Errors name source. */
+lv_status lv_model_params_from_text(const char *text, const char *source, lv_params **out);
 /* The dataset names an experiment defines ("Train", "Dev", "Test"), for inspect_params. */
 lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n);
 

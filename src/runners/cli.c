@@ -69,7 +69,7 @@ lv_status lv_cli_trainer_job(lv_cli *c) {
   bool async = !strcmp(c->mode, "async"), has_trainer = false, has_client = false;
   if (*c->mode && strcmp(c->mode, "sync") && !async)
     return lv_status_make(LV_ERR_INVALID, "--mode=%s: bin/trainer takes sync, async, inspect_params, inspect_model, "
-                          "inspect_evaler or inspect_input", c->mode);
+                          "inspect_evaler, inspect_input or write_inference_graph", c->mode);
   for (int i = 0; i < n; i++) {
     const char *t = toks[i];
     if (!strcmp(t, "controller")) continue;

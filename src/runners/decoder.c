@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 
 typedef struct dec_state {
   lv_instance *m;
@@ -257,14 +258,9 @@ static void teardown(dec_state *d) {
   lv_params_free(d->lm_cfg);
 }
 
-/* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
- * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
- * this anyway (input.source_max_length). */
-#define MAX_LINE_BYTES ((size_t)1 << 20)
+#define MAX_LINE_BYTES LV_DECODER_MAX_LINE_BYTES
 
-/* The next line of in, without its end of line, into *line (capacity *cap); *len = -1 at
- * end of input. *cut: the line was longer than MAX_LINE_BYTES. A read error is an error. */
-static lv_status read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut) {
+lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut) {
   size_t n = 0;
   int c;
   *cut = false;
@@ -311,7 +307,7 @@ static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t 
 
 /* Writes one output line and flushes it; a failed write (a full disk) is an error, so no
  * output line is lost silently. */
-static lv_status write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
+lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
   if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
     return lv_status_make(LV_ERR_IO, "%s: writing the output of line %lld failed: %s", lv_task_line_flag(kind),
                           (long long)lineno, strerror(errno));
@@ -328,7 +324,7 @@ static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batc
   lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
   if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
   if (s) return wrap_lines(s, opt, lineno, lineno);
-  s = write_line(kind, out, res ? res : "", lineno);
+  s = lv_decoder_write_line(kind, out, res ? res : "", lineno);
   free(res);
   return s;
 }
@@ -354,7 +350,7 @@ static lv_status decode_pending(dec_state *d, const lv_decoder_options *opt, lv_
   if (!s) s = lv_task_decode_lines(t, d->m->graph, empty ? NULL : b, res);
   if (s) s = wrap_lines(s, opt, pl->first, pl->first + pl->n - 1);
   for (int i = 0; i < pl->n; i++) {
-    if (!s) s = write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
+    if (!s) s = lv_decoder_write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
     free(res[i]);
     free(pl->line[i]);
   }
@@ -401,7 +397,7 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
     const char *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
     for (ssize_t len = 0; !s;) {
       bool cut = false;
-      s = read_line(in, name, &line, &cap, &len, &cut);
+      s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
       if (s || len < 0) break;
       if (cut)
         lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", lv_task_line_flag(kind) + 2,
@@ -417,13 +413,12 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
   lv_batch_free(&b);
   char *sum = NULL;
   if (!s && t->cls->line_summary) s = t->cls->line_summary(t, kind, &sum);
-  if (sum && !s) s = write_line(kind, out, sum, lineno + 1);
+  if (sum && !s) s = lv_decoder_write_line(kind, out, sum, lineno + 1);
   free(sum);
   return s;
 }
 
-/* The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
-static lv_status open_input(const char *kind, const char *path, FILE **in) {
+lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in) {
   *in = NULL;
   if (!strcmp(path, "-")) {
     *in = stdin;
@@ -439,9 +434,7 @@ static lv_status open_input(const char *kind, const char *path, FILE **in) {
   return NULL;
 }
 
-/* The checkpoint interactive decoding reads: checkpoint (a prefix, or a directory's
- * latest) or the latest in <logdir>/train; errors start with what. */
-static lv_status interactive_checkpoint(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
+lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
                                         size_t n) {
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   char train_dir[LV_PATH_MAX];
@@ -479,10 +472,15 @@ lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out) {
 
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what) {
   const lv_params *cfg = ld->d.m->cfg;
-  LV_TRY(interactive_checkpoint(cfg, checkpoint, what, ld->prefix, sizeof ld->prefix));
+  LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, what, ld->prefix, sizeof ld->prefix));
   LV_TRY(lv_status_wrap(lv_instance_restore(ld->d.m, ld->prefix, NULL), "%s", what));
   lv_warn_model_params_drift(ld->prefix, cfg);
   return NULL;
+}
+
+lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const lv_model_file *f) {
+  LV_TRY(lv_instance_restore_model_file(ld->d.m, f));
+  return lv_path_fmt(ld->prefix, sizeof ld->prefix, "%s", f->path);
 }
 
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }
@@ -497,7 +495,7 @@ void lv_line_decoder_close(lv_line_decoder *ld) {
 static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
   const char *kind = opt->decode_kind;
   FILE *in = NULL;
-  if (!opt->lines) LV_TRY(open_input(kind, opt->decode_input, &in));
+  if (!opt->lines) LV_TRY(lv_decoder_open_input(kind, opt->decode_input, &in));
   dec_state d = {0};
   char prefix[LV_PATH_MAX];
   lv_status s = setup(cfg, false, false, &d);
@@ -517,9 +515,14 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
       o.batch_size = lim;
     }
   }
-  if (!s) s = interactive_checkpoint(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
-  if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
-  if (!s) lv_warn_model_params_drift(prefix, cfg);
+  if (opt->model_file) {
+    if (!s) s = lv_instance_restore_model_file(d.m, opt->model_file);
+    if (!s) s = lv_path_fmt(prefix, sizeof prefix, "%s", opt->model_file->path);
+  } else {
+    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
+    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
+    if (!s) lv_warn_model_params_drift(prefix, cfg);
+  }
   if (!s)
     lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);

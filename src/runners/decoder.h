@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "base/status.h"
 #include "params/params.h"
@@ -36,9 +37,30 @@ typedef struct lv_decoder_options {
   const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
   int n_lines;
   int batch_size;           /* lines decoded as one batch by tasks that batch lines (0 = 1) */
+  const struct lv_model_file *model_file; /* with decode_input: the weights (checkpoint is not read) */
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);
+
+/* The pieces of interactive decoding a client of the library (bin/decoder --decode_text)
+ * shares. The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
+lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in);
+/* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
+ * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
+ * this anyway (input.source_max_length). */
+#define LV_DECODER_MAX_LINE_BYTES ((size_t)1 << 20)
+/* The next line of in (named name in errors), without its end of line, into *line
+ * (capacity *cap); *len = -1 at end of input. *cut: the line was longer than
+ * LV_DECODER_MAX_LINE_BYTES. A read error is an error. */
+lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *cap, ssize_t *len, bool *cut);
+/* Writes text and a newline to out and flushes it; a failure names line lineno. */
+lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno);
+
+/* The checkpoint interactive decoding and export read: checkpoint (a prefix, or a
+ * directory's latest) or, NULL or "", the latest in <cluster.logdir>/train, into prefix;
+ * errors start with what. */
+lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpoint, const char *what, char *prefix,
+                                       size_t n);
 
 /* A model set up for decoding as interactive decoding sets it up, for the library API
  * (src/api/): cfg's instance (no input), its task's decoder_setup and task.decoder.fusion's
@@ -49,6 +71,8 @@ typedef struct lv_line_decoder lv_line_decoder;
 typedef struct lv_instance lv_instance;
 lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out);
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what);
+/* The same from a model file (runners/model_export.h); the checkpoint is its path. */
+lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
 /* The checkpoint prefix restored. */
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld);

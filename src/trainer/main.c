@@ -16,6 +16,7 @@
 #include "runners/cli.h"
 #include "input/inspect_input.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 #include "runners/trainer.h"
 
 static const char kUsage[] =
@@ -27,7 +28,9 @@ static const char kUsage[] =
     "second or more later stops at once (a copy within the second is ignored).\n"
     "--mode=inspect_params writes DIR/<dataset>-params.txt for every dataset;\n"
     "--mode=inspect_model prints the variables and their sizes; --mode=inspect_evaler prints\n"
-    "the datasets; --mode=inspect_input prints the first batches of --dataset (default Train).\n";
+    "the datasets; --mode=inspect_input prints the first batches of --dataset (default Train);\n"
+    "--mode=write_inference_graph writes the latest checkpoint as one model file,\n"
+    "DIR/inference_graphs/model.lvm (as bin/export; --dataset, default Test, gives its tokenizer).\n";
 
 static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
   if (!*c->logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required with --mode=inspect_params");
@@ -72,6 +75,24 @@ static lv_status inspect_model(lv_cli *c, lv_flag *flags, int n) {
   return s;
 }
 
+/* Lingvo's write_inference_graph: the model file of the latest checkpoint (bin/export). */
+static lv_status write_inference_graph(lv_cli *c, lv_flag *flags, int n, const char *dataset) {
+  if (!*c->logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required with --mode=write_inference_graph");
+  char dir[LV_PATH_MAX], out[LV_PATH_MAX];
+  LV_TRY(lv_status_wrap(lv_path_fmt(dir, sizeof dir, "%s/inference_graphs", c->logdir), "--logdir"));
+  LV_TRY(lv_status_wrap(lv_path_fmt(out, sizeof out, "%s/model.lvm", dir), "--logdir"));
+  c->job = "decoder";
+  c->mode = "sync";
+  lv_params *p = NULL;
+  LV_TRY(lv_cli_build_params(c, flags, n, dataset, &p));
+  lv_export_info info;
+  lv_status s = lv_file_mkdirs(dir);
+  if (!s) s = lv_export_model_file(p, NULL, out, &info);
+  lv_params_free(p);
+  if (!s) printf("%s\n", out);
+  return s;
+}
+
 static lv_status inspect_evaler(lv_cli *c, lv_flag *flags, int n) {
   lv_model_options o;
   LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
@@ -101,11 +122,11 @@ static lv_status run(int argc, char **argv) {
   int64_t log_interval = 100;
   lv_flag flags[LV_CLI_MAX_FLAGS];
   int n = lv_cli_add_flags(&c, flags, 0);
-  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync (default), async (one worker replica: the same updates), inspect_params, inspect_model, inspect_evaler, inspect_input.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync (default), async (one worker replica: the same updates), inspect_params, inspect_model, inspect_evaler, inspect_input, write_inference_graph.");
   flags[n++] = (lv_flag)LV_FLAG_I64("log_interval_steps", &log_interval, "Log a progress line every this many steps.");
   const char *dataset = "Train";
   int64_t inspect_batches = 3;
-  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "With --mode=inspect_input: the dataset to read (Train, Dev, Test). Training always reads Train.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("dataset", &dataset, "With --mode=inspect_input: the dataset to read (Train, Dev, Test); with --mode=write_inference_graph: whose input params (tokenizer) the model file keeps (default Test). Training always reads Train.");
   flags[n++] = (lv_flag)LV_FLAG_I64("inspect_input_batches", &inspect_batches, "With --mode=inspect_input: how many batches to print.");
   bool rebuild_state = false, partial_restore = false;
   flags[n++] = (lv_flag)LV_FLAG_BOOL("rebuild_checkpoint_state", &rebuild_state, "When <logdir>/train/checkpoint is missing, empty or unreadable but ckpt-* files are there: write a new one listing them and resume from the newest (without it such a start is an error: nothing is overwritten).");
@@ -129,6 +150,8 @@ static lv_status run(int argc, char **argv) {
   if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
+  if (!strcmp(c.mode, "write_inference_graph"))
+    return write_inference_graph(&c, flags, n, lv_flags_find(flags, n, "dataset")->set ? dataset : "Test");
   LV_TRY(lv_cli_trainer_job(&c));
   if (under_mpi && !strcmp(c.mode, "async"))
     return lv_status_make(LV_ERR_INVALID, "--mode=async (--job=trainer) with %d replicas: lingvoc's replicas are "

@@ -1,0 +1,47 @@
+/* Model files (io/model_file.h) from checkpoints and models from model files: Lingvo's
+ * write_inference_graph for lingvoc. Export restores a checkpoint as the decoder does
+ * (the moving averages for the variables that have them, Lingvo's eval theta) and writes
+ * the model's variables (no optimizer slots: an instance has none), the resolved params
+ * with every input file pattern cleared, and the files the params name (the tokenizer's
+ * vocabulary or SentencePiece model) as assets, their params replaced by the base name.
+ * Loading writes the assets to a private directory, rebuilds the params from the text
+ * (the registry instantiates every cls line, as for an inspect_params dump), points the
+ * asset params there, applies the user's overrides, and restores the variables from the
+ * file, checking that every one is there with its shape and dtype. */
+#ifndef LV_RUNNERS_MODEL_EXPORT_H
+#define LV_RUNNERS_MODEL_EXPORT_H
+
+#include <stdint.h>
+
+#include "base/path.h"
+#include "io/model_file.h"
+#include "params/params.h"
+#include "runners/instance.h"
+
+typedef struct lv_export_info {
+  char checkpoint[LV_PATH_MAX]; /* the prefix restored */
+  int64_t step;
+  int n_tensors, n_averages, n_assets;
+  uint64_t bytes; /* the file's size */
+} lv_export_info;
+
+/* Writes cfg's model (built for the decoder job: the dataset's tokenizer) from checkpoint
+ * (a prefix or a directory's latest; NULL or "": the latest in <cluster.logdir>/train)
+ * to out_path. A model with a shallow-fusion LM is refused (one model per file). */
+lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *out_path,
+                               lv_export_info *info);
+
+/* Writes f's assets into a new private directory (dir, LV_PATH_MAX bytes) under $TMPDIR. */
+lv_status lv_model_file_assets_dir(const lv_model_file *f, char *dir, size_t n);
+/* Removes such a directory and its files. */
+void lv_model_file_assets_remove(const char *dir);
+/* f's frozen params: its text, the asset params in assets_dir, then override (or
+ * override_file), flag_params (params lines, as lv_model_options's) and num_threads
+ * (> 0: cluster.num_threads). */
+lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, const char *override,
+                               const char *override_file, const char *flag_params, int64_t num_threads,
+                               lv_params **out);
+/* Restores every variable of m from f. */
+lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f);
+
+#endif
