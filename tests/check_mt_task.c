@@ -99,17 +99,17 @@ START_TEST(test_variable_names) {
   lv_varstore *vs = lv_varstore_create();
   lv_task *t = make_task(p, vs);
   static const struct { const char *name; int64_t d0, d1; } want[] = {
-      {"tiny/encoder/token_emb/var_0", V, D},
-      {"tiny/encoder/trans_0/multihead_self_atten/atten_ln/scale", D, 0},
-      {"tiny/encoder/trans_0/multihead_self_atten/multihead_atten/query_proj", D, D},
-      {"tiny/encoder/trans_0/tr_fflayer/fflayer/fflayer_0/w", D, 32},
-      {"tiny/decoder/token_emb/var_0", V, D},
-      {"tiny/decoder/trans_layer_0/multihead_self_atten/multihead_atten/source_proj", D, D},
-      {"tiny/decoder/trans_layer_0/multihead_atten/multihead_atten/ctx_post_proj", D, D},
-      {"tiny/decoder/trans_layer_0/tr_fflayer/fflayer/fflayer_1/w", 32, D},
-      {"tiny/decoder/softmax/weight_0", D, V / 2},
-      {"tiny/decoder/softmax/weight_1", D, V / 2},
-      {"tiny/decoder/softmax/bias_1", V / 2, 0},
+      {"tiny/enc/token_emb/var_0", V, D},
+      {"tiny/enc/trans_0/multihead_self_atten/atten_ln/scale", D, 0},
+      {"tiny/enc/trans_0/multihead_self_atten/multihead_atten/query_proj", D, D},
+      {"tiny/enc/trans_0/tr_fflayer/fflayer/fflayer_0/w", D, 32},
+      {"tiny/dec/token_emb/var_0", V, D},
+      {"tiny/dec/trans_layer_0/multihead_self_atten/multihead_atten/source_proj", D, D},
+      {"tiny/dec/trans_layer_0/multihead_atten/multihead_atten/ctx_post_proj", D, D},
+      {"tiny/dec/trans_layer_0/tr_fflayer/fflayer/fflayer_1/w", 32, D},
+      {"tiny/dec/softmax/weight_0", D, V / 2},
+      {"tiny/dec/softmax/weight_1", D, V / 2},
+      {"tiny/dec/softmax/bias_1", V / 2, 0},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     char n[256];

@@ -32,6 +32,14 @@ wait_ckpt_listed() {
 # skip WHY: the test cannot run here (a missing tool): one line, exit 77, which
 # scripts/run-tests.sh counts as skipped, never as passed.
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }
+# need_lingvo: skips without the peers' venv (scripts/peers.sh) or a Lingvo it can import;
+# sets PY and exports PEERS_VENV for the scripts under scripts/lingvo_peer/.
+need_lingvo() {
+  export PEERS_VENV=${PEERS_VENV:-$HOME/.cache/lingvoc/peers}
+  PY=$PEERS_VENV/bin/python
+  [ -x "$PY" ] || skip "no peers venv at $PY (scripts/peers.sh builds it)"
+  TF_CPP_MIN_LOG_LEVEL=3 "$PY" -c 'import lingvo.core.ops' 2>/dev/null || skip "$PY cannot import Lingvo (scripts/peers.sh)"
+}
 # skip_part WHY: one part cannot run here; the rest runs, and finish returns 77 (skipped)
 # unless something failed.
 skip_part() { echo "skip: $*"; NSKIP=$((NSKIP + 1)); }

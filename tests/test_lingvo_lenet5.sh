@@ -7,11 +7,8 @@
 # Lingvo's names, dtypes and shapes, and TensorFlow's copy of it is bit-identical.
 # Skipped (counted) without the venv or Debian's Fashion-MNIST.
 . "$(dirname "$0")/lib.sh"
-PY=${PEERS_VENV:-$HOME/.cache/lingvoc/peers}/bin/python
-[ -x "$PY" ] || skip "no peers venv at $PY (scripts/peers.sh builds it)"
-TF_CPP_MIN_LOG_LEVEL=3 "$PY" -c 'import lingvo.core.ops' 2>/dev/null || skip "$PY cannot import Lingvo (scripts/peers.sh)"
+need_lingvo
 [ -e /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || skip "no dataset-fashion-mnist"
-export PEERS_VENV=${PEERS_VENV:-$HOME/.cache/lingvoc/peers}
 RUNS=0 EVAL_N=512 WORK="$T/l5" bash "$LV_ROOT/scripts/lingvo_peer/lenet5.sh" >"$T/out" 2>&1
 rc=$?
 R=$T/l5/report.md

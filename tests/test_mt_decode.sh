@@ -92,10 +92,10 @@ err_has "truncated"
 expect_exit 2 "another model's checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --once \
   --model_params_override="$DATA; $DEC; task.decoder.num_trans_layers: 2"
 err_has "does not match the model"
-err_has "transformer/decoder/trans_layer_1/"
+err_has "transformer/dec/trans_layer_1/"
 expect_exit 2 "decode_text with another model's checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
   --decode_text="$T/in.txt" --model_params_override="$DEC; task.decoder.num_trans_layers: 2"
-err_has "transformer/decoder/trans_layer_1/"
+err_has "transformer/dec/trans_layer_1/"
 # mt.model.RNMTModel through the same decoder (mt.bible_en_es.RNMTTinyTest: bi-LSTM encoder,
 # LSTM decoder with multi-headed additive attention; MTDecoderV1's coverage penalty 0.2).
 R=mt.bible_en_es.RNMTTinyTest
@@ -127,7 +127,7 @@ err_has "does not match the model"
 err_has "rnmt/enc/L0_rnn_fwd/wm/var"
 expect_exit 2 "Transformer decode_text on the RNMT checkpoint" "$LV_BIN/decoder" --model=$M --logdir="$T/rnmt" \
   --decode_text="$T/in.txt" --model_params_override="$DEC"
-err_has "transformer/decoder/token_emb/var_0/var"
+err_has "transformer/dec/token_emb/var_0/var"
 expect_exit 2 "RNMT with a third decoder layer on its checkpoint" "$LV_BIN/decoder" --model=$R --logdir="$T/rnmt" \
   --once --model_params_override="$DATA; $DEC; task.decoder.rnn_layers: 3"
 err_has "rnmt/dec/rnn2/wm/var"

@@ -42,8 +42,8 @@ check "loss falls by > 2 ($first -> $last)" awk -v a="$first" -v b="$last" 'BEGI
 check "checkpoint at step 20" test -f "$T/run/train/ckpt-00000020.index"
 "$LV_BIN/ckpt_inspect" --file_name="$T/run/train/ckpt-00000020" >"$T/vars" 2>&1
 # 8 embedding shards (32000 x 64 over min_params_per_shard 262144, as Lingvo computes).
-for v in wmt14_en_de_transformer_small/encoder/token_emb/var_7/ \
-  wmt14_en_de_transformer_small/decoder/softmax/weight_15 wmt14_en_de_transformer_small/decoder/trans_layer_1/; do
+for v in wmt14_en_de_transformer_small/enc/token_emb/var_7/ \
+  wmt14_en_de_transformer_small/dec/softmax/weight_15 wmt14_en_de_transformer_small/dec/trans_layer_1/; do
   check "checkpoint has $v" grep -q "$v" "$T/vars"
 done
 finish

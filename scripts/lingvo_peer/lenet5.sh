@@ -14,15 +14,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-300} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_lenet5}
 EVAL_N=${EVAL_N:-9984}   # 39 full batches of 256: see the note under the table
 BIN=$ROOT/bin M=image.mnist.LeNet5Fashion
-PY=$("$ROOT/scripts/peers.sh" | tail -1)
-. "$ROOT/bench/peer_env.sh"   # the peers get the OpenBLAS kernels lingvoc selects
-export TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
-R=$WORK/report.md
-say() { echo "$*" | tee -a "$R"; }
+. "$ROOT/scripts/lingvo_peer/lib.sh"
 lingvo() { LINGVO_PEER_DATA=$WORK/data_lingvo/mnist "$PY" "$ROOT/scripts/lingvo_peer/run.py" "$@"; }
-BAD=0
 
 # 1. Data: Lingvo's keras2ckpt (keras reads Debian's files from its cache folder under HOME,
 #    as if it had downloaded them) and lingvoc's.
@@ -35,7 +30,7 @@ for t in x_train y_train x_test y_test; do
   cmp -s <("$BIN/ckpt_inspect" --file_name=data_lingvo/mnist --tensor_name=$t --printoptions=threshold=100000000) \
     <("$BIN/ckpt_inspect" --file_name=data_lingvoc/mnist --tensor_name=$t --printoptions=threshold=100000000) || same_data=no
 done
-say "# LeNet5Fashion: Lingvo $("$PY" -c 'import importlib.metadata as m; print(m.version("lingvo"))') (TensorFlow $("$PY" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')) and lingvoc, $(nproc) cores, $(date -u +%F)"
+say "# LeNet5Fashion: $(versions) and lingvoc, $(nproc) cores, $(date -u +%F)"
 say ""
 say "- data: Lingvo's and lingvoc's keras2ckpt --dataset=fashion_mnist give the same four tensors: $same_data"
 [ "$same_data" = yes ] || BAD=1
@@ -76,15 +71,6 @@ else
 fi
 # 3. Speed and memory: alternating runs, steps/s between step 100 and STEPS from each log's
 #    own timestamps (past start-up and the first checkpoint), peak RSS by /usr/bin/time.
-rate() { # LOG FIRST LAST: steps per second between two logged steps (hh:mm:ss.frac stamps)
-  awk -v a="$2" -v b="$3" '
-    match($0, /step: *[0-9]+,/) {
-      s = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", s); s += 0
-      split($2, t, ":"); sec = t[1] * 3600 + t[2] * 60 + t[3]
-      if (s == a) ta = sec; if (s == b) tb = sec
-    }
-    END { if (ta == "" || tb == "") exit 1; printf "%.2f", (b - a) / (tb - ta) }' "$1"
-}
 OV="train.max_steps: $STEPS; task.train.max_steps: $STEPS"
 for r in $(seq "$RUNS"); do   # RUNS=0: no race (tests/test_lingvo_lenet5.sh)
   /usr/bin/time -f "%M" -o "rss_lingvo_$r" \
@@ -98,8 +84,6 @@ for r in $(seq "$RUNS"); do   # RUNS=0: no race (tests/test_lingvo_lenet5.sh)
   echo "$(rate "lingvoc_$r.log" 100 "$STEPS") $(tail -1 "rss_lingvoc_$r")" >>lingvoc.runs
 done
 [ "$RUNS" -gt 0 ] || { : >lingvo.runs; : >lingvoc.runs; }
-median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-spread() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
 if [ "$RUNS" -gt 0 ]; then
 lv=$(cut -d' ' -f1 lingvo.runs | median) lc=$(cut -d' ' -f1 lingvoc.runs | median)
 lvm=$(cut -d' ' -f2 lingvo.runs | median) lcm=$(cut -d' ' -f2 lingvoc.runs | median)

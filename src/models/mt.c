@@ -57,7 +57,6 @@ static void define_embeddings(lv_params *p, const char *emb_doc, const char *pos
 
 static lv_params *encoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerEncoder");
-  LV_ASSERT(!lv_params_set_string(p, "name", "encoder"));
   lv_params *tr = NULL;
   define_embeddings(p, "Embedding layer params.", "Positional Embedding layer params.");
   lv_params_define_int(p, "model_dim", 1024, "Characteristic depth (dimension).");
@@ -75,7 +74,6 @@ static lv_params *encoder_params(void) {
 
 static lv_params *decoder_params(void) {
   lv_params *p = lv_layer_base_params("TransformerDecoder");
-  LV_ASSERT(!lv_params_set_string(p, "name", "decoder"));
   lv_params *tr = NULL, *sm = NULL;
   define_embeddings(p, "Token embedding layer params.", "Position embedding layer params.");
   lv_params_define_int(p, "source_dim", 1024, "Dimension of encoder outputs.");
@@ -133,13 +131,21 @@ static lv_status make_layer(lv_params *p, const char *scope, lv_varstore *vs, lv
   return lv_layer_create(p, scope, vs, out);
 }
 
+/* Lingvo's MTBaseModel creates its sides as children 'enc' and 'dec', and CreateChild names
+ * a child whose params leave name empty after it: variables transformer/enc/...,
+ * transformer/dec/... */
+static const char *side_name(const lv_params *sp, bool dec) {
+  const char *n = lv_params_str(sp, "name");
+  return *n ? n : dec ? "dec" : "enc";
+}
+
 /* Embeddings and layers of one side; key "encoder" or "decoder". */
 static lv_status build_side(mt_model *m, const lv_params *p, const char *key, const char *task_name, lv_varstore *vs,
                             mt_side *side) {
   bool dec = strcmp(key, "decoder") == 0;
   const lv_params *sp = lv_params_sub(p, key);
   char scope[256];
-  snprintf(scope, sizeof scope, "%s/%s", task_name, lv_params_str(sp, "name"));
+  snprintf(scope, sizeof scope, "%s/%s", task_name, side_name(sp, dec));
   char where[32];
   snprintf(where, sizeof where, "task.%s", key);
   LV_TRY(lv_layer_scope_vn(vs, scope, sp, where));
@@ -209,7 +215,7 @@ static lv_status build(mt_model *m, const lv_params *p, lv_varstore *vs) {
     return lv_status_make(LV_ERR_INVALID, "task.decoder.softmax.input_dim (%lld) must be model_dim (%lld) or 0",
                           (long long)lv_params_int(sp, "input_dim"), (long long)m->dec.model_dim);
   char scope[256];
-  snprintf(scope, sizeof scope, "%s/%s", name, lv_params_str(dp, "name"));
+  snprintf(scope, sizeof scope, "%s/%s", name, side_name(dp, true));
   lv_layer *l = NULL;
   LV_TRY(lv_status_wrap(make_layer(sp, scope, vs, &l), "task.decoder.softmax"));
   m->softmax = (lv_softmax_layer *)l;

@@ -5,8 +5,8 @@
  * encoder attention, then SimpleFullSoftmax with UniformLabelSmoother targets. No final
  * layer norm (Lingvo's ln_output defaults to False).
  *
- * Variables (task name N): N/encoder/token_emb/var_k, N/encoder/trans_i/...,
- * N/decoder/token_emb/var_k, N/decoder/trans_layer_i/..., N/decoder/softmax/weight_k,
+ * Variables (task name N): N/enc/token_emb/var_k, N/enc/trans_i/...,
+ * N/dec/token_emb/var_k, N/dec/trans_layer_i/..., N/dec/softmax/weight_k,
  * bias_k (position embeddings have none).
  *
  * Metrics, as Lingvo's MTBaseDecoder._ComputeSoftmaxMetrics: `loss` (avg_xent with
