@@ -49,7 +49,8 @@ class _DecodeOptions(ctypes.Structure):
                 ("length_normalization", ctypes.c_double), ("coverage_penalty", ctypes.c_double),
                 ("target_seq_len", ctypes.c_int), ("fusion_lm_weight", ctypes.c_double),
                 ("temperature", ctypes.c_double), ("top_k", ctypes.c_int), ("seed", ctypes.c_int64),
-                ("batch_size", ctypes.c_int)]
+                ("batch_size", ctypes.c_int), ("keep_going", ctypes.c_int),
+                ("scorers", ctypes.c_void_p), ("n_scorers", ctypes.c_int)]
 
 
 _LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -66,7 +67,8 @@ class _LoadOptions(ctypes.Structure):
 class _NBest(ctypes.Structure):
     _fields_ = [("n_items", ctypes.c_int), ("n", ctypes.POINTER(ctypes.c_int)),
                 ("text", ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))),
-                ("score", ctypes.POINTER(ctypes.POINTER(ctypes.c_float)))]
+                ("score", ctypes.POINTER(ctypes.POINTER(ctypes.c_float))),
+                ("error", ctypes.POINTER(ctypes.c_char_p)), ("seconds", ctypes.POINTER(ctypes.c_double))]
 
 
 class _Scores(ctypes.Structure):

@@ -518,11 +518,15 @@ static lv_status sample(lm_task *m, lv_graph *g, lv_decode_out *out) {
 }
 
 /* "token_logprobs" [n]: the log-probability of each scored token of a one-line batch
- * (per-token xent [T, 1] on the graph's device; weights [1, T] host), </s> included. */
+ * (per-token xent [T, 1] on the graph's device; weights [1, L] host, L >= T: a tokenizer
+ * that pads to its max length gives padded weights that the graph's inputs cut to the
+ * line's length), </s> included. */
 static lv_status token_logprobs(const lv_tensor *xent, const lv_tensor *w, lv_decode_out *out) {
   if (!xent || !w) return NULL;
-  const int64_t T = lv_tensor_numel(w);
-  if (lv_tensor_numel(xent) != T) return NULL; /* not a one-line batch */
+  const int64_t T = lv_tensor_numel(xent), L = lv_tensor_numel(w);
+  if (T > L) return NULL; /* not a one-line batch */
+  for (int64_t i = T; i < L; i++)
+    if (lv_f32(w)[i] > 0) return NULL;
   float *x = malloc(sizeof(float) * (size_t)(T + 1));
   LV_ASSERT(x);
   lv_status s = lv_tensor_to_host(xent, x);

@@ -48,7 +48,7 @@ double lv_metrics_value(const lv_metrics *m, int i);
 typedef struct lv_task lv_task;
 typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
 typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* models/seq_decode.h */
-typedef struct lv_lm_fusion lv_lm_fusion;           /* models/lm_fusion.h */
+typedef struct lv_scorer lv_scorer;                 /* models/beam_search.h */
 
 /* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs): the
  * decoder job writes each pair to its decoder_out file as the key's line, the value's
@@ -156,6 +156,9 @@ typedef struct lv_task_class {
    * error. The library API's top-k results (src/api/). */
   lv_status (*decode_out_nbest)(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
                                 int *n);
+  /* Optional: the seconds of audio input item i of the last batch held (0: none), for a
+   * caller's real-time factor (the library's lv_nbest.seconds). */
+  double (*item_seconds)(lv_task *t, int i);
   /* Optional: a task that classifies images: the class probabilities of host batch b,
    * whose "raw" is uint8 images [N, H, W, C] (the experiment's data shape; another is an
    * error naming input.data_shape), in eval mode on g, as a new host tensor *probs
@@ -182,10 +185,17 @@ struct lv_task {
   /* Where the lines of an interactive decode come from (the flag's file, "-"), for the
    * task's messages about a line; set by the decoder runner, NULL otherwise. */
   const char *line_source;
-  /* The language model fused into the task's beam searches (models/lm_fusion.h), set by
-   * the decoder job when task.decoder.fusion names one; not owned. NULL: none. */
-  lv_lm_fusion *fusion;
+  /* The scorers the task's beam searches add to its decoder's, in order (n_scorers; e.g.
+   * fused language models), set with lv_task_set_scorers by whoever sets the task up for
+   * decoding; not owned. */
+  const lv_scorer *const *scorers;
+  int n_scorers;
 };
+
+/* Makes t's beam searches add scorers [n] (kept, not owned; n 0: none). A task that does
+ * not decode with models/seq_decode.h's beam search takes none (LV_ERR_INVALID naming
+ * what names the scorers). */
+lv_status lv_task_set_scorers(lv_task *t, const lv_scorer *const *scorers, int n, const char *what);
 
 /* Frees t's decode state, if any (each class's destroy calls it). */
 void lv_task_free_decode_state(lv_task *t);

@@ -63,8 +63,8 @@ lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpo
                                        size_t n);
 
 /* A model set up for decoding as interactive decoding sets it up, for the library API
- * (src/api/): cfg's instance (no input), its task's decoder_setup and task.decoder.fusion's
- * LM; a task without a decode path (the classifier) is set up without decoding. Then
+ * (src/api/): cfg's instance (no input), its task's decoder_setup and the scorers its
+ * params name (runners/scorers.h); a task without a decode path (the classifier) is set up without decoding. Then
  * lv_line_decoder_restore restores checkpoint (a prefix or a directory's latest; NULL or
  * "": the latest in <logdir>/train), errors starting with what. cfg must outlive it. */
 typedef struct lv_line_decoder lv_line_decoder;
@@ -74,6 +74,8 @@ lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, c
 /* The same from a model file (runners/model_export.h); the checkpoint is its path. */
 lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
+/* Its task's scorers (runners/scorers.h): the params' fusion LM, to which a caller may add. */
+struct lv_scorers *lv_line_decoder_scorers(lv_line_decoder *ld);
 /* The checkpoint prefix restored. */
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld);
 void lv_line_decoder_close(lv_line_decoder *ld);

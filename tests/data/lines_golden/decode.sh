@@ -7,6 +7,7 @@
 set -uo pipefail
 bin=$1 out=$2
 G=$(cd "$(dirname "$0")" && pwd)
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$(cd "$G/../../../experiments" && pwd)}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 mkdir -p "$out"
