@@ -409,9 +409,9 @@ static bool takes_kind(const api_call *c, const char *kind) {
   return s == NULL;
 }
 
-/* The task's kinds of lines (models/task.h's line hooks), in the order of the bits of
- * lv_session.described. */
-static const char *const kKinds[] = {"text", "audio", "score_text", "sample"};
+/* The kinds of work the calls ask the tasks' line hooks for (models/task.h; each is the
+ * bin/decoder flag of the same name), in the order of the bits of lv_session.described. */
+static const char *const kKinds[] = {"decode_text", "decode_audio", "score_text", "sample"};
 
 /* The first call of a kind on a session logs what it does with which checkpoint, as
  * bin/decoder has always said it (the task's verb and note). */
@@ -423,7 +423,7 @@ static void describe(api_call *c, const char *kind) {
   c->s->described |= bit;
   const char *verb = "", *note = "";
   lv_status_free(c->t->cls->line_describe(c->t, kind, &verb, &note));
-  lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, lv_line_decoder_checkpoint(c->s->ld),
+  lv_info("%s: %s with %s (step %lld)%s", kind, verb, lv_line_decoder_checkpoint(c->s->ld),
           (long long)lv_instance_step(c->inst), note);
 }
 
@@ -476,11 +476,11 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
   *out = NULL;
   api_call c;
   call_begin(&c, m, s);
-  if (!takes_kind(&c, "text") || !c.t->cls->line_to_batch || !c.t->cls->decode_out_nbest)
+  if (!takes_kind(&c, "decode_text") || !c.t->cls->line_to_batch || !c.t->cls->decode_out_nbest)
     return call_end(&c, wrong_kind(&c, "lv_translate"));
   lv_status st = check_count("lv_translate", "sources", n);
   if (st) return call_end(&c, st);
-  describe(&c, "text");
+  describe(&c, "decode_text");
   if (k <= 0) k = 1;
   lv_nbest *r = nbest_new(n);
   lv_batch b;
@@ -491,7 +491,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "decode_text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -529,7 +529,7 @@ static lv_status nbest_batch(const api_call *c, lv_batch *b, bool empty, int fir
 }
 
 static int batch_limit(const api_call *c) {
-  return c->t->cls->line_batch_limit ? c->t->cls->line_batch_limit(c->t, "audio") : 0;
+  return c->t->cls->line_batch_limit ? c->t->cls->line_batch_limit(c->t, "decode_audio") : 0;
 }
 
 int lv_transcribe_batch_limit(lv_model *m) {
@@ -545,7 +545,7 @@ lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *pat
   *out = NULL;
   api_call c;
   call_begin(&c, m, s);
-  if (!takes_kind(&c, "audio") || !c.t->cls->lines_to_batch || !c.t->cls->decode_out_nbest)
+  if (!takes_kind(&c, "decode_audio") || !c.t->cls->lines_to_batch || !c.t->cls->decode_out_nbest)
     return call_end(&c, wrong_kind(&c, "lv_transcribe_files"));
   lv_status st = check_count("lv_transcribe_files", "paths", n);
   if (st) return call_end(&c, st);
@@ -554,7 +554,7 @@ lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *pat
     if (!paths[i] || !*paths[i])
       return call_end(&c, lv_status_make(LV_ERR_INVALID, "lv_transcribe_files: path %d is %s", i,
                                          paths[i] ? "empty" : "NULL"));
-  describe(&c, "audio");
+  describe(&c, "decode_audio");
   int batch = c.s->batch_size;
   const int lim = batch_limit(&c); /* silently: lv_transcribe_batch_limit tells it */
   if (lim > 0 && batch > lim) batch = lim;
@@ -567,7 +567,7 @@ lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *pat
     const int nb = n - first < batch ? n - first : batch;
     for (int i = 0; i < nb; i++) lens[i] = strlen(paths[first + i]);
     bool empty = true;
-    st = c.t->cls->lines_to_batch(c.t, "audio", paths + first, lens, nb, first + 1, &b, &empty);
+    st = c.t->cls->lines_to_batch(c.t, "decode_audio", paths + first, lens, nb, first + 1, &b, &empty);
     if (!st) st = nbest_batch(&c, &b, empty, first, nb, k, r);
   }
   free(lens);

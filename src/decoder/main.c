@@ -117,7 +117,7 @@ static lv_status translate_lines(const lv_cli *c, const char *model_file, const 
   FILE *in = NULL;
   lv_model *m = NULL;
   lv_nbest *r = NULL;
-  lv_status s = client_open(c, model_file, checkpoint, dataset, NULL, "text", path, &in, &m);
+  lv_status s = client_open(c, model_file, checkpoint, dataset, NULL, "decode_text", path, &in, &m);
   if (!s) s = lv_status_wrap(lv_translate(m, NULL, NULL, 0, 1, &r), "--decode_text"); /* the kind, before any input */
   lv_nbest_free(r);
   const char *name = strcmp(path, "-") ? path : "stdin";
@@ -139,7 +139,7 @@ static lv_status translate_lines(const lv_cli *c, const char *model_file, const 
     r = NULL;
     s = lv_translate(m, NULL, src, 1, 1, &r);
     if (s) s = lv_status_wrap(s, "--decode_text=%s line %lld", path, (long long)lineno);
-    if (!s) s = lv_decoder_write_line("text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
+    if (!s) s = lv_decoder_write_line("decode_text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
     lv_nbest_free(r);
   }
   return client_close(s, line, in, m);
@@ -263,7 +263,7 @@ static lv_status transcribe_pending(lv_model *m, const char *input, audio_lines 
       }
       k++;
     }
-    s = lv_decoder_write_line("audio", stdout, text ? text : "", lineno);
+    s = lv_decoder_write_line("decode_audio", stdout, text ? text : "", lineno);
     free(text);
   }
   lv_nbest_free(r);
@@ -290,7 +290,7 @@ static lv_status transcribe_list(const lv_cli *c, const char *model_file, const 
   d.batch_size = batch; /* at least the batches below, which are cut to the limit */
   lv_model *m = NULL;
   lv_nbest *r = NULL;
-  lv_status s = client_open(c, model_file, checkpoint, dataset, &d, "audio", one ? NULL : input, &in, &m);
+  lv_status s = client_open(c, model_file, checkpoint, dataset, &d, "decode_audio", one ? NULL : input, &in, &m);
   if (!s) s = lv_status_wrap(lv_transcribe_files(m, NULL, NULL, 0, 1, &r), "--decode_audio"); /* the kind */
   lv_nbest_free(r);
   const int lim = s ? 0 : lv_transcribe_batch_limit(m);
@@ -514,16 +514,17 @@ static lv_status run(int argc, char **argv) {
   }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "text", .batch_size = (int)batch, .model_file = mf};
+                          .decode_kind = "decode_text", .batch_size = (int)batch, .model_file = mf};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
   /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
   if (*decode_audio) {
-    o.decode_kind = "audio";
+    o.decode_kind = "decode_audio";
     if (decode_audio[0] == '@') o.decode_input = decode_audio + 1;
     else if (!strcmp(decode_audio, "-")) o.decode_input = decode_audio;
     else o.decode_input = decode_audio, o.lines = &decode_audio, o.n_lines = 1;
   }
-  if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
+  if (nsample)
+    o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample, o.item = "sample";
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
   lv_model_file_free(mf);

@@ -211,8 +211,8 @@ lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char *
 
 lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
   asr_decoder *d = decoder_of(t);
-  if (strcmp(kind, "audio"))
-    return lv_status_make(LV_ERR_INVALID, "%s: %s transcribes audio files (--decode_audio)", lv_task_line_flag(kind),
+  if (strcmp(kind, "decode_audio"))
+    return lv_status_make(LV_ERR_INVALID, "--%s: %s transcribes audio files (--decode_audio)", kind,
                           t->cls->cls);
   if (!d->fe) {
     lv_mel_frontend_opts o = lv_mel_frontend_opts_librispeech();
@@ -346,7 +346,7 @@ lv_status lv_asr_samples_to_batch(lv_task *t, const float *const *samples, const
                                   bool *empty) {
   asr_decoder *d = decoder_of(t);
   const char *verb, *note;
-  LV_TRY(lv_asr_line_describe(t, "audio", &verb, &note));
+  LV_TRY(lv_asr_line_describe(t, "decode_audio", &verb, &note));
   files_begin(d, n, b, empty);
   for (int i = 0; i < n; i++) {
     LV_ASSERT(asprintf(&d->file[i].path, "samples %d", i) >= 0);

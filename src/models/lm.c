@@ -353,8 +353,8 @@ static lv_status lm_line_describe(lv_task *t, const char *kind, const char **ver
   if (!strcmp(kind, "score_text")) *verb = "scoring";
   else if (!strcmp(kind, "sample")) *verb = "sampling";
   else
-    return lv_status_make(LV_ERR_INVALID, "%s: lm.model.LanguageModel scores and samples text (--score_text, --sample)",
-                          lv_task_line_flag(kind));
+    return lv_status_make(LV_ERR_INVALID, "--%s: lm.model.LanguageModel scores and samples text (--score_text, --sample)",
+                          kind);
   return NULL;
 }
 

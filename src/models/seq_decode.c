@@ -387,8 +387,8 @@ lv_status lv_seq_decoder_report(lv_task *t, const lv_metric_set *metrics, char *
 
 lv_status lv_seq_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
   seq_decoder *d = decoder_of(t);
-  if (strcmp(kind, "text"))
-    return lv_status_make(LV_ERR_INVALID, "%s: %s decodes text (--decode_text)", lv_task_line_flag(kind), t->cls->cls);
+  if (strcmp(kind, "decode_text"))
+    return lv_status_make(LV_ERR_INVALID, "--%s: %s decodes text (--decode_text)", kind, t->cls->cls);
   *verb = d->punct ? "punctuating" : "translating";
   *note = d->punct ? "; each line is first lower-cased and stripped of punctuation, as PunctuatorInput's sources are"
                    : "";

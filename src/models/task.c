@@ -174,13 +174,6 @@ lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_me
   return s ? lv_status_wrap(s, "decode") : NULL;
 }
 
-const char *lv_task_line_flag(const char *kind) {
-  if (!strcmp(kind, "score_text")) return "--score_text";
-  if (!strcmp(kind, "sample")) return "--sample";
-  if (!strcmp(kind, "audio")) return "--decode_audio";
-  return "--decode_text";
-}
-
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line) {
   const lv_task_class *c = t->cls;
   *line = NULL;

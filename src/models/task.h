@@ -118,8 +118,9 @@ typedef struct lv_task_class {
    * for none); both malloc'd. Without it the runner lists every summary value. */
   lv_status (*decoder_report)(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
 
-  /* ---- Interactive decoding (bin/decoder --decode_<kind>=FILE|-: kind "text",
-   * "audio"); NULL for a task that has none. ---- */
+  /* ---- Interactive decoding, kinds of work on lines (the library's calls and
+   * bin/decoder's --<kind> flags; which kinds there are is the tasks' and src/api/'s
+   * business: the runners pass a kind on); NULL for a task that has none. ---- */
   /* What the task does to each line, for the start-up log: a verb ("translating") and a
    * note appended to the line ("" for none). A kind the task does not take is
    * LV_ERR_INVALID saying which kinds it takes. */
@@ -212,9 +213,6 @@ bool lv_task_class_decodes(const lv_task_class *c);
  * decode and its post_process_decode_out, which updates metrics and appends to out. A
  * task without a decode path is an LV_ERR_INVALID error naming its class. */
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out);
-/* The bin/decoder flag whose lines are of this kind: "text" --decode_text, "audio"
- * --decode_audio, "score_text" --score_text, "sample" --sample. */
-const char *lv_task_line_flag(const char *kind);
 /* The task's decode of host batch b in eval mode on a reset g into *dec_out (initialized
  * here, also on error; the caller frees it). */
 lv_status lv_task_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out);

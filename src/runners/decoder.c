@@ -198,14 +198,15 @@ lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *
   return NULL;
 }
 
-/* s, saying which input lines (first..last) it is about. */
+/* s, saying which input lines (first..last) it is about: the flag's file and line, or
+ * the caller's items (opt->item: what its lines are, e.g. "sample"). */
 static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t first, int64_t last) {
-  const char *flag = lv_task_line_flag(opt->decode_kind);
-  if (!strcmp(opt->decode_kind, "sample"))
-    return first == last ? lv_status_wrap(s, "%s: sample %lld", flag, (long long)first)
-                         : lv_status_wrap(s, "%s: samples %lld-%lld", flag, (long long)first, (long long)last);
-  return first == last ? lv_status_wrap(s, "%s=%s line %lld", flag, opt->decode_input, (long long)first)
-                       : lv_status_wrap(s, "%s=%s lines %lld-%lld", flag, opt->decode_input, (long long)first,
+  const char *kind = opt->decode_kind;
+  if (opt->item)
+    return first == last ? lv_status_wrap(s, "--%s: %s %lld", kind, opt->item, (long long)first)
+                         : lv_status_wrap(s, "--%s: %ss %lld-%lld", kind, opt->item, (long long)first, (long long)last);
+  return first == last ? lv_status_wrap(s, "--%s=%s line %lld", kind, opt->decode_input, (long long)first)
+                       : lv_status_wrap(s, "--%s=%s lines %lld-%lld", kind, opt->decode_input, (long long)first,
                                         (long long)last);
 }
 
@@ -213,8 +214,8 @@ static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t 
  * output line is lost silently. */
 lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
   if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
-    return lv_status_make(LV_ERR_IO, "%s: writing the output of line %lld failed: %s", lv_task_line_flag(kind),
-                          (long long)lineno, strerror(errno));
+    return lv_status_make(LV_ERR_IO, "--%s: writing the output of line %lld failed: %s", kind, (long long)lineno,
+                          strerror(errno));
   return NULL;
 }
 
@@ -304,7 +305,7 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
       s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
       if (s || len < 0) break;
       if (cut)
-        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", lv_task_line_flag(kind) + 2,
+        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
                 (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
       s = take_line(d, opt, &b, &pl, line, (size_t)len, ++lineno, out);
     }
@@ -330,11 +331,11 @@ lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in) {
   }
   struct stat st;
   if (!stat(path, &st) && S_ISDIR(st.st_mode))
-    return lv_status_make(LV_ERR_INVALID, "%s=%s: is a directory (expected a file of lines, or - for stdin)",
-                          lv_task_line_flag(kind), path);
+    return lv_status_make(LV_ERR_INVALID, "--%s=%s: is a directory (expected a file of lines, or - for stdin)", kind,
+                          path);
   *in = fopen(path, "rb");
   if (!*in)
-    return lv_status_make(LV_ERR_NOT_FOUND, "%s=%s: cannot open it: %s", lv_task_line_flag(kind), path, strerror(errno));
+    return lv_status_make(LV_ERR_NOT_FOUND, "--%s=%s: cannot open it: %s", kind, path, strerror(errno));
   return NULL;
 }
 
@@ -407,7 +408,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   lv_task *t = d.m ? d.m->task : NULL;
   if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
                 (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
-    s = lv_status_make(LV_ERR_INVALID, "%s: task %s does not decode lines", lv_task_line_flag(kind), t->cls->cls);
+    s = lv_status_make(LV_ERR_INVALID, "--%s: task %s does not decode lines", kind, t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
   lv_decoder_options o = *opt;
@@ -416,7 +417,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     int lim = t->cls->lines_to_batch && t->cls->line_batch_limit ? t->cls->line_batch_limit(t, kind) : 0;
     if (lim > 0 && o.batch_size > lim) {
       lv_info("%s: --decode_batch_size=%d: at most %d lines a batch, what the decoder's memory budget holds",
-              lv_task_line_flag(kind) + 2, o.batch_size, lim);
+              kind, o.batch_size, lim);
       o.batch_size = lim;
     }
   }
@@ -424,12 +425,14 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     if (!s) s = lv_instance_restore_model_file(d.m, opt->model_file);
     if (!s) s = lv_path_fmt(prefix, sizeof prefix, "%s", opt->model_file->path);
   } else {
-    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
-    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", kind);
+    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, flag, prefix, sizeof prefix);
+    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", flag);
     if (!s) lv_warn_model_params_drift(prefix, cfg);
   }
   if (!s)
-    lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
+    lv_info("%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);
   if (in && in != stdin) fclose(in);
   teardown(&d);

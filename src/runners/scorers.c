@@ -144,3 +144,10 @@ void lv_scorers_close(lv_scorers *s, lv_task *t) {
   free(s->list);
   free(s);
 }
+
+lv_status lv_scorers_none(const lv_params *cfg, const char *why) {
+  if (!lv_params_has(cfg, "task.decoder.fusion.lm_model") || !*lv_params_str(cfg, "task.decoder.fusion.lm_model"))
+    return NULL;
+  return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model = %s: %s (override task.decoder.fusion.lm_model "
+                        "to '')", lv_params_str(cfg, "task.decoder.fusion.lm_model"), why);
+}

@@ -22,6 +22,9 @@ lv_status lv_scorers_open(const lv_params *cfg, lv_task *t, lv_scorers **out);
 /* Appends sc (kept, not owned: the caller's until lv_scorers_close) and gives t the list. */
 lv_status lv_scorers_add(lv_scorers *s, lv_task *t, const lv_scorer *sc);
 int lv_scorers_count(const lv_scorers *s);
+/* An error (LV_ERR_INVALID naming the param, then why) when cfg names a scorer of
+ * another model (a fusion LM), for a use that takes the model alone (export). */
+lv_status lv_scorers_none(const lv_params *cfg, const char *why);
 /* Takes the list from t (NULL: none) and frees what the params' scorers hold. NULL is fine. */
 void lv_scorers_close(lv_scorers *s, lv_task *t);
 
