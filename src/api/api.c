@@ -1,7 +1,8 @@
 /* The library API (include/lingvoc.h) over the decoder's pieces: a model is the
  * experiment's options and its checkpoint; a session is an lv_line_decoder (instance,
- * the task's decoder_setup, fusion, restored weights) built from them with the session's
- * decode options as params overrides, as bin/decoder's flags become overrides. Each call
+ * the task's decoder_setup, the params' scorers, restored weights) built from them with
+ * the session's decode options as params overrides, as bin/decoder's flags become
+ * overrides, plus the options' LM scorers (a session of each LM model). Each call
  * picks the task's hooks for its kind of work (models/task.h) and reads the decode
  * outputs into typed results. Every entry point routes what the library logs to the
  * model's callback (or nowhere) for the calling thread only. */
