@@ -73,6 +73,12 @@ typedef struct lv_session lv_session;
 /* A log line the library would have printed: level 0 debug, 1 info, 2 warning, 3 error. */
 typedef void (*lv_log_callback)(void *user, int level, const char *message);
 
+/* A language model added to beam search (shallow fusion): a loaded lv_model of an LM over
+ * the searching model's target vocabulary, and its weight (>= 0). */
+typedef struct lv_scorer_spec {
+  lv_model *model;
+  double weight;
+} lv_scorer_spec;
 /* Decoding options: fields left at their defaults (lv_decode_options_init) keep what the
  * experiment sets (task.decoder...). An option the model has no use for (a beam size for
  * a language model) is an error naming the param it would set. */
@@ -87,6 +93,12 @@ typedef struct lv_decode_options {
   int top_k;                   /* < 0: task.decoder.sample_top_k (0 = all tokens) */
   int64_t seed;                /* < 0: task.decoder.sample_seed */
   int batch_size;              /* 0: 8; inputs decoded as one batch (lv_transcribe, lv_classify) */
+  int keep_going;              /* 0: an input that cannot be read (an audio file) fails the call; 1: its
+                                  lv_nbest.error says why, its n is 0, and the others are decoded */
+  const lv_scorer_spec *scorers; /* n_scorers language models each search adds to the model's decoder, after
+                                    the experiment's task.decoder.fusion LM if it names one (Marian's scorers);
+                                    a session copies the list and takes its own copy of each LM's weights */
+  int n_scorers;
 } lv_decode_options;
 LINGVOC_API void lv_decode_options_init(lv_decode_options *o);
 
@@ -139,6 +151,8 @@ typedef struct lv_nbest {
   int *n;
   char ***text;
   float **score;
+  char **error;    /* [n_items]: with keep_going, why input i was not decoded; else NULL */
+  double *seconds; /* [n_items]: lv_transcribe*: seconds of audio read (0 for text) */
 } lv_nbest;
 LINGVOC_API void lv_nbest_free(lv_nbest *r);
 
@@ -181,6 +195,10 @@ LINGVOC_API lv_status lv_translate(lv_model *m, lv_session *s, const char *const
  * mono). Silence gives no hypothesis; an unreadable file is an error naming it. */
 LINGVOC_API lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *paths, int n, int k,
                                           lv_nbest **out);
+/* The most files one batch of lv_transcribe_files holds within the decoder's memory
+ * budget for files of the model's longest input (0: no limit, or not an ASR model); a
+ * larger batch_size is cut to it. */
+LINGVOC_API int lv_transcribe_batch_limit(lv_model *m);
 /* The same for one utterance of 16 kHz mono float samples in [-1, 1]. */
 LINGVOC_API lv_status lv_transcribe(lv_model *m, lv_session *s, const float *samples, int64_t n_samples, int k,
                                     lv_nbest **out);
@@ -191,6 +209,10 @@ LINGVOC_API lv_status lv_score_text(lv_model *m, lv_session *s, const char *cons
 /* n continuations of prefix ("" or NULL: none); sample i draws from stream i of the
  * session's seed, so a seed repeats its samples. */
 LINGVOC_API lv_status lv_sample_text(lv_model *m, lv_session *s, const char *prefix, int n, lv_texts **out);
+/* Samples first .. first + n - 1 of the same (streams first + 1 ..): lv_sample_text is
+ * first 0, so a program may draw a long run of samples a few at a time. */
+LINGVOC_API lv_status lv_sample_text_from(lv_model *m, lv_session *s, const char *prefix, int64_t first, int n,
+                                          lv_texts **out);
 
 /* Class probabilities of n uint8 images [n, height, width, channels] (row-major), which
  * must have the experiment's input.data_shape; preprocessed as the experiment's input is

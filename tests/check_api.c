@@ -4,8 +4,13 @@
  * session each give what one thread gives; the library writes nothing to stderr and sends
  * its warnings to the log callback; every error path (missing model, logdir or
  * checkpoint, an unknown key, bad options, the wrong kind of model for a call) is an
- * error of the right kind whose message names what is at fault. Only the public header
- * is included. */
+ * error of the right kind whose message names what is at fault. Scorers
+ * (tests/data/lines_golden's tiny LAS and RNN LM, both over AsciiTokenizer's 76 ids): a
+ * session with the LM in its scorer list at weight w gives the n-best (texts and scores,
+ * bit for bit) of task.decoder.fusion at lm_weight w; at weight 0 that of no LM; the LM
+ * twice at weights a and b that of it once at a + b (scores to 1e-4); a scorer that is no
+ * LM, a negative weight and a NULL model are errors naming scorers[i]. Only the public
+ * header is included. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -53,6 +58,103 @@ static lv_model *load(void) {
   ck_assert_msg(!s, "%s", lv_status_msg(s));
   return m;
 }
+
+#define LG "tests/data/lines_golden"
+#define LM_OV "input.file_pattern: \"text:" LG "/lm/train.txt\""
+
+/* A tiny model of tests/data/lines_golden (checkpoint under LG). */
+static lv_model *load_tiny(const char *model, const char *checkpoint, const char *override) {
+  lv_load_options o;
+  lv_load_options_init(&o);
+  o.model = model;
+  o.logdir = g_dir;
+  o.checkpoint = checkpoint;
+  o.params_override = override;
+  o.num_threads = 1;
+  lv_model *m = NULL;
+  lv_status s = lv_model_load(&o, &m);
+  ck_assert_msg(!s, "%s", lv_status_msg(s));
+  return m;
+}
+
+/* The n-best of the two utterances through session options o (NULL: the model's). */
+static lv_nbest *transcribe_with(lv_model *m, const lv_decode_options *o) {
+  static const char *const wavs[2] = {LG "/las/yes_go.wav", LG "/las/no_stop.wav"};
+  lv_session *s = NULL;
+  lv_status st = lv_session_new(m, o, &s);
+  ck_assert_msg(!st, "%s", lv_status_msg(st));
+  lv_nbest *r = NULL;
+  st = lv_transcribe_files(m, s, wavs, 2, 4, &r);
+  ck_assert_msg(!st, "%s", lv_status_msg(st));
+  lv_session_free(s);
+  return r;
+}
+
+/* a and b: the same texts, scores within tol (0: bit for bit). */
+static void same_nbest(const lv_nbest *a, const lv_nbest *b, float tol, const char *what) {
+  ck_assert_int_eq(a->n_items, b->n_items);
+  for (int i = 0; i < a->n_items; i++) {
+    ck_assert_msg(a->n[i] == b->n[i], "%s: item %d: %d vs %d hyps", what, i, a->n[i], b->n[i]);
+    for (int h = 0; h < a->n[i]; h++) {
+      ck_assert_msg(!strcmp(a->text[i][h], b->text[i][h]), "%s: item %d hyp %d: '%s' vs '%s'", what, i, h,
+                    a->text[i][h], b->text[i][h]);
+      const float d = a->score[i][h] - b->score[i][h];
+      ck_assert_msg(tol ? d <= tol && d >= -tol : a->score[i][h] == b->score[i][h], "%s: item %d hyp %d: %.9g vs %.9g",
+                    what, i, h, a->score[i][h], b->score[i][h]);
+    }
+  }
+}
+
+static lv_model *load_las(const char *override) {
+  return load_tiny("asr.bible_tts.TinyTest", LG "/las/ckpt-00000020", override);
+}
+
+START_TEST(test_scorers) {
+  lv_model *lm = load_tiny("lm.bible.RnnLmTinyTest", LG "/lm/ckpt-00000020", LM_OV);
+  lv_model *las = load_las(NULL);
+  lv_model *fused = load_las("task.decoder.fusion.lm_model: lm.bible.RnnLmTinyTest; task.decoder.fusion.lm_checkpoint: "
+                             LG "/lm/ckpt-00000020; task.decoder.fusion.lm_params_override: '" LM_OV "'; "
+                             "task.decoder.fusion.lm_weight: 0.75");
+  lv_decode_options o;
+  lv_decode_options_init(&o);
+  o.num_hyps = 4;
+  lv_nbest *plain = transcribe_with(las, &o);
+  lv_nbest *params = transcribe_with(fused, &o);
+  lv_scorer_spec one = {.model = lm, .weight = 0.75};
+  o.scorers = &one;
+  o.n_scorers = 1;
+  lv_nbest *listed = transcribe_with(las, &o);
+  same_nbest(params, listed, 0, "a list of one LM at 0.75 = task.decoder.fusion at 0.75");
+  one.weight = 0;
+  lv_nbest *zero = transcribe_with(las, &o);
+  same_nbest(plain, zero, 0, "an LM at weight 0 = no LM");
+  int differ = 0;
+  for (int i = 0; i < 2; i++) differ += plain->score[i][0] != listed->score[i][0];
+  ck_assert_msg(differ, "the LM at 0.75 changes the scores");
+  lv_scorer_spec two[2] = {{.model = lm, .weight = 0.5}, {.model = lm, .weight = 0.25}};
+  o.scorers = two;
+  o.n_scorers = 2;
+  lv_nbest *pair = transcribe_with(las, &o);
+  same_nbest(listed, pair, 1e-4f, "the LM at 0.5 and at 0.25 = once at 0.75");
+  lv_session *s = NULL;
+  two[1].weight = -1;
+  expect_error(lv_session_new(las, &o, &s), LV_STATUS_INVALID, "scorers[1].weight = -1", "[0, 1e6]");
+  two[1] = (lv_scorer_spec){.model = las, .weight = 1};
+  expect_error(lv_session_new(las, &o, &s), LV_STATUS_INVALID, "scorers[1]", "the model itself");
+  two[1] = (lv_scorer_spec){.model = fused, .weight = 1};
+  expect_error(lv_session_new(las, &o, &s), LV_STATUS_INVALID, "scorers[1]", "not an lm.model.LanguageModel");
+  two[1].model = NULL;
+  expect_error(lv_session_new(las, &o, &s), LV_STATUS_INVALID, "scorers[1].model is NULL", "NULL");
+  lv_nbest_free(plain);
+  lv_nbest_free(params);
+  lv_nbest_free(listed);
+  lv_nbest_free(zero);
+  lv_nbest_free(pair);
+  lv_model_free(fused);
+  lv_model_free(las);
+  lv_model_free(lm);
+}
+END_TEST
 
 START_TEST(test_version) {
   ck_assert_str_eq(lv_version(), LINGVOC_VERSION);
@@ -308,6 +410,7 @@ int main(void) {
   tcase_add_test(tc, test_log_callback);
   tcase_add_test(tc, test_load_errors);
   tcase_add_test(tc, test_wrong_kind);
+  tcase_add_test(tc, test_scorers);
   suite_add_tcase(s, tc);
   int rc = lv_test_run(s);
   char cmd[300];

@@ -90,8 +90,8 @@ static lv_status toy_post(lv_task *t, const lv_decode_out *o, lv_metric_set *ms,
 }
 
 static lv_status toy_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
-  if (strcmp(kind, "text"))
-    return lv_status_make(LV_ERR_INVALID, "--decode_%s: %s decodes text", kind, t->cls->cls);
+  if (strcmp(kind, "decode_text"))
+    return lv_status_make(LV_ERR_INVALID, "--%s: %s decodes text", kind, t->cls->cls);
   *verb = "summing";
   *note = "";
   return NULL;
@@ -218,13 +218,13 @@ START_TEST(test_decoder_lines_through_the_task) {
   char *got = NULL;
   size_t n = 0;
   FILE *out = open_memstream(&got, &n);
-  lv_decoder_options opt = {.checkpoint = ck, .decode_input = in, .decode_kind = "text", .out = out};
+  lv_decoder_options opt = {.checkpoint = ck, .decode_input = in, .decode_kind = "decode_text", .out = out};
   EXPECT_OK(lv_decoder_run(p, &opt));
   fclose(out);
   ck_assert_str_eq(got, "hyp=2\n\nhyp=0\n");
   free(got);
   /* A kind the task does not take is its error, not the runner's. */
-  opt = (lv_decoder_options){.checkpoint = ck, .decode_input = in, .decode_kind = "audio"};
+  opt = (lv_decoder_options){.checkpoint = ck, .decode_input = in, .decode_kind = "decode_audio"};
   EXPECT_ERR(lv_decoder_run(p, &opt), LV_ERR_INVALID, "--decode_audio", "test.ToyDecoder decodes text");
   lv_params_free(p);
 }

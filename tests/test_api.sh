@@ -12,8 +12,9 @@
 # program of at most 40 lines built with `pkg-config --cflags --libs lingvoc` translates
 # from another directory, with no experiments tree but the installed one. The Python
 # binding (python/, ctypes) gives the same text and scores, installs with pip offline
-# into a venv of /usr/bin/python3, and samples as bin/decoder --sample (parts skipped,
-# and counted, without numpy or pip).
+# into a venv of /usr/bin/python3, and samples as bin/decoder --sample; Model(...,
+# scorers=[(lm, 4.0)]) transcribes as task.decoder.fusion at lm_weight 4 does (parts
+# skipped, and counted, without numpy or pip).
 . "$(dirname "$0")/lib.sh"
 LV_BUILD=${LV_BUILD:-$LV_ROOT/build}
 EX=$LV_BUILD/examples
@@ -187,6 +188,29 @@ EOF
   else
     skip_part "numpy (or the ASR run) missing: Model.transcribe not checked"
   fi
+  # Scorers: the committed tiny LAS with the tiny LM at weight 4 in its scorer list gives
+  # bin/decoder's lines with task.decoder.fusion at lm_weight 4 (tests/data/lines_golden).
+  LG=$LV_ROOT/tests/data/lines_golden
+  cat >"$T/s.py" <<EOF
+import lingvoc
+LG = "$LG"
+lm = lingvoc.Model(model="lm.bible.RnnLmTinyTest", logdir="$T/lg", checkpoint=LG + "/lm/ckpt-00000020",
+                   params_override='input.file_pattern: "text:' + LG + '/lm/train.txt"')
+las = dict(model="asr.bible_tts.TinyTest", logdir="$T/lg", checkpoint=LG + "/las/ckpt-00000020")
+wavs = [LG + "/las/yes_go.wav", LG + "/las/no_stop.wav"]
+def golden(name):
+    return [l.split("\\t", 1)[1] for l in open(LG + "/expected/" + name + ".out").read().split("\\n")[:2]]
+assert lingvoc.Model(**las).transcribe(wavs) == golden("audio_list")
+assert lingvoc.Model(**las, scorers=[(lm, 4.0)]).transcribe(wavs) == golden("audio_fusion")
+assert golden("audio_list") != golden("audio_fusion")
+try:
+    lingvoc.Model(**las, scorers=[(lm, -1.0)])
+    raise SystemExit("a negative weight did not raise")
+except lingvoc.Error as e:
+    assert "scorers[0].weight" in str(e), str(e)
+print("python scorers: ok")
+EOF
+  expect_exit 0 "python: scorers=[(lm, 4.0)] as task.decoder.fusion at lm_weight 4" "$T/venv/bin/python" "$T/s.py"
   if "$T/venv/bin/python" -c 'import numpy' 2>/dev/null && [ -e "$T/cl" ]; then
     cat >"$T/c.py" <<EOF
 import numpy as np, lingvoc

@@ -49,7 +49,16 @@ class _DecodeOptions(ctypes.Structure):
                 ("length_normalization", ctypes.c_double), ("coverage_penalty", ctypes.c_double),
                 ("target_seq_len", ctypes.c_int), ("fusion_lm_weight", ctypes.c_double),
                 ("temperature", ctypes.c_double), ("top_k", ctypes.c_int), ("seed", ctypes.c_int64),
-                ("batch_size", ctypes.c_int)]
+                ("batch_size", ctypes.c_int), ("keep_going", ctypes.c_int),
+                ("scorers", ctypes.c_void_p), ("n_scorers", ctypes.c_int)]
+
+
+class _ScorerSpec(ctypes.Structure):
+    _fields_ = [("model", ctypes.c_void_p), ("weight", ctypes.c_double)]
+
+
+# Decode options set otherwise than by a keyword of their own name.
+_NOT_KEYWORDS = ("keep_going", "scorers", "n_scorers")
 
 
 _LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -66,7 +75,8 @@ class _LoadOptions(ctypes.Structure):
 class _NBest(ctypes.Structure):
     _fields_ = [("n_items", ctypes.c_int), ("n", ctypes.POINTER(ctypes.c_int)),
                 ("text", ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))),
-                ("score", ctypes.POINTER(ctypes.POINTER(ctypes.c_float)))]
+                ("score", ctypes.POINTER(ctypes.POINTER(ctypes.c_float))),
+                ("error", ctypes.POINTER(ctypes.c_char_p)), ("seconds", ctypes.POINTER(ctypes.c_double))]
 
 
 class _Scores(ctypes.Structure):
@@ -160,13 +170,14 @@ class Model:
     checkpoint=None, params_override=None, experiments_dir=None, dataset=None,
     num_threads=0, num_hyps=0, length_normalization=-1, beam_size=-1,
     target_seq_len=0, fusion_lm_weight=-1, temperature=0, top_k=-1, seed=-1,
-    batch_size=0, log=None). Options left at their defaults keep the experiment's
-    values. log: a callable(level, message) for the library's log lines (none by
-    default)."""
+    batch_size=0, scorers=(), log=None). Options left at their defaults keep the
+    experiment's values. scorers: (language Model, weight) pairs added to beam search
+    (shallow fusion), kept open while this model is. log: a callable(level, message) for
+    the library's log lines (none by default)."""
 
     def __init__(self, path=None, *, model=None, logdir=None, checkpoint=None, params_override=None,
                  params_file_override=None, experiments_dir=None, dataset=None, num_threads=0, log=None,
-                 log_level=2, **decode):
+                 log_level=2, scorers=(), **decode):
         lib = _load()
         self._m = None
         self._sessions = {}
@@ -179,10 +190,18 @@ class Model:
          o.params_file_override) = self._keep
         o.num_threads = num_threads
         for k, v in decode.items():
-            if k not in dict(_DecodeOptions._fields_):
+            if k not in dict(_DecodeOptions._fields_) or k in _NOT_KEYWORDS:
                 raise TypeError("Model(): unknown option %r (decode options: %s)"
-                                % (k, ", ".join(n for n, _ in _DecodeOptions._fields_)))
+                                % (k, ", ".join(n for n, _ in _DecodeOptions._fields_ if n not in _NOT_KEYWORDS)))
             setattr(o.decode, k, v)
+        self._scorer_models = [lm for lm, _ in scorers]  # the LMs outlive this model's sessions
+        if scorers:
+            for lm, w in scorers:
+                if not isinstance(lm, Model) or not lm._m:
+                    raise TypeError("Model(): scorers: expected (Model, weight) pairs of open models")
+            self._scorers = (_ScorerSpec * len(scorers))(*[_ScorerSpec(lm._m.value, float(w)) for lm, w in scorers])
+            o.decode.scorers = ctypes.cast(self._scorers, ctypes.c_void_p)
+            o.decode.n_scorers = len(scorers)
         if log is not None:
             self._log = _LOG_FN(lambda user, level, msg: log(level, msg.decode("utf-8", "replace")))
             o.log = self._log

@@ -1,7 +1,8 @@
 /* The library API (include/lingvoc.h) over the decoder's pieces: a model is the
  * experiment's options and its checkpoint; a session is an lv_line_decoder (instance,
- * the task's decoder_setup, fusion, restored weights) built from them with the session's
- * decode options as params overrides, as bin/decoder's flags become overrides. Each call
+ * the task's decoder_setup, the params' scorers, restored weights) built from them with
+ * the session's decode options as params overrides, as bin/decoder's flags become
+ * overrides, plus the options' LM scorers (a session of each LM model). Each call
  * picks the task's hooks for its kind of work (models/task.h) and reads the decode
  * outputs into typed results. Every entry point routes what the library logs to the
  * model's callback (or nowhere) for the calling thread only. */
@@ -23,6 +24,8 @@
 #include "runners/decoder.h"
 #include "runners/instance.h"
 #include "runners/model_export.h"
+#include "runners/scorers.h"
+#include "models/lm_fusion.h"
 
 _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_ERR_NOT_FOUND &&
                    LV_STATUS_CORRUPT == LV_ERR_CORRUPT && LV_STATUS_IO == LV_ERR_IO &&
@@ -39,7 +42,7 @@ struct lv_model {
   lv_model_file *file; /* lv_model_load_file's, else NULL */
   char assets_dir[LV_PATH_MAX]; /* the file's assets, removed with the model */
   int num_threads;
-  lv_decode_options decode; /* the load options' (lv_session_new's NULL) */
+  lv_decode_options decode; /* the load options' (lv_session_new's NULL); scorers: a copy */
   lv_log_sink sink;
   char task_cls[128];
   lv_session *own; /* the NULL session's, used under mu */
@@ -50,9 +53,15 @@ struct lv_session {
   lv_model *m;
   lv_params *cfg;
   lv_line_decoder *ld;
+  /* The options' scorers: each LM model's own session (its weights) and its scorer, which
+   * the task's searches add after the params' (runners/scorers.h). */
+  lv_session **lm;
+  lv_lm_fusion *fusion;
+  int n_lm;
   int batch_size;
+  bool keep_going;
   int64_t lines_seen; /* sources lv_translate and lv_score_text took: messages number lines from here */
-  bool described;     /* the first lv_translate logged what the session does */
+  unsigned described; /* the kinds (bits of kKinds) whose first call logged what the session does */
 };
 
 const char *lv_version(void) { return LINGVOC_VERSION; }
@@ -62,7 +71,7 @@ int lv_status_error(lv_status s) { return s ? (int)lv_status_code(s) : LV_STATUS
 void lv_decode_options_init(lv_decode_options *o) {
   *o = (lv_decode_options){.num_hyps = 0, .beam_size = -1, .length_normalization = -1, .coverage_penalty = -1,
                            .target_seq_len = 0, .fusion_lm_weight = -1, .temperature = 0, .top_k = -1, .seed = -1,
-                           .batch_size = 0};
+                           .batch_size = 0, .keep_going = 0, .scorers = NULL, .n_scorers = 0};
 }
 
 void lv_load_options_init(lv_load_options *o) {
@@ -147,9 +156,42 @@ static lv_status session_params(const lv_model *m, const lv_decode_options *o, l
 
 static void session_free(lv_session *s) {
   if (!s) return;
-  lv_line_decoder_close(s->ld);
+  lv_line_decoder_close(s->ld); /* takes the scorers from the task first */
+  for (int i = 0; i < s->n_lm; i++) session_free(s->lm[i]);
+  free(s->lm);
+  free(s->fusion);
   lv_params_free(s->cfg);
   free(s);
+}
+
+static lv_status session_make(lv_model *m, const lv_decode_options *o, const char *checkpoint, lv_session **out);
+
+/* The options' language models as scorers of s's searches, after the params' fusion LM. */
+static lv_status session_scorers(lv_session *s, const lv_decode_options *o) {
+  if (o->n_scorers < 0 || o->n_scorers > 64 || (o->n_scorers > 0 && !o->scorers))
+    return lv_status_make(LV_ERR_INVALID, "n_scorers = %d with scorers %s: expected 0 to 64 scorers", o->n_scorers,
+                          o->scorers ? "given" : "NULL");
+  if (!o->n_scorers) return NULL;
+  s->lm = calloc((size_t)o->n_scorers, sizeof *s->lm);
+  s->fusion = calloc((size_t)o->n_scorers, sizeof *s->fusion);
+  LV_ASSERT(s->lm && s->fusion);
+  lv_task *t = lv_line_decoder_instance(s->ld)->task;
+  for (int i = 0; i < o->n_scorers; i++) {
+    const lv_scorer_spec *sp = &o->scorers[i];
+    if (!sp->model) return lv_status_make(LV_ERR_INVALID, "scorers[%d].model is NULL", i);
+    if (!(sp->weight >= 0 && sp->weight <= 1e6))
+      return lv_status_make(LV_ERR_INVALID, "scorers[%d].weight = %g: expected a value in [0, 1e6]", i, sp->weight);
+    if (sp->model == s->m) return lv_status_make(LV_ERR_INVALID, "scorers[%d]: the model itself", i);
+    LV_TRY(lv_status_wrap(session_make(sp->model, &sp->model->decode, sp->model->checkpoint, &s->lm[i]),
+                          "scorers[%d] (%s)", i, sp->model->model));
+    s->n_lm = i + 1;
+    lv_instance *lm = lv_line_decoder_instance(s->lm[i]->ld);
+    s->fusion[i] = (lv_lm_fusion){.lm = lm->task, .g = lm->graph, .weight = (float)sp->weight};
+    LV_TRY(lv_status_wrap(lv_lm_fusion_check(t, s->cfg, s->lm[i]->cfg, sp->model->model, &s->fusion[i]),
+                          "scorers[%d] (%s)", i, sp->model->model));
+    LV_TRY(lv_status_wrap(lv_scorers_add(lv_line_decoder_scorers(s->ld), t, &s->fusion[i].scorer), "scorers[%d]", i));
+  }
+  return NULL;
 }
 
 /* A session of m restored from checkpoint (the model's prefix, or at load the user's). */
@@ -159,9 +201,11 @@ static lv_status session_make(lv_model *m, const lv_decode_options *o, const cha
   if (!s) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
   s->m = m;
   s->batch_size = o->batch_size > 0 ? o->batch_size : API_DEFAULT_BATCH;
+  s->keep_going = o->keep_going != 0;
   lv_status st = session_params(m, o, &s->cfg);
   if (!st) st = lv_line_decoder_open(s->cfg, &s->ld);
   if (!st) st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
+  if (!st) st = session_scorers(s, o);
   if (st) {
     session_free(s);
     return st;
@@ -185,6 +229,7 @@ static void model_free_fields(lv_model *m) {
   free(m->params_override);
   free(m->params_file_override);
   free(m->checkpoint);
+  free((void *)m->decode.scorers);
   free(m->sink.user);
   lv_model_file_free(m->file);
   lv_model_file_assets_remove(m->assets_dir);
@@ -199,6 +244,13 @@ static lv_status model_common(const lv_load_options *o, lv_model *m) {
   m->params_file_override = dup_or_null(o->params_file_override);
   m->num_threads = o->num_threads;
   m->decode = o->decode;
+  m->decode.scorers = NULL;
+  if (o->decode.n_scorers > 0 && o->decode.scorers) {
+    lv_scorer_spec *c = malloc(sizeof *c * (size_t)o->decode.n_scorers);
+    LV_ASSERT(c);
+    memcpy(c, o->decode.scorers, sizeof *c * (size_t)o->decode.n_scorers);
+    m->decode.scorers = c;
+  }
   return NULL;
 }
 
@@ -358,6 +410,24 @@ static bool takes_kind(const api_call *c, const char *kind) {
   return s == NULL;
 }
 
+/* The kinds of work the calls ask the tasks' line hooks for (models/task.h; each is the
+ * bin/decoder flag of the same name), in the order of the bits of lv_session.described. */
+static const char *const kKinds[] = {"decode_text", "decode_audio", "score_text", "sample"};
+
+/* The first call of a kind on a session logs what it does with which checkpoint, as
+ * bin/decoder has always said it (the task's verb and note). */
+static void describe(api_call *c, const char *kind) {
+  unsigned bit = 0;
+  for (unsigned i = 0; i < sizeof kKinds / sizeof *kKinds; i++)
+    if (!strcmp(kKinds[i], kind)) bit = 1u << i;
+  if (c->s->described & bit) return;
+  c->s->described |= bit;
+  const char *verb = "", *note = "";
+  lv_status_free(c->t->cls->line_describe(c->t, kind, &verb, &note));
+  lv_info("%s: %s with %s (step %lld)%s", kind, verb, lv_line_decoder_checkpoint(c->s->ld),
+          (long long)lv_instance_step(c->inst), note);
+}
+
 static lv_status check_count(const char *call, const char *what, int n) {
   if (n < 0 || n > API_MAX_ITEMS)
     return lv_status_make(LV_ERR_INVALID, "%s: %d %s: expected 0 to %d", call, n, what, API_MAX_ITEMS);
@@ -371,7 +441,9 @@ static lv_nbest *nbest_new(int n) {
   r->n = calloc((size_t)n + 1, sizeof *r->n);
   r->text = calloc((size_t)n + 1, sizeof *r->text);
   r->score = calloc((size_t)n + 1, sizeof *r->score);
-  LV_ASSERT(r->n && r->text && r->score);
+  r->error = calloc((size_t)n + 1, sizeof *r->error);
+  r->seconds = calloc((size_t)n + 1, sizeof *r->seconds);
+  LV_ASSERT(r->n && r->text && r->score && r->error && r->seconds);
   return r;
 }
 
@@ -381,7 +453,10 @@ void lv_nbest_free(lv_nbest *r) {
     for (int h = 0; r->text[i] && h < r->n[i]; h++) free(r->text[i][h]);
     free(r->text[i]);
     free(r->score[i]);
+    free(r->error[i]);
   }
+  free(r->error);
+  free(r->seconds);
   free(r->n);
   free(r->text);
   free(r->score);
@@ -402,18 +477,11 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
   *out = NULL;
   api_call c;
   call_begin(&c, m, s);
-  if (!takes_kind(&c, "text") || !c.t->cls->line_to_batch || !c.t->cls->decode_out_nbest)
+  if (!takes_kind(&c, "decode_text") || !c.t->cls->line_to_batch || !c.t->cls->decode_out_nbest)
     return call_end(&c, wrong_kind(&c, "lv_translate"));
   lv_status st = check_count("lv_translate", "sources", n);
   if (st) return call_end(&c, st);
-  if (!c.s->described) {
-    /* As bin/decoder --decode_text has always said it (the punctuator's note included). */
-    const char *verb = "", *note = "";
-    lv_status_free(c.t->cls->line_describe(c.t, "text", &verb, &note));
-    lv_info("decode_text: %s with %s (step %lld)%s", verb, lv_line_decoder_checkpoint(c.s->ld),
-            (long long)lv_instance_step(c.inst), note);
-    c.s->described = true;
-  }
+  describe(&c, "decode_text");
   if (k <= 0) k = 1;
   lv_nbest *r = nbest_new(n);
   lv_batch b;
@@ -424,7 +492,7 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
       break;
     }
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "decode_text", src[i], strlen(src[i]), c.s->lines_seen + i + 1, &b, &empty);
     lv_decode_out dec;
     lv_decode_out_init(&dec);
     if (!st && !empty) st = lv_task_decode(c.t, c.g, &b, &dec);
@@ -440,17 +508,37 @@ lv_status lv_translate(lv_model *m, lv_session *s, const char *const *src, int n
 }
 
 /* Decodes the batch lines_to_batch or samples_to_batch made of items [first, first + n)
- * into r. */
+ * into r; with keep_going an item's own error (a file that could not be read) is its
+ * r->error. */
 static lv_status nbest_batch(const api_call *c, lv_batch *b, bool empty, int first, int n, int k, lv_nbest *r) {
   lv_decode_out dec;
   lv_decode_out_init(&dec);
   lv_status st = empty ? NULL : lv_task_decode(c->t, c->g, b, &dec);
   for (int i = 0; !st && i < n; i++) {
     st = take_nbest(c, empty ? NULL : &dec, i, k, r, first + i);
+    if (c->t->cls->item_seconds) r->seconds[first + i] = c->t->cls->item_seconds(c->t, i);
+    if (st && c->s->keep_going) {
+      r->error[first + i] = strdup(lv_status_msg(st));
+      LV_ASSERT(r->error[first + i]);
+      lv_status_free(st);
+      st = NULL;
+    }
     if (st) st = lv_status_wrap(st, "item %d", first + i);
   }
   lv_decode_out_free(&dec);
   return st;
+}
+
+static int batch_limit(const api_call *c) {
+  return c->t->cls->line_batch_limit ? c->t->cls->line_batch_limit(c->t, "decode_audio") : 0;
+}
+
+int lv_transcribe_batch_limit(lv_model *m) {
+  api_call c;
+  call_begin(&c, m, NULL);
+  const int lim = c.t->cls->samples_to_batch ? batch_limit(&c) : 0;
+  call_end(&c, NULL);
+  return lim;
 }
 
 lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *paths, int n, int k, lv_nbest **out) {
@@ -458,7 +546,7 @@ lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *pat
   *out = NULL;
   api_call c;
   call_begin(&c, m, s);
-  if (!takes_kind(&c, "audio") || !c.t->cls->lines_to_batch || !c.t->cls->decode_out_nbest)
+  if (!takes_kind(&c, "decode_audio") || !c.t->cls->lines_to_batch || !c.t->cls->decode_out_nbest)
     return call_end(&c, wrong_kind(&c, "lv_transcribe_files"));
   lv_status st = check_count("lv_transcribe_files", "paths", n);
   if (st) return call_end(&c, st);
@@ -467,16 +555,20 @@ lv_status lv_transcribe_files(lv_model *m, lv_session *s, const char *const *pat
     if (!paths[i] || !*paths[i])
       return call_end(&c, lv_status_make(LV_ERR_INVALID, "lv_transcribe_files: path %d is %s", i,
                                          paths[i] ? "empty" : "NULL"));
+  describe(&c, "decode_audio");
+  int batch = c.s->batch_size;
+  const int lim = batch_limit(&c); /* silently: lv_transcribe_batch_limit tells it */
+  if (lim > 0 && batch > lim) batch = lim;
   lv_nbest *r = nbest_new(n);
   lv_batch b;
   lv_batch_init(&b);
-  size_t *lens = calloc((size_t)c.s->batch_size, sizeof *lens);
+  size_t *lens = calloc((size_t)batch, sizeof *lens);
   LV_ASSERT(lens);
-  for (int first = 0; !st && first < n; first += c.s->batch_size) {
-    const int nb = n - first < c.s->batch_size ? n - first : c.s->batch_size;
+  for (int first = 0; !st && first < n; first += batch) {
+    const int nb = n - first < batch ? n - first : batch;
     for (int i = 0; i < nb; i++) lens[i] = strlen(paths[first + i]);
     bool empty = true;
-    st = c.t->cls->lines_to_batch(c.t, "audio", paths + first, lens, nb, first + 1, &b, &empty);
+    st = c.t->cls->lines_to_batch(c.t, "decode_audio", paths + first, lens, nb, first + 1, &b, &empty);
     if (!st) st = nbest_batch(&c, &b, empty, first, nb, k, r);
   }
   free(lens);
@@ -548,6 +640,7 @@ lv_status lv_score_text(lv_model *m, lv_session *s, const char *const *lines, in
   if (!takes_kind(&c, "score_text") || !c.t->cls->line_to_batch) return call_end(&c, wrong_kind(&c, "lv_score_text"));
   lv_status st = check_count("lv_score_text", "lines", n);
   if (st) return call_end(&c, st);
+  describe(&c, "score_text");
   lv_scores *r = calloc(1, sizeof *r);
   LV_ASSERT(r);
   r->n_items = n;
@@ -586,6 +679,10 @@ void lv_texts_free(lv_texts *r) {
 }
 
 lv_status lv_sample_text(lv_model *m, lv_session *s, const char *prefix, int n, lv_texts **out) {
+  return lv_sample_text_from(m, s, prefix, 0, n, out);
+}
+
+lv_status lv_sample_text_from(lv_model *m, lv_session *s, const char *prefix, int64_t first, int n, lv_texts **out) {
   LV_ASSERT(out);
   *out = NULL;
   api_call c;
@@ -593,7 +690,10 @@ lv_status lv_sample_text(lv_model *m, lv_session *s, const char *prefix, int n, 
   if (!takes_kind(&c, "sample") || !c.t->cls->line_to_batch || !c.t->cls->decode_out_to_line)
     return call_end(&c, wrong_kind(&c, "lv_sample_text"));
   lv_status st = check_count("lv_sample_text", "samples", n);
+  if (!st && (first < 0 || first > INT64_MAX - n))
+    st = lv_status_make(LV_ERR_INVALID, "lv_sample_text_from: first sample %lld: expected >= 0", (long long)first);
   if (st) return call_end(&c, st);
+  describe(&c, "sample");
   if (!prefix) prefix = "";
   lv_texts *r = calloc(1, sizeof *r);
   LV_ASSERT(r);
@@ -604,10 +704,10 @@ lv_status lv_sample_text(lv_model *m, lv_session *s, const char *prefix, int n, 
   /* Sample i is bin/decoder --sample's line i + 1: the seed's stream i + 1. */
   for (int i = 0; !st && i < n; i++) {
     bool empty = true;
-    st = c.t->cls->line_to_batch(c.t, "sample", prefix, strlen(prefix), i + 1, &b, &empty);
+    st = c.t->cls->line_to_batch(c.t, "sample", prefix, strlen(prefix), first + i + 1, &b, &empty);
     if (!st) st = lv_task_decode_line(c.t, c.g, &b, &r->text[i]);
     if (!st) r->n = i + 1;
-    if (st) st = lv_status_wrap(st, "lv_sample_text: sample %d", i);
+    if (st) st = lv_status_wrap(st, "lv_sample_text: sample %lld", (long long)(first + i));
   }
   lv_batch_free(&b);
   if (st) {

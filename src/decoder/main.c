@@ -1,5 +1,7 @@
 /* bin/decoder: Lingvo's decoder_<dataset> job for any task that decodes (the task's decoder
  * hooks, models/task.h), and --decode_text to decode raw text lines through the task. */
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,9 +80,10 @@ static void api_log(void *user, int level, const char *message) {
 
 /* The model through the library, from the flags: --model_file, or the experiment. */
 static lv_status api_load(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
-                          lv_model **m) {
+                          const lv_decode_options *d, lv_model **m) {
   lv_load_options o;
   lv_load_options_init(&o);
+  if (d) o.decode = *d;
   o.params_override = c->model_params_override;
   o.params_file_override = c->model_params_file_override;
   o.num_threads = (int)c->num_threads;
@@ -92,15 +95,29 @@ static lv_status api_load(const lv_cli *c, const char *model_file, const char *c
   return lv_model_load(&o, m);
 }
 
+/* A line flag's input (path: FILE or - for stdin; NULL: none) and the model. */
+static lv_status client_open(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                             const lv_decode_options *d, const char *kind, const char *path, FILE **in, lv_model **m) {
+  if (path) LV_TRY(lv_decoder_open_input(kind, path, in));
+  return api_load(c, model_file, checkpoint, dataset, d, m);
+}
+
+/* Frees what a line flag's client held; returns s. */
+static lv_status client_close(lv_status s, char *line, FILE *in, lv_model *m) {
+  free(line);
+  if (in && in != stdin) fclose(in);
+  lv_model_free(m);
+  return s;
+}
+
 /* --decode_text through the library: each line of path (- = stdin) to its best
  * translation (lv_translate), one output line each, flushed per line. */
 static lv_status translate_lines(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
                                  const char *path) {
   FILE *in = NULL;
-  LV_TRY(lv_decoder_open_input("text", path, &in));
   lv_model *m = NULL;
   lv_nbest *r = NULL;
-  lv_status s = api_load(c, model_file, checkpoint, dataset, &m);
+  lv_status s = client_open(c, model_file, checkpoint, dataset, NULL, "decode_text", path, &in, &m);
   if (!s) s = lv_status_wrap(lv_translate(m, NULL, NULL, 0, 1, &r), "--decode_text"); /* the kind, before any input */
   lv_nbest_free(r);
   const char *name = strcmp(path, "-") ? path : "stdin";
@@ -122,13 +139,208 @@ static lv_status translate_lines(const lv_cli *c, const char *model_file, const 
     r = NULL;
     s = lv_translate(m, NULL, src, 1, 1, &r);
     if (s) s = lv_status_wrap(s, "--decode_text=%s line %lld", path, (long long)lineno);
-    if (!s) s = lv_decoder_write_line("text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
+    if (!s) s = lv_decoder_write_line("decode_text", stdout, r->n[0] ? r->text[0][0] : "", lineno);
     lv_nbest_free(r);
   }
-  free(line);
-  if (in != stdin) fclose(in);
+  return client_close(s, line, in, m);
+}
+
+/* --score_text through the library: per line of path (- = stdin) its log-probability,
+ * tokens and perplexity (lv_score_text), then the corpus line. */
+static lv_status score_lines(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                             const char *path) {
+  FILE *in = NULL;
+  lv_model *m = NULL;
+  lv_scores *r = NULL;
+  lv_status s = client_open(c, model_file, checkpoint, dataset, NULL, "score_text", path, &in, &m);
+  if (!s) s = lv_status_wrap(lv_score_text(m, NULL, NULL, 0, &r), "--score_text"); /* the kind, before any input */
+  lv_scores_free(r);
+  const char *name = strcmp(path, "-") ? path : "stdin";
+  char *line = NULL;
+  size_t cap = 0;
+  int64_t lineno = 0, lines = 0;
+  double tokens = 0, log_prob = 0;
+  for (ssize_t len = 0; !s;) {
+    bool cut = false;
+    s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
+    if (s || len < 0) break;
+    lineno++;
+    if (cut)
+      lv_warn("score_text: line %lld: longer than %zu bytes: only its first %zu are decoded", (long long)lineno,
+              LV_DECODER_MAX_LINE_BYTES, LV_DECODER_MAX_LINE_BYTES);
+    const char *nul = memchr(line, 0, (size_t)len);
+    const char *src[1] = {nul ? "" : line};
+    if (nul)
+      lv_warn("score_text: line %lld: a NUL byte at byte %zu: not scored (empty output line)", (long long)lineno,
+              (size_t)(nul - line));
+    /* A line with a NUL byte still counts in the session (it numbers the library's messages). */
+    r = NULL;
+    s = lv_score_text(m, NULL, src, 1, &r);
+    if (s) s = lv_status_wrap(s, "--score_text=%s line %lld", path, (long long)lineno);
+    char *text = NULL;
+    if (!s && !nul && r->n_tokens[0] > 0) {
+      const double lp = r->logprob[0], n = r->n_tokens[0];
+      lines++;
+      tokens += n;
+      log_prob += lp;
+      LV_ASSERT(asprintf(&text, "%.6f\t%.0f\t%.6g", lp, n, exp(-lp / fmax(n, 1.0))) >= 0);
+    }
+    if (!s) s = lv_decoder_write_line("score_text", stdout, text ? text : "", lineno);
+    free(text);
+    lv_scores_free(r);
+  }
+  if (!s) {
+    /* No token scored (an empty input): no perplexity, where 1 would read as a perfect model. */
+    const double lp = tokens > 0 ? -log_prob / tokens : NAN;
+    if (!(tokens > 0)) lv_warn("score_text: no token was scored: log_pplx and perplexity are nan");
+    char *text = NULL;
+    LV_ASSERT(asprintf(&text, "corpus: %lld lines, %.0f tokens, log_pplx %.6f, perplexity %.6g", (long long)lines,
+                       tokens, lp, exp(lp)) >= 0);
+    s = lv_decoder_write_line("score_text", stdout, text, lineno + 1);
+    free(text);
+  }
+  return client_close(s, line, in, m);
+}
+
+/* --sample through the library: n continuations of prefix, one a line as each is drawn
+ * (sample i from the seed's stream i, lv_sample_text_from). */
+static lv_status sample_lines(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                              const lv_decode_options *d, const char *prefix, int64_t n) {
+  lv_model *m = NULL;
+  lv_status s = api_load(c, model_file, checkpoint, dataset, d, &m);
+  for (int64_t i = 0; !s && i < n; i++) {
+    lv_texts *r = NULL;
+    s = lv_sample_text_from(m, NULL, prefix, i, 1, &r);
+    if (s) s = lv_status_wrap(s, "--sample: sample %lld", (long long)i + 1);
+    if (!s) s = lv_decoder_write_line("sample", stdout, r->text[0], i + 1);
+    lv_texts_free(r);
+  }
   lv_model_free(m);
   return s;
+}
+
+/* --decode_audio's lines waiting for their batch: the paths (NULL: an empty line or one
+ * with a NUL byte, which has no file to read) and the first's line number. */
+typedef struct audio_lines {
+  char **line;
+  bool *nul;
+  int n;
+  int64_t first;
+  int64_t files, failed;
+  double secs;
+} audio_lines;
+
+/* The pending lines through lv_transcribe_files (the files among them), then their
+ * `path<TAB>text` lines in order; an unreadable file is logged with its line and gives
+ * an empty line. */
+static lv_status transcribe_pending(lv_model *m, const char *input, audio_lines *al) {
+  const char **paths = calloc((size_t)al->n + 1, sizeof *paths);
+  LV_ASSERT(paths);
+  int np = 0;
+  for (int i = 0; i < al->n; i++)
+    if (*al->line[i] && !al->nul[i]) paths[np++] = al->line[i];
+  lv_nbest *r = NULL;
+  lv_status s = np ? lv_transcribe_files(m, NULL, paths, np, 1, &r) : NULL;
+  if (s)
+    s = lv_status_wrap(s, "--decode_audio=%s lines %lld-%lld", input, (long long)al->first,
+                       (long long)(al->first + al->n - 1));
+  for (int i = 0, k = 0; !s && i < al->n; i++) {
+    const int64_t lineno = al->first + i;
+    char *text = NULL;
+    if (al->nul[i]) {
+      lv_error("--decode_audio=%s line %lld: a NUL byte at column %zu of the path (expected a path without NUL bytes, "
+               "tabs or newlines): not transcribed (empty output line)", input, (long long)lineno,
+               strlen(al->line[i]) + 1);
+      al->failed++;
+    } else if (*al->line[i]) {
+      al->secs += r->seconds[k];
+      if (r->error[k]) {
+        lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)", input, (long long)lineno,
+                 r->error[k]);
+        al->failed++;
+      } else {
+        LV_ASSERT(asprintf(&text, "%s\t%s", al->line[i], r->n[k] ? r->text[k][0] : "") >= 0);
+      }
+      k++;
+    }
+    s = lv_decoder_write_line("decode_audio", stdout, text ? text : "", lineno);
+    free(text);
+  }
+  lv_nbest_free(r);
+  free(paths);
+  for (int i = 0; i < al->n; i++) free(al->line[i]);
+  al->files += al->n;
+  al->first += al->n;
+  al->n = 0;
+  return s;
+}
+
+/* --decode_audio=FILE|@LIST|- through the library: batch lines at a time (empty lines
+ * and unreadable files take their place in a batch, as they always did), then the
+ * real-time factor; files that could not be read fail the run after every line. */
+static lv_status transcribe_list(const lv_cli *c, const char *model_file, const char *checkpoint, const char *dataset,
+                                 const char *arg, int batch) {
+  /* FILE is a one-line input; @LIST and - are files of paths. */
+  const bool one = arg[0] != '@' && strcmp(arg, "-");
+  const char *input = arg[0] == '@' ? arg + 1 : arg;
+  FILE *in = NULL;
+  lv_decode_options d;
+  lv_decode_options_init(&d);
+  d.keep_going = 1;
+  d.batch_size = batch; /* at least the batches below, which are cut to the limit */
+  lv_model *m = NULL;
+  lv_nbest *r = NULL;
+  lv_status s = client_open(c, model_file, checkpoint, dataset, &d, "decode_audio", one ? NULL : input, &in, &m);
+  if (!s) s = lv_status_wrap(lv_transcribe_files(m, NULL, NULL, 0, 1, &r), "--decode_audio"); /* the kind */
+  lv_nbest_free(r);
+  const int lim = s ? 0 : lv_transcribe_batch_limit(m);
+  if (lim > 0 && batch > lim) {
+    lv_info("decode_audio: --decode_batch_size=%d: at most %d lines a batch, what the decoder's memory budget holds",
+            batch, lim);
+    batch = lim;
+  }
+  const double t0 = lv_now_monotonic();
+  audio_lines al = {.line = calloc((size_t)batch, sizeof(char *)), .nul = calloc((size_t)batch, sizeof(bool)),
+                    .first = 1};
+  LV_ASSERT(al.line && al.nul);
+  const char *name = one ? arg : strcmp(input, "-") ? input : "stdin";
+  char *line = NULL;
+  size_t cap = 0;
+  for (ssize_t len = 0; !s;) {
+    bool cut = false;
+    if (one) {
+      if (al.files + al.n) break;
+      line = strdup(arg);
+      LV_ASSERT(line);
+      len = (ssize_t)strlen(line);
+    } else {
+      s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
+      if (s || len < 0) break;
+    }
+    if (cut)
+      lv_warn("decode_audio: line %lld: longer than %zu bytes: only its first %zu are decoded",
+              (long long)(al.first + al.n), LV_DECODER_MAX_LINE_BYTES, LV_DECODER_MAX_LINE_BYTES);
+    al.nul[al.n] = memchr(line, 0, (size_t)len) != NULL;
+    al.line[al.n] = strdup(line);
+    LV_ASSERT(al.line[al.n]);
+    if (++al.n == batch) s = transcribe_pending(m, input, &al);
+  }
+  if (!s && al.n) s = transcribe_pending(m, input, &al);
+  for (int i = 0; i < al.n; i++) free(al.line[i]);
+  free(al.line);
+  free(al.nul);
+  free(line);
+  if (in && in != stdin) fclose(in);
+  lv_model_free(m);
+  if (s) return s;
+  const double secs = al.files ? lv_now_monotonic() - t0 : 0;
+  lv_info("decode_audio: %lld files, %.2f s of audio in %.2f s: real-time factor %.4f", (long long)al.files, al.secs,
+          secs, al.secs > 0 ? secs / al.secs : 0.0);
+  if (al.failed)
+    return lv_status_make(LV_ERR_INVALID, "--decode_audio: %lld of %lld files could not be read (the errors above "
+                          "name them; their output lines are empty); the others were transcribed",
+                          (long long)al.failed, (long long)al.files);
+  return NULL;
 }
 
 /* Writes the batch's `path<TAB>class<TAB>probability` lines (the most likely class). */
@@ -252,7 +464,7 @@ static lv_status run(int argc, char **argv) {
   }
   if (*decode_images) {
     lv_model *m = NULL;
-    lv_status s = api_load(&c, model_file, checkpoint, dataset, &m);
+    lv_status s = api_load(&c, model_file, checkpoint, dataset, NULL, &m);
     if (!s) s = classify_list(m, decode_images, (int)batch);
     lv_model_free(m);
     free(ovr);
@@ -274,13 +486,24 @@ static lv_status run(int argc, char **argv) {
     free(ovr);
     return bs;
   }
-  /* --decode_text is the library's client; on a GPU (which the library does not drive
-   * yet) the decoder's own loop runs it. */
-  if (*decode_text && lv_params_int(p, "cluster.worker.gpus_per_replica") == 0) {
+  /* The line flags are the library's clients; on a GPU (which the library does not
+   * drive yet) the decoder's own loop runs them. */
+  if ((*decode_text || *score_text || nsample || *decode_audio) &&
+      lv_params_int(p, "cluster.worker.gpus_per_replica") == 0) {
     lv_params_free(p);
     lv_model_file_free(mf);
     lv_model_file_assets_remove(assets);
     free(ovr);
+    if (*score_text) return score_lines(&c, model_file, checkpoint, dataset, score_text);
+    if (*decode_audio) return transcribe_list(&c, model_file, checkpoint, dataset, decode_audio, (int)batch);
+    if (nsample) {
+      lv_decode_options d;
+      lv_decode_options_init(&d);
+      if (temp_set) d.temperature = temperature;
+      if (top_k_set) d.top_k = top_k > INT_MAX ? INT_MAX : (int)top_k;
+      if (seed_set) d.seed = seed;
+      return sample_lines(&c, model_file, checkpoint, dataset, &d, prefix, nsample);
+    }
     return translate_lines(&c, model_file, checkpoint, dataset, decode_text);
   }
   const char **lines = NULL;
@@ -291,16 +514,17 @@ static lv_status run(int argc, char **argv) {
   }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
                           .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "text", .batch_size = (int)batch, .model_file = mf};
+                          .decode_kind = "decode_text", .batch_size = (int)batch, .model_file = mf};
   if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
   /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
   if (*decode_audio) {
-    o.decode_kind = "audio";
+    o.decode_kind = "decode_audio";
     if (decode_audio[0] == '@') o.decode_input = decode_audio + 1;
     else if (!strcmp(decode_audio, "-")) o.decode_input = decode_audio;
     else o.decode_input = decode_audio, o.lines = &decode_audio, o.n_lines = 1;
   }
-  if (nsample) o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample;
+  if (nsample)
+    o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample, o.item = "sample";
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
   lv_model_file_free(mf);

@@ -244,6 +244,7 @@ const lv_task_class lv_asr_model = {
     .line_summary = lv_asr_line_summary,
     .line_batch_limit = lv_asr_line_batch_limit,
     .decode_out_nbest = lv_asr_decode_out_nbest,
+    .item_seconds = lv_asr_item_seconds,
     .samples_to_batch = lv_asr_samples_to_batch,
     .seq_decode = &lv_asr_decode_ops,
 };

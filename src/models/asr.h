@@ -50,6 +50,8 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
 /* --decode_audio's batch bound: files of input.source_max_length frames whose frames fit
  * the search's memory budget twice (read, then batched); 0 without a length limit. */
 int lv_asr_line_batch_limit(lv_task *t, const char *kind);
+/* Seconds of audio input i of the last batch held (lv_task_class.item_seconds). */
+double lv_asr_item_seconds(lv_task *t, int i);
 lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                                 int64_t first_lineno, lv_batch *b, bool *empty);
 lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines);

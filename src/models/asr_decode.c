@@ -32,6 +32,7 @@ typedef struct asr_file {
   bool blank; /* an empty line or an unreadable file: an empty output line */
   lv_code error_code; /* an unreadable file: why (malloc'd), for decode_out_nbest */
   char *error;
+  double secs; /* of audio read */
 } asr_file;
 
 typedef struct asr_decoder {
@@ -210,8 +211,8 @@ lv_status lv_asr_decoder_report(lv_task *t, const lv_metric_set *metrics, char *
 
 lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
   asr_decoder *d = decoder_of(t);
-  if (strcmp(kind, "audio"))
-    return lv_status_make(LV_ERR_INVALID, "%s: %s transcribes audio files (--decode_audio)", lv_task_line_flag(kind),
+  if (strcmp(kind, "decode_audio"))
+    return lv_status_make(LV_ERR_INVALID, "--%s: %s transcribes audio files (--decode_audio)", kind,
                           t->cls->cls);
   if (!d->fe) {
     lv_mel_frontend_opts o = lv_mel_frontend_opts_librispeech();
@@ -227,12 +228,14 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
-/* A file that cannot be transcribed (s says why, naming it): logged with the input and
- * line, its output line left empty, and the others go on; line_summary fails the run. The
- * library API reads the message back as the item's error. */
+/* A file that cannot be transcribed (s says why, naming it): its output line left empty,
+ * and the others go on; line_summary fails the run. The library API reads the message
+ * back as the item's error (its caller says which line it was); the decoder's own loop
+ * (line_source set) logs it here with the input and line. */
 static lv_status file_failed(lv_task *t, asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
-  lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)",
-           t->line_source ? t->line_source : "?", (long long)lineno, lv_status_msg(s));
+  if (t->line_source)
+    lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)", t->line_source, (long long)lineno,
+             lv_status_msg(s));
   free(f->error);
   f->error = strdup(lv_status_msg(s));
   f->error_code = lv_status_code(s);
@@ -275,7 +278,8 @@ static lv_status read_one(lv_task *t, asr_decoder *d, int i, int64_t lineno, con
 static lv_status audio_frames(lv_task *t, asr_decoder *d, int i, const lv_audio *a, int64_t lineno) {
   asr_file *f = &d->file[i];
   lv_status s = NULL;
-  d->audio_secs += (double)a->n / a->rate;
+  f->secs = (double)a->n / a->rate;
+  d->audio_secs += f->secs;
   /* Silence: no sample reaches kSilencePeak (-60 dBFS; 16-bit dither peaks near -84 dBFS,
    * speech recorded at a usable level far above): nothing to transcribe, and a model
    * never trained on silence would otherwise make words up. */
@@ -342,7 +346,7 @@ lv_status lv_asr_samples_to_batch(lv_task *t, const float *const *samples, const
                                   bool *empty) {
   asr_decoder *d = decoder_of(t);
   const char *verb, *note;
-  LV_TRY(lv_asr_line_describe(t, "audio", &verb, &note));
+  LV_TRY(lv_asr_line_describe(t, "decode_audio", &verb, &note));
   files_begin(d, n, b, empty);
   for (int i = 0; i < n; i++) {
     LV_ASSERT(asprintf(&d->file[i].path, "samples %d", i) >= 0);
@@ -474,4 +478,9 @@ lv_status lv_asr_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int 
   if (i < 0 || i >= d->nfiles) return lv_status_make(LV_ERR_INTERNAL, "decode_out_nbest: item %d of %d", i, d->nfiles);
   if (d->file[i].error) return lv_status_make(d->file[i].error_code, "%s", d->file[i].error);
   return lv_seq_nbest(d->tok, d->bp.num_hyps_per_beam, dec_out, d->file[i].row, k, texts, scores, n);
+}
+
+double lv_asr_item_seconds(lv_task *t, int i) {
+  asr_decoder *d = decoder_of(t);
+  return i >= 0 && i < d->nfiles ? d->file[i].secs : 0;
 }

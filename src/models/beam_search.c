@@ -473,10 +473,37 @@ static lv_status fill_result(bs_state *s, int steps, lv_beam_search_result *out)
 lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, int vocab_size, int src_len,
                                 const int32_t *src_lens, lv_search_step_fn step, void *ctx,
                                 lv_beam_search_result *out) {
+  const lv_search_scorer model = {.step = step, .ctx = ctx, .weight = 1.0f};
+  return lv_beam_search_decode_scorers(p, num_beams, vocab_size, src_len, src_lens, &model, 1, out);
+}
+
+/* One step of every scorer into log_probs [N, V] (and the model's atten); scratch [N, V]
+ * holds each other scorer's log-probs before they are added. */
+static lv_status score_step(const lv_search_scorer *sc, int n_sc, int t, const int32_t *step_ids,
+                            const int32_t *parent, int N, int V, float *log_probs, float *atten, float *scratch) {
+  LV_TRY(sc[0].step(sc[0].ctx, t, step_ids, parent, log_probs, atten));
+  const size_t m = (size_t)N * (size_t)V;
+  for (int k = 1; k < n_sc; k++) {
+    LV_TRY(sc[k].step(sc[k].ctx, t, step_ids, parent, scratch, NULL));
+    const float w = sc[k].weight;
+    if (w == 0) continue; /* exactly the search without it, whatever its outputs */
+    for (size_t i = 0; i < m; i++) log_probs[i] += w * scratch[i];
+  }
+  return NULL;
+}
+
+lv_status lv_beam_search_decode_scorers(const lv_beam_search_params *p, int num_beams, int vocab_size, int src_len,
+                                        const int32_t *src_lens, const lv_search_scorer *scorers, int n_scorers,
+                                        lv_beam_search_result *out) {
   if (!out) return lv_status_make(LV_ERR_INVALID, "beam search: out is NULL");
   memset(out, 0, sizeof *out);
   LV_TRY(lv_beam_search_params_validate(p, vocab_size));
-  if (!step) return lv_status_make(LV_ERR_INVALID, "beam search: step callback is NULL");
+  if (n_scorers < 1 || !scorers) return lv_status_make(LV_ERR_INVALID, "beam search: no scorer (the model's decoder)");
+  for (int k = 0; k < n_scorers; k++)
+    if (!scorers[k].step) return lv_status_make(LV_ERR_INVALID, "beam search: scorer %d's step callback is NULL", k);
+  if (scorers[0].weight != 1.0f)
+    return lv_status_make(LV_ERR_INVALID, "beam search: the model's scorer has weight %g: expected 1",
+                          scorers[0].weight);
   if (num_beams < 1) return lv_status_make(LV_ERR_INVALID, "beam search num_beams = %d: expected >= 1", num_beams);
   if (src_len < 0) return lv_status_make(LV_ERR_INVALID, "beam search src_len = %d: expected >= 0", src_len);
   if (src_lens)
@@ -502,7 +529,7 @@ lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, i
   s.src_lens = src_lens;
   s.need_cov = p->coverage_penalty != 0.0f && src_len > 0;
   const int N = s.N;
-  float *log_probs = NULL, *atten = NULL;
+  float *log_probs = NULL, *atten = NULL, *scratch = NULL;
   int32_t *ids0 = NULL, *parent0 = NULL;
 
   BS_ALLOC(s.cum, N);
@@ -526,6 +553,7 @@ lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, i
   BS_ALLOC(s.eos, N);
   BS_ALLOC(s.eos_ok, N);
   BS_ALLOC(log_probs, (size_t)N * vocab_size);
+  if (n_scorers > 1) BS_ALLOC(scratch, (size_t)N * vocab_size);
   if (src_len > 0) BS_ALLOC(atten, (size_t)N * src_len);
   BS_ALLOC(ids0, N);
   BS_ALLOC(parent0, N);
@@ -540,7 +568,7 @@ lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, i
   const int32_t *step_ids = ids0, *parent = parent0;
   int t = 0;
   for (; t < s.T;) {
-    st = step(ctx, t, step_ids, parent, log_probs, atten);
+    st = score_step(scorers, n_scorers, t, step_ids, parent, N, vocab_size, log_probs, atten, scratch);
     if (st) {
       st = lv_status_wrap(st, "beam search step %d", t);
       goto fail;
@@ -558,6 +586,7 @@ lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, i
 
 fail:
   free(log_probs);
+  free(scratch);
   free(atten);
   free(ids0);
   free(parent0);

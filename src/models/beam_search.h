@@ -103,6 +103,34 @@ typedef struct lv_beam_search_result {
 lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, int vocab_size, int src_len,
                                 const int32_t *src_lens, lv_search_step_fn step, void *ctx,
                                 lv_beam_search_result *out);
+
+/* Search over a list of scorers (Marian's createScorers): each step every scorer writes
+ * its log-probs [N, V] of each hyp's next token, and a candidate scores the sum of weight
+ * x log-prob. Scorer 0 is the model's decoder, taken as it is (its weight must be 1; it
+ * alone writes atten_probs); the others (language models: shallow fusion,
+ * models/lm_fusion.h) are called with atten_probs NULL, and one of weight 0 steps but adds
+ * nothing, so the search is the one without it, bit for bit. lv_beam_search_decode is
+ * this with the model alone. */
+typedef struct lv_search_scorer {
+  lv_search_step_fn step;
+  void *ctx;
+  float weight;
+} lv_search_scorer;
+lv_status lv_beam_search_decode_scorers(const lv_beam_search_params *p, int num_beams, int vocab_size, int src_len,
+                                        const int32_t *src_lens, const lv_search_scorer *scorers, int n_scorers,
+                                        lv_beam_search_result *out);
+
+/* A scorer a task's searches add to its decoder's (task.h's scorers): begin starts one
+ * search of n rows over vocab ids (its state in *state), whose step is then step (ctx:
+ * that state) and which end frees. name says which in messages; self is the scorer's. */
+typedef struct lv_scorer {
+  const char *name;
+  float weight;
+  void *self;
+  lv_status (*begin)(const struct lv_scorer *sc, int64_t vocab, int n, void **state);
+  lv_search_step_fn step;
+  void (*end)(void *state);
+} lv_scorer;
 void lv_beam_search_result_free(lv_beam_search_result *r);
 
 /* Lingvo's GreedySearchHelper: argmax (lowest id on ties) each step until </s> or

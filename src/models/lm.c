@@ -353,8 +353,8 @@ static lv_status lm_line_describe(lv_task *t, const char *kind, const char **ver
   if (!strcmp(kind, "score_text")) *verb = "scoring";
   else if (!strcmp(kind, "sample")) *verb = "sampling";
   else
-    return lv_status_make(LV_ERR_INVALID, "%s: lm.model.LanguageModel scores and samples text (--score_text, --sample)",
-                          lv_task_line_flag(kind));
+    return lv_status_make(LV_ERR_INVALID, "--%s: lm.model.LanguageModel scores and samples text (--score_text, --sample)",
+                          kind);
   return NULL;
 }
 
@@ -518,11 +518,15 @@ static lv_status sample(lm_task *m, lv_graph *g, lv_decode_out *out) {
 }
 
 /* "token_logprobs" [n]: the log-probability of each scored token of a one-line batch
- * (per-token xent [T, 1] on the graph's device; weights [1, T] host), </s> included. */
+ * (per-token xent [T, 1] on the graph's device; weights [1, L] host, L >= T: a tokenizer
+ * that pads to its max length gives padded weights that the graph's inputs cut to the
+ * line's length), </s> included. */
 static lv_status token_logprobs(const lv_tensor *xent, const lv_tensor *w, lv_decode_out *out) {
   if (!xent || !w) return NULL;
-  const int64_t T = lv_tensor_numel(w);
-  if (lv_tensor_numel(xent) != T) return NULL; /* not a one-line batch */
+  const int64_t T = lv_tensor_numel(xent), L = lv_tensor_numel(w);
+  if (T > L) return NULL; /* not a one-line batch */
+  for (int64_t i = T; i < L; i++)
+    if (lv_f32(w)[i] > 0) return NULL;
   float *x = malloc(sizeof(float) * (size_t)(T + 1));
   LV_ASSERT(x);
   lv_status s = lv_tensor_to_host(xent, x);

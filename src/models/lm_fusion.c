@@ -86,13 +86,50 @@ lv_status lv_lm_fusion_check_model(const lv_params *lm_cfg, const char *lm_model
                         lv_lm_language_model.cls);
 }
 
-lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, lv_lm_fusion *f) {
-  t->fusion = NULL;
-  if (!f) return NULL;
+struct fusion_search {
+  lv_lm_search *s;
+  int n; /* rows */
+};
+
+static lv_status fusion_begin(const lv_scorer *sc, int64_t vocab, int n, void **state) {
+  const lv_lm_fusion *f = sc->self;
+  *state = NULL;
+  lv_lm *lm = lv_lm_task_lm(f->lm);
+  LV_ASSERTF(lm && lm->softmax->num_classes == vocab, "shallow fusion: the LM was not checked (vocab %lld)",
+             (long long)vocab);
+  struct fusion_search *fs = calloc(1, sizeof *fs);
+  LV_ASSERT(fs);
+  fs->n = n;
+  lv_status s = lv_lm_search_begin(lm, f->g, &fs->s);
+  if (s) {
+    free(fs);
+    return lv_status_wrap(s, "shallow fusion");
+  }
+  *state = fs;
+  return NULL;
+}
+
+static lv_status fusion_step(void *state, int t, const int32_t *step_ids, const int32_t *parent, float *log_probs,
+                             float *atten_probs) {
+  (void)atten_probs;
+  struct fusion_search *fs = state;
+  /* At t = 0 every row starts from <s> (parent[i] = i), as the model's. */
+  return lv_status_wrap(lv_lm_search_step(fs->s, fs->n, step_ids, t ? parent : NULL, log_probs), "shallow fusion");
+}
+
+static void fusion_end(void *state) {
+  struct fusion_search *fs = state;
+  if (!fs) return;
+  lv_lm_search_end(fs->s);
+  free(fs);
+}
+
+lv_status lv_lm_fusion_check(const lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, const char *name,
+                             lv_lm_fusion *f) {
   if (!t->cls->seq_decode)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: %s does not decode with lingvoc's beam search "
                           "(models/seq_decode.h), into which the LM is fused", t->cls->cls);
-  const int64_t vocab = t->cls->seq_decode->vocab_size(t);
+  const int64_t vocab = t->cls->seq_decode->vocab_size((lv_task *)t);
   lv_lm *lm = lv_lm_task_lm(f->lm);
   if (!lm)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model: the LM's task is %s, not an "
@@ -125,57 +162,7 @@ lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params 
   if (!(f->weight >= 0) || f->weight > 1e6)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_weight = %g: expected a value in [0, 1e6]",
                           f->weight);
-  t->fusion = f;
+  f->scorer = (lv_scorer){.name = name, .weight = f->weight, .self = f, .begin = fusion_begin, .step = fusion_step,
+                          .end = fusion_end};
   return NULL;
-}
-
-struct lv_lm_fusion_search {
-  lv_lm_search *s;
-  float weight;
-  int64_t vocab;
-  float *lp; /* [cap * vocab] */
-  int cap;
-};
-
-lv_status lv_lm_fusion_begin(const lv_lm_fusion *f, int64_t vocab, lv_lm_fusion_search **out) {
-  *out = NULL;
-  lv_lm *lm = lv_lm_task_lm(f->lm);
-  LV_ASSERTF(lm && lm->softmax->num_classes == vocab, "lv_lm_fusion_begin: the LM was not attached (vocab %lld)",
-             (long long)vocab);
-  lv_lm_fusion_search *fs = calloc(1, sizeof *fs);
-  LV_ASSERT(fs);
-  fs->weight = f->weight;
-  fs->vocab = vocab;
-  lv_status s = lv_lm_search_begin(lm, f->g, &fs->s);
-  if (s) {
-    free(fs);
-    return lv_status_wrap(s, "shallow fusion");
-  }
-  *out = fs;
-  return NULL;
-}
-
-lv_status lv_lm_fusion_step(lv_lm_fusion_search *fs, int n, const int32_t *step_ids, const int32_t *parent,
-                            float *log_probs) {
-  if (fs->cap < n) {
-    free(fs->lp);
-    fs->lp = malloc(sizeof *fs->lp * (size_t)n * (size_t)fs->vocab);
-    if (!fs->lp)
-      return lv_status_make(LV_ERR_RESOURCE, "shallow fusion: out of memory for [%d, %lld] log-probs", n,
-                            (long long)fs->vocab);
-    fs->cap = n;
-  }
-  LV_TRY(lv_status_wrap(lv_lm_search_step(fs->s, n, step_ids, parent, fs->lp), "shallow fusion"));
-  const size_t m = (size_t)n * (size_t)fs->vocab;
-  const float w = fs->weight;
-  if (w == 0) return NULL; /* exactly the search without the LM, whatever its outputs */
-  for (size_t i = 0; i < m; i++) log_probs[i] += w * fs->lp[i];
-  return NULL;
-}
-
-void lv_lm_fusion_end(lv_lm_fusion_search *fs) {
-  if (!fs) return;
-  lv_lm_search_end(fs->s);
-  free(fs->lp);
-  free(fs);
 }

@@ -8,17 +8,21 @@
  * (layers/lm_layers.h's lv_lm_search). With lm_weight 0 the search and its output are
  * the search without fusion, bit for bit.
  *
- * task.decoder.fusion (ShallowFusion params, lv_lm_fusion_params) names the LM: a
- * LanguageModel experiment (lm_model, e.g. "lm.bible.RnnLmSpanishSmall") and its
- * checkpoint (lm_checkpoint: a prefix, or lm_logdir: the latest of <lm_logdir>/train).
- * bin/decoder (runners/decoder.c) builds and restores that model when lm_model is set
- * and attaches it to the task (lv_lm_fusion_attach, which refuses an LM whose vocabulary
- * is not the task's); models/seq_decode.h's lv_seq_beam_decode then fuses it into every
- * search it runs. A task decoding through lv_seq_beam_decode gets fusion by defining
- * the params in its decoder params (lv_lm_fusion_define_params). */
+ * Fusion is one type of scorer (models/beam_search.h's lv_scorer): a search runs over
+ * the model's decoder and any number of them, each with its weight (Marian's
+ * createScorers). task.decoder.fusion (ShallowFusion params, lv_lm_fusion_params) is the
+ * config of a list of one: a LanguageModel experiment (lm_model, e.g.
+ * "lm.bible.RnnLmSpanishSmall") and its checkpoint (lm_checkpoint: a prefix, or
+ * lm_logdir: the latest of <lm_logdir>/train), which runners/scorers.h builds; the
+ * library API adds loaded LMs (lv_decode_options.scorers). lv_lm_fusion_check refuses an
+ * LM whose vocabulary is not the task's and makes the scorer, which lv_task_set_scorers
+ * gives the task; models/seq_decode.h's lv_seq_beam_decode then adds it to every search
+ * it runs. A task decoding through lv_seq_beam_decode gets fusion by defining the params
+ * in its decoder params (lv_lm_fusion_define_params). */
 #ifndef LV_MODELS_LM_FUSION_H
 #define LV_MODELS_LM_FUSION_H
 
+#include "models/beam_search.h"
 #include "models/task.h"
 #include "input/tokenizer.h"
 
@@ -29,12 +33,13 @@ lv_params *lv_lm_fusion_params(void);
 void lv_lm_fusion_define_params(lv_params *decoder_p);
 
 /* A restored LanguageModel and the graph it steps in, owned by whoever made them (the
- * decoder job); the task only points at it. */
-struct lv_lm_fusion {
+ * decoder job's scorers, a library session); the task's scorer list points at scorer. */
+typedef struct lv_lm_fusion {
   lv_task *lm; /* an lm.model.LanguageModel over token ids (RnnLm or TransformerLm) */
   lv_graph *g; /* the LM's own graph */
   float weight;
-};
+  lv_scorer scorer; /* made by lv_lm_fusion_check */
+} lv_lm_fusion;
 
 /* Checks, before any checkpoint is read, that lm_cfg (the resolved experiment that
  * task.decoder.fusion.lm_model names) is a language model (task.cls
@@ -42,17 +47,10 @@ struct lv_lm_fusion {
 lv_status lv_lm_fusion_check_model(const lv_params *lm_cfg, const char *lm_model);
 /* Checks that f->lm is a LanguageModel whose softmax has exactly the ids of task t's
  * decoder and, when both cfgs give an input.tokenizer (cfg: t's experiment, lm_cfg: the
- * LM's), that every id is the same piece in each (LV_ERR_INVALID naming both), then
- * makes t's beam searches fuse it (t->fusion = f; f NULL detaches). */
-lv_status lv_lm_fusion_attach(lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, lv_lm_fusion *f);
-
-/* One search's fused LM: lv_lm_fusion_begin starts it for rows of any number, each
- * lv_lm_fusion_step runs the LM over the same step_ids / parent as the model and adds
- * weight * its log-probs to log_probs [n, V]. */
-typedef struct lv_lm_fusion_search lv_lm_fusion_search;
-lv_status lv_lm_fusion_begin(const lv_lm_fusion *f, int64_t vocab, lv_lm_fusion_search **out);
-lv_status lv_lm_fusion_step(lv_lm_fusion_search *s, int n, const int32_t *step_ids, const int32_t *parent,
-                            float *log_probs);
-void lv_lm_fusion_end(lv_lm_fusion_search *s);
+ * LM's), that every id is the same piece in each (LV_ERR_INVALID naming both), and that
+ * f->weight is in [0, 1e6]; then makes f->scorer (named name), for lv_task_set_scorers:
+ * each search steps the LM over the same step_ids / parent as the model. */
+lv_status lv_lm_fusion_check(const lv_task *t, const lv_params *cfg, const lv_params *lm_cfg, const char *name,
+                             lv_lm_fusion *f);
 
 #endif

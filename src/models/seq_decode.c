@@ -11,7 +11,6 @@
 #include "input/tokenizer.h"
 #include "layers/owner.h"
 #include "models/beam_search.h"
-#include "models/lm_fusion.h"
 #include "models/metrics.h"
 #include "models/punct_metrics.h"
 #include "models/sacrebleu.h"
@@ -160,15 +159,30 @@ typedef struct step_ctx {
   const lv_seq_decode_ops *ops;
   void *st;
   int n; /* rows of every step: H * B */
-  lv_lm_fusion_search *lm; /* the task's fused LM (NULL: none) */
 } step_ctx;
 
 static lv_status step_fn(void *ctx, int t, const int32_t *step_ids, const int32_t *parent, float *log_probs,
                          float *atten_probs) {
   step_ctx *c = ctx;
   /* At t = 0 every row starts from the encoder state (parent[i] = i). */
-  LV_TRY(c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs));
-  return c->lm ? lv_lm_fusion_step(c->lm, c->n, step_ids, t ? parent : NULL, log_probs) : NULL;
+  return c->ops->step(c->st, c->n, step_ids, t ? parent : NULL, log_probs, atten_probs);
+}
+
+/* The search's scorers: the task's decoder (sc), then the task's other scorers begun for
+ * its rows (states in st[], NULL where not begun). */
+static lv_status scorers_begin(lv_task *t, int vocab, step_ctx *sc, lv_search_scorer *out, void **st) {
+  out[0] = (lv_search_scorer){.step = step_fn, .ctx = sc, .weight = 1.0f};
+  for (int i = 0; i < t->n_scorers; i++) {
+    const lv_scorer *x = t->scorers[i];
+    LV_TRY(x->begin(x, vocab, sc->n, &st[i]));
+    out[i + 1] = (lv_search_scorer){.step = x->step, .ctx = st[i], .weight = x->weight};
+  }
+  return NULL;
+}
+
+static void scorers_end(lv_task *t, void **st) {
+  for (int i = 0; i < t->n_scorers; i++)
+    if (st[i]) t->scorers[i]->end(st[i]);
 }
 
 /* Rows [r0, r0 + k) of every tensor of b whose first dimension is b's rows (views). */
@@ -209,13 +223,19 @@ static lv_status search(lv_task *t, const lv_beam_search_params *bp, int vocab, 
   LV_ASSERT(atten_lens);
   int64_t atten_len = 0;
   lv_beam_search_result res = {0};
+  lv_search_scorer *scorers = calloc((size_t)t->n_scorers + 1, sizeof *scorers);
+  void **states = calloc((size_t)t->n_scorers + 1, sizeof *states);
+  LV_ASSERT(scorers && states);
   lv_status s = ops->begin(t, g, c, &atten_len, atten_lens, &sc.st);
-  if (!s && t->fusion) s = lv_lm_fusion_begin(t->fusion, vocab, &sc.lm);
+  if (!s) s = scorers_begin(t, vocab, &sc, scorers, states);
   /* The coverage penalty reads each example's attention over its own (unpadded) part. */
   int src_len = ops->atten_probs ? (int)atten_len : 0;
   if (!s)
-    s = lv_beam_search_decode(bp, (int)k, vocab, src_len, src_len ? atten_lens : NULL, step_fn, &sc, &res);
-  lv_lm_fusion_end(sc.lm);
+    s = lv_beam_search_decode_scorers(bp, (int)k, vocab, src_len, src_len ? atten_lens : NULL, scorers,
+                                      t->n_scorers + 1, &res);
+  scorers_end(t, states);
+  free(scorers);
+  free(states);
   ops->end(sc.st);
   free(atten_lens);
   if (!s) {
@@ -367,8 +387,8 @@ lv_status lv_seq_decoder_report(lv_task *t, const lv_metric_set *metrics, char *
 
 lv_status lv_seq_line_describe(lv_task *t, const char *kind, const char **verb, const char **note) {
   seq_decoder *d = decoder_of(t);
-  if (strcmp(kind, "text"))
-    return lv_status_make(LV_ERR_INVALID, "%s: %s decodes text (--decode_text)", lv_task_line_flag(kind), t->cls->cls);
+  if (strcmp(kind, "decode_text"))
+    return lv_status_make(LV_ERR_INVALID, "--%s: %s decodes text (--decode_text)", kind, t->cls->cls);
   *verb = d->punct ? "punctuating" : "translating";
   *note = d->punct ? "; each line is first lower-cased and stripped of punctuation, as PunctuatorInput's sources are"
                    : "";

@@ -11,9 +11,9 @@
  *   decoder_out   per sentence the key "example N" (N counts the checkpoint's sentences)
  *                 and the lines "src: ...", "ref: ..." and "hyp h: score S: ..." per hyp.
  * Batches whose search would hold more than 2 GiB (the ops' row_bytes estimate) are
- * searched in parts of fewer sentences. When the task has a fused language model
- * (t->fusion, models/lm_fusion.h: task.decoder.fusion), each step adds its weighted
- * log-probs to the model's; its per-hyp state is outside that estimate.
+ * searched in parts of fewer sentences. The search runs over the task's decoder and its
+ * other scorers (t->scorers: fused language models, models/lm_fusion.h), each step adding
+ * their weighted log-probs to the model's; their per-hyp state is outside that estimate.
  *
  * Interactive decoding takes kind "text": a line is checked for UTF-8 (a bad line gives
  * an empty output and a warning), normalised as PunctuatorInput's sources are for the

@@ -174,13 +174,6 @@ lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_me
   return s ? lv_status_wrap(s, "decode") : NULL;
 }
 
-const char *lv_task_line_flag(const char *kind) {
-  if (!strcmp(kind, "score_text")) return "--score_text";
-  if (!strcmp(kind, "sample")) return "--sample";
-  if (!strcmp(kind, "audio")) return "--decode_audio";
-  return "--decode_text";
-}
-
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line) {
   const lv_task_class *c = t->cls;
   *line = NULL;
@@ -334,4 +327,13 @@ void lv_task_set_piecewise_lr_schedule(lv_params *train_p) {
   LV_ASSERT(!lv_params_set_list(sched, "boundaries", lv_pvalue_ints(3, bounds)));
   LV_ASSERT(!lv_params_set_list(sched, "values", lv_pvalue_floats(4, values)));
   LV_ASSERT(!lv_params_set_params(train_p, "lr_schedule", sched));
+}
+
+lv_status lv_task_set_scorers(lv_task *t, const lv_scorer *const *scorers, int n, const char *what) {
+  if (n > 0 && !t->cls->seq_decode)
+    return lv_status_make(LV_ERR_INVALID, "%s: %s does not decode with lingvoc's beam search (models/seq_decode.h), "
+                          "into which scorers are added", what, t->cls->cls);
+  t->scorers = n > 0 ? scorers : NULL;
+  t->n_scorers = n > 0 ? n : 0;
+  return NULL;
 }

@@ -48,7 +48,7 @@ double lv_metrics_value(const lv_metrics *m, int i);
 typedef struct lv_task lv_task;
 typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
 typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* models/seq_decode.h */
-typedef struct lv_lm_fusion lv_lm_fusion;           /* models/lm_fusion.h */
+typedef struct lv_scorer lv_scorer;                 /* models/beam_search.h */
 
 /* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs): the
  * decoder job writes each pair to its decoder_out file as the key's line, the value's
@@ -118,8 +118,9 @@ typedef struct lv_task_class {
    * for none); both malloc'd. Without it the runner lists every summary value. */
   lv_status (*decoder_report)(lv_task *t, const lv_metric_set *metrics, char **headline, char **detail);
 
-  /* ---- Interactive decoding (bin/decoder --decode_<kind>=FILE|-: kind "text",
-   * "audio"); NULL for a task that has none. ---- */
+  /* ---- Interactive decoding, kinds of work on lines (the library's calls and
+   * bin/decoder's --<kind> flags; which kinds there are is the tasks' and src/api/'s
+   * business: the runners pass a kind on); NULL for a task that has none. ---- */
   /* What the task does to each line, for the start-up log: a verb ("translating") and a
    * note appended to the line ("" for none). A kind the task does not take is
    * LV_ERR_INVALID saying which kinds it takes. */
@@ -156,6 +157,9 @@ typedef struct lv_task_class {
    * error. The library API's top-k results (src/api/). */
   lv_status (*decode_out_nbest)(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
                                 int *n);
+  /* Optional: the seconds of audio input item i of the last batch held (0: none), for a
+   * caller's real-time factor (the library's lv_nbest.seconds). */
+  double (*item_seconds)(lv_task *t, int i);
   /* Optional: a task that classifies images: the class probabilities of host batch b,
    * whose "raw" is uint8 images [N, H, W, C] (the experiment's data shape; another is an
    * error naming input.data_shape), in eval mode on g, as a new host tensor *probs
@@ -182,10 +186,17 @@ struct lv_task {
   /* Where the lines of an interactive decode come from (the flag's file, "-"), for the
    * task's messages about a line; set by the decoder runner, NULL otherwise. */
   const char *line_source;
-  /* The language model fused into the task's beam searches (models/lm_fusion.h), set by
-   * the decoder job when task.decoder.fusion names one; not owned. NULL: none. */
-  lv_lm_fusion *fusion;
+  /* The scorers the task's beam searches add to its decoder's, in order (n_scorers; e.g.
+   * fused language models), set with lv_task_set_scorers by whoever sets the task up for
+   * decoding; not owned. */
+  const lv_scorer *const *scorers;
+  int n_scorers;
 };
+
+/* Makes t's beam searches add scorers [n] (kept, not owned; n 0: none). A task that does
+ * not decode with models/seq_decode.h's beam search takes none (LV_ERR_INVALID naming
+ * what names the scorers). */
+lv_status lv_task_set_scorers(lv_task *t, const lv_scorer *const *scorers, int n, const char *what);
 
 /* Frees t's decode state, if any (each class's destroy calls it). */
 void lv_task_free_decode_state(lv_task *t);
@@ -202,9 +213,6 @@ bool lv_task_class_decodes(const lv_task_class *c);
  * decode and its post_process_decode_out, which updates metrics and appends to out. A
  * task without a decode path is an LV_ERR_INVALID error naming its class. */
 lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_metric_set *metrics, lv_kv_list *out);
-/* The bin/decoder flag whose lines are of this kind: "text" --decode_text, "audio"
- * --decode_audio, "score_text" --score_text, "sample" --sample. */
-const char *lv_task_line_flag(const char *kind);
 /* The task's decode of host batch b in eval mode on a reset g into *dec_out (initialized
  * here, also on error; the caller frees it). */
 lv_status lv_task_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out);

@@ -9,19 +9,16 @@
 #include "base/log.h"
 #include "base/path.h"
 #include "io/events.h"
-#include "models/lm_fusion.h"
 #include "models/metrics.h"
 #include "models/model.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
 #include "runners/model_export.h"
+#include "runners/scorers.h"
 
 typedef struct dec_state {
   lv_instance *m;
-  /* task.decoder.fusion's LM (NULL: none): its params, instance and the task's view of it. */
-  lv_params *lm_cfg;
-  lv_instance *lm;
-  lv_lm_fusion fusion;
+  lv_scorers *scorers; /* what the task's searches add to its decoder (runners/scorers.h) */
   lv_events_writer *ev;
   char dir[LV_PATH_MAX], job[64];
 } dec_state;
@@ -144,97 +141,6 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
   return s;
 }
 
-/* The experiments directory cfg's model was read from ("model" is key@<dir>/<a>/<b>.cfg
- * for key a.b.Group), or "" when it cannot be told. */
-static void experiments_dir_of(const lv_params *cfg, char *dir, size_t n) {
-  const char *model = lv_params_str(cfg, "model"), *at = strchr(model, '@'), *dot = NULL;
-  dir[0] = 0;
-  if (!at) return;
-  for (const char *c = model; c < at; c++)
-    if (*c == '.') dot = c;
-  if (!dot) return;
-  char rel[LV_PATH_MAX];
-  int rn = snprintf(rel, sizeof rel, "/%.*s.cfg", (int)(dot - model), model);
-  if (rn < 0 || (size_t)rn >= sizeof rel) return;
-  for (char *c = rel; *c; c++)
-    if (*c == '.' && strcmp(c, ".cfg")) *c = '/';
-  const char *path = at + 1;
-  size_t pl = strlen(path), rl = strlen(rel);
-  if (pl > rl && !strcmp(path + pl - rl, rel) && pl - rl < n) snprintf(dir, n, "%.*s", (int)(pl - rl), path);
-}
-
-/* The checkpoint prefix of task.decoder.fusion fp: lm_checkpoint (a prefix, or a
- * directory's latest), else the latest in <lm_logdir>/train. */
-static lv_status lm_checkpoint(const lv_params *fp, char *prefix, size_t n) {
-  const char *ck = lv_params_str(fp, "lm_checkpoint"), *logdir = lv_params_str(fp, "lm_logdir");
-  char dir[LV_PATH_MAX];
-  if (!*ck) {
-    if (!*logdir)
-      return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: set lm_logdir (the LM trainer's --logdir) or "
-                            "lm_checkpoint (a checkpoint prefix of the LM %s)", lv_params_str(fp, "lm_model"));
-    LV_TRY(lv_status_wrap(lv_path_fmt(dir, sizeof dir, "%s/train", logdir), "task.decoder.fusion.lm_logdir"));
-    ck = dir;
-  }
-  if (lv_file_is_dir(ck)) {
-    int64_t step;
-    bool found = false;
-    LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
-    /* lm_checkpoint naming the LM's log directory: its latest in train/ */
-    if (!found && ck != dir && lv_path_fmt(dir, sizeof dir, "%s/train", ck) == NULL && lv_file_is_dir(dir)) {
-      ck = dir;
-      LV_TRY(lv_checkpoint_latest(ck, prefix, n, &step, &found));
-    }
-    if (!found)
-      return lv_status_make(LV_ERR_NOT_FOUND, "task.decoder.fusion: no checkpoint in %s (train the LM first: "
-                            "bin/trainer --model=%s --logdir=...)", ck, lv_params_str(fp, "lm_model"));
-    return NULL;
-  }
-  if (ck == dir)
-    return lv_status_make(LV_ERR_NOT_FOUND, "task.decoder.fusion.lm_logdir: %s does not exist (train the LM first: "
-                          "bin/trainer --model=%s --logdir=%s)", dir, lv_params_str(fp, "lm_model"), logdir);
-  return lv_status_wrap(lv_path_fmt(prefix, n, "%s", ck), "task.decoder.fusion.lm_checkpoint");
-}
-
-/* task.decoder.fusion: builds the LM experiment it names beside the model, restores its
- * checkpoint and attaches it to the task (models/lm_fusion.h), on the model's device. */
-static lv_status setup_fusion(const lv_params *cfg, dec_state *d) {
-  const lv_params *tp = lv_params_sub(cfg, "task");
-  const lv_params *dp = tp && lv_params_has(tp, "decoder") ? lv_params_sub(tp, "decoder") : NULL;
-  const lv_params *fp = dp && lv_params_has(dp, "fusion") ? lv_params_sub(dp, "fusion") : NULL;
-  if (!fp || !lv_params_has(fp, "lm_model")) return NULL;
-  if (!*lv_params_str(fp, "lm_model")) {
-    if (lv_params_float(fp, "lm_weight") != 0 || *lv_params_str(fp, "lm_logdir") || *lv_params_str(fp, "lm_checkpoint"))
-      lv_warn("task.decoder.fusion.lm_model is empty: decoding without shallow fusion (its lm_weight, lm_logdir and "
-              "lm_checkpoint are not used)");
-    return NULL;
-  }
-  char prefix[LV_PATH_MAX], exp_dir[LV_PATH_MAX];
-  experiments_dir_of(cfg, exp_dir, sizeof exp_dir);
-  lv_model_options o;
-  lv_model_options_init(&o);
-  o.model = lv_params_str(fp, "lm_model");
-  o.dataset = "Train";
-  o.experiments_dir = *exp_dir ? exp_dir : NULL;
-  o.params_override = lv_params_str(fp, "lm_params_override");
-  /* The instance writes nothing; its logdir only names where the checkpoint came from. */
-  o.logdir = *lv_params_str(fp, "lm_logdir") ? lv_params_str(fp, "lm_logdir") : lv_params_str(cfg, "cluster.logdir");
-  o.mode = "sync";
-  o.job = "decoder";
-  const int64_t gpus = lv_params_int(cfg, "cluster.worker.gpus_per_replica");
-  if (gpus > 0) o.gpus_per_replica = gpus;
-  LV_TRY(lv_status_wrap(lv_model_params_build(&o, &d->lm_cfg), "task.decoder.fusion.lm_model"));
-  LV_TRY(lv_lm_fusion_check_model(d->lm_cfg, o.model));
-  LV_TRY(lm_checkpoint(fp, prefix, sizeof prefix));
-  LV_TRY(lv_status_wrap(lv_instance_create(d->lm_cfg, false, lv_input_no_shard(), &d->lm), "task.decoder.fusion: "
-                        "the LM %s", o.model));
-  LV_TRY(lv_status_wrap(lv_instance_restore(d->lm, prefix, NULL), "task.decoder.fusion: the LM %s", o.model));
-  d->fusion = (lv_lm_fusion){.lm = d->lm->task, .g = d->lm->graph, .weight = (float)lv_params_float(fp, "lm_weight")};
-  LV_TRY(lv_lm_fusion_attach(d->m->task, cfg, d->lm_cfg, &d->fusion));
-  lv_info("shallow fusion: %s (%s, step %lld) with lm_weight %g", o.model, prefix, (long long)lv_instance_step(d->lm),
-          d->fusion.weight);
-  return NULL;
-}
-
 /* with_input: the decoder job (its input made here); else interactive decoding, which
  * needs only decode and the line hooks (checked by its caller), or with any_task the
  * library API, which also takes a task without a decode path (set up without decoding). */
@@ -246,16 +152,14 @@ static lv_status setup(const lv_params *cfg, bool with_input, bool any_task, dec
     return lv_status_make(LV_ERR_INVALID, "task %s has no decoder job (no Decode / PostProcessDecodeOut): run "
                           "bin/evaler for its metrics", t->cls->cls);
   if (t->cls->decoder_setup) LV_TRY(t->cls->decoder_setup(t, cfg));
-  LV_TRY(setup_fusion(cfg, d));
+  LV_TRY(lv_scorers_open(cfg, t, &d->scorers));
   if (with_input) LV_TRY(lv_instance_create_input(d->m, lv_input_no_shard()));
   return NULL;
 }
 
 static void teardown(dec_state *d) {
-  if (d->m) d->m->task->fusion = NULL;
+  lv_scorers_close(d->scorers, d->m ? d->m->task : NULL);
   lv_instance_destroy(d->m);
-  lv_instance_destroy(d->lm);
-  lv_params_free(d->lm_cfg);
 }
 
 #define MAX_LINE_BYTES LV_DECODER_MAX_LINE_BYTES
@@ -294,14 +198,15 @@ lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *
   return NULL;
 }
 
-/* s, saying which input lines (first..last) it is about. */
+/* s, saying which input lines (first..last) it is about: the flag's file and line, or
+ * the caller's items (opt->item: what its lines are, e.g. "sample"). */
 static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t first, int64_t last) {
-  const char *flag = lv_task_line_flag(opt->decode_kind);
-  if (!strcmp(opt->decode_kind, "sample"))
-    return first == last ? lv_status_wrap(s, "%s: sample %lld", flag, (long long)first)
-                         : lv_status_wrap(s, "%s: samples %lld-%lld", flag, (long long)first, (long long)last);
-  return first == last ? lv_status_wrap(s, "%s=%s line %lld", flag, opt->decode_input, (long long)first)
-                       : lv_status_wrap(s, "%s=%s lines %lld-%lld", flag, opt->decode_input, (long long)first,
+  const char *kind = opt->decode_kind;
+  if (opt->item)
+    return first == last ? lv_status_wrap(s, "--%s: %s %lld", kind, opt->item, (long long)first)
+                         : lv_status_wrap(s, "--%s: %ss %lld-%lld", kind, opt->item, (long long)first, (long long)last);
+  return first == last ? lv_status_wrap(s, "--%s=%s line %lld", kind, opt->decode_input, (long long)first)
+                       : lv_status_wrap(s, "--%s=%s lines %lld-%lld", kind, opt->decode_input, (long long)first,
                                         (long long)last);
 }
 
@@ -309,8 +214,8 @@ static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t 
  * output line is lost silently. */
 lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
   if (fprintf(out, "%s\n", text) < 0 || fflush(out) != 0)
-    return lv_status_make(LV_ERR_IO, "%s: writing the output of line %lld failed: %s", lv_task_line_flag(kind),
-                          (long long)lineno, strerror(errno));
+    return lv_status_make(LV_ERR_IO, "--%s: writing the output of line %lld failed: %s", kind, (long long)lineno,
+                          strerror(errno));
   return NULL;
 }
 
@@ -400,7 +305,7 @@ static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE 
       s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
       if (s || len < 0) break;
       if (cut)
-        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", lv_task_line_flag(kind) + 2,
+        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
                 (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
       s = take_line(d, opt, &b, &pl, line, (size_t)len, ++lineno, out);
     }
@@ -426,11 +331,11 @@ lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in) {
   }
   struct stat st;
   if (!stat(path, &st) && S_ISDIR(st.st_mode))
-    return lv_status_make(LV_ERR_INVALID, "%s=%s: is a directory (expected a file of lines, or - for stdin)",
-                          lv_task_line_flag(kind), path);
+    return lv_status_make(LV_ERR_INVALID, "--%s=%s: is a directory (expected a file of lines, or - for stdin)", kind,
+                          path);
   *in = fopen(path, "rb");
   if (!*in)
-    return lv_status_make(LV_ERR_NOT_FOUND, "%s=%s: cannot open it: %s", lv_task_line_flag(kind), path, strerror(errno));
+    return lv_status_make(LV_ERR_NOT_FOUND, "--%s=%s: cannot open it: %s", kind, path, strerror(errno));
   return NULL;
 }
 
@@ -484,6 +389,7 @@ lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const lv_model_file 
 }
 
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }
+lv_scorers *lv_line_decoder_scorers(lv_line_decoder *ld) { return ld->d.scorers; }
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld) { return ld->prefix; }
 
 void lv_line_decoder_close(lv_line_decoder *ld) {
@@ -502,7 +408,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
   lv_task *t = d.m ? d.m->task : NULL;
   if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
                 (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
-    s = lv_status_make(LV_ERR_INVALID, "%s: task %s does not decode lines", lv_task_line_flag(kind), t->cls->cls);
+    s = lv_status_make(LV_ERR_INVALID, "--%s: task %s does not decode lines", kind, t->cls->cls);
   const char *verb = "", *note = "";
   if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
   lv_decoder_options o = *opt;
@@ -511,7 +417,7 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     int lim = t->cls->lines_to_batch && t->cls->line_batch_limit ? t->cls->line_batch_limit(t, kind) : 0;
     if (lim > 0 && o.batch_size > lim) {
       lv_info("%s: --decode_batch_size=%d: at most %d lines a batch, what the decoder's memory budget holds",
-              lv_task_line_flag(kind) + 2, o.batch_size, lim);
+              kind, o.batch_size, lim);
       o.batch_size = lim;
     }
   }
@@ -519,12 +425,14 @@ static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_optio
     if (!s) s = lv_instance_restore_model_file(d.m, opt->model_file);
     if (!s) s = lv_path_fmt(prefix, sizeof prefix, "%s", opt->model_file->path);
   } else {
-    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, lv_task_line_flag(kind), prefix, sizeof prefix);
-    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", lv_task_line_flag(kind));
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", kind);
+    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, flag, prefix, sizeof prefix);
+    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", flag);
     if (!s) lv_warn_model_params_drift(prefix, cfg);
   }
   if (!s)
-    lv_info("%s: %s with %s (step %lld)%s", lv_task_line_flag(kind) + 2, verb, prefix, (long long)lv_instance_step(d.m), note);
+    lv_info("%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
   if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);
   if (in && in != stdin) fclose(in);
   teardown(&d);

@@ -7,14 +7,16 @@
  * decoder metrics (sorted by tag) and examples/sec, params.txt and processed_ckpts.txt.
  * The runner knows no task: what is decoded, how and how it is scored is the task's.
  *
- * Interactive decoding (decode_input): the lines of a file or "-" (stdin) with one
- * checkpoint (the given one or the latest) to out, one output line per input line,
- * flushed per line; the task's line hooks turn a line of kind decode_kind ("text",
- * "audio") into a batch and the decoded example into the output line; the task's
- * optional line_summary closes the output. Instead of a file, the caller may give the
- * input lines themselves (lines: e.g. N copies of a prompt for kind "sample"; decode_input
- * then only names them in messages). A task with lines_to_batch decodes batch_size lines
- * at a time (their output lines follow once the batch is decoded). */
+ * Interactive decoding (decode_input; bin/decoder keeps it for --run_locally=gpu, as the
+ * library drives no GPU yet): the lines of a file or "-" (stdin) with one checkpoint (the
+ * given one or the latest) to out, one output line per input line, flushed per line; the
+ * task's line hooks turn a line of kind decode_kind into a batch and the decoded example
+ * into the output line; the task's optional line_summary closes the output. The kind is
+ * the task's business: the runner passes it on and names it in messages as the flag
+ * --<kind>. Instead of a file, the caller may give the input lines themselves (lines:
+ * e.g. N copies of a prompt; item names them in messages, "sample 3"). A task with
+ * lines_to_batch decodes batch_size lines at a time (their output lines follow once the
+ * batch is decoded). */
 #ifndef LV_RUNNERS_DECODER_H
 #define LV_RUNNERS_DECODER_H
 
@@ -32,18 +34,20 @@ typedef struct lv_decoder_options {
   double max_poll_secs;
   double timeout_secs;
   const char *decode_input; /* NULL: the decoder job; else a file name or "-" */
-  const char *decode_kind;  /* with decode_input: what its lines are ("text", "audio") */
+  const char *decode_kind;  /* with decode_input: what its lines are, for the task; also the flag's name */
   FILE *out;               /* decode_text's output; NULL = stdout */
   const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
   int n_lines;
+  const char *item;         /* with lines: what a line is called in messages (NULL: "--kind=input line N") */
   int batch_size;           /* lines decoded as one batch by tasks that batch lines (0 = 1) */
   const struct lv_model_file *model_file; /* with decode_input: the weights (checkpoint is not read) */
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);
 
-/* The pieces of interactive decoding a client of the library (bin/decoder --decode_text)
- * shares. The input of --decode_<kind>: "-" (stdin) or a file that is not a directory. */
+/* The pieces of interactive decoding a client of the library (bin/decoder's line flags)
+ * shares; kind names the flag (--<kind>) in messages. The input: "-" (stdin) or a file
+ * that is not a directory. */
 lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in);
 /* The longest input line kept (bytes): the rest of a longer line is read and dropped, so
  * a line without end (a stream of NULs) cannot exhaust memory; sources are cut far below
@@ -63,8 +67,8 @@ lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpo
                                        size_t n);
 
 /* A model set up for decoding as interactive decoding sets it up, for the library API
- * (src/api/): cfg's instance (no input), its task's decoder_setup and task.decoder.fusion's
- * LM; a task without a decode path (the classifier) is set up without decoding. Then
+ * (src/api/): cfg's instance (no input), its task's decoder_setup and the scorers its
+ * params name (runners/scorers.h); a task without a decode path (the classifier) is set up without decoding. Then
  * lv_line_decoder_restore restores checkpoint (a prefix or a directory's latest; NULL or
  * "": the latest in <logdir>/train), errors starting with what. cfg must outlive it. */
 typedef struct lv_line_decoder lv_line_decoder;
@@ -74,6 +78,8 @@ lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, c
 /* The same from a model file (runners/model_export.h); the checkpoint is its path. */
 lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
+/* Its task's scorers (runners/scorers.h): the params' fusion LM, to which a caller may add. */
+struct lv_scorers *lv_line_decoder_scorers(lv_line_decoder *ld);
 /* The checkpoint prefix restored. */
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld);
 void lv_line_decoder_close(lv_line_decoder *ld);

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "models/model.h"
 #include "runners/decoder.h"
+#include "runners/scorers.h"
 
 /* Params leaves that name a file inference reads (the tokenizers'): stored as assets. */
 static const char *const kAssetLeaves[] = {"vocab_filepath", "spm_model", "token_vocab_filepath",
@@ -139,17 +140,10 @@ static lv_status export_tensors(lv_instance *m, export_state *e) {
   return s;
 }
 
-static bool has_fusion(const lv_params *cfg) {
-  return lv_params_has(cfg, "task.decoder.fusion.lm_model") && *lv_params_str(cfg, "task.decoder.fusion.lm_model");
-}
-
 lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *out_path,
                                lv_export_info *info) {
   memset(info, 0, sizeof *info);
-  if (has_fusion(cfg))
-    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model = %s: a model file holds one model; export "
-                          "without shallow fusion (override task.decoder.fusion.lm_model to '')",
-                          lv_params_str(cfg, "task.decoder.fusion.lm_model"));
+  LV_TRY(lv_scorers_none(cfg, "a model file holds one model; export without shallow fusion"));
   LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, "export", info->checkpoint, sizeof info->checkpoint));
   export_state e = {0};
   lv_instance *m = NULL;
