@@ -49,7 +49,9 @@ def script_flags(path):
     return set(re.findall(r"--([a-z_0-9]+)", open(path).read())) if os.path.exists(path) else set()
 external = {"mpirun": {"np", "host", "mca", "oversubscribe", "allow-run-as-root", "bind-to"},
             "spm_encode": {"output_format"}, "pip": {"no-index", "no-build-isolation"},
-            "venv": {"system-site-packages"}}
+            "venv": {"system-site-packages"},
+            # Lingvo's own trainer (scripts/lingvo_peer/run.py), docs/peers.md
+            "lingvo": {"inspect_params_dataset_name"}}
 ext_all = set().union(*external.values())
 for s in os.listdir("scripts"):
     if s.endswith(".sh"):
