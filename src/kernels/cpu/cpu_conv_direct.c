@@ -33,6 +33,7 @@
 #define MAX_SEGS 64        /* filter rows (forward) or output rows per block (filter gradient) */
 #define MAX_GROUPS 8       /* filter-gradient partial sums */
 #define GW_BLOCK_FLOATS 4096 /* gy floats per block of output rows (stays in L1) */
+#define MAX_V 4              /* vectors of 16 floats across a tile */
 
 /* A tile's sum: for each segment s and index i < ni, acc[r][v] += x[s][r*xr + i*xi] *
  * vec[s][i*ldv + 16v]; then out[r*ldo + 16v] = acc (or += acc when add), the last
@@ -47,7 +48,7 @@ typedef struct tile_job {
 } tile_job;
 
 INLINE_AVX512 void tile_body(const int V, const int R, const tile_job *t) {
-  __m512 acc[16][4]; /* fixed sizes: GCC keeps a variable-length array in memory */
+  __m512 acc[16][MAX_V]; /* fixed sizes: GCC keeps a variable-length array in memory */
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -57,10 +58,13 @@ INLINE_AVX512 void tile_body(const int V, const int R, const tile_job *t) {
   for (int s = 0; s < t->nseg; s++) {
     const float *x = t->x[s], *vp = t->vec[s];
     for (int64_t i = 0; i < ni; i++) {
-      __m512 w[4];
+      __m512 w[MAX_V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; v++)
+      for (int v = 0; v < V; v++) {
         w[v] = v == V - 1 ? _mm512_maskz_loadu_ps(last, vp + 16 * v) : _mm512_loadu_ps(vp + 16 * v);
+        /* In a register: GCC would otherwise fold the load into each of the R FMAs. */
+        __asm__("" : "+v"(w[v]));
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < R; r++) {
         const __m512 b = _mm512_set1_ps(x[r * xr]);
@@ -84,7 +88,7 @@ INLINE_AVX512 void tile_body(const int V, const int R, const tile_job *t) {
 }
 
 /* Largest R per V: R*V accumulators, V filter vectors and a broadcast in 32 registers. */
-static const int kRmax[5] = {0, 16, 14, 8, 6};
+static const int kRmax[MAX_V + 1] = {0, 16, 14, 8, 6};
 
 #define T(V, R) \
   static AVX512 void tile_##V##_##R(const tile_job *t) { tile_body(V, R, t); }
@@ -98,7 +102,7 @@ T14(1) T(1, 15) T(1, 16) T14(2) T8(3) T6(4)
 #define P8(V) P6(V), P(V, 7), P(V, 8)
 #define P14(V) P8(V), P(V, 9), P(V, 10), P(V, 11), P(V, 12), P(V, 13), P(V, 14)
 typedef void (*tile_fn)(const tile_job *);
-static tile_fn const kTiles[5][17] = {
+static tile_fn const kTiles[MAX_V + 1][17] = {
     {0}, {0, P14(1), P(1, 15), P(1, 16)}, {0, P14(2)}, {0, P8(3)}, {0, P6(4)},
 };
 #undef P
@@ -163,6 +167,10 @@ static void corr_rows(void *arg, int64_t lo, int64_t hi, int slot) {
   float rows[ROWBUF_FLOATS];
   const int64_t wp = padded_w(k), c = k->c, o = k->o, taps = (int64_t)k->kw * c;
   tile_job t = {.ni = taps, .xr = c, .xi = 1, .ldv = o, .ldo = o, .add = k->acc};
+  /* A ring of padded input rows, row ih in slot ih % KH: consecutive output rows share
+   * KH-1 of their KH input rows, which are padded once. */
+  int64_t have[MAX_SEGS];
+  for (int i = 0; i < k->kh; i++) have[i] = -1;
   for (int64_t row = lo; row < hi; row++) {
     const int n = (int)(row / k->oh), oh = (int)(row % k->oh);
     int nseg = 0;
@@ -170,8 +178,12 @@ static void corr_rows(void *arg, int64_t lo, int64_t hi, int slot) {
     for (int kh = 0; kh < k->kh; kh++) {
       int ih = oh + kh - k->pt;
       if (ih < 0 || ih >= k->h) continue;
-      pad_row(k, n, ih, rows + nseg * wp * c);
-      t.x[nseg] = rows + nseg * wp * c;
+      const int sl = ih % k->kh;
+      if (have[sl] != (int64_t)n * k->h + ih) {
+        pad_row(k, n, ih, rows + sl * wp * c);
+        have[sl] = (int64_t)n * k->h + ih;
+      }
+      t.x[nseg] = rows + sl * wp * c;
       fk[nseg] = k->f + kh * taps * o;
       nseg++;
     }
