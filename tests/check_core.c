@@ -1056,13 +1056,15 @@ END_TEST
 /* Max pooling against a naive reference, with ties (the first maximum in window order
  * takes the gradient) and windows both whole (the 2x2 path) and cut by SAME padding. */
 START_TEST(max_pool_matches_reference_with_ties) {
-  const int n = 2, h = 7, wd = 6, c = 5;
-  const int64_t nx = (int64_t)n * h * wd * c;
-  float *xv = malloc(sizeof(float) * (size_t)nx);
-  for (int64_t i = 0; i < nx; i++) xv[i] = (float)((i * 7919) % 5); /* many ties */
-  const int ps[][4] = {{2, 2, 2, 2}, {3, 3, 2, 2}, {2, 2, 1, 1}};
+  const int n = 2, wd = 6, c = 5;
+  const int64_t nx_max = (int64_t)n * 7 * wd * c;
+  float *xv = malloc(sizeof(float) * (size_t)nx_max);
+  for (int64_t i = 0; i < nx_max; i++) xv[i] = (float)((i * 7919) % 5); /* many ties */
+  /* kh, kw, sh, sw, h; the last two tile the image (cpu_pool.c's streaming backward). */
+  const int ps[][5] = {{2, 2, 2, 2, 7}, {3, 3, 2, 2, 7}, {2, 2, 1, 1, 7}, {2, 2, 2, 2, 6}, {2, 3, 2, 3, 4}};
   for (size_t t = 0; t < LV_ARRAY_LEN(ps); t++) {
-    const int kh = ps[t][0], kw = ps[t][1], sh = ps[t][2], sw = ps[t][3];
+    const int kh = ps[t][0], kw = ps[t][1], sh = ps[t][2], sw = ps[t][3], h = ps[t][4];
+    const int64_t nx = (int64_t)n * h * wd * c;
     lv_graph *g = lv_graph_create(0);
     lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv);
     x->requires_grad = true;
