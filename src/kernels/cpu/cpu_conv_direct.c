@@ -20,6 +20,7 @@
  * cpu_conv.c's im2col + GEMM runs, and is the reference the tests compare with. */
 #include <string.h>
 
+#include "base/status.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -305,6 +306,21 @@ static void gw_group(void *arg, int64_t lo, int64_t hi, int slot) {
   }
 }
 
+/* gw (+)= the groups' partial sums, in group order. */
+typedef struct gw_sum {
+  const float *partial;
+  float *gw;
+  size_t nw;
+  int groups;
+  bool acc;
+} gw_sum;
+
+LV_CPU_PAR_LOOP(gw_sum_piece, gw_sum, e, {
+  float s = J->acc ? J->gw[e] : 0.0f;
+  for (int grp = 0; grp < J->groups; grp++) s += J->partial[(size_t)grp * J->nw + (size_t)e];
+  J->gw[e] = s;
+})
+
 void lv_cpu_conv2d_direct_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
                               float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch) {
   const int64_t c = g->c, o = g->o, kk = (int64_t)g->kh * g->kw;
@@ -328,11 +344,8 @@ void lv_cpu_conv2d_direct_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *
   if (gw) {
     gw_job j = {.g = g, .x = x, .gy = gy, .partial = scratch + nw, .groups = gw_groups(g), .rb = gw_block_rows(g)};
     lv_cpu_par(ctx, j.groups, 1, gw_group, &j);
-    for (size_t e = 0; e < nw; e++) {
-      float s = gw_acc ? gw[e] : 0.0f;
-      for (int grp = 0; grp < j.groups; grp++) s += j.partial[(size_t)grp * nw + e];
-      gw[e] = s;
-    }
+    gw_sum s = {.partial = j.partial, .gw = gw, .nw = nw, .groups = j.groups, .acc = gw_acc};
+    lv_cpu_par(ctx, (int64_t)nw, lv_cpu_grain((int64_t)nw, 4096), gw_sum_piece, &s);
   }
 }
 
