@@ -914,6 +914,108 @@ static void tf_pad(bool same, int in, int k, int s, int *out, int *lead) {
   }
 }
 
+
+/* The direct (stride 1, dilation 1) AVX-512 convolution of cpu_conv_direct.c against a
+ * double-precision reference, forward and both gradients (overwrite and accumulate), on
+ * odd shapes: one and several output-channel blocks and tile tails, kernels larger than
+ * the image, asymmetric and no padding, more images than filter-gradient groups; and
+ * bit for bit the same with 1 and 2 threads. */
+static void ref_conv_bwd(const float *x, const float *w, const float *gy, const lv_conv_geom *g, double *gx,
+                         double *gw) {
+  for (int b = 0; b < g->n; b++)
+    for (int i = 0; i < g->oh; i++)
+      for (int j = 0; j < g->ow; j++)
+        for (int u = 0; u < g->kh; u++)
+          for (int v = 0; v < g->kw; v++) {
+            int ih = i - g->pt + u, iw = j - g->pl + v;
+            if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
+            for (int e = 0; e < g->c; e++)
+              for (int q = 0; q < g->o; q++) {
+                double d = gy[((b * g->oh + i) * g->ow + j) * g->o + q];
+                gw[((u * g->kw + v) * g->c + e) * g->o + q] += d * x[((b * g->h + ih) * g->w + iw) * g->c + e];
+                gx[((b * g->h + ih) * g->w + iw) * g->c + e] += d * w[((u * g->kw + v) * g->c + e) * g->o + q];
+              }
+          }
+}
+
+static void check_close(const char *what, int shape, const float *got, const double *want, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])), "shape %d %s[%lld]: %.7g vs %.7g", shape, what,
+                  (long long)i, got[i], want[i]);
+}
+
+START_TEST(conv_direct_matches_reference) {
+  /* n, h, w, c, kh, kw, o, pt, pl, oh, ow */
+  static const int shapes[][11] = {
+      {3, 28, 28, 1, 5, 5, 20, 2, 2, 28, 28},  {9, 14, 14, 20, 5, 5, 50, 2, 2, 14, 14},
+      {2, 5, 19, 17, 3, 3, 70, 0, 0, 3, 17},   {2, 7, 6, 3, 3, 2, 5, 1, 0, 7, 5},
+      {3, 8, 9, 2, 4, 4, 16, 1, 1, 8, 9},      {2, 3, 2, 4, 5, 5, 33, 2, 2, 3, 2},
+      {4, 5, 5, 1, 1, 1, 1, 0, 0, 5, 5},       {2, 4, 40, 3, 1, 3, 16, 0, 1, 4, 40},
+      {1, 2, 2, 2, 3, 3, 3, 0, 0, 0, 0},       {2, 6, 7, 16, 3, 3, 5, 1, 1, 6, 7},
+      {2, 5, 6, 32, 5, 5, 3, 2, 2, 5, 6},      {2, 6, 9, 3, 3, 7, 4, 1, 3, 6, 9},
+  };
+  if (!lv_cpu_has_avx512()) {
+    fprintf(stderr, "conv_direct_matches_reference: this CPU has no AVX-512: the direct conv is not used here\n");
+    return;
+  }
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int *s = shapes[si];
+    lv_conv_geom g = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], 1, 1, 1, 1, s[7], s[8], s[9], s[10]};
+    ck_assert(lv_cpu_conv2d_direct_ok(&g));
+    const int64_t nx = (int64_t)g.n * g.h * g.w * g.c, nw = (int64_t)g.kh * g.kw * g.c * g.o,
+                  ny = (int64_t)g.n * g.oh * g.ow * g.o;
+    float *x = rand_floats(nx, 400 + si, -1, 1), *w = rand_floats(nw, 500 + si, -1, 1),
+          *gy = rand_floats(ny > 0 ? ny : 1, 600 + si, -1, 1);
+    double *ry = malloc(sizeof(double) * (size_t)(ny + 1)), *rgx = calloc((size_t)nx, sizeof(double)),
+           *rgw = calloc((size_t)nw, sizeof(double));
+    ref_conv(x, w, g.n, g.h, g.w, g.c, g.kh, g.kw, g.o, 1, 1, 1, 1, g.pt, g.pl, g.oh, g.ow, ry);
+    ref_conv_bwd(x, w, gy, &g, rgx, rgw);
+    float *scratch = malloc(sizeof(float) * (lv_cpu_conv2d_direct_scratch(&g) + 1));
+    float *y[2], *gx[2], *gw[2];
+    for (int th = 0; th < 2; th++) {
+      lv_set_num_threads(th + 1);
+      y[th] = malloc(sizeof(float) * (size_t)(ny + 1));
+      gx[th] = malloc(sizeof(float) * (size_t)nx);
+      gw[th] = malloc(sizeof(float) * (size_t)nw);
+      lv_cpu_conv2d_direct_fwd(NULL, &g, x, w, y[th]);
+      lv_cpu_conv2d_direct_bwd(NULL, &g, x, w, gy, gx[th], false, gw[th], false, scratch);
+      check_close("y", (int)si, y[th], ry, ny, 1e-4);
+      check_close("gx", (int)si, gx[th], rgx, nx, 1e-4);
+      check_close("gw", (int)si, gw[th], rgw, nw, 1e-4);
+    }
+    ck_assert_msg(!memcmp(y[0], y[1], sizeof(float) * (size_t)ny), "shape %zu: y differs with 2 threads", si);
+    ck_assert_msg(!memcmp(gx[0], gx[1], sizeof(float) * (size_t)nx), "shape %zu: gx differs with 2 threads", si);
+    ck_assert_msg(!memcmp(gw[0], gw[1], sizeof(float) * (size_t)nw), "shape %zu: gw differs with 2 threads", si);
+    /* Accumulating forms add to what is there; one gradient alone leaves the other. */
+    for (int64_t i = 0; i < nx; i++) rgx[i] += 0.5;
+    for (int64_t i = 0; i < nw; i++) rgw[i] -= 0.25;
+    for (int64_t i = 0; i < nx; i++) gx[0][i] = 0.5f;
+    for (int64_t i = 0; i < nw; i++) gw[0][i] = -0.25f;
+    lv_cpu_conv2d_direct_bwd(NULL, &g, x, w, gy, gx[0], true, NULL, false, scratch);
+    lv_cpu_conv2d_direct_bwd(NULL, &g, x, w, gy, NULL, false, gw[0], true, scratch);
+    check_close("gx acc", (int)si, gx[0], rgx, nx, 1e-4);
+    check_close("gw acc", (int)si, gw[0], rgw, nw, 1e-4);
+    for (int th = 0; th < 2; th++) {
+      free(y[th]);
+      free(gx[th]);
+      free(gw[th]);
+    }
+    free(scratch);
+    free(x);
+    free(w);
+    free(gy);
+    free(ry);
+    free(rgx);
+    free(rgw);
+  }
+  /* Strides and dilations go to im2col + GEMM. */
+  lv_conv_geom s2 = {1, 8, 8, 2, 3, 3, 4, 2, 2, 1, 1, 1, 1, 4, 4}, d2 = {1, 8, 8, 2, 3, 3, 4, 1, 1, 2, 2, 2, 2, 8, 8};
+  ck_assert(!lv_cpu_conv2d_direct_ok(&s2));
+  ck_assert(!lv_cpu_conv2d_direct_ok(&d2));
+  lv_set_num_threads(1);
+}
+END_TEST
+
 /* Undilated convs whose windows hang over the image on one or both sides (the padded
  * run copy of im2col): single-channel and multi-channel images, odd and even filters,
  * SAME and VALID, filters wider than the image. */
@@ -954,13 +1056,15 @@ END_TEST
 /* Max pooling against a naive reference, with ties (the first maximum in window order
  * takes the gradient) and windows both whole (the 2x2 path) and cut by SAME padding. */
 START_TEST(max_pool_matches_reference_with_ties) {
-  const int n = 2, h = 7, wd = 6, c = 5;
-  const int64_t nx = (int64_t)n * h * wd * c;
-  float *xv = malloc(sizeof(float) * (size_t)nx);
-  for (int64_t i = 0; i < nx; i++) xv[i] = (float)((i * 7919) % 5); /* many ties */
-  const int ps[][4] = {{2, 2, 2, 2}, {3, 3, 2, 2}, {2, 2, 1, 1}};
+  const int n = 2, wd = 6, c = 5;
+  const int64_t nx_max = (int64_t)n * 7 * wd * c;
+  float *xv = malloc(sizeof(float) * (size_t)nx_max);
+  for (int64_t i = 0; i < nx_max; i++) xv[i] = (float)((i * 7919) % 5); /* many ties */
+  /* kh, kw, sh, sw, h; the last two tile the image (cpu_pool.c's streaming backward). */
+  const int ps[][5] = {{2, 2, 2, 2, 7}, {3, 3, 2, 2, 7}, {2, 2, 1, 1, 7}, {2, 2, 2, 2, 6}, {2, 3, 2, 3, 4}};
   for (size_t t = 0; t < LV_ARRAY_LEN(ps); t++) {
-    const int kh = ps[t][0], kw = ps[t][1], sh = ps[t][2], sw = ps[t][3];
+    const int kh = ps[t][0], kw = ps[t][1], sh = ps[t][2], sw = ps[t][3], h = ps[t][4];
+    const int64_t nx = (int64_t)n * h * wd * c;
     lv_graph *g = lv_graph_create(0);
     lv_tensor *x = tensor_of(g, lv_shape4(n, h, wd, c), xv);
     x->requires_grad = true;
@@ -1432,6 +1536,7 @@ int main(void) {
   tcase_add_test(fw, dropout_mask_is_rng_uniform_at);
   tcase_add_test(fw, conv_chunked_matches_reference);
   tcase_add_test(fw, conv_padded_runs_match_reference);
+  tcase_add_test(fw, conv_direct_matches_reference);
   tcase_add_test(fw, max_pool_matches_reference_with_ties);
   tcase_add_test(fw, matmul_threaded_matches_reference);
   tcase_add_test(fw, gemm_small_matches_reference);

@@ -95,21 +95,32 @@ lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
   return lv_conv_layer_fprop_padded(l, g, x, NULL, NULL);
 }
 
-lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
-                                      lv_tensor **out_paddings) {
-  if (out_paddings) *out_paddings = NULL;
-  if (!x) return NULL;
+static bool input_ok(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
+  if (!x) return false;
   if (x->shape.rank != 4 || x->shape.d[3] != l->filter[2]) {
     char s[96];
     lv_graph_fail(g, "%s: expected input [N,H,W,%lld], got %s", l->base.scope, (long long)l->filter[2],
                   lv_shape_str(&x->shape, s, sizeof s));
-    return NULL;
+    return false;
   }
+  return true;
+}
+
+lv_tensor *lv_conv_layer_fprop_preact(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
+  if (!input_ok(l, g, x)) return NULL;
+  lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
+                              (int)l->dilation[1], LV_PAD_SAME);
+  if (l->b) y = lv_op_add(g, y, &l->b->value);
+  if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
+  return y;
+}
+
+lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
+                                      lv_tensor **out_paddings) {
+  if (out_paddings) *out_paddings = NULL;
+  if (!input_ok(l, g, x)) return NULL;
   if (!paddings) {
-    lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
-                                (int)l->dilation[1], LV_PAD_SAME);
-    if (l->b) y = lv_op_add(g, y, &l->b->value);
-    if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
+    lv_tensor *y = lv_conv_layer_fprop_preact(l, g, x);
     return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
   }
   if (paddings->dtype != LV_F32 || paddings->shape.rank != 2 || paddings->shape.d[0] != x->shape.d[0] ||

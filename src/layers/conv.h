@@ -32,6 +32,9 @@ void lv_conv_layer_destroy(lv_conv_layer *l);
 /* [N,H,W,in] -> [N,ceil(H/sh),ceil(W/sw),out]. */
 lv_shape lv_conv_layer_out_shape(const lv_conv_layer *l, lv_shape in);
 lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x);
+/* The same without the activation (conv, bias, batch norm): for a caller that applies it
+ * later, e.g. after a max pool, with which a ReLU commutes. */
+lv_tensor *lv_conv_layer_fprop_preact(lv_conv_layer *l, lv_graph *g, lv_tensor *x);
 /* x [N,H,W,in] with paddings [N,H] (NULL: lv_conv_layer_fprop) -> [N,H',W',out] and, when
  * out_paddings is not NULL, *out_paddings [N,H'] (H' = ceil(H / stride_h)). */
 lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,

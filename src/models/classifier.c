@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "io/caption.h"
+#include "layers/conv.h"
 #include "layers/layer.h"
+#include "layers/pooling.h"
 #include "models/task.h"
 
 #define MAX_BLOCKS 8
@@ -167,6 +169,21 @@ static lv_tensor *weighted_accuracy(lv_graph *g, lv_tensor *logits, lv_tensor *l
   return lv_op_mul(g, num, inv);
 }
 
+/* A conv + max-pool block. A ReLU commutes with a max (both are monotone, and a window
+ * whose values are all <= 0 gives 0 with a zero gradient either way), so the block runs
+ * conv, pool, ReLU: the same values and gradients, bit for bit, with the ReLU passes over
+ * a quarter of the data. */
+static lv_tensor *conv_pool_block(classifier *c, int i, lv_graph *g, lv_tensor *x) {
+  extern const lv_layer_class lv_conv_layer_class, lv_pooling_layer_class;
+  lv_conv_layer *cv = (lv_conv_layer *)c->conv[i];
+  lv_pooling_layer *pl = (lv_pooling_layer *)c->pool[i];
+  if (c->conv[i]->cls != &lv_conv_layer_class || c->pool[i]->cls != &lv_pooling_layer_class ||
+      cv->act != LV_ACT_RELU || !pl->is_max)
+    return lv_layer_fprop_act(c->pool[i], g, lv_layer_fprop_act(c->conv[i], g, x));
+  lv_tensor *y = lv_pooling_layer_fprop(pl, g, lv_conv_layer_fprop_preact(cv, g, x));
+  return y ? lv_op_activation(g, y, LV_ACT_RELU) : NULL;
+}
+
 static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_t step, lv_metrics *m) {
   (void)step; /* the graph's step picks the dropout masks */
   classifier *c = (classifier *)t;
@@ -176,8 +193,7 @@ static bool classifier_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval,
   lv_tensor *act = lv_op_per_image_standardization(
       g, lv_op_reshape(g, lv_op_cast(g, raw, LV_F32), lv_shape4(n, c->data_shape[0], c->data_shape[1], c->data_shape[2])));
   for (int i = 0; i < c->nblocks; i++) {
-    act = lv_layer_fprop_act(c->conv[i], g, act);
-    act = lv_layer_fprop_act(c->pool[i], g, act);
+    act = conv_pool_block(c, i, g, act);
     if (c->dropout_prob > 0.0 && !is_eval)
       act = lv_op_dropout(g, act, (float)(1.0 - c->dropout_prob), c->seed, lv_graph_stream(g, MAX_BLOCKS, (uint64_t)i));
   }

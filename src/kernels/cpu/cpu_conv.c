@@ -1,4 +1,6 @@
-/* 2-D convolution, NHWC input and HWIO filter, as batched im2col + GEMM per chunk of
+/* 2-D convolution, NHWC input and HWIO filter. Stride 1, dilation 1 on an AVX-512 CPU runs
+ * the direct kernels of cpu_conv_direct.c; everything else (and their tests' reference)
+ * runs here, as batched im2col + GEMM per chunk of
  * images: a chunk's patches form a [chunk*OH*OW, KH*KW*C] matrix whose product with the
  * filter viewed as [KH*KW*C, O] is directly the NHWC output. Chunks keep the patch matrix
  * in cache while leaving GEMMs large enough for OpenBLAS to run at speed.
@@ -64,6 +66,7 @@ static size_t scratch_need(const plan *p) {
 }
 
 size_t lv_cpu_conv2d_scratch(lv_kctx *ctx, const lv_conv_geom *g) {
+  if (lv_cpu_conv2d_direct_ok(g)) return lv_cpu_conv2d_direct_scratch(g);
   plan p = make_plan(ctx, g);
   return scratch_need(&p);
 }
@@ -249,6 +252,20 @@ static void col2im_images(void *arg, int64_t lo, int64_t hi, int slot) {
 
 void lv_cpu_conv2d_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y,
                        float *scratch, size_t scratch_floats) {
+  if (lv_cpu_conv2d_direct_ok(g)) {
+    lv_cpu_conv2d_direct_fwd(ctx, g, x, w, y);
+    return;
+  }
+  lv_cpu_conv2d_fwd_gemm(ctx, g, x, w, y, scratch, scratch_floats);
+}
+
+size_t lv_cpu_conv2d_gemm_scratch(lv_kctx *ctx, const lv_conv_geom *g) {
+  plan p = make_plan(ctx, g);
+  return scratch_need(&p);
+}
+
+void lv_cpu_conv2d_fwd_gemm(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y,
+                            float *scratch, size_t scratch_floats) {
   const int64_t K = patch_len(g), R = image_rows(g);
   plan p = make_plan(ctx, g);
   if ((size_t)p.nt_fwd * p.cols > scratch_floats) p.nt_fwd = 1; /* caller sized for fewer */
@@ -306,6 +323,16 @@ static void bwd_group(void *arg, int64_t grp, int64_t grp_end, int slot) {
 void lv_cpu_conv2d_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
                        float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
                        size_t scratch_floats) {
+  if (lv_cpu_conv2d_direct_ok(g) && scratch_floats >= lv_cpu_conv2d_direct_scratch(g)) {
+    lv_cpu_conv2d_direct_bwd(ctx, g, x, w, gy, gx, gx_acc, gw, gw_acc, scratch);
+    return;
+  }
+  lv_cpu_conv2d_bwd_gemm(ctx, g, x, w, gy, gx, gx_acc, gw, gw_acc, scratch, scratch_floats);
+}
+
+void lv_cpu_conv2d_bwd_gemm(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                            float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
+                            size_t scratch_floats) {
   plan p = make_plan(ctx, g);
   if (scratch_need(&p) > scratch_floats) {
     /* Sized under another thread count: the same groups, run by one thread. */

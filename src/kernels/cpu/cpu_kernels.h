@@ -78,6 +78,21 @@ lv_gemm_small_isa lv_cpu_gemm_small_isa(void);
 bool lv_cpu_gemm_small_with(lv_gemm_small_isa isa, lv_kctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                             float *c, int64_t ldc);
+/* Convolution with stride and dilation 1 as AVX-512 register tiles over padded input rows
+ * (cpu_conv_direct.c), which lv_cpu_conv2d_fwd/bwd use where _ok says so; its scratch
+ * (backward only) depends only on the shapes. */
+bool lv_cpu_conv2d_direct_ok(const lv_conv_geom *g);
+size_t lv_cpu_conv2d_direct_scratch(const lv_conv_geom *g);
+void lv_cpu_conv2d_direct_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y);
+void lv_cpu_conv2d_direct_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                              float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch);
+/* The im2col + GEMM convolution for every geometry (cpu_conv.c): what runs where the
+ * direct one does not, and the reference its tests compare with. */
+size_t lv_cpu_conv2d_gemm_scratch(lv_kctx *ctx, const lv_conv_geom *g);
+void lv_cpu_conv2d_fwd_gemm(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y,
+                            float *scratch, size_t scratch_floats);
+void lv_cpu_conv2d_bwd_gemm(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                            float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch, size_t scratch_floats);
 /* y[i] = exp(x[i]) for x[i] <= 0: the vectorized exp of the softmax kernels
  * (cpu_softmax.c); within 1 ulp of the correctly rounded value down to -87.3, 0 below. */
 void lv_cpu_exp_le0(int64_t n, const float *x, float *y);

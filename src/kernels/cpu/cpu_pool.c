@@ -88,10 +88,43 @@ void lv_cpu_max_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, fl
   lv_cpu_par(ctx, g->n, 1, max_pool_fwd_images, &j);
 }
 
+/* Windows that tile the image (window = stride, no padding, no remainder): every input
+ * element is in exactly one window, so one streaming pass in input order writes each
+ * element's gradient, 0 + gy at the window's argmax and 0 elsewhere (the same bits as
+ * zeroing then adding), instead of zeroing the whole gradient and scattering into it. */
+static bool windows_tile(const lv_conv_geom *g) {
+  return g->kh == g->sh && g->kw == g->sw && g->pt == 0 && g->pl == 0 && (int64_t)g->oh * g->sh == g->h &&
+         (int64_t)g->ow * g->sw == g->w;
+}
+
+static void max_pool_bwd_tiled(const pool_job *j, int64_t n) {
+  const lv_conv_geom *g = j->g;
+  const int C = g->c;
+  const int64_t xs = (int64_t)g->h * g->w * C, ys = (int64_t)g->oh * g->ow * C;
+  const int32_t *am = j->cargmax + n * ys;
+  const float *gy = j->gy + n * ys;
+  float *gx = j->gx + n * xs;
+  for (int oh = 0; oh < g->oh; oh++)
+    for (int dh = 0; dh < g->kh; dh++)
+      for (int ow = 0; ow < g->ow; ow++) {
+        const int64_t o = ((int64_t)oh * g->ow + ow) * C;
+        for (int dw = 0; dw < g->kw; dw++) {
+          const int32_t base = (int32_t)((((int64_t)oh * g->sh + dh) * g->w + (int64_t)ow * g->sw + dw) * C);
+          float *d = gx + base;
+#pragma omp simd
+          for (int c = 0; c < C; c++) d[c] = am[o + c] == base + c ? 0.0f + gy[o + c] : 0.0f;
+        }
+      }
+}
+
 LV_CPU_PAR_LOOP(max_pool_bwd_images, pool_job, n, {
   const lv_conv_geom *g = J->g;
   const int64_t xs = (int64_t)g->h * g->w * g->c, ys = (int64_t)g->oh * g->ow * g->c;
   const int32_t *argmax = J->cargmax;
+  if (!J->acc && windows_tile(g)) {
+    max_pool_bwd_tiled(J, n);
+    continue;
+  }
   /* Zero one image at a time so the scatter below finds it in cache. */
   if (!J->acc) memset(J->gx + n * xs, 0, sizeof(float) * (size_t)xs);
   for (int64_t j = 0; j < ys; j++)
