@@ -15,6 +15,7 @@ EVAL_N=${EVAL_N:-9984}   # 39 full batches of 256: see "Full test set" below
 BIN=$ROOT/bin M=image.mnist.LeNet5Fashion
 PY=$("$ROOT/scripts/peers.sh" | tail -1)
 . "$ROOT/bench/peer_env.sh"   # the peers get the OpenBLAS kernels lingvoc selects
+. "$ROOT/scripts/lingvo_peer/common.sh"
 export TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
@@ -41,15 +42,6 @@ say "- data: Lingvo's and lingvoc's keras2ckpt --dataset=fashion_mnist give the 
 
 # 2. Speed and memory: alternating runs, steps/s between step 100 and STEPS from each log's
 #    own timestamps (past start-up and the first checkpoint), peak RSS by /usr/bin/time.
-rate() { # LOG FIRST LAST: steps per second between two logged steps (hh:mm:ss.frac stamps)
-  awk -v a="$2" -v b="$3" '
-    match($0, /step: *[0-9]+,/) {
-      s = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", s); s += 0
-      split($2, t, ":"); sec = t[1] * 3600 + t[2] * 60 + t[3]
-      if (s == a) ta = sec; if (s == b) tb = sec
-    }
-    END { if (ta == "" || tb == "") exit 1; printf "%.2f", (b - a) / (tb - ta) }' "$1"
-}
 OV="train.max_steps: $STEPS; task.train.max_steps: $STEPS"
 for r in $(seq "$RUNS"); do
   /usr/bin/time -f "%M" -o "rss_lingvo_$r" \
@@ -62,8 +54,6 @@ for r in $(seq "$RUNS"); do
   echo "$(rate "lingvo_$r.log" 100 "$STEPS") $(tail -1 "rss_lingvo_$r")" >>lingvo.runs
   echo "$(rate "lingvoc_$r.log" 100 "$STEPS") $(tail -1 "rss_lingvoc_$r")" >>lingvoc.runs
 done
-median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-spread() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
 lv=$(cut -d' ' -f1 lingvo.runs | median) lc=$(cut -d' ' -f1 lingvoc.runs | median)
 lvm=$(cut -d' ' -f2 lingvo.runs | median) lcm=$(cut -d' ' -f2 lingvoc.runs | median)
 say "- training steps/s (median of $RUNS, steps 100-$STEPS, batch 256): Lingvo $lv [$(cut -d' ' -f1 lingvo.runs | spread)], lingvoc $lc [$(cut -d' ' -f1 lingvoc.runs | spread)]: $(awk -v a="$lc" -v b="$lv" 'BEGIN{printf "%.2fx", a / b}')"
@@ -74,8 +64,7 @@ say "- peak RSS (median): Lingvo $((lvm / 1024)) MiB, lingvoc $((lcm / 1024)) Mi
 LV_CK=$WORK/lingvo_1/train/ckpt-$(printf %08d "$STEPS") LC_CK=$WORK/lingvoc_1/train/ckpt-$(printf %08d "$STEPS")
 lingvo_eval() { # CKPT OUT_LOG: Lingvo's evaler once on CKPT (copied into a log dir of its own)
   local d=$WORK/lingvo_eval_$(basename "$(dirname "$(dirname "$1")")")
-  rm -rf "$d"; mkdir -p "$d/train"; cp "$1".index "$1".data-* "$d/train/"
-  printf 'model_checkpoint_path: "%s"\n' "$(basename "$1")" >"$d/train/checkpoint"
+  logdir_of "$1" "$d"
   lingvo trainer --model=$M --run_locally=cpu --mode=sync --logdir="$d" --job="evaler_once_test@$STEPS" \
     --model_params_override="input.num_samples: $EVAL_N" >"$2" 2>&1
   grep -o 'eval_test: step:.*' "$2" | tail -1
@@ -85,21 +74,11 @@ lingvoc_eval() { # CKPT OUT_LOG
     --model_params_override="input.ckpt: \"$WORK/data_lingvoc/mnist\"; input.num_samples: $EVAL_N" >"$2" 2>&1
   grep -o 'eval_test: step:.*' "$2" | tail -1
 }
-metric() { echo "$1" | grep -o " $2: [0-9.e+-]*" | cut -d' ' -f3; }
-say ""
-say "| checkpoint written by | evaluated by | accuracy | acc5 | loss |"
-say "|---|---|---|---|---|"
-for pair in "Lingvo:$LV_CK" "lingvoc:$LC_CK"; do
-  who=${pair%%:*} ck=${pair#*:}
-  a=$(lingvo_eval "$ck" "eval_lingvo_of_$who.log") b=$(lingvoc_eval "$ck" "eval_lingvoc_of_$who.log")
-  for e in "Lingvo:$a" "lingvoc:$b"; do
-    say "| $who | ${e%%:*} | $(metric "${e#*:}" accuracy) | $(metric "${e#*:}" acc5) | $(metric "${e#*:}" loss) |"
-  done
-  if ! awk -v x="$(metric "$a" accuracy)" -v y="$(metric "$b" accuracy)" -v l="$(metric "$a" loss)" \
-      -v m="$(metric "$b" loss)" 'BEGIN { d = x - y; e = l - m; exit !(x != "" && y != "" && d * d < 1e-12 && e * e < 1e-10) }'; then
-    say "DISAGREE: $who's checkpoint: Lingvo's evaler says [$a], lingvoc's [$b]"; BAD=1
-  fi
-done
+agree() {
+  awk -v x="$(metric "$1" accuracy)" -v y="$(metric "$2" accuracy)" -v l="$(metric "$1" loss)" -v m="$(metric "$2" loss)" \
+    'BEGIN { d = x - y; e = l - m; exit !(x != "" && y != "" && d * d < 1e-12 && e * e < 1e-10) }'
+}
+cross_evals "$LV_CK" "$LC_CK" accuracy acc5 loss
 say ""
 say "Both evalers ran on $EVAL_N test images (39 full batches of 256). On the full 10,000 Lingvo"
 say "pads the last batch to 256 (BaseTinyDatasetInput) and weights its metrics as 256 images"
@@ -128,9 +107,7 @@ fi
 ONE="train.max_steps: 1; task.dropout_prob: 0.0; input.num_samples: 256"
 lingvo trainer --model=$M --run_locally=cpu --mode=sync --logdir="$WORK/one_lingvo" \
   --model_params_override="$ONE; task.train.max_steps: 1" >one_lingvo.log 2>&1
-mkdir -p one_lingvoc/train
-cp one_lingvo/train/ckpt-00000000.index one_lingvo/train/ckpt-00000000.data-* one_lingvoc/train/
-printf 'model_checkpoint_path: "ckpt-00000000"\n' >one_lingvoc/train/checkpoint
+logdir_of one_lingvo/train/ckpt-00000000 one_lingvoc
 "$BIN/trainer" --model=$M --logdir="$WORK/one_lingvoc" --log_interval_steps=1 \
   --model_params_override="$ONE; input.ckpt: \"$WORK/data_lingvoc/mnist\"" >one_lingvoc.log 2>&1
 "$PY" "$ROOT/scripts/lingvo_peer/event_scalars.py" --step=1 --tags=loss,grad_norm/all/loss \
