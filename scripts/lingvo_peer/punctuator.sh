@@ -39,7 +39,7 @@ else
 fi
 TEST=$WORK/test.txt
 # The one-step batch: 32 short training lines, one bucket of 32, read once by both.
-awk 'NF <= 12' "$TRAIN" | head -32 >one.txt
+awk 'NF <= 12 && n++ < 32' "$TRAIN" >one.txt
 ONE_BUCKET="input.bucket_upper_bound: [40]; input.bucket_batch_limit: [32]; input.source_max_length: 42; input.target_max_length: 42"
 R=$WORK/report.md
 say() { echo "$*" | tee -a "$R"; }
@@ -101,7 +101,7 @@ for pair in "Lingvo:$LV_CK" "lingvoc:$LC_CK"; do
     --model_params_override="$(tok "$TEST")" >"decode_lingvoc_of_$who.log" 2>&1
   if "$PY" "$ROOT/scripts/lingvo_peer/punct_decodes.py" "decode_lingvo_of_$who.log" \
       "$WORK/lcdec_$who/decoder_test/decoder_out_$(printf %09d "$STEPS")" >"decodes_$who.txt" 2>&1; then
-    say "- decoders on $who's checkpoint (beam search, $(grep -o 'num_hyps_per_beam : [0-9]*' "lingvo_1/train/trainer_params.txt" | head -1 | cut -d' ' -f3) hyps): $(tail -1 "decodes_$who.txt"); corpus_bleu Lingvo $(grep -o 'corpus_bleu: [0-9.e+-]*' "decode_lingvo_of_$who.log" | tail -1 | cut -d' ' -f2), lingvoc $(grep -o 'corpus_bleu: [0-9.e+-]*' "decode_lingvoc_of_$who.log" | tail -1 | cut -d' ' -f2), lingvoc's sacrebleu $(grep -o 'sacrebleu: [0-9.e+-]*' "decode_lingvoc_of_$who.log" | tail -1 | cut -d' ' -f2)"
+    say "- decoders on $who's checkpoint (beam search, $(grep -m1 -o 'num_hyps_per_beam : [0-9]*' lingvo_1/train/trainer_params.txt | cut -d' ' -f3) hyps): $(tail -1 "decodes_$who.txt"); corpus_bleu Lingvo $(grep -o 'corpus_bleu: [0-9.e+-]*' "decode_lingvo_of_$who.log" | tail -1 | cut -d' ' -f2), lingvoc $(grep -o 'corpus_bleu: [0-9.e+-]*' "decode_lingvoc_of_$who.log" | tail -1 | cut -d' ' -f2), lingvoc's sacrebleu $(grep -o 'sacrebleu: [0-9.e+-]*' "decode_lingvoc_of_$who.log" | tail -1 | cut -d' ' -f2)"
   else
     say "DISAGREE: decoders on $who's checkpoint: $(tail -3 "decodes_$who.txt")"; BAD=1
   fi
@@ -135,7 +135,7 @@ say "|---|---|---|"
 for k in loss log_pplx grad_norm/all l2_loss; do
   say "| $k | $(awk -v k="$k" '$2 == k || $2 == k "/loss" {print $3}' one_lingvo.scalars) | $(echo "$lc_line" | grep -o " $k:[0-9.e+-]*" | cut -d: -f2) |"
 done
-L2=$(grep -o "l2_regularizer_weight : [0-9.e+-]*" one_lingvo/train/trainer_params.txt | head -1 | cut -d' ' -f3)
+L2=$(grep -m1 -o "l2_regularizer_weight : [0-9.e+-]*" one_lingvo/train/trainer_params.txt | cut -d' ' -f3)
 if "$PY" "$ROOT/scripts/lingvo_peer/compare_ckpts.py" one_lingvo/train/ckpt-00000001 one_lingvoc/train/ckpt-00000001 \
     --rtol=1e-4 --adam_first_step --before=one_lingvo/train/ckpt-00000000 --l2="$L2" >one_step_weights.log 2>&1; then
   say "| weights and Adam slots after the step | $(tail -1 one_step_weights.log) | |"
