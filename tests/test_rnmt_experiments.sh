@@ -62,4 +62,16 @@ for line in "task.cls : 'punctuator.model.RNMTModel'" "task.name : 'punctuator_r
   "input.bucket_batch_limit : [512, 256, 160, 80, 40]" "task.decoder.softmax.num_classes : 16000"; do
   check "punctuator.codelab.RNMTModel: $line" grep -qxF "$line" "$T/pp/train-params.txt"
 done
+# The grad norm tracker's checkpoint names are Lingvo's (task scope, learner "loss", the
+# tracker's name), so a Lingvo checkpoint resumes in lingvoc and the other way round:
+# two steps of RNMTTinyTest on the golden punctuator lines.
+P=$LV_ROOT/tests/data/decode_golden/punct
+expect_exit 0 "trainer RNMTTinyTest, 2 steps" "$LV_BIN/trainer" --model=punctuator.codelab.RNMTTinyTest --logdir="$T/tiny" \
+  --model_params_override="input.file_pattern: text:$P/train.txt; input.tokenizer.vocab_filepath: $P/wpm.voc; input.tokenizer.vocab_size: 128; train.max_steps: 2"
+"$LV_BIN/ckpt_inspect" --file_name="$T/tiny/train/ckpt-00000002" | cut -d' ' -f1 >"$T/names"
+for v in log_mean log_mean_squared total_weight total_rejections; do
+  check "tracker variable punctuator_rnmt/loss/gradient_norm_tracker/$v/var" \
+    grep -qxF "punctuator_rnmt/loss/gradient_norm_tracker/$v/var" "$T/names"
+done
+check "no bare tracker names" bash -c "! grep -qx 'log_mean\|total_weight' '$T/names'"
 finish

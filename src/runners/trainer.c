@@ -100,6 +100,7 @@ typedef struct train_state {
   lv_events_writer *ev;
   lv_saveable *items;
   int nitems;
+  char tracker_names[4][LV_VAR_NAME_MAX]; /* the grad norm tracker's checkpoint names */
   char *params_text;
   /* What a training step reads and leaves, kept from step to step. */
   lv_comm *comm;
@@ -163,11 +164,16 @@ static lv_status collect_saveables(train_state *t) {
     t->items[k++] = (lv_saveable){"LRSched/ref_step/var", LV_I64, lv_shape0(), lv_schedule_dev_based_ref_step(sc),
                                   lv_device_host()};
   }
+  /* Lingvo's names: the tracker's variables under the task's scope, its learner's ("loss",
+   * the one learner of task.train) and the tracker's own (grad_norm_tracker by default). */
+  const char *tracker = nl ? lv_params_str(t->m->cfg, "task.train.grad_norm_tracker.name") : NULL;
   for (int i = 0; i < nl; i++) {
     const char *name;
     float *value;
     lv_learner_state(t->learner, i, &name, &value);
-    t->items[k++] = (lv_saveable){name, LV_F32, lv_shape0(), value, lv_device_host()};
+    snprintf(t->tracker_names[i], sizeof t->tracker_names[i], "%s/loss/%s/%s/var",
+             lv_params_str(t->m->cfg, "task.name"), tracker[0] ? tracker : "grad_norm_tracker", name);
+    t->items[k++] = (lv_saveable){t->tracker_names[i], LV_F32, lv_shape0(), value, lv_device_host()};
   }
   for (int i = 0; i < na; i++) {
     const char *name;
