@@ -53,9 +53,10 @@ external = {"mpirun": {"np", "host", "mca", "oversubscribe", "allow-run-as-root"
             # Lingvo's own trainer (scripts/lingvo_peer/run.py), docs/peers.md
             "lingvo": {"inspect_params_dataset_name"}}
 ext_all = set().union(*external.values())
-for s in os.listdir("scripts"):
-    if s.endswith(".sh"):
-        ext_all |= script_flags(os.path.join("scripts", s))
+for d, _, fs in os.walk("scripts"):
+    for s in fs:
+        if s.endswith((".sh", ".py")):
+            ext_all |= script_flags(os.path.join(d, s))
 
 def slug(h):
     h = re.sub(r"[`*_]", lambda m: "_" if m.group(0) == "_" else "", h.strip().lower())
