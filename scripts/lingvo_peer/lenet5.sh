@@ -64,7 +64,7 @@ if "$PY" "$ROOT/scripts/lingvo_peer/compare_ckpts.py" one_lingvo/train/ckpt-0000
   say ""
   say "(the largest relative difference, in the 2-norm: $(sed -n 's/.*, relative \([0-9.e+-]*\).*/\1/p' one_step_weights.log | sort -g | tail -1);"
   say "the convolutions' weight gradients are sums over 256 x 784 or 256 x 196 positions in"
-  say "another order (oneDNN against im2col + OpenBLAS), and Adam's first update g / (|g| + 1e-6)"
+  say "another order (oneDNN against lingvoc's direct AVX-512 kernels), and Adam's first update g / (|g| + 1e-6)"
   say "magnifies the difference where |g| is near epsilon)"
 else
   say "DISAGREE: the weights after one step: $(tail -1 one_step_weights.log)"; BAD=1
