@@ -43,6 +43,9 @@ need_lingvo() {
 # skip_part WHY: one part cannot run here; the rest runs, and finish returns 77 (skipped)
 # unless something failed.
 skip_part() { echo "skip: $*"; NSKIP=$((NSKIP + 1)); }
+# asan_build: the executables under test are the sanitizer build (make asan): its memory
+# figures carry ASan's shadow and quarantine, and -O1's float order is not -O2's.
+asan_build() { ldd "$LV_BIN/trainer" 2>/dev/null | grep -q libasan; }
 finish() {
   echo "$(basename "$0"): $NPASS passed, $NFAIL failed"
   [ "$NFAIL" -eq 0 ] || return 1

@@ -18,7 +18,14 @@ check "one step: every weight's change within 1e-3 but the 9 key biases" \
   grep -q "change in the step | 132 shared tensors (129 float), 0 outside relative 0.001, 9 exempt" "$R"
 check "one step: the same loss and gradient norm" sh -c "! grep -q 'DISAGREE: one step' \"$R\""
 check "four evaluations and decodings" [ "$(grep -c '^| \(Lingvo\|lingvoc\) | \(Lingvo\|lingvoc\) | [0-9]' "$R")" -eq 4 ]
-check "the same hypotheses both ways" [ "$(grep -c '| yes |$' "$R")" -eq 4 ]
+check "the same top hypotheses both ways" [ "$(grep -c '| 20/20 | [a-z]* |$' "$R")" -eq 4 ]
+# Every hypothesis of the beam in the same order: an optimized build's float order; -O1's
+# (make asan) may swap near-tied hypotheses of this tiny model.
+if asan_build; then
+  skip_part "all beam hypotheses in order: a sanitizer build (-O1) sums in another order"
+else
+  check "the same hypotheses both ways" [ "$(grep -c '| yes |$' "$R")" -eq 4 ]
+fi
 check "no DISAGREE line" sh -c "! grep -q DISAGREE \"$R\""
 check "tf.train.load_checkpoint: Lingvo's names, dtypes and shapes" grep -q "problems: 0" "$R"
 [ "$NFAIL" -eq 0 ] || cat "$T/out"
