@@ -27,6 +27,7 @@ import sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
+from compare_ckpts import numeric_pairs  # pylint: disable=g-import-not-at-top
 
 
 def l2_only_rows(ra, rb, r0, names, l2):
@@ -56,17 +57,10 @@ def main():
   ap.add_argument('--l2', type=float)
   args = ap.parse_args()
   ra, rb = tf.train.load_checkpoint(args.a), tf.train.load_checkpoint(args.b)
-  names = sorted(set(ra.get_variable_to_shape_map()) & set(rb.get_variable_to_shape_map()))
-  bad = nfloat = small = 0
+  names, pairs, bad = numeric_pairs(ra, rb)
+  nfloat = small = 0
   worst_small = 0.0
-  for n in names:
-    x, y = ra.get_tensor(n), rb.get_tensor(n)
-    if not isinstance(x, np.ndarray) or x.dtype.kind not in 'fiu':
-      continue
-    if x.shape != y.shape:
-      print('%-44s shapes %s against %s' % (n, x.shape, y.shape))
-      bad += 1
-      continue
+  for n, x, y in pairs:
     if x.dtype.kind == 'f':
       nfloat += 1
       diff = np.abs(x.astype(np.float64) - y)

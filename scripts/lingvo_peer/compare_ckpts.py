@@ -23,6 +23,23 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 
+def numeric_pairs(ra, rb):
+  """The two readers' shared tensor names, sorted; the numeric tensors among them of equal
+  shapes as (name, a, b); and how many had another shape (each printed)."""
+  names = sorted(set(ra.get_variable_to_shape_map()) & set(rb.get_variable_to_shape_map()))
+  pairs, mismatched = [], 0
+  for n in names:
+    x, y = ra.get_tensor(n), rb.get_tensor(n)
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in 'fiu':
+      continue
+    if x.shape != y.shape:
+      print('%-44s shapes %s against %s' % (n, x.shape, y.shape))
+      mismatched += 1
+      continue
+    pairs.append((n, x, y))
+  return names, pairs, mismatched
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   ap.add_argument('a')
@@ -34,16 +51,9 @@ def main():
   ra, rb = tf.train.load_checkpoint(args.a), tf.train.load_checkpoint(args.b)
   base = tf.train.load_checkpoint(args.base) if args.base else None
   in_base = set(base.get_variable_to_shape_map()) if base else set()
-  names = sorted(set(ra.get_variable_to_shape_map()) & set(rb.get_variable_to_shape_map()))
-  bad = nfloat = exempt = 0
-  for n in names:
-    x, y = ra.get_tensor(n), rb.get_tensor(n)
-    if not isinstance(x, np.ndarray) or x.dtype.kind not in 'fiu':
-      continue
-    if x.shape != y.shape:
-      print('%-44s shapes %s against %s' % (n, x.shape, y.shape))
-      bad += 1
-      continue
+  names, pairs, bad = numeric_pairs(ra, rb)
+  nfloat = exempt = 0
+  for n, x, y in pairs:
     if x.dtype.kind == 'f':
       nfloat += 1
       x, y = x.astype(np.float64), y.astype(np.float64)
