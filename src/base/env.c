@@ -11,6 +11,7 @@ static void read_env(void) {
   g_env.experiments = getenv("LINGVOC_EXPERIMENTS");
   g_env.openblas_coretype = getenv("OPENBLAS_CORETYPE");
   g_env.gemm_small = getenv("LINGVOC_GEMM_SMALL");
+  g_env.int8 = getenv("LINGVOC_INT8");
   const char *tf32 = getenv("LINGVOC_CUDA_TF32");
   g_env.cuda_tf32 = tf32 && !strcmp(tf32, "1");
   static const char *const kLaunchers[3][2] = {
