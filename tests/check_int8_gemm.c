@@ -234,6 +234,41 @@ START_TEST(zero_rows_give_the_bias) {
 }
 END_TEST
 
+/* Row views (an LSTM's input and recurrent rows of one weight): exact sums of the
+ * sub-matrix on every path, rows not a multiple of 4 refused. */
+START_TEST(row_views_sum_their_rows) {
+  const lv_int8_isa isa = (lv_int8_isa)_i;
+  if (!isa_runs(isa)) return;
+  qcase c;
+  qcase_make(&c, 3, 70, 37, 11);
+  const int64_t cuts[][2] = {{0, 20}, {20, 50}, {8, 4}, {64, 6}, {0, 70}};
+  for (size_t v = 0; v < sizeof cuts / sizeof cuts[0]; v++) {
+    const int64_t r0 = cuts[v][0], len = cuts[v][1];
+    int32_t colsum[48], sums[3 * 37];
+    lv_q8_mat view;
+    ck_assert(lv_q8_mat_rows(&c.mat, r0, len, colsum, &view));
+    int8_t *a = malloc((size_t)(c.m * len));
+    for (int64_t i = 0; i < c.m; i++) memcpy(a + i * len, c.qx + i * c.k + r0, (size_t)len);
+    lv_cpu_q8_sums_with(isa, c.m, a, &view, sums);
+    for (int64_t i = 0; i < c.m; i++)
+      for (int64_t j = 0; j < c.n; j++) {
+        int64_t want = 0;
+        for (int64_t p = r0; p < r0 + len; p++) want += (int64_t)c.qx[i * c.k + p] * c.qw[p * c.n + j];
+        ck_assert_msg(sums[i * c.n + j] == want, "%s rows [%lld, %lld) [%lld,%lld]: %d vs %lld",
+                      lv_int8_isa_names[isa], (long long)r0, (long long)(r0 + len), (long long)i, (long long)j,
+                      sums[i * c.n + j], (long long)want);
+      }
+    free(a);
+  }
+  lv_q8_mat view;
+  int32_t colsum[48];
+  ck_assert(!lv_q8_mat_rows(&c.mat, 2, 8, colsum, &view));  /* start not a multiple of 4 */
+  ck_assert(!lv_q8_mat_rows(&c.mat, 4, 7, colsum, &view));  /* ends mid-group, before k */
+  ck_assert(!lv_q8_mat_rows(&c.mat, 64, 10, colsum, &view)); /* past k */
+  qcase_free(&c);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("int8_gemm");
   TCase *tc = tcase_create("core");
@@ -242,6 +277,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, sums_are_exact_on_every_path, 0, LV_INT8_ISA_COUNT);
   tcase_add_loop_test(tc, sums_do_not_saturate, 0, LV_INT8_ISA_COUNT);
   tcase_add_loop_test(tc, gemm_dequantizes_the_same_bits_on_every_path, 0, LV_INT8_ISA_COUNT);
+  tcase_add_loop_test(tc, row_views_sum_their_rows, 0, LV_INT8_ISA_COUNT);
   tcase_add_test(tc, threads_do_not_change_the_bits);
   tcase_add_test(tc, zero_rows_give_the_bias);
   suite_add_tcase(s, tc);

@@ -1,7 +1,7 @@
 /* The model file's format (io/model_file.h): what is written reads back (params text,
  * assets, tensors with dtype and shape); every shorter prefix of a file and every
  * single-byte flip of it is an error (CORRUPT or, for the magic, INVALID) naming the
- * file, never a crash or a file that loads; a newer version, unknown flags and a second
+ * file, never a crash or a file that loads (with a quantized tensor too); a newer version, unknown flags and a second
  * tensor of one name are refused. The params text of each kind of task (MT, RNMT, both
  * punctuators, LM, LeNet5, LAS) reads back into the same tree. */
 #include <check.h>
@@ -23,23 +23,31 @@ static const char kParams[] = "input.tokenizer.vocab_filepath : 'wpm.voc'\ntask.
 static const float kW[6] = {1, 2, 3, 4, 5, 6};
 static const int64_t kStep = 20;
 
-/* Writes the two-tensor file to g_path; returns its bytes (caller frees) and size. */
-static char *write_sample(size_t *size) {
+static const int8_t kQ[6] = {127, -3, 0, 64, -127, 5};
+static const float kScales[3] = {0.5f, 0.25f, 2.0f};
+
+/* Writes the two-tensor file (three with a qint8 [2, 3] per column: format version 2) to
+ * g_path; returns its bytes (caller frees) and size. */
+static char *write_sample_q(bool quantized, size_t *size) {
   lv_mf_asset a = {.key = "input.tokenizer.vocab_filepath", .name = "wpm.voc", .data = "<unk>\n", .size = 6};
-  lv_mf_tensor t[2] = {{.name = "m/w/var", .dtype = LV_F32, .shape = lv_shape2(2, 3), .data = kW, .size = sizeof kW},
-                       {.name = "global_step", .dtype = LV_I64, .shape = lv_shape0(), .data = &kStep, .size = 8}};
-  EXPECT_OK(lv_model_file_write(g_path, kParams, &a, 1, t, 2));
+  lv_mf_tensor t[3] = {{.name = "m/w/var", .dtype = LV_F32, .shape = lv_shape2(2, 3), .data = kW, .size = sizeof kW},
+                       {.name = "global_step", .dtype = LV_I64, .shape = lv_shape0(), .data = &kStep, .size = 8},
+                       {.name = "m/q/var", .dtype = LV_F32, .shape = lv_shape2(2, 3), .data = kQ, .size = sizeof kQ,
+                        .quantized = true, .qtype = LV_QTYPE_INT8, .axis = 1, .scales = kScales}};
+  EXPECT_OK(lv_model_file_write(g_path, kParams, &a, 1, t, quantized ? 3 : 2));
   char *data = NULL;
   EXPECT_OK(lv_file_read_all(g_path, &data, size));
   return data;
 }
+
+static char *write_sample(size_t *size) { return write_sample_q(false, size); }
 
 START_TEST(test_round_trip) {
   size_t size = 0;
   free(write_sample(&size));
   lv_model_file *f = NULL;
   EXPECT_OK(lv_model_file_read(g_path, &f));
-  ck_assert_uint_eq(f->version, LV_MODEL_FILE_VERSION);
+  ck_assert_uint_eq(f->version, 1); /* no quantized tensor: the oldest version that holds it */
   ck_assert_uint_eq(f->file_size, size);
   ck_assert_uint_eq(size % 8, 0);
   ck_assert_str_eq(f->params_text, kParams);
@@ -64,6 +72,43 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+/* A quantized tensor reads back with its type, axis and scales, in a version 2 file; the
+ * same tensor in a version 1 file is refused. */
+START_TEST(test_quantized_round_trip) {
+  size_t size = 0;
+  char *d = write_sample_q(true, &size);
+  lv_model_file *f = NULL;
+  EXPECT_OK(lv_model_file_read(g_path, &f));
+  ck_assert_uint_eq(f->version, 2);
+  const lv_mf_tensor *q = lv_model_file_tensor(f, "m/q/var"), *w = lv_model_file_tensor(f, "m/w/var");
+  ck_assert_ptr_nonnull(q);
+  ck_assert(q->quantized && !w->quantized);
+  ck_assert_int_eq(q->qtype, LV_QTYPE_INT8);
+  ck_assert_int_eq(q->dtype, LV_F32);
+  ck_assert_int_eq(q->axis, 1);
+  ck_assert_int_eq(q->size, 6);
+  ck_assert_int_eq(memcmp(q->data, kQ, sizeof kQ), 0);
+  ck_assert_int_eq(memcmp(q->scales, kScales, sizeof kScales), 0);
+  float x[6];
+  lv_qtype_traits_of(q->qtype)->dequantize(q->data, q->scales, 2, 3, q->axis, x);
+  ck_assert_float_eq(x[0], 63.5f);
+  ck_assert_float_eq(x[4], -31.75f);
+  ck_assert_float_eq(x[5], 10.0f);
+  lv_model_file_free(f);
+  const uint32_t v1 = 1;
+  memcpy(d + 8, &v1, 4);
+  const uint32_t c = lv_crc32c_mask(lv_crc32c(d, 32));
+  memcpy(d + 32, &c, 4);
+  f = NULL;
+  lv_status s = lv_model_file_parse("X.lvm", d, size, &f);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(strstr(lv_status_msg(s), "X.lvm: section 4 (tensor m/q/var): quantized dtype 'qint8' in a format "
+                                         "version 1 file"), "%s", lv_status_msg(s));
+  lv_status_free(s);
+  free(d);
+}
+END_TEST
+
 static void expect_refused(const char *what, const void *data, size_t n, const char *needle) {
   lv_model_file *f = NULL;
   lv_status s = lv_model_file_parse("X.lvm", data, n, &f);
@@ -78,7 +123,7 @@ static void expect_refused(const char *what, const void *data, size_t n, const c
 
 START_TEST(test_every_prefix_and_flip) {
   size_t size = 0;
-  char *d = write_sample(&size);
+  char *d = write_sample_q(_i == 1, &size);
   char what[64];
   for (size_t n = 0; n < size; n++) {
     snprintf(what, sizeof what, "a prefix of %zu bytes", n);
@@ -168,7 +213,8 @@ int main(void) {
   TCase *tc = tcase_create("model_file");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_round_trip);
-  tcase_add_test(tc, test_every_prefix_and_flip);
+  tcase_add_test(tc, test_quantized_round_trip);
+  tcase_add_loop_test(tc, test_every_prefix_and_flip, 0, 2); /* float only, with a qint8 tensor */
   tcase_add_test(tc, test_version_and_flags);
   tcase_add_test(tc, test_duplicate_tensor);
   tcase_add_test(tc, test_params_round_trip);

@@ -9,18 +9,9 @@ M=$MODEL_transformer
 REC="$G/mt/train.tfrecord-00000-of-00001"
 
 # The golden records with record 5's first target weight 1.0 made NaN (CRCs redone).
-python3 - "$REC" "$T/nan.tfrecord" <<'EOF'
+PYTHONPATH="$LV_ROOT/tests" python3 - "$REC" "$T/nan.tfrecord" <<'EOF'
 import struct, sys
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-def masked(data):
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+from crc32c import masked_crc32c as masked
 raw = open(sys.argv[1], "rb").read()
 out, pos, k, patched = bytearray(), 0, 0, False
 while pos < len(raw):

@@ -2,6 +2,20 @@
  * forward and backward. */
 #include "core/graph_impl.h"
 #include "core/ops.h"
+#include "kernels/qweight.h"
+
+/* Whether a [M, K] x b [K, N] runs on b's quantized twin: a forward-only graph on the
+ * host, b not transposed, the twin b's shape. */
+static bool use_twin(lv_graph *g, const lv_backend *k, const lv_tensor *b, bool ta, bool tb, int64_t kk, int64_t n) {
+  return b->qw && !ta && !tb && !lv_graph_is_training(g) && lv_device_is_host(k->device) && b->qw->k == kk &&
+         b->qw->n == n;
+}
+
+static void twin_matmul(const lv_backend *k, int64_t m, const lv_tensor *a, const lv_tensor *b, const lv_tensor *bias,
+                        bool accumulate, lv_tensor *out) {
+  lv_qtype_traits_of(b->qw->type)->matmul(k->ctx, m, lv_f32(a), b->qw->k, b->qw, bias ? lv_f32(bias) : NULL, accumulate,
+                                          lv_f32(out), b->qw->n);
+}
 
 /* C = A' B' with A' = op(A), B' = op(B):
  *   dA = ta ? B' dC^T : dC B'^T      dB = tb ? dC^T A' : A'^T dC */
@@ -76,6 +90,10 @@ static lv_tensor *matmul_common(lv_graph *g, lv_op op, lv_tensor *a, lv_tensor *
   if (!k) return NULL;
   lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
   if (!out) return NULL;
+  if (use_twin(g, k, b, ta, tb, kk, n)) {
+    twin_matmul(k, m, a, b, NULL, false, out);
+    return out;
+  }
   for (int64_t i = 0; i < batch; i++)
     LV_K(k, gemm, ta, tb, m, n, kk, 1.0f, lv_f32(a) + i * m * kk, ta ? m : kk, lv_f32(b) + i * kk * n,
             tb ? kk : n, 0.0f, lv_f32(out) + i * m * n, n);
@@ -89,6 +107,23 @@ static lv_tensor *matmul_common(lv_graph *g, lv_op op, lv_tensor *a, lv_tensor *
 
 lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b) {
   return matmul_common(g, LV_OP_MATMUL, a, b, trans_a, trans_b);
+}
+
+lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor *bias) {
+  lv_tensor *ins[3] = {a, w, bias};
+  if (!lv_graph_inputs_ok(g, LV_OP_MATMUL, 3, ins)) return NULL;
+  const lv_backend *k = lv_graph_kernels(g, LV_OP_MATMUL, 3, ins);
+  if (!k) return NULL;
+  const int r = a->shape.rank;
+  const bool fused = r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 && bias->dtype == LV_F32 &&
+                     bias->shape.rank == 1 && bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] &&
+                     use_twin(g, k, w, false, false, w->shape.d[0], w->shape.d[1]);
+  if (!fused) return lv_op_add(g, lv_op_matmul(g, a, w, false, false), bias);
+  lv_shape os = a->shape;
+  os.d[r - 1] = w->shape.d[1];
+  lv_tensor *out = lv_graph_out(g, LV_OP_MATMUL, LV_F32, os);
+  if (out) twin_matmul(k, lv_tensor_numel(a) / w->shape.d[0], a, w, bias, false, out);
+  return out;
 }
 
 /* ---- addmm: c + a b ---- */
@@ -123,6 +158,10 @@ lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b) {
   lv_tensor *out = lv_graph_out(g, op, LV_F32, c->shape);
   if (!out) return NULL;
   LV_K(k, axpy, m * n, 1.0f, lv_f32(c), lv_f32(out), false);
+  if (use_twin(g, k, b, false, false, kk, n)) {
+    twin_matmul(k, m, a, b, NULL, true, out);
+    return out;
+  }
   LV_K(k, gemm, false, false, m, n, kk, 1.0f, lv_f32(a), kk, lv_f32(b), n, 1.0f, lv_f32(out), n);
   lv_node *nd = lv_graph_record(g, op, addmm_bwd, out, 3, ins);
   if (nd) {

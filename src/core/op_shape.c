@@ -3,6 +3,7 @@
 
 #include "core/graph_impl.h"
 #include "core/ops.h"
+#include "kernels/qweight.h"
 
 static void reshape_bwd(lv_graph *g, lv_node *nd) { lv_graph_grad_pass(g, nd->be, nd->in[0], nd->out->grad); }
 
@@ -170,6 +171,15 @@ static void slice_bwd(lv_graph *g, lv_node *nd) {
                     lv_f32(gx), x->shape.d[axis], nd->s.axis.start, true);
 }
 
+static void *arena_alloc(void *g, size_t bytes) { return lv_graph_scratch(g, LV_OP_SLICE, bytes); }
+
+/* Rows [start, start + len) of a quantized twin as a twin in the step arena (an LSTM's
+ * input and recurrent rows of its weight), or NULL where the type cannot view them. */
+static const lv_qweight *slice_twin(lv_graph *g, const lv_qweight *w, int64_t start, int64_t len) {
+  lv_qweight *t = lv_graph_scratch(g, LV_OP_SLICE, sizeof *t);
+  return t && lv_qtype_traits_of(w->type)->slice_rows(w, start, len, arena_alloc, g, t) ? t : NULL;
+}
+
 lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64_t len) {
   if (!lv_graph_inputs_ok(g, LV_OP_SLICE, 1, &x)) return NULL;
   char s1[128];
@@ -195,6 +205,7 @@ lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64
   if (!out) return NULL;
   if (outer != 1)
     LV_K(k, copy_block, outer, len, inner, lv_f32(x), x->shape.d[axis], start, lv_f32(out), len, 0, false);
+  if (x->qw && axis == 0 && r == 2 && !lv_graph_is_training(g)) out->qw = slice_twin(g, x->qw, start, len);
   lv_node *nd = lv_graph_record(g, LV_OP_SLICE, slice_bwd, out, 1, &x);
   if (nd) {
     nd->be = k;

@@ -22,6 +22,10 @@ lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, b
  * accumulated into): an RNN step's gates xw_t + m_prev w. Not bit-identical to
  * add(c, matmul(a, b)) (the GEMM adds its K blocks into c one by one). */
 lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b);
+/* a w + bias for w [K, N], bias [N]: add(matmul(a, w), bias), the same bits, except that
+ * a quantized w (its twin, kernels/qweight.h) on a graph that records no gradients
+ * multiplies and adds the bias in one kernel. matmul and addmm use the twin likewise. */
+lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor *bias);
 /* [...,M,K] x [...,K,N] -> [...,M,N] (after optional transposes of the last two dims;
  * equal leading dims, rank >= 3): one strided batched GEMM kernel call for all of them
  * (all heads of an attention at once), not a loop of GEMMs. */

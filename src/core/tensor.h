@@ -35,6 +35,10 @@ typedef struct lv_tensor {
   bool requires_grad;     /* a variable, or computed from one */
   bool owns_data;         /* data was allocated by lv_tensor_new / lv_tensor_new_on */
   int node;               /* producing tape node, -1 for a leaf */
+  /* A quantized twin of this [K, N] weight (kernels/qweight.h): set on a variable's value
+   * by a quantized model file, and on a row slice of one; forward matmuls of graphs that
+   * record no gradients multiply with it. NULL everywhere else. */
+  const struct lv_qweight *qw;
 } lv_tensor;
 
 /* Heap tensor owning zeroed, 64-byte aligned host data. Returns NULL if out of memory. */

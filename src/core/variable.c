@@ -1,6 +1,7 @@
 /* The variable store: declared variables, then one finalize that lays out the trainable
  * float32 values and grads contiguously and fills every variable from (seed, name). */
 #include "core/variable.h"
+#include "kernels/qweight.h"
 
 #include "core/backend.h"
 
@@ -75,13 +76,22 @@ lv_device lv_varstore_device(const lv_varstore *vs) { return vs->be->device; }
 
 void lv_varstore_destroy(lv_varstore *vs) {
   if (!vs) return;
-  for (int i = 0; i < vs->n; i++) free(vs->vars[i]);
+  for (int i = 0; i < vs->n; i++) {
+    lv_var_set_quant(&vs->vars[i]->var, NULL);
+    free(vs->vars[i]);
+  }
   free(vs->vars);
   if (vs->values) vs->be->free(vs->be->ctx, vs->values);
   if (vs->grads) vs->be->free(vs->be->ctx, vs->grads);
   if (vs->other) vs->be->free(vs->be->ctx, vs->other);
   free(vs->scopes);
   free(vs);
+}
+
+void lv_var_set_quant(lv_var *v, struct lv_qweight *q) {
+  lv_qweight_free(v->quant);
+  v->quant = q;
+  v->value.qw = q;
 }
 
 lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_shape shape,

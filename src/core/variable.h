@@ -44,6 +44,8 @@ typedef struct lv_var {
    * the LSTM variables, the learner's grad_group). */
   bool grad_clip_group;
   lv_var_vn vn; /* set by the owning layer for Lingvo's AddGlobalVN / AddVN targets */
+  /* The quantized twin value.qw points at (owned; NULL for a float model). */
+  struct lv_qweight *quant;
 } lv_var;
 
 /* How to fill a new variable (Lingvo's py_utils.WeightInit). */
@@ -95,6 +97,9 @@ lv_var *lv_varstore_find(lv_varstore *vs, const char *name);
 float *lv_varstore_values(lv_varstore *vs, int64_t *n);
 float *lv_varstore_grads(lv_varstore *vs, int64_t *n);
 void lv_varstore_zero_grads(lv_varstore *vs);
+/* Gives v the quantized twin q (taken over; replaces and frees any earlier one; NULL
+ * drops it): value.qw then points at it. */
+void lv_var_set_quant(lv_var *v, struct lv_qweight *q);
 
 /* Weight-noise settings by layer scope (Lingvo's CopyBaseParams: a layer whose vn is the
  * default takes its parent's): scope "" is the root (the task's, from train.vn_std).

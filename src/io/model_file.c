@@ -71,8 +71,10 @@ static void end_section(wbuf *b, size_t at) {
 lv_status lv_model_file_write(const char *path, const char *params_text, const lv_mf_asset *assets, int n_assets,
                               const lv_mf_tensor *tensors, int n_tensors) {
   wbuf b = {0};
+  bool quantized = false;
+  for (int i = 0; i < n_tensors; i++) quantized |= tensors[i].quantized;
   put(&b, LV_MODEL_FILE_MAGIC, 8);
-  put_u32(&b, LV_MODEL_FILE_VERSION);
+  put_u32(&b, quantized ? 2 : 1); /* the oldest version that holds the file */
   put_u32(&b, 0);
   put_u32(&b, (uint32_t)(1 + n_assets + n_tensors));
   put_u32(&b, 0);
@@ -94,12 +96,18 @@ lv_status lv_model_file_write(const char *path, const char *params_text, const l
     const lv_mf_tensor *t = &tensors[i];
     at = begin_section(&b, kTagTensor);
     put_str32(&b, t->name);
-    put_str32(&b, lv_dtype_names[t->dtype]);
+    put_str32(&b, t->quantized ? lv_qtype_dtype_names[t->qtype] : lv_dtype_names[t->dtype]);
     put_u32(&b, (uint32_t)t->shape.rank);
     for (int d = 0; d < t->shape.rank; d++) put_u64(&b, (uint64_t)t->shape.d[d]);
     put_u64(&b, t->size);
     put_pad8(&b); /* the data 8-byte aligned in the file (payloads start aligned) */
     put(&b, t->data, t->size);
+    if (t->quantized) {
+      put_pad8(&b);
+      put_u32(&b, (uint32_t)t->axis);
+      put_u32(&b, (uint32_t)t->shape.d[t->axis]);
+      put(&b, t->scales, sizeof(float) * (size_t)t->shape.d[t->axis]);
+    }
     end_section(&b, at);
   }
   uint64_t size = b.n;
@@ -170,7 +178,7 @@ static lv_status parse_asset(const char *path, int idx, rd *r, char **strings, l
   return NULL;
 }
 
-static lv_status parse_tensor(const char *path, int idx, rd *r, char **strings, lv_mf_tensor *t) {
+static lv_status parse_tensor(const char *path, uint32_t version, int idx, rd *r, char **strings, lv_mf_tensor *t) {
   t->name = take_str(r, strings);
   const char *dt = t->name ? take_str(r, strings) : NULL;
   uint32_t rank = take_u32(r);
@@ -190,12 +198,47 @@ static lv_status parse_tensor(const char *path, int idx, rd *r, char **strings, 
   const char *pad = take(r, npad);
   for (uint64_t k = 0; pad && k < npad; k++) r->bad |= pad[k] != 0;
   t->data = take(r, t->size);
+  t->quantized = dt && lv_qtype_from_dtype_name(dt, &t->qtype);
+  if (dt && !t->quantized && (!lv_dtype_from_name(dt, &t->dtype) || t->dtype == LV_STRING)) {
+    char known[256] = "";
+    for (int q = 0; q < LV_QTYPE_COUNT; q++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", q ? ", " : "", lv_qtype_dtype_names[q]);
+    return CORRUPT("model file %s: section %d (tensor %s): dtype '%s' is neither a numeric lingvoc dtype (float32, "
+                   "int64, ...) nor a quantized type this lingvoc reads (%s)", path, idx, t->name, dt, known);
+  }
+  uint32_t count = 0;
+  if (t->quantized && !r->bad) {
+    const uint64_t npad2 = align8(r->at) - r->at;
+    const char *pad2 = take(r, npad2);
+    for (uint64_t k = 0; pad2 && k < npad2; k++) r->bad |= pad2[k] != 0;
+    t->axis = (int)take_u32(r);
+    count = take_u32(r);
+    t->scales = take(r, (uint64_t)count * sizeof(float));
+  }
   if (r->bad || r->at != r->n)
     return CORRUPT("model file %s: section %d (tensor%s%s): its fields do not fit its %llu bytes", path, idx,
                    t->name ? " " : "", t->name ? t->name : "", (unsigned long long)r->n);
-  if (!lv_dtype_from_name(dt, &t->dtype) || t->dtype == LV_STRING)
-    return CORRUPT("model file %s: section %d (tensor %s): dtype '%s' is not a numeric lingvoc dtype", path, idx,
-                   t->name, dt);
+  if (t->quantized) {
+    if (version < 2)
+      return CORRUPT("model file %s: section %d (tensor %s): quantized dtype '%s' in a format version %u file (they "
+                     "came with version 2)", path, idx, t->name, dt, version);
+    if (rank != 2 || (t->axis != 0 && t->axis != 1) || count != (uint64_t)t->shape.d[t->axis])
+      return CORRUPT("model file %s: section %d (tensor %s): a %s tensor must be rank 2 with axis 0 or 1 and one "
+                     "scale per channel, got rank %u, axis %d, %u scales", path, idx, t->name, dt, rank, t->axis,
+                     count);
+    t->dtype = LV_F32;
+    if (overflow || numel * lv_qtype_traits_of(t->qtype)->elem_bytes != t->size)
+      return CORRUPT("model file %s: section %d (tensor %s): %llu data bytes for its shape and dtype %s", path, idx,
+                     t->name, (unsigned long long)t->size, dt);
+    for (uint32_t c = 0; c < count; c++) {
+      float v;
+      memcpy(&v, t->scales + c, sizeof v);
+      if (!(v >= 0.0f && v <= 3.0e38f))
+        return CORRUPT("model file %s: section %d (tensor %s): scale %u is %g, expected a finite value >= 0", path,
+                       idx, t->name, c, (double)v);
+    }
+    return NULL;
+  }
   if (overflow || numel * lv_dtype_size(t->dtype) != t->size)
     return CORRUPT("model file %s: section %d (tensor %s): %llu data bytes for its shape and dtype %s", path, idx,
                    t->name, (unsigned long long)t->size, dt);
@@ -302,7 +345,7 @@ static lv_status parse(lv_model_file *f) {
       s = parse_asset(path, (int)i, &r, &strings, &f->assets[f->n_assets++]);
     } else if (is_tensor) {
       lv_mf_tensor *t = &f->tensors[f->n_tensors];
-      s = parse_tensor(path, (int)i, &r, &strings, t);
+      s = parse_tensor(path, version, (int)i, &r, &strings, t);
       if (!s && lv_model_file_tensor(f, t->name))
         s = CORRUPT("model file %s: section %u: a second tensor %s", path, i, t->name);
       f->n_tensors++;

@@ -14,7 +14,10 @@
  *   Sections: one "PRMS" first (the params text), then "ASST" (u32 n + the params key it
  *     replaces, u32 n + the file's base name, u64 n + its bytes) and "TENS" (u32 n + the
  *     variable's name, u32 n + dtype name ("float32"), u32 rank, i64 dims[rank], u64 n,
- *     zeros to an 8-byte aligned offset, the n bytes of row-major data).
+ *     zeros to an 8-byte aligned offset, the n bytes of row-major data; version 2: a
+ *     quantized tensor's dtype name is its type's ("qint8"), its n bytes the quantized
+ *     values, then zeros to an 8-byte aligned offset, u32 axis (0 or 1), u32 count
+ *     (= dims[axis]) and count f32 scales).
  * The reader checks all of it before anything uses the file: magic, version (a newer one
  * is refused), flags, the size (truncation), every head and payload CRC, reserved fields
  * and padding (zero: no byte goes unchecked), bounds of every
@@ -31,8 +34,10 @@
 #include "base/dtype.h"
 #include "base/shape.h"
 #include "base/status.h"
+#include "kernels/qweight.h"
 
-#define LV_MODEL_FILE_VERSION 1
+/* Version 2 adds quantized tensors; a file without any is written as version 1. */
+#define LV_MODEL_FILE_VERSION 2
 #define LV_MODEL_FILE_MAGIC "LVMODEL\x1a"
 
 typedef struct lv_mf_asset {
@@ -44,10 +49,16 @@ typedef struct lv_mf_asset {
 
 typedef struct lv_mf_tensor {
   const char *name; /* the variable's name, e.g. "lenet5/conv0/w/var" */
-  lv_dtype dtype;
+  lv_dtype dtype;   /* float32 for a quantized tensor (the variable's) */
   lv_shape shape;
-  const void *data; /* numel * dtype size bytes, row-major */
+  const void *data; /* numel * dtype size bytes, row-major; quantized: numel * the type's */
   uint64_t size;
+  /* Quantized (format version 2; kernels/qweight.h): rank 2, one scale per channel along
+   * axis (0 rows, 1 columns). */
+  bool quantized;
+  lv_qtype qtype;
+  int axis;
+  const float *scales; /* shape.d[axis] values, 4-byte aligned */
 } lv_mf_tensor;
 
 typedef struct lv_model_file {

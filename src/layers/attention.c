@@ -294,6 +294,8 @@ static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tens
     return NULL;
   }
   if (!b) return lv_op_matmul(g, x, w, false, false);
+  /* A quantized w multiplies on its own and adds b in the same kernel. */
+  if (w->qw && !lv_graph_is_training(g)) return lv_op_matmul_bias(g, x, w, b);
   int64_t rows = lv_tensor_numel(x) / k;
   lv_tensor *x1[2] = {lv_op_reshape(g, x, lv_shape2(rows, k)), lv_graph_fill(g, lv_shape2(rows, 1), 1.0f)};
   lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
@@ -434,6 +436,9 @@ static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, l
     return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
   lv_tensor *sc = mha_head_scale(m, g);
   if (!m->enable_query_proj) return lv_op_mul(g, q, sc);
+  /* A quantized query_proj keeps its twin: the scale goes on the projected queries. */
+  if (m->query_proj->value.qw && !lv_graph_is_training(g))
+    return lv_op_mul(g, mha_affine(m, g, q, m->query_proj, m->query_proj_b), sc);
   lv_tensor *w = lv_op_mul(g, &m->query_proj->value, sc);
   lv_tensor *b = m->query_proj_b ? lv_op_mul(g, &m->query_proj_b->value, sc) : NULL;
   return affine_t(&m->a.base, g, q, w, b);

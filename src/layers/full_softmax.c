@@ -96,8 +96,7 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
                   lv_shape_str(&x->shape, s, sizeof s));
     return NULL;
   }
-  lv_tensor *y = lv_op_matmul(g, x, w, false, false);
-  return b ? lv_op_add(g, y, b) : y;
+  return b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
 }
 
 int64_t lv_softmax_layer_chunk(const lv_softmax_layer *l) {

@@ -178,6 +178,5 @@ lv_tensor *lv_layer_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t
                   lv_shape_str(&x->shape, s, sizeof s));
     return NULL;
   }
-  lv_tensor *y = lv_op_matmul(g, x, &w->value, false, false);
-  return b ? lv_op_add(g, y, &b->value) : y;
+  return b ? lv_op_matmul_bias(g, x, &w->value, &b->value) : lv_op_matmul(g, x, &w->value, false, false);
 }

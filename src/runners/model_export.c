@@ -10,6 +10,8 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "core/variable.h"
+#include "kernels/qweight.h"
 #include "models/model.h"
 #include "runners/decoder.h"
 #include "runners/scorers.h"
@@ -117,6 +119,27 @@ static lv_status export_params(const lv_params *cfg, export_state *e) {
   return NULL;
 }
 
+/* Quantizes e->t[i] (a float32 [rows, cols] on the host) in place as type qt. */
+static void quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
+  lv_mf_tensor *t = &e->t[i];
+  const lv_qtype_traits *tr = lv_qtype_traits_of(qt);
+  const int64_t rows = t->shape.d[0], cols = t->shape.d[1];
+  const size_t qbytes = (size_t)(rows * cols) * tr->elem_bytes, at = (qbytes + 3) & ~(size_t)3;
+  /* The scales live in the same allocation, after the values. */
+  char *buf = malloc(at + sizeof(float) * (size_t)(axis ? cols : rows));
+  LV_ASSERT(buf);
+  float *scales = (float *)(buf + at);
+  tr->quantize(e->host[i], rows, cols, axis, buf, scales);
+  free(e->host[i]);
+  e->host[i] = buf;
+  t->data = buf;
+  t->size = qbytes;
+  t->quantized = true;
+  t->qtype = qt;
+  t->axis = axis;
+  t->scales = scales;
+}
+
 /* The model's variables, copied to the host. */
 static lv_status export_tensors(lv_instance *m, export_state *e) {
   int n = 0;
@@ -140,9 +163,23 @@ static lv_status export_tensors(lv_instance *m, export_state *e) {
   return s;
 }
 
-lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *out_path,
-                               lv_export_info *info) {
+/* Every rank-2 float32 variable quantized as qt (model_export.h). */
+static void quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, int *n_quantized) {
+  for (int i = 0; i < e->nt; i++) {
+    const lv_var *v = lv_varstore_get(m->vs, i);
+    if (e->t[i].dtype != LV_F32 || e->t[i].shape.rank != 2 || strcmp(v->name, e->t[i].name)) continue;
+    quantize_tensor(e, i, qt, v->lp_looked_up_rows ? 0 : 1);
+    (*n_quantized)++;
+  }
+}
+
+lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *quantize,
+                               const char *out_path, lv_export_info *info) {
   memset(info, 0, sizeof *info);
+  lv_qtype qt = LV_QTYPE_INT8;
+  const bool quantized = quantize && *quantize;
+  if (quantized && !lv_qtype_from_name(quantize, &qt))
+    return lv_status_make(LV_ERR_INVALID, "--quantize=%s: expected int8 (or nothing: float32)", quantize);
   LV_TRY(lv_scorers_none(cfg, "a model file holds one model; export without shallow fusion"));
   LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, "export", info->checkpoint, sizeof info->checkpoint));
   export_state e = {0};
@@ -151,6 +188,7 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   if (!s) s = lv_instance_create(cfg, false, lv_input_no_shard(), &m);
   if (!s) s = lv_instance_restore(m, info->checkpoint, &info->n_averages);
   if (!s) s = export_tensors(m, &e);
+  if (!s && quantized) quantize_tensors(m, &e, qt, &info->n_quantized);
   char *text = NULL;
   if (!s) {
     text = lv_params_to_text(e.p);
@@ -247,6 +285,27 @@ lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, c
   return NULL;
 }
 
+/* A quantized tensor into variable v (item it): its float values, and a host matmul
+ * weight's twin. */
+static lv_status restore_quantized(const lv_model_file *f, const lv_mf_tensor *t, lv_var *v, const lv_saveable *it) {
+  const lv_qtype_traits *tr = lv_qtype_traits_of(t->qtype);
+  const int64_t rows = t->shape.d[0], cols = t->shape.d[1];
+  float *x = malloc(sizeof(float) * (size_t)(rows * cols) + 1);
+  LV_ASSERT(x);
+  tr->dequantize(t->data, t->scales, rows, cols, t->axis, x);
+  lv_tensor val = lv_tensor_view(it->dtype, it->shape, it->data);
+  val.device = it->device;
+  lv_status s = lv_tensor_from_host(&val, x);
+  free(x);
+  if (s || t->axis != 1 || !lv_device_is_host(it->device)) return s;
+  lv_qweight *q = lv_qweight_new(t->qtype, t->data, t->scales, rows, cols);
+  if (!q)
+    return lv_status_make(LV_ERR_RESOURCE, "model file %s: out of memory packing %s %s [%lld, %lld]", f->path,
+                          lv_qtype_dtype_names[t->qtype], t->name, (long long)rows, (long long)cols);
+  lv_var_set_quant(v, q);
+  return NULL;
+}
+
 lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f) {
   int n = 0;
   lv_saveable *items = lv_instance_saveables(m, &n);
@@ -262,6 +321,8 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
       lv_shape_str(&items[i].shape, b, sizeof b);
       s = lv_status_make(LV_ERR_INVALID, "model file %s: variable %s is %s %s, the model's is %s %s", f->path,
                          items[i].name, lv_dtype_names[t->dtype], a, lv_dtype_names[items[i].dtype], b);
+    } else if (t->quantized) {
+      s = restore_quantized(f, t, lv_varstore_get(m->vs, i), &items[i]);
     } else {
       lv_tensor v = lv_tensor_view(items[i].dtype, items[i].shape, items[i].data);
       v.device = items[i].device;

@@ -22,14 +22,18 @@ typedef struct lv_export_info {
   char checkpoint[LV_PATH_MAX]; /* the prefix restored */
   int64_t step;
   int n_tensors, n_averages, n_assets;
+  int n_quantized; /* tensors written quantized */
   uint64_t bytes; /* the file's size */
 } lv_export_info;
 
 /* Writes cfg's model (built for the decoder job: the dataset's tokenizer) from checkpoint
  * (a prefix or a directory's latest; NULL or "": the latest in <cluster.logdir>/train)
- * to out_path. A model with a shallow-fusion LM is refused (one model per file). */
-lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *out_path,
-                               lv_export_info *info);
+ * to out_path. A model with a shallow-fusion LM is refused (one model per file).
+ * quantize: NULL or "" keeps float32; a type name (kernels/qweight.h: "int8") quantizes
+ * every rank-2 float32 variable, symmetric per channel: per output column for a
+ * matmul's weight, per row for a table read by gathers (lv_var.lp_looked_up_rows). */
+lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *quantize,
+                               const char *out_path, lv_export_info *info);
 
 /* Writes f's assets into a new private directory (dir, LV_PATH_MAX bytes) under $TMPDIR. */
 lv_status lv_model_file_assets_dir(const lv_model_file *f, char *dir, size_t n);
@@ -41,7 +45,9 @@ void lv_model_file_assets_remove(const char *dir);
 lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, const char *override,
                                const char *override_file, const char *flag_params, int64_t num_threads,
                                lv_params **out);
-/* Restores every variable of m from f. */
+/* Restores every variable of m from f. A quantized tensor restores its dequantized
+ * values, and on the host a matmul weight (axis 1) also gets its packed twin
+ * (lv_var_set_quant), which forward-only matmuls then use. */
 lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f);
 
 #endif

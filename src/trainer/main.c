@@ -87,7 +87,7 @@ static lv_status write_inference_graph(lv_cli *c, lv_flag *flags, int n, const c
   LV_TRY(lv_cli_build_params(c, flags, n, dataset, &p));
   lv_export_info info;
   lv_status s = lv_file_mkdirs(dir);
-  if (!s) s = lv_export_model_file(p, NULL, out, &info);
+  if (!s) s = lv_export_model_file(p, NULL, NULL, out, &info);
   lv_params_free(p);
   if (!s) printf("%s\n", out);
   return s;

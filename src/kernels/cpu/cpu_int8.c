@@ -39,6 +39,7 @@ bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k
   m->k = k, m->n = n;
   m->kp = round_up(k > 0 ? k : 1, LV_Q8_KG);
   m->np = round_up(n > 0 ? n : 1, LV_Q8_NB);
+  m->bstride = m->kp * LV_Q8_NB;
   m->q = aligned_alloc(64, (size_t)(m->np * m->kp));
   m->scale = calloc((size_t)m->np, sizeof *m->scale);
   m->colsum = calloc((size_t)m->np, sizeof *m->colsum);
@@ -50,11 +51,30 @@ bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k
   for (int64_t p = 0; p < k; p++)
     for (int64_t j = 0; j < n; j++) {
       const int8_t v = q[p * n + j];
-      m->q[((j / LV_Q8_NB) * (m->kp / LV_Q8_KG) + p / LV_Q8_KG) * (LV_Q8_NB * LV_Q8_KG) + (j % LV_Q8_NB) * LV_Q8_KG +
+      m->q[(j / LV_Q8_NB) * m->bstride + (p / LV_Q8_KG) * (LV_Q8_NB * LV_Q8_KG) + (j % LV_Q8_NB) * LV_Q8_KG +
            p % LV_Q8_KG] = v;
       m->colsum[j] += v;
     }
   memcpy(m->scale, scale, (size_t)n * sizeof *scale);
+  return true;
+}
+
+bool lv_q8_mat_rows(const lv_q8_mat *m, int64_t r0, int64_t len, int32_t *colsum, lv_q8_mat *out) {
+  if (r0 < 0 || len <= 0 || r0 + len > m->k || r0 % LV_Q8_KG || ((r0 + len) % LV_Q8_KG && r0 + len != m->k))
+    return false;
+  *out = *m;
+  out->k = len;
+  out->kp = round_up(len, LV_Q8_KG);
+  out->q = m->q + (r0 / LV_Q8_KG) * (LV_Q8_NB * LV_Q8_KG);
+  out->colsum = colsum;
+  /* The view's sums run over its kp rows, padding included (zeros past m's k). */
+  for (int64_t j = 0; j < m->np; j++) {
+    const int8_t *col = out->q + (j / LV_Q8_NB) * m->bstride + (j % LV_Q8_NB) * LV_Q8_KG;
+    int32_t sum = 0;
+    for (int64_t g = 0; g < out->kp / LV_Q8_KG; g++)
+      for (int t = 0; t < LV_Q8_KG; t++) sum += col[g * LV_Q8_NB * LV_Q8_KG + t];
+    colsum[j] = sum;
+  }
   return true;
 }
 
@@ -69,8 +89,8 @@ void lv_q8_mat_free(lv_q8_mat *m) {
  * a: the tile's first row (row stride kp), in the path's own form (int8, u8 = a + 128,
  * int16); w: the first block; s: [mr][nb * 16]. */
 
-static void tile_scalar(int mr, int nb, int64_t kp, const int8_t *a, const int8_t *w, int32_t *s) {
-  const int64_t groups = kp / LV_Q8_KG, bstride = groups * LV_Q8_NB * LV_Q8_KG;
+static void tile_scalar(int mr, int nb, int64_t kp, int64_t bstride, const int8_t *a, const int8_t *w, int32_t *s) {
+  const int64_t groups = kp / LV_Q8_KG;
   for (int r = 0; r < mr; r++)
     for (int b = 0; b < nb; b++)
       for (int j = 0; j < LV_Q8_NB; j++) {
@@ -96,8 +116,9 @@ static void tile_scalar(int mr, int nb, int64_t kp, const int8_t *a, const int8_
 #define V3 __attribute__((target(V3_ISA)))
 
 /* a: u8 (a + 128). The sum comes out as sum (a + 128) q; the driver takes 128 colsum off. */
-INLINE_VNNI void tile_vnni_t(const int mr, const int nb, int64_t kp, const uint8_t *a, const int8_t *w, int32_t *s) {
-  const int64_t groups = kp / LV_Q8_KG, bstride = groups * LV_Q8_NB * LV_Q8_KG;
+INLINE_VNNI void tile_vnni_t(const int mr, const int nb, int64_t kp, int64_t bstride, const uint8_t *a, const int8_t *w,
+                             int32_t *s) {
+  const int64_t groups = kp / LV_Q8_KG;
   __m512i acc[4][4];
 #pragma GCC unroll 4
   for (int r = 0; r < mr; r++)
@@ -122,9 +143,9 @@ INLINE_VNNI void tile_vnni_t(const int mr, const int nb, int64_t kp, const uint8
     for (int b = 0; b < nb; b++) _mm512_storeu_si512((void *)(s + r * nb * LV_Q8_NB + b * LV_Q8_NB), acc[r][b]);
 }
 
-VNNI static void tile_vnni(int mr, int nb, int64_t kp, const uint8_t *a, const int8_t *w, int32_t *s) {
+VNNI static void tile_vnni(int mr, int nb, int64_t kp, int64_t bstride, const uint8_t *a, const int8_t *w, int32_t *s) {
 #define VCASE(R, B) \
-  case (R) * 8 + (B): tile_vnni_t(R, B, kp, a, w, s); break;
+  case (R) * 8 + (B): tile_vnni_t(R, B, kp, bstride, a, w, s); break;
 #define VROW(R) VCASE(R, 1) VCASE(R, 2) VCASE(R, 3) VCASE(R, 4)
   switch (mr * 8 + nb) { VROW(1) VROW(2) VROW(3) VROW(4) }
 #undef VROW
@@ -211,7 +232,7 @@ static void q8_piece(void *arg, int64_t lo, int64_t hi, int slot) {
   (void)slot;
   const q8_job *j = arg;
   const lv_q8_mat *w = j->w;
-  const int64_t kp = w->kp, bstride = kp * LV_Q8_NB, nblocks = w->np / LV_Q8_NB;
+  const int64_t kp = w->kp, bstride = w->bstride, nblocks = w->np / LV_Q8_NB;
   int32_t s[TILE_ROWS * PIECE_BLOCKS * LV_Q8_NB];
   for (int64_t pc = lo; pc < hi; pc++) {
     const int64_t b0 = pc * PIECE_BLOCKS, nb = nblocks - b0 < PIECE_BLOCKS ? nblocks - b0 : PIECE_BLOCKS;
@@ -222,7 +243,7 @@ static void q8_piece(void *arg, int64_t lo, int64_t hi, int slot) {
       switch (j->isa) {
 #ifdef HAVE_X86
         case LV_INT8_AVX512:
-          tile_vnni(mr, (int)nb, kp, (const uint8_t *)j->a + r0 * kp, wp, s);
+          tile_vnni(mr, (int)nb, kp, bstride, (const uint8_t *)j->a + r0 * kp, wp, s);
           break;
         case LV_INT8_AVX2:
           for (int64_t b = 0; b < nb; b++)
@@ -230,7 +251,7 @@ static void q8_piece(void *arg, int64_t lo, int64_t hi, int slot) {
           break;
 #endif
         default:
-          tile_scalar(mr, (int)nb, kp, (const int8_t *)j->a + r0 * kp, wp, s);
+          tile_scalar(mr, (int)nb, kp, bstride, (const int8_t *)j->a + r0 * kp, wp, s);
           break;
       }
       for (int r = 0; r < mr; r++)

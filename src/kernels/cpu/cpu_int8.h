@@ -30,7 +30,8 @@ extern const char *const lv_int8_isa_names[LV_INT8_ISA_COUNT]; /* "off", "avx2",
 typedef struct lv_q8_mat {
   int64_t k, n;   /* logical shape of W [k, n] */
   int64_t kp, np; /* k rounded up to 4, n to 16 */
-  int8_t *q;      /* [np / 16][kp / 4][16][4] */
+  int8_t *q;      /* [np / 16][kp / 4][16][4], blocks bstride bytes apart */
+  int64_t bstride; /* kp * 16, or more in a view of rows of a larger matrix */
   float *scale;   /* [np]: ws (0 past n) */
   int32_t *colsum; /* [np]: sum over p of q[p][j] */
 } lv_q8_mat;
@@ -43,6 +44,10 @@ void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride
 /* Packs q [k, n] (row-major) with per-column scales into m. Returns false if out of memory. */
 bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k, int64_t n);
 void lv_q8_mat_free(lv_q8_mat *m);
+/* Rows [r0, r0 + len) of m as a view (r0 a multiple of 4, and r0 + len one too or m's
+ * k): its q and scale point into m's, its colsum (np values) is the caller's memory.
+ * False for other rows. */
+bool lv_q8_mat_rows(const lv_q8_mat *m, int64_t r0, int64_t len, int32_t *colsum, lv_q8_mat *out);
 
 /* Y [m, n] (row stride ldy) = X [m, k] (row stride ldx) W (+ bias when not NULL) (+ Y
  * when accumulate), on the picked path. */
