@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Post-training int8 against float32, the same trained model, the same machine, in the same
+# run (issue 46): bin/export writes the model float32 and --quantize=int8, and RUNS
+# interleaved runs of bin/decoder --model_file time each file:
+#   MT    mt.bible_en_es.TransformerSmall, beam search (the experiment's: 4 hyps) on the
+#         first LINES lines of /tmp/bible/test.en: sentences/s and target words/s (the
+#         outputs' whitespace-separated words: the two files' outputs are nearly the same
+#         text, so the ratio is the ratio of time), wall time including the model's load;
+#         sacrebleu BLEU of the same lines against /tmp/bible/test.es;
+#   LM    lm.bible.LM_MODEL --score_text on the first LM_LINES lines of $LM_DATA/dev.txt:
+#         predicted tokens/s (</s> included) and the corpus perplexity of each file.
+# Each: median and spread (min..max) of the runs, peak RSS (/usr/bin/time, max over runs),
+# the files' sizes, and the int8 path picked (LINGVOC_INT8 as set, default the CPU's best).
+# Usage: bench/bench_int8.sh
+#   MT_LOGDIR (/tmp/q/transformer) MT_CKPT (its latest; copied first, so a running trainer
+#   can rotate its checkpoints), LINES (100), RUNS (5), THREADS (2),
+#   LM_MODEL (RnnLmSmall; TransformerLmSmall also works), LM_LOGDIR (none: trains LM_STEPS (40)
+#   steps of it here on $LM_DATA/train.txt; speed does not depend on the weights' quality),
+#   LM_DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), LM_LINES (200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5} LINES=${LINES:-100} THREADS=${THREADS:-2}
+MT_LOGDIR=${MT_LOGDIR:-/tmp/q/transformer}
+LM_MODEL=${LM_MODEL:-RnnLmSmall} LM_DATA=${LM_DATA:-/tmp/lm_bible} LM_LINES=${LM_LINES:-200} LM_STEPS=${LM_STEPS:-40}
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
+make -s -j2 bin/export bin/decoder bin/trainer bin/sacrebleu_score
+tmp=$(mktemp -d /tmp/bench_int8.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# stats FILE: "median (min..max)" of the numbers in FILE, one a line.
+stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                                                   printf "%.2f (%.2f..%.2f)", m, v[1], v[NR] }'; }
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# timed KIND NAME CMD...: runs CMD, appends its wall seconds to $tmp/KIND.NAME.s and its
+# peak RSS (KB) to $tmp/KIND.NAME.rss; stdout to $tmp/KIND.NAME.out.
+timed() {
+  local kind=$1 name=$2; shift 2
+  /usr/bin/time -f "%e %M" -o "$tmp/time" "$@" >"$tmp/$kind.$name.out" 2>"$tmp/err" ||
+    { echo "bench_int8.sh: $kind $name failed: $(tail -3 "$tmp/err")" >&2; exit 1; }
+  read -r s rss <"$tmp/time"
+  echo "$s" >>"$tmp/$kind.$name.s"
+  echo "$rss" >>"$tmp/$kind.$name.rss"
+}
+maxof() { sort -g "$1" | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+echo "# bench_int8.sh $(date -u +%FT%TZ) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))," \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg), THREADS=$THREADS, LINGVOC_INT8=${LINGVOC_INT8:-(best)}"
+grep -qw avx512_vnni /proc/cpuinfo && echo "# this CPU has AVX-512 VNNI" || echo "# this CPU has no AVX-512 VNNI"
+
+# ---- MT ----
+if [ -f "$MT_LOGDIR/train/checkpoint" ]; then
+  ck=${MT_CKPT:-$MT_LOGDIR/train/$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$MT_LOGDIR/train/checkpoint")}
+  mkdir -p "$tmp/mt/train"
+  cp "$ck".* "$tmp/mt/train/"
+  ck=$tmp/mt/train/$(basename "$ck")
+  M=mt.bible_en_es.TransformerSmall
+  bin/export --model=$M --logdir="$tmp/mt" --checkpoint="$ck" --out="$tmp/mt.f32.lvm" >/dev/null
+  bin/export --model=$M --logdir="$tmp/mt" --checkpoint="$ck" --quantize=int8 --out="$tmp/mt.int8.lvm" >/dev/null
+  head -"$LINES" /tmp/bible/test.en >"$tmp/mt.in"
+  head -"$LINES" /tmp/bible/test.es >"$tmp/mt.ref"
+  for r in $(seq "$RUNS"); do
+    for q in f32 int8; do
+      timed mt $q bin/decoder --model_file="$tmp/mt.$q.lvm" --decode_text="$tmp/mt.in" --num_threads="$THREADS"
+    done
+  done
+  echo
+  echo "## MT $M ($(basename "$ck"), beam search, $LINES lines of /tmp/bible/test.en, $RUNS runs interleaved)"
+  echo
+  echo "| file | bytes | sentences/s | target words/s | peak RSS (MB) | BLEU |"
+  echo "|---|---|---|---|---|---|"
+  for q in f32 int8; do
+    words=$(wc -w <"$tmp/mt.$q.out")
+    awk -v n="$LINES" '{ print n / $1 }' "$tmp/mt.$q.s" >"$tmp/mt.$q.sps"
+    awk -v n="$words" '{ print n / $1 }' "$tmp/mt.$q.s" >"$tmp/mt.$q.wps"
+    bleu=$(bin/sacrebleu_score --ref="$tmp/mt.ref" --hyp="$tmp/mt.$q.out" | awk '{ print $3 }')
+    echo "| $q | $(wc -c <"$tmp/mt.$q.lvm") | $(stats "$tmp/mt.$q.sps") | $(stats "$tmp/mt.$q.wps") |" \
+      "$(awk '{ printf "%.0f", $1 / 1024 }' <<<"$(maxof "$tmp/mt.$q.rss")") | $bleu |"
+  done
+  same=$(paste -d'\t' "$tmp/mt.f32.out" "$tmp/mt.int8.out" | awk -F'\t' '$1 == $2' | wc -l)
+  echo
+  echo "int8 / float32: speed $(ratio "$(median "$tmp/mt.f32.s")" "$(median "$tmp/mt.int8.s")")x (median wall times)," \
+    "file $(ratio "$(wc -c <"$tmp/mt.int8.lvm")" "$(wc -c <"$tmp/mt.f32.lvm")")x," \
+    "peak RSS $(ratio "$(maxof "$tmp/mt.int8.rss")" "$(maxof "$tmp/mt.f32.rss")")x; $same of $LINES lines the same text"
+else
+  echo "SKIP MT: no $MT_LOGDIR/train/checkpoint (train mt.bible_en_es.TransformerSmall there, or set MT_LOGDIR)"
+fi
+
+# ---- LM ----
+if [ -f "$LM_DATA/dev.txt" ]; then
+  M=lm.bible.$LM_MODEL
+  OV="input.file_pattern: \"text:$LM_DATA/train.txt\""
+  lm_logdir=${LM_LOGDIR:-}
+  if [ -z "$lm_logdir" ]; then
+    lm_logdir=$tmp/lm
+    bin/trainer --model=$M --logdir="$lm_logdir" \
+      --model_params_override="$OV; train.max_steps: $LM_STEPS; train.save_interval_seconds: 100000" >/dev/null 2>&1
+  fi
+  bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --out="$tmp/lm.f32.lvm" >/dev/null
+  bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --quantize=int8 --out="$tmp/lm.int8.lvm" >/dev/null
+  head -"$LM_LINES" "$LM_DATA/dev.txt" >"$tmp/lm.in"
+  for r in $(seq "$RUNS"); do
+    for q in f32 int8; do
+      timed lm $q bin/decoder --model_file="$tmp/lm.$q.lvm" --score_text="$tmp/lm.in" --num_threads="$THREADS"
+    done
+  done
+  step=$(grep -o 'step [0-9]*' "$tmp/err" | head -1)
+  echo
+  echo "## LM $M (${lm_logdir#$tmp/}, $step; --score_text, $LM_LINES lines of $LM_DATA/dev.txt, $RUNS runs interleaved)"
+  echo
+  echo "| file | bytes | tokens/s | peak RSS (MB) | perplexity |"
+  echo "|---|---|---|---|---|"
+  for q in f32 int8; do
+    toks=$(awk -F'\t' '!/^corpus/ { n += $2 } END { print n }' "$tmp/lm.$q.out")
+    awk -v n="$toks" '{ print n / $1 }' "$tmp/lm.$q.s" >"$tmp/lm.$q.tps"
+    echo "| $q | $(wc -c <"$tmp/lm.$q.lvm") | $(stats "$tmp/lm.$q.tps") |" \
+      "$(awk '{ printf "%.0f", $1 / 1024 }' <<<"$(maxof "$tmp/lm.$q.rss")") | $(sed -n 's/.*perplexity \([0-9.]*\).*/\1/p' "$tmp/lm.$q.out") |"
+  done
+  echo
+  echo "int8 / float32: speed $(ratio "$(median "$tmp/lm.f32.s")" "$(median "$tmp/lm.int8.s")")x (median wall times)," \
+    "file $(ratio "$(wc -c <"$tmp/lm.int8.lvm")" "$(wc -c <"$tmp/lm.f32.lvm")")x," \
+    "peak RSS $(ratio "$(maxof "$tmp/lm.int8.rss")" "$(maxof "$tmp/lm.f32.rss")")x"
+else
+  echo "SKIP LM: no $LM_DATA/dev.txt (scripts/prepare_lm_bible.sh $LM_DATA)"
+fi
