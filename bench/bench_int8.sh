@@ -94,7 +94,8 @@ if [ -f "$LM_DATA/dev.txt" ]; then
   if [ -z "$lm_logdir" ]; then
     lm_logdir=$tmp/lm
     bin/trainer --model=$M --logdir="$lm_logdir" \
-      --model_params_override="$OV; train.max_steps: $LM_STEPS; train.save_interval_seconds: 100000" >/dev/null 2>&1
+      --model_params_override="$OV; train.max_steps: $LM_STEPS; train.save_interval_seconds: 100000" >"$tmp/train.log" 2>&1 ||
+      { echo "bench_int8.sh: training $M failed: $(tail -3 "$tmp/train.log")" >&2; exit 1; }
   fi
   bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --out="$tmp/lm.f32.lvm" >/dev/null
   bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --quantize=int8 --out="$tmp/lm.int8.lvm" >/dev/null

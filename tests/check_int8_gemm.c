@@ -269,6 +269,30 @@ START_TEST(row_views_sum_their_rows) {
 }
 END_TEST
 
+/* A NaN or an infinity in a row of X makes that row's outputs NaN (as float's would be),
+ * the other rows untouched; a weight column holding one gets a NaN scale. */
+START_TEST(non_finite_values_give_nan) {
+  qcase c;
+  qcase_make(&c, 3, 40, 20, 5);
+  c.x[1 * c.k + 7] = NAN;
+  c.x[2 * c.k + 3] = -INFINITY;
+  float y[3 * 20];
+  for (int isa = 0; isa < LV_INT8_ISA_COUNT; isa++) {
+    if (!lv_cpu_int8_isa_ok((lv_int8_isa)isa)) continue;
+    lv_cpu_q8_gemm_with((lv_int8_isa)isa, NULL, c.m, c.x, c.k, &c.mat, c.bias, false, y, c.n);
+    for (int j = 0; j < c.n; j++) {
+      ck_assert(isfinite(y[j]));
+      ck_assert(isnan(y[c.n + j]));
+      ck_assert(isnan(y[2 * c.n + j]));
+    }
+  }
+  c.w[5 * c.n + 2] = INFINITY;
+  lv_q8_quantize(c.w, c.n, c.k, 1, c.n, c.qw, c.ws);
+  ck_assert(isnan(c.ws[2]) && isfinite(c.ws[1]) && isfinite(c.ws[3]));
+  qcase_free(&c);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("int8_gemm");
   TCase *tc = tcase_create("core");
@@ -280,6 +304,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, row_views_sum_their_rows, 0, LV_INT8_ISA_COUNT);
   tcase_add_test(tc, threads_do_not_change_the_bits);
   tcase_add_test(tc, zero_rows_give_the_bias);
+  tcase_add_test(tc, non_finite_values_give_nan);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -2,6 +2,7 @@
 #include "runners/model_export.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +120,9 @@ static lv_status export_params(const lv_params *cfg, export_state *e) {
   return NULL;
 }
 
-/* Quantizes e->t[i] (a float32 [rows, cols] on the host) in place as type qt. */
-static void quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
+/* Quantizes e->t[i] (a float32 [rows, cols] on the host) in place as type qt; an error
+ * for a variable with a NaN or an infinity (its scales would be NaN). */
+static lv_status quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
   lv_mf_tensor *t = &e->t[i];
   const lv_qtype_traits *tr = lv_qtype_traits_of(qt);
   const int64_t rows = t->shape.d[0], cols = t->shape.d[1];
@@ -130,6 +132,12 @@ static void quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
   LV_ASSERT(buf);
   float *scales = (float *)(buf + at);
   tr->quantize(e->host[i], rows, cols, axis, buf, scales);
+  for (int64_t c = 0; c < (axis ? cols : rows); c++)
+    if (!isfinite(scales[c])) {
+      free(buf);
+      return lv_status_make(LV_ERR_INVALID, "--quantize=%s: variable %s has a NaN or an infinity in %s %lld: cannot "
+                            "quantize it", lv_qtype_names[qt], t->name, axis ? "column" : "row", (long long)c);
+    }
   free(e->host[i]);
   e->host[i] = buf;
   t->data = buf;
@@ -138,6 +146,7 @@ static void quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
   t->qtype = qt;
   t->axis = axis;
   t->scales = scales;
+  return NULL;
 }
 
 /* The model's variables, copied to the host. */
@@ -164,13 +173,14 @@ static lv_status export_tensors(lv_instance *m, export_state *e) {
 }
 
 /* Every rank-2 float32 variable quantized as qt (model_export.h). */
-static void quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, int *n_quantized) {
+static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, int *n_quantized) {
   for (int i = 0; i < e->nt; i++) {
     const lv_var *v = lv_varstore_get(m->vs, i);
     if (e->t[i].dtype != LV_F32 || e->t[i].shape.rank != 2 || strcmp(v->name, e->t[i].name)) continue;
-    quantize_tensor(e, i, qt, v->lp_looked_up_rows ? 0 : 1);
+    LV_TRY(quantize_tensor(e, i, qt, v->lp_looked_up_rows ? 0 : 1));
     (*n_quantized)++;
   }
+  return NULL;
 }
 
 lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *quantize,
@@ -188,7 +198,7 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   if (!s) s = lv_instance_create(cfg, false, lv_input_no_shard(), &m);
   if (!s) s = lv_instance_restore(m, info->checkpoint, &info->n_averages);
   if (!s) s = export_tensors(m, &e);
-  if (!s && quantized) quantize_tensors(m, &e, qt, &info->n_quantized);
+  if (!s && quantized) s = quantize_tensors(m, &e, qt, &info->n_quantized);
   char *text = NULL;
   if (!s) {
     text = lv_params_to_text(e.p);

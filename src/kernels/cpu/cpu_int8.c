@@ -4,6 +4,7 @@
  * float operation and their outputs are the same bits. */
 #include "kernels/cpu/cpu_int8.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,12 +25,20 @@ void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride
     const float *xc = x + c * ch_stride;
     int8_t *qc = q + c * ch_stride;
     float amax = 0.0f;
-    for (int64_t i = 0; i < len; i++) amax = fmaxf(amax, fabsf(xc[i * stride]));
-    scale[c] = amax / 127.0f;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < len; i++) {
+      const float a = fabsf(xc[i * stride]);
+      finite &= a <= FLT_MAX;
+      amax = fmaxf(amax, a);
+    }
+    /* A NaN or infinity anywhere makes the channel's scale NaN (its q 0), so that what
+     * it feeds is NaN, as the float product's would be. */
+    scale[c] = finite ? amax / 127.0f : NAN;
+    const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int64_t i = 0; i < len; i++) {
       float r = nearbyintf(xc[i * stride] * inv);
-      qc[i * stride] = (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+      r = r > 127.0f ? 127.0f : r;
+      qc[i * stride] = (int8_t)(r >= -127.0f ? r : -127.0f);
     }
   }
 }

@@ -38,7 +38,8 @@ typedef struct lv_q8_mat {
 
 /* Symmetric per-channel quantization of float data: n_ch channels of len values each,
  * channel c's value i at x[c * ch_stride + i * stride]; q (same layout) and scale[c] =
- * max |x| / 127 (0 for an all-zero channel, whose q are 0). */
+ * max |x| / 127 (0 for an all-zero channel, whose q are 0; NaN for a channel holding a
+ * NaN or an infinity, whose q are 0). */
 void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride, int64_t stride, int8_t *q,
                     float *scale);
 /* Packs q [k, n] (row-major) with per-column scales into m. Returns false if out of memory. */
