@@ -14,8 +14,9 @@
 #    target) and each line's per-token log-probability within 0.02 nats (the int8
 #    products carry up to half a quantization step of either factor, ~0.4% of a row's
 #    largest value; measured at most 0.009 on these models, while a wrong scale or a
-#    lost offset moves them by whole nats); the scores differ from float's at all (the
-#    int8 GEMM ran). MT and punctuators: at least two thirds of the golden lines are the
+#    lost offset moves them by whole nats); the scores differ from float's, and from
+#    float32 GEMMs' on the same dequantized weights (LINGVOC_INT8=float): the int8 GEMM
+#    ran, as the log says (how many int8 matrices, which path). MT and punctuators: at least two thirds of the golden lines are the
 #    same text (measured: all), and lingvoc.Model's scores of the same MT lines within
 #    2% + 0.05; LAS: the same transcripts (of two clear utterances).
 #  - Errors: --quantize=int4 is refused; a tensor of an unknown quantized dtype is a
@@ -69,6 +70,7 @@ paths_same() {
       rm -f "$out.$isa"
       continue
     fi
+    check "$what ($isa): the log names the int8 matrices and the path" grep -qE "[1-9][0-9]* int8 weight matrices, their matmuls on $isa\$" "$T/err"
     ran="$ran $isa"
   done
   local first=""
@@ -130,7 +132,10 @@ for LM in lm.bible.RnnLmTinyTest lm.bible.TransformerLmTinyTest; do
   "$LV_BIN/decoder" --model_file="$T/$n.lvm" --score_text="$T/dev.txt" >"$T/$n.float" 2>"$T/err" ||
     fail "$n: float --score_text: $(tail -2 "$T/err")"
   paths_same "$n: int8 --score_text" "$T/$n.int8" "$LV_BIN/decoder" --model_file="$T/$n.q.lvm" --score_text="$T/dev.txt"
-  check "$n: int8 scores differ from float32's (the int8 GEMM ran)" sh -c '! cmp -s "$0" "$1"' "$T/$n.float" "$T/$n.int8"
+  check "$n: int8 scores differ from float32's" sh -c '! cmp -s "$0" "$1"' "$T/$n.float" "$T/$n.int8"
+  LINGVOC_INT8=float "$LV_BIN/decoder" --model_file="$T/$n.q.lvm" --score_text="$T/dev.txt" >"$T/$n.deq" 2>"$T/err"
+  check "$n: ... and from float32 GEMMs' on the same dequantized weights (LINGVOC_INT8=float): the int8 GEMM ran" \
+    sh -c '! cmp -s "$0" "$1" && grep -q "their matmuls on float32 GEMMs" "$2"' "$T/$n.deq" "$T/$n.int8" "$T/err"
   paste "$T/$n.float" "$T/$n.int8" | awk -F'\t' -v n="$n" '
     /^corpus/ { split($0, f, "perplexity "); split(f[2], a, "\t"); pf = a[1] + 0; split($0, g, "perplexity "); pq = g[3] + 0; next }
     { d = ($1 - $4) / $2; d = d < 0 ? -d : d; if (d > md) md = d; if ($2 != $5) bad = 1 }

@@ -14,7 +14,7 @@ typedef struct {
   const char *openblas_coretype; /* OPENBLAS_CORETYPE as the user set it (OpenBLAS core) */
   bool cuda_tf32;                /* LINGVOC_CUDA_TF32=1: cuBLAS may use TF32 */
   const char *gemm_small;        /* LINGVOC_GEMM_SMALL: off, avx2, avx512 (cpu_gemm_small.c) */
-  const char *int8;              /* LINGVOC_INT8: off, avx2, avx512 (cpu_int8.c) */
+  const char *int8;              /* LINGVOC_INT8: off, avx2, avx512, float (cpu_int8.c, qweight.h) */
   /* MPI launchers' world size and rank, in the order tried: Open MPI's mpirun
    * (OMPI_COMM_WORLD_*), MPICH's hydra and srun --mpi=pmi2 (PMI_*), PMIx (PMIX_*). */
   const char *launcher_size[3], *launcher_rank[3];

@@ -8,7 +8,7 @@
  * host, b not transposed, the twin b's shape. */
 static bool use_twin(lv_graph *g, const lv_backend *k, const lv_tensor *b, bool ta, bool tb, int64_t kk, int64_t n) {
   return b->qw && !ta && !tb && !lv_graph_is_training(g) && lv_device_is_host(k->device) && b->qw->k == kk &&
-         b->qw->n == n;
+         b->qw->n == n && lv_qweights_enabled();
 }
 
 static void twin_matmul(const lv_backend *k, int64_t m, const lv_tensor *a, const lv_tensor *b, const lv_tensor *bias,

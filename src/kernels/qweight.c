@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/names.h"
 #include "base/status.h"
 #include "kernels/cpu/cpu_int8.h"
@@ -21,6 +22,11 @@ bool lv_qtype_from_dtype_name(const char *name, lv_qtype *out) {
   int i = lv_name_index(lv_qtype_dtype_names, LV_QTYPE_COUNT, name);
   if (i >= 0) *out = (lv_qtype)i;
   return i >= 0;
+}
+
+bool lv_qweights_enabled(void) {
+  const char *v = lv_env_get()->int8;
+  return !v || strcmp(v, "float") != 0;
 }
 
 /* ---- int8: symmetric, per channel, cpu_int8.c's GEMM ---- */
@@ -68,6 +74,8 @@ static void q8_matmul(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, cons
   lv_cpu_q8_gemm(ctx, m, x, ldx, w->packed, bias, accumulate, y, ldy);
 }
 
+static const char *q8_path(void) { return lv_int8_isa_names[lv_cpu_int8_isa()]; }
+
 const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT] = {
     [LV_QTYPE_INT8] = {.elem_bytes = 1,
                        .quantize = q8_quantize,
@@ -75,7 +83,8 @@ const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT] = {
                        .pack = q8_pack,
                        .free_packed = q8_free,
                        .slice_rows = q8_slice_rows,
-                       .matmul = q8_matmul},
+                       .matmul = q8_matmul,
+                       .path = q8_path},
 };
 
 lv_qweight *lv_qweight_new(lv_qtype type, const void *q, const float *scales, int64_t k, int64_t n) {

@@ -55,9 +55,17 @@ typedef struct lv_qtype_traits {
   /* y [m, n] (row stride ldy) = x [m, k] (row stride ldx) w (+ bias [n]) (+ y), on the CPU. */
   void (*matmul)(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, const lv_qweight *w, const float *bias,
                  bool accumulate, float *y, int64_t ldy);
+  /* The code path matmul takes in this process ("avx512", ...), for logs. */
+  const char *(*path)(void);
 } lv_qtype_traits;
 
 extern const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT];
+
+/* Whether matmuls use the twins: true unless LINGVOC_INT8=float, which runs a quantized
+ * model's float32 GEMMs on its dequantized weights (the weights' quantization error
+ * alone, without the activations'; a diagnostic, and the tests' proof that the twins
+ * run). */
+bool lv_qweights_enabled(void);
 
 static inline const lv_qtype_traits *lv_qtype_traits_of(lv_qtype t) { return &lv_qtype_traits_table[t]; }
 

@@ -339,6 +339,15 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
       s = lv_tensor_from_host(&v, t->data);
     }
   }
+  int twins[LV_QTYPE_COUNT] = {0};
+  for (int i = 0; !s && i < n; i++) {
+    const lv_var *v = lv_varstore_get(m->vs, i);
+    if (v->quant) twins[v->quant->type]++;
+  }
+  for (int q = 0; q < LV_QTYPE_COUNT; q++)
+    if (twins[q])
+      lv_info("model file %s: %d %s weight matrices, their matmuls on %s", f->path, twins[q], lv_qtype_names[q],
+              lv_qweights_enabled() ? lv_qtype_traits_of((lv_qtype)q)->path() : "float32 GEMMs (LINGVOC_INT8=float)");
   if (!s && f->n_tensors != n)
     lv_warn("model file %s holds %d variables, the model %d: the others are not used", f->path, f->n_tensors, n);
   free(items);

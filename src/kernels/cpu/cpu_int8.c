@@ -340,14 +340,14 @@ static lv_int8_isa pick(void) {
                            : lv_cpu_int8_isa_ok(LV_INT8_AVX2) ? LV_INT8_AVX2
                                                               : LV_INT8_OFF;
   const char *want = lv_env_get()->int8;
-  if (!want || !*want) return best;
+  if (!want || !*want || !strcmp(want, "float")) return best; /* float: qweight.c's */
   for (int i = 0; i < LV_INT8_ISA_COUNT; i++)
     if (!strcmp(want, lv_int8_isa_names[i])) {
       if (lv_cpu_int8_isa_ok((lv_int8_isa)i)) return (lv_int8_isa)i;
       lv_warn("LINGVOC_INT8=%s: this CPU lacks it; using %s", want, lv_int8_isa_names[best]);
       return best;
     }
-  lv_warn("LINGVOC_INT8=%s: expected off, avx2 or avx512; using %s", want, lv_int8_isa_names[best]);
+  lv_warn("LINGVOC_INT8=%s: expected off, avx2, avx512 or float; using %s", want, lv_int8_isa_names[best]);
   return best;
 }
 
