@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shallow fusion (task.decoder.fusion, models/lm_fusion.h), a few seconds: mt.bible_en_es.TinyTest
+# Shallow fusion (task.decoder.fusion, search/lm_fusion.h), a few seconds: mt.bible_en_es.TinyTest
 # overfits a generated 20-pair corpus (as tests/test_mt_decode.sh) and two LMs of its target
 # side (lm.bible.RnnLmSpanishTinyTest and TransformerLmSpanishTinyTest, the same 128-piece
 # vocabulary) train on train.es. For each LM: bin/decoder with lm_weight 0 writes the same

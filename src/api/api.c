@@ -25,7 +25,7 @@
 #include "runners/instance.h"
 #include "runners/model_export.h"
 #include "runners/scorers.h"
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 
 _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_ERR_NOT_FOUND &&
                    LV_STATUS_CORRUPT == LV_ERR_CORRUPT && LV_STATUS_IO == LV_ERR_IO &&

@@ -8,7 +8,7 @@
 #include "base/log.h"
 #include "base/path.h"
 #include "runners/checkpointer.h"
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 #include "models/model.h"
 #include "runners/instance.h"
 
@@ -82,7 +82,7 @@ static lv_status lm_checkpoint(const lv_params *fp, char *prefix, size_t n) {
 }
 
 /* task.decoder.fusion: builds the LM experiment it names beside the model, restores its
- * checkpoint and makes its scorer (models/lm_fusion.h), on the model's device. */
+ * checkpoint and makes its scorer (search/lm_fusion.h), on the model's device. */
 static lv_status open_fusion(const lv_params *cfg, const lv_task *t, lv_scorers *d) {
   const lv_params *tp = lv_params_sub(cfg, "task");
   const lv_params *dp = tp && lv_params_has(tp, "decoder") ? lv_params_sub(tp, "decoder") : NULL;

@@ -1,6 +1,6 @@
 /* The scorers an experiment's params name for its task's beam searches, beside the
- * task's own decoder (Marian's createScorers; models/beam_search.h's lv_scorer): today
- * task.decoder.fusion's language model (models/lm_fusion.h: shallow fusion is one scorer
+ * task's own decoder (Marian's createScorers; search/beam_search.h's lv_scorer): today
+ * task.decoder.fusion's language model (search/lm_fusion.h: shallow fusion is one scorer
  * type), built from its experiment and checkpoint beside the model's and owned here. A
  * caller may add scorers it made (the library API's LMs of other loaded models). The
  * decoder job and the library hold a list and hand it to the task; neither knows what
@@ -9,7 +9,7 @@
 #define LV_RUNNERS_SCORERS_H
 
 #include "base/status.h"
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 #include "models/task.h"
 #include "params/params.h"
 
