@@ -388,6 +388,13 @@ lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const lv_model_file 
   return lv_path_fmt(ld->prefix, sizeof ld->prefix, "%s", f->path);
 }
 
+bool lv_line_decoder_share(lv_line_decoder *ld, lv_line_decoder *src) {
+  if (!lv_varstore_share_values(ld->d.m->vs, src->d.m->vs)) return false;
+  lv_scorers_share(ld->d.scorers, src->d.scorers);
+  snprintf(ld->prefix, sizeof ld->prefix, "%s", src->prefix);
+  return true;
+}
+
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }
 lv_scorers *lv_line_decoder_scorers(lv_line_decoder *ld) { return ld->d.scorers; }
 const char *lv_line_decoder_checkpoint(const lv_line_decoder *ld) { return ld->prefix; }

@@ -21,6 +21,10 @@ struct lv_scorers {
   lv_lm_fusion fusion;
 };
 
+void lv_scorers_share(lv_scorers *dst, lv_scorers *src) {
+  if (dst && src && dst->lm && src->lm) (void)lv_varstore_share_values(dst->lm->vs, src->lm->vs);
+}
+
 static void push(lv_scorers *d, const lv_scorer *sc) {
   if (d->n == d->cap) {
     d->cap = d->cap ? 2 * d->cap : 4;

@@ -22,6 +22,9 @@ lv_status lv_scorers_open(const lv_params *cfg, lv_task *t, lv_scorers **out);
 /* Appends sc (kept, not owned: the caller's until lv_scorers_close) and gives t the list. */
 lv_status lv_scorers_add(lv_scorers *s, lv_task *t, const lv_scorer *sc);
 int lv_scorers_count(const lv_scorers *s);
+/* dst's params' scorers read src's weights where the two hold the same model (the
+ * sessions of one loaded model: one copy of a fusion LM); the others keep their own. */
+void lv_scorers_share(lv_scorers *dst, lv_scorers *src);
 /* An error (LV_ERR_INVALID naming the param, then why) when cfg names a scorer of
  * another model (a fusion LM), for a use that takes the model alone (export). */
 lv_status lv_scorers_none(const lv_params *cfg, const char *why);
