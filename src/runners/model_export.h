@@ -27,7 +27,8 @@ typedef struct lv_export_info {
 
 /* Writes cfg's model (built for the decoder job: the dataset's tokenizer) from checkpoint
  * (a prefix or a directory's latest; NULL or "": the latest in <cluster.logdir>/train)
- * to out_path. A model with a shallow-fusion LM is refused (one model per file). */
+ * to out_path. A shallow-fusion LM that cfg names by experiment is exported too and stored
+ * inside, as task.decoder.fusion.lm_model_file's asset (a model file in the model file). */
 lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *out_path,
                                lv_export_info *info);
 

@@ -25,9 +25,10 @@ int lv_scorers_count(const lv_scorers *s);
 /* dst's params' scorers read src's weights where the two hold the same model (the
  * sessions of one loaded model: one copy of a fusion LM); the others keep their own. */
 void lv_scorers_share(lv_scorers *dst, lv_scorers *src);
-/* An error (LV_ERR_INVALID naming the param, then why) when cfg names a scorer of
- * another model (a fusion LM), for a use that takes the model alone (export). */
-lv_status lv_scorers_none(const lv_params *cfg, const char *why);
+/* The frozen params of the LM that cfg's task.decoder.fusion names by experiment
+ * (lm_model, lm_params_override) and its checkpoint prefix (lm_logdir / lm_checkpoint), as
+ * decoding builds it; *lm_cfg NULL when cfg fuses no LM or takes it from lm_model_file. */
+lv_status lv_scorers_fusion_lm(const lv_params *cfg, lv_params **lm_cfg, char *prefix, size_t n);
 /* Takes the list from t (NULL: none) and frees what the params' scorers hold. NULL is fine. */
 void lv_scorers_close(lv_scorers *s, lv_task *t);
 

@@ -15,6 +15,9 @@ lv_params *lv_lm_fusion_params(void) {
   lv_params_define_string(p, "lm_logdir", "", "The LM's log directory: its latest checkpoint in <lm_logdir>/train "
                           "is used (unless lm_checkpoint is set).");
   lv_params_define_string(p, "lm_checkpoint", "", "The LM's checkpoint prefix (or a directory: its latest).");
+  lv_params_define_string(p, "lm_model_file", "", "lingvoc: the LM as a model file (bin/export), in place of "
+                          "lm_logdir and lm_checkpoint (lm_model then only names it in messages). bin/export of a "
+                          "fused model stores the LM's model file inside its own and sets this.");
   lv_params_define_string(p, "lm_params_override", "", "Overrides of the LM's params (as --model_params_override), "
                           "e.g. its vocabulary's path.");
   lv_params_define_float(p, "lm_weight", 0.0, "Weight of the LM's log-probabilities added to the model's.");
