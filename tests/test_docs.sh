@@ -157,7 +157,8 @@ mkdir -p "$T/root" "$T/data"
 ln -s "$LV_BIN" "$T/root/bin"
 ln -s "$LV_ROOT/scripts" "$T/root/scripts"
 ln -s "$LV_ROOT/experiments" "$T/root/experiments"
-ln -s "$LV_ROOT/python" "$T/root/python"
+cp -r "$LV_ROOT/python" "$T/root/python" # pip builds in the source folder: not in the checkout
+rm -rf "$T/root/python/build" "$T/root/python"/*.egg-info
 # tutorial NAME VAR=VALUE...: runs docs/tutorials/NAME.md's sh blocks with these variables.
 tutorial() {
   local name=$1; shift
