@@ -5,7 +5,7 @@
 # short line per file ("CC src/base/log.c"). Warnings and errors print either way.
 #
 # Sources are found by globbing: a new .c file under src/<module>/ joins the library, a
-# new src/<tool>/main.c becomes bin/<tool>, a new tests/check_<name>.c becomes a suite, a
+# new src/cmd/<tool>.c becomes bin/<tool>, a new tests/check_<name>.c becomes a suite, a
 # new src/io/proto/*.proto is compiled with protoc-c. No list to edit.
 
 # CUDA=1 (the CUDA backend, src/kernels/cuda) builds into its own tree: objects built
@@ -75,8 +75,8 @@ else
 say       =
 endif
 
-TOOLS     := $(patsubst src/%/main.c,%,$(wildcard src/*/main.c))
-LIB_SRC   := $(filter-out $(wildcard src/*/main.c),$(wildcard src/*/*.c src/kernels/cpu/*.c))
+TOOLS     := $(patsubst src/cmd/%.c,%,$(wildcard src/cmd/*.c))
+LIB_SRC   := $(filter-out $(wildcard src/cmd/*.c),$(wildcard src/*/*.c src/kernels/cpu/*.c))
 PROTOS    := $(wildcard src/io/proto/*.proto)
 PROTO_C   := $(patsubst src/io/proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H   := $(PROTO_C:.c=.h)
@@ -203,7 +203,7 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
 
-$(BINDIR)/%: $(BUILD)/src/%/main.o $(LIB)
+$(BINDIR)/%: $(BUILD)/src/cmd/%.o $(LIB)
 	@mkdir -p $(BINDIR)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 

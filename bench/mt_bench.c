@@ -38,7 +38,7 @@
 
 #include "base/log.h"
 #include "kernels/kernels.h"
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 #include "models/model.h"
 #include "models/mt.h"
 #include "optim/optim_params.h"

@@ -11,7 +11,7 @@
 #include "input/batch.h"
 #include "layers/layer.h"
 #include "models/asr.h"
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 
 enum { NU = 6, F = 8, FPT = 4, MAXL = 4, T = MAXL * FPT + 1, L = MAXL + 1, V = 10 };
 

@@ -1,4 +1,4 @@
-/* Beam search and greedy search (models/beam_search.h): Lingvo's beam_search_helper_test
+/* Beam search and greedy search (search/beam_search.h): Lingvo's beam_search_helper_test
  * testBeamSearchForceEosInTopK vectors, the hand-made trees of beam_search_step_op_test.py
  * (three steps with </s>, force_eos_in_last_step, op V2 with and without beam independence,
  * the stopping rules: beam_size, ensure_full_beam, local_eos_threshold), hand-computed cases
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check_util.h"
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 
 /* ---- test models ---------------------------------------------------------------------- */
 

@@ -1482,6 +1482,36 @@ START_TEST(var_store) {
 }
 END_TEST
 
+/* A model's sessions share one copy of its weights: b reads a's memory (its own freed),
+ * destroying b leaves a's intact; stores of other declarations refuse. */
+START_TEST(var_store_share) {
+  lv_varstore *a = lenet_store(1), *b = lenet_store(2), *d = lv_varstore_create();
+  lv_var_init xav = {LV_INIT_XAVIER, 1.0};
+  ck_assert_ptr_null(lv_varstore_add(d, "lenet5/conv0/w/var", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, NULL));
+  ck_assert_ptr_null(lv_varstore_finalize(d, 1));
+  lv_var *da = lv_varstore_find(d, "lenet5/conv0/w/var");
+  void *d_own = da->value.data;
+  ck_assert(!lv_varstore_share_values(d, a)); /* other variables */
+  ck_assert_ptr_eq(da->value.data, d_own);
+  ck_assert(!lv_varstore_share_values(a, a));
+  ck_assert(lv_varstore_share_values(b, a));
+  ck_assert(!lv_varstore_share_values(b, a)); /* already sharing */
+  for (int i = 0; i < lv_varstore_count(a); i++) {
+    ck_assert_ptr_eq(lv_varstore_get(b, i)->value.data, lv_varstore_get(a, i)->value.data);
+    ck_assert_str_eq(lv_varstore_get(b, i)->name, lv_varstore_get(a, i)->name);
+  }
+  int64_t na, nb;
+  ck_assert_ptr_eq(lv_varstore_values(b, &nb), lv_varstore_values(a, &na));
+  ck_assert_int_eq(na, nb);
+  lv_f32(&lv_varstore_find(a, "lenet5/fc/b/var")->value)[3] = 0.25f;
+  ck_assert_float_eq(lv_f32(&lv_varstore_find(b, "lenet5/fc/b/var")->value)[3], 0.25f);
+  lv_varstore_destroy(b); /* frees nothing of a's (ASan would tell) */
+  ck_assert_float_eq(lv_f32(&lv_varstore_find(a, "lenet5/fc/b/var")->value)[3], 0.25f);
+  lv_varstore_destroy(a);
+  lv_varstore_destroy(d);
+}
+END_TEST
+
 START_TEST(var_grads_flow_into_store) {
   lv_varstore *vs = lv_varstore_create();
   lv_var *w;
@@ -1552,6 +1582,7 @@ int main(void) {
   suite_add_tcase(s, gr);
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);
+  tcase_add_test(vt, var_store_share);
   tcase_add_test(vt, var_grads_flow_into_store);
   suite_add_tcase(s, vt);
   return lv_test_run(s);

@@ -11,7 +11,7 @@
 #include "base/file.h"
 #include "check_util.h"
 #include "io/bundle.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 #include "models/model.h"
 #include "models/task.h"
 #include "runners/decoder.h"

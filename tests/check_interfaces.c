@@ -15,7 +15,7 @@
 #include "layers/layer.h"
 #include "layers/projection.h"
 #include "layers/sequential.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 #include "models/task.h"
 
 enum { N = 50, H = 4, W = 3 };

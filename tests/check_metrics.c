@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "check_util.h"
-#include "models/bleu.h"
-#include "models/metrics.h"
+#include "metrics/bleu.h"
+#include "metrics/metrics.h"
 
 #define EPS 1e-7
 

@@ -1,4 +1,4 @@
-/* Punctuator decoder metrics (models/punct_metrics.h) on hand-computed cases: identity,
+/* Punctuator decoder metrics (metrics/punct_metrics.h) on hand-computed cases: identity,
  * the trivial answer, hypotheses with other words (LCS alignment), repeated marks,
  * white space, empty lines, the trivial answer's text, the report, and a long pair whose
  * alignment table would be too large. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check_util.h"
-#include "models/punct_metrics.h"
+#include "metrics/punct_metrics.h"
 
 #define EPS 1e-12
 

@@ -1,4 +1,4 @@
-/* sacrebleu-compatible BLEU (models/sacrebleu.h) against sacrebleu's published vectors:
+/* sacrebleu-compatible BLEU (metrics/sacrebleu.h) against sacrebleu's published vectors:
  *   test/test_bleu.py           raw BLEU, corpus BLEU (13a / none / smoothing none, two
  *                               references), statistics, scoring, offset, effective order,
  *                               degenerate statistics, max n-gram order 1..6;
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "check_util.h"
-#include "models/sacrebleu.h"
+#include "metrics/sacrebleu.h"
 
 #define EPSILON 1e-8
 

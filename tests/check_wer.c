@@ -1,4 +1,4 @@
-/* WER as Lingvo computes it (models/wer.h) on the tables of reference/lingvo_asr_lm.md
+/* WER as Lingvo computes it (metrics/wer.h) on the tables of reference/lingvo_asr_lm.md
  * §6: decoder_utils_test.py's ComputeWer cases, levenshtein/EditDistance cases with their
  * ins/sub/del split, FilterEpsilon / FilterNoise, the in-graph <noise> regex quirk, and
  * model_test.py's testPostProcessDecodeOut totals through the custom metric. */
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check_util.h"
-#include "models/metrics.h"
-#include "models/wer.h"
+#include "metrics/metrics.h"
+#include "metrics/wer.h"
 
 static void expect_wer(const char *hyp, const char *ref, bool norm, int64_t errors, int64_t words) {
   lv_wer_counts c;

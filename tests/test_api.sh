@@ -121,6 +121,7 @@ elif ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -m pip --version >/dev/nu
 else
   expect_exit 0 "python venv (--system-site-packages)" "$PY" -m venv --system-site-packages "$T/venv"
   cp -r "$LV_ROOT/python" "$T/python" # pip builds in the source folder: not in the checkout
+  rm -rf "$T/python/build" "$T/python"/*.egg-info # a user's earlier pip install there is not this one
   expect_exit 0 "pip install ./python (offline)" "$T/venv/bin/pip" install --no-index --no-build-isolation "$T/python"
   export LINGVOC_LIBRARY=$P/lib/liblingvoc.so.0
   "$LV_BIN/decoder" --model=$LM --logdir="$T/lm" --sample=3 --seed=5 --prefix="the lord" --model_params_override="$LMOV" \
@@ -220,6 +221,25 @@ p = m.classify(imgs)
 assert p.shape == (6, 10) and np.allclose(p.sum(1), 1, atol=1e-5), p
 one = np.concatenate([m.classify(imgs[i:i + 1]) for i in range(6)])
 assert np.allclose(p, one, atol=1e-6), (p, one)
+# PNG paths: the same probabilities as the arrays they hold (8-bit gray PNGs, zlib only).
+import struct, zlib
+def png(path, img):
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    raw = b"".join(b"\\0" + img[y].tobytes() for y in range(img.shape[0]))
+    open(path, "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
+                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+paths = []
+for i in range(6):
+    paths.append("$T/img%d.png" % i)
+    png(paths[-1], imgs[i])
+pf = m.classify(paths)
+assert np.allclose(p, pf, atol=1e-6), (p, pf)
+try:
+    m.classify(["$T/img0.png", "$T/nothing.png"])
+    raise SystemExit("a missing PNG did not raise")
+except lingvoc.Error as e:
+    assert "$T/nothing.png" in str(e), str(e)
 try:
     m.translate(["x"])
     raise SystemExit("translate on a classifier did not raise")
@@ -227,7 +247,7 @@ except lingvoc.Error as e:
     assert "it takes lv_classify" in str(e), str(e)
 print("python classify: ok")
 EOF
-    expect_exit 0 "python: classify [N, 28, 28] -> [N, 10], batch == one by one" "$T/venv/bin/python" "$T/c.py"
+    expect_exit 0 "python: classify [N, 28, 28] -> [N, 10], batch == one by one == PNG paths; a missing PNG raises naming it" "$T/venv/bin/python" "$T/c.py"
   else
     skip_part "numpy (or the LeNet5 run) missing: Model.classify not checked"
   fi

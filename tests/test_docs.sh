@@ -157,6 +157,8 @@ mkdir -p "$T/root" "$T/data"
 ln -s "$LV_BIN" "$T/root/bin"
 ln -s "$LV_ROOT/scripts" "$T/root/scripts"
 ln -s "$LV_ROOT/experiments" "$T/root/experiments"
+cp -r "$LV_ROOT/python" "$T/root/python" # pip builds in the source folder: not in the checkout
+rm -rf "$T/root/python/build" "$T/root/python"/*.egg-info
 # tutorial NAME VAR=VALUE...: runs docs/tutorials/NAME.md's sh blocks with these variables.
 tutorial() {
   local name=$1; shift
@@ -172,7 +174,7 @@ tutorial() {
   fi
 }
 check "every tutorial is run by this test" [ "$(ls docs/tutorials/*.md | xargs -n1 basename | sort | tr '\n' ' ')" = \
-  "images.md language-model.md punctuate.md speech.md translate.md " ]
+  "images.md language-model.md library.md punctuate.md speech.md translate.md " ]
 
 if command -v spm_train >/dev/null; then
   gen_mt_pairs 7 400 "$T/data"
@@ -185,6 +187,17 @@ fi
 
 gen_punct_text 9 400 >"$T/data/lm.txt"
 tutorial language-model TEXT="$T/data/lm.txt" BASE=RnnLmTinyTest STEPS=20
+# The library tutorial takes the language-model tutorial's model, and an install of this
+# build (scripts/install.sh, what `make install` runs) in place of its `make install`.
+LV_BUILD=${LV_BUILD:-$LV_ROOT/build}
+if asan_build; then
+  skip_part "library tutorial: an ASan build's liblingvoc.so links only into sanitized programs, and Python cannot load it"
+elif [ -d "$T/work_language-model/log/train" ] && scripts_install_ok=$("$LV_ROOT/scripts/install.sh" "$LV_BUILD" "$LV_BIN" "$T/prefix" 2>&1); then
+  tutorial library MODEL=lm.mine.Mine LOGDIR="$T/work_language-model/log" PREFIX="$T/prefix" \
+    LINGVOC_EXPERIMENTS="$T/work_language-model/experiments"
+else
+  fail "docs/tutorials/library.md: no model from the language-model tutorial, or the install failed: ${scripts_install_ok:-}"
+fi
 
 # Images: three classes of 28x28 PGM files (horizontal bars, vertical bars, a box) with noise.
 python3 - "$T/data/img" <<'PY'

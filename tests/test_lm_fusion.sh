@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shallow fusion (task.decoder.fusion, models/lm_fusion.h), a few seconds: mt.bible_en_es.TinyTest
+# Shallow fusion (task.decoder.fusion, search/lm_fusion.h), a few seconds: mt.bible_en_es.TinyTest
 # overfits a generated 20-pair corpus (as tests/test_mt_decode.sh) and two LMs of its target
 # side (lm.bible.RnnLmSpanishTinyTest and TransformerLmSpanishTinyTest, the same 128-piece
 # vocabulary) train on train.es. For each LM: bin/decoder with lm_weight 0 writes the same
@@ -125,6 +125,49 @@ for notlm in image.mnist.LeNet5 mt.bible_en_es.TinyTest; do
 task.decoder.fusion.lm_logdir: $T/run"
   err_has "task.decoder.fusion.lm_model: $notlm is not a language model (its task.cls is "
 done
+# A fused model exported to one model file (bin/export stores the LM's model file inside,
+# as task.decoder.fusion.lm_model_file's asset) decodes as the experiment + both logdirs do;
+# an LM model file named by lm_model_file does too.
+F=$(fusion RnnLmSpanishTinyTest | tr -d '\n')
+W="task.decoder.fusion.lm_weight: 0.5"
+expect_exit 0 "decoder --decode_text, fused at 0.5 from the two logdirs" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --decode_text="$T/src3" --model_params_override="$DEC; $F; $W"
+cp "$T/out" "$T/text_fused"
+check "fusion at 0.5 changes the --decode_text lines (the comparisons below can fail)" \
+  bash -c "! cmp -s '$T/text_plain' '$T/text_fused'"
+mkdir -p "$T/tmpx"
+expect_exit 0 "export of the fused model" env TMPDIR="$T/tmpx" "$LV_BIN/export" --model=$M --logdir="$T/run" \
+  --out="$T/fused.lvm" --model_params_override="$DEC; $F; $W"
+err_has "export: the fusion LM lm.bible.RnnLmSpanishTinyTest"
+check "export leaves no private directory in TMPDIR" test -z "$(ls -A "$T/tmpx")"
+mkdir -p "$T/empty_exp"
+expect_exit 0 "decoder --model_file of the fused model (no experiments, no logdirs)" env LINGVOC_EXPERIMENTS="$T/empty_exp" \
+  "$LV_BIN/decoder" --model_file="$T/fused.lvm" --decode_text="$T/src3"
+check "the fused model file decodes the same lines as the two logdirs" cmp "$T/text_fused" "$T/out"
+err_has "shallow fusion: lm.bible.RnnLmSpanishTinyTest"
+expect_exit 0 "export of the fused model, --quantize=int8" "$LV_BIN/export" --model=$M --logdir="$T/run" \
+  --out="$T/fused8.lvm" --quantize=int8 --model_params_override="$DEC; $F; $W"
+expect_exit 0 "decoder --model_file of the int8 fused model" "$LV_BIN/decoder" --model_file="$T/fused8.lvm" \
+  --decode_text="$T/src3"
+check "the int8 fused model's MT model and its LM both run int8 matmuls" \
+  test "$(grep -c 'int8 weight matrices, their matmuls on' "$T/err")" -ge 2
+expect_exit 0 "export of the LM alone" "$LV_BIN/export" --model=lm.bible.RnnLmSpanishTinyTest --logdir="$T/RnnLmSpanishTinyTest" \
+  --out="$T/lm_es.lvm" --model_params_override="$LMDATA"
+LMF="task.decoder.fusion.lm_model_file: $T/lm_es.lvm; $W"
+expect_exit 0 "decoder fusing lm_model_file" "$LV_BIN/decoder" --model=$M --logdir="$T/run" --decode_text="$T/src3" \
+  --model_params_override="$DEC; $LMF"
+check "lm_model_file decodes the same lines as lm_model + lm_logdir" cmp "$T/text_fused" "$T/out"
+expect_exit 2 "decoder with lm_model_file and lm_logdir" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --decode_text="$T/src3" --model_params_override="$DEC; $LMF; task.decoder.fusion.lm_logdir: $T/RnnLmSpanishTinyTest"
+err_has "lm_model_file ($T/lm_es.lvm) and lm_logdir/lm_checkpoint both set"
+head -c 1000 "$T/lm_es.lvm" >"$T/cut.lvm"
+expect_exit 2 "decoder with a truncated lm_model_file" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --decode_text="$T/src3" --model_params_override="$DEC; task.decoder.fusion.lm_model_file: $T/cut.lvm; $W"
+err_has "task.decoder.fusion.lm_model_file: "
+err_has "$T/cut.lvm"
+expect_exit 2 "decoder fusing a model file that is no language model" "$LV_BIN/decoder" --model=$M --logdir="$T/run" \
+  --decode_text="$T/src3" --model_params_override="$DEC; task.decoder.fusion.lm_model_file: $T/fused.lvm; $W"
+err_has "is not a language model"
 # RNMT: the fused RNN LM with weight 0 changes nothing either.
 R=mt.bible_en_es.RNMTTinyTest
 ROV="$DATA; train.max_steps: 150; task.encoder.dropout_prob: 0; task.decoder.dropout_prob: 0"

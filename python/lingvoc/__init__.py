@@ -131,6 +131,8 @@ def _load():
         "lv_texts_free": (None, [ctypes.POINTER(_Texts)]),
         "lv_classify": (P, [P, P, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                             ctypes.POINTER(ctypes.POINTER(_ClassProbs))]),
+        "lv_classify_files": (P, [P, P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
+                                  ctypes.POINTER(ctypes.POINTER(_ClassProbs))]),
         "lv_class_probs_free": (None, [ctypes.POINTER(_ClassProbs)]),
     }
     for name, (res, args) in sig.items():
@@ -218,7 +220,7 @@ class Model:
         for sess in getattr(self, "_sessions", {}).values():
             _load().lv_session_free(sess)
         self._sessions = {}
-        if self._m:
+        if getattr(self, "_m", None):  # None too when __init__ raised before loading
             _load().lv_model_free(self._m)
             self._m = None
 
@@ -329,19 +331,26 @@ class Model:
         return out
 
     def classify(self, images):
-        """Class probabilities [N, classes] of uint8 images [N, H, W] or [N, H, W, C]."""
+        """Class probabilities [N, classes] of uint8 images [N, H, W] or [N, H, W, C], or of
+        a list of PNG paths (each of the experiment's image size, as bin/decoder
+        --decode_images reads them)."""
         import numpy as np
-        a = np.ascontiguousarray(images, dtype=np.uint8)
-        if a.ndim == 3:
-            a = a[..., None]
-        if a.ndim != 4:
-            raise Error("classify: expected uint8 images [N, H, W] or [N, H, W, C], got shape %s" % (a.shape,),
-                        INVALID)
+        lib = _load()
         r = ctypes.POINTER(_ClassProbs)()
-        _check(_load().lv_classify(self._m, None, a.ctypes.data, a.shape[0], a.shape[1], a.shape[2], a.shape[3],
+        if isinstance(images, (list, tuple)) and all(isinstance(x, (str, bytes, os.PathLike)) for x in images):
+            arr, n = _strings([os.fspath(p) for p in images])
+            _check(lib.lv_classify_files(self._m, None, arr, n, ctypes.byref(r)))
+        else:
+            a = np.ascontiguousarray(images, dtype=np.uint8)
+            if a.ndim == 3:
+                a = a[..., None]
+            if a.ndim != 4:
+                raise Error("classify: expected uint8 images [N, H, W] or [N, H, W, C] or a list of PNG paths, "
+                            "got shape %s" % (a.shape,), INVALID)
+            _check(lib.lv_classify(self._m, None, a.ctypes.data, a.shape[0], a.shape[1], a.shape[2], a.shape[3],
                                    ctypes.byref(r)))
         c = r.contents
         out = np.ctypeslib.as_array(c.probs, shape=(c.n, c.num_classes)).copy() if c.n else \
             np.zeros((0, 0), np.float32)
-        _load().lv_class_probs_free(r)
+        lib.lv_class_probs_free(r)
         return out

@@ -25,7 +25,7 @@
 #include "runners/instance.h"
 #include "runners/model_export.h"
 #include "runners/scorers.h"
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 
 _Static_assert(LV_STATUS_INVALID == LV_ERR_INVALID && LV_STATUS_NOT_FOUND == LV_ERR_NOT_FOUND &&
                    LV_STATUS_CORRUPT == LV_ERR_CORRUPT && LV_STATUS_IO == LV_ERR_IO &&
@@ -204,7 +204,9 @@ static lv_status session_make(lv_model *m, const lv_decode_options *o, const cha
   s->keep_going = o->keep_going != 0;
   lv_status st = session_params(m, o, &s->cfg);
   if (!st) st = lv_line_decoder_open(s->cfg, &s->ld);
-  if (!st) st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
+  /* A later session of m reads the weights of m's own (the model's first) session. */
+  if (!st && !(m->own && lv_line_decoder_share(s->ld, m->own->ld)))
+    st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");
   if (!st) st = session_scorers(s, o);
   if (st) {
     session_free(s);

@@ -49,6 +49,7 @@ struct lv_varstore {
   entry **vars;
   int n, cap;
   bool finalized;
+  bool borrowed;         /* values, grads and other are another store's (lv_varstore_share_values) */
   float *values, *grads; /* trainable float32 */
   int64_t n_train;
   void *other;           /* every other variable */
@@ -81,9 +82,11 @@ void lv_varstore_destroy(lv_varstore *vs) {
     free(vs->vars[i]);
   }
   free(vs->vars);
-  if (vs->values) vs->be->free(vs->be->ctx, vs->values);
-  if (vs->grads) vs->be->free(vs->be->ctx, vs->grads);
-  if (vs->other) vs->be->free(vs->be->ctx, vs->other);
+  if (!vs->borrowed) {
+    if (vs->values) vs->be->free(vs->be->ctx, vs->values);
+    if (vs->grads) vs->be->free(vs->be->ctx, vs->grads);
+    if (vs->other) vs->be->free(vs->be->ctx, vs->other);
+  }
   free(vs->scopes);
   free(vs);
 }
@@ -227,6 +230,7 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   }
   be->kernels->zero(be->ctx, fb, vs->grads);
   vs->n_train = nt;
+  vs->other_bytes = ob;
   vs->finalized = true;
   for (int i = 0; i < vs->n; i++) {
     entry *e = vs->vars[i];
@@ -249,6 +253,34 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   be->copy(be->ctx, vs->other, host, ob, LV_COPY_HOST_TO_DEVICE);
   free(host);
   return NULL;
+}
+
+bool lv_varstore_share_values(lv_varstore *dst, lv_varstore *src) {
+  if (!dst->finalized || !src->finalized || dst->borrowed || dst == src || dst->be != src->be || dst->n != src->n ||
+      dst->n_train != src->n_train || dst->other_bytes != src->other_bytes)
+    return false;
+  for (int i = 0; i < dst->n; i++) {
+    const entry *a = dst->vars[i], *b = src->vars[i];
+    if (strcmp(a->var.name, b->var.name) || a->var.trainable != b->var.trainable || a->offset != b->offset ||
+        a->var.value.dtype != b->var.value.dtype || !lv_shape_eq(&a->var.value.shape, &b->var.value.shape))
+      return false;
+  }
+  const lv_backend *be = dst->be;
+  be->free(be->ctx, dst->values);
+  be->free(be->ctx, dst->grads);
+  be->free(be->ctx, dst->other);
+  dst->values = src->values;
+  dst->grads = src->grads;
+  dst->other = src->other;
+  dst->borrowed = true;
+  for (int i = 0; i < dst->n; i++) {
+    lv_var *v = &dst->vars[i]->var;
+    const lv_var *w = &src->vars[i]->var;
+    v->value.data = w->value.data;
+    v->grad.data = w->grad.data;
+    v->value.qw = w->value.qw; /* src's quantized twin, borrowed as the values are */
+  }
+  return true;
 }
 
 int lv_varstore_count(const lv_varstore *vs) { return vs->n; }

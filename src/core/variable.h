@@ -85,6 +85,13 @@ lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_
  * others). After this no variable may be added. Non-float variables take the constant
  * init's scale (global_step: LV_INIT_CONSTANT, 0). */
 lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed);
+/* Makes dst's variables read src's memory (the sessions of one loaded model keep one copy
+ * of its weights) and frees dst's own. Both stores must be finalized from the same
+ * declarations (names, dtypes, shapes, trainability, in order) on the same backend; false,
+ * dst unchanged, if they differ. Nothing may write the values, or run a backward pass
+ * into the gradients, while both are in use, and src must outlive dst. dst's values also
+ * point at src's quantized twins (lv_var.quant stays src's to free). */
+bool lv_varstore_share_values(lv_varstore *dst, lv_varstore *src);
 int lv_varstore_count(const lv_varstore *vs);
 lv_var *lv_varstore_get(lv_varstore *vs, int i);
 lv_var *lv_varstore_find(lv_varstore *vs, const char *name);

@@ -89,7 +89,7 @@ lv_tensor *lv_atten_lstm_decoder_fprop(lv_atten_lstm_decoder *d, lv_graph *g, lv
                                        lv_tensor *enc_paddings, lv_tensor *tgt_ids, lv_tensor *tgt_paddings,
                                        lv_tensor **probs);
 
-/* Incremental decoding for beam search (the protocol of models/seq_decode.h's
+/* Incremental decoding for beam search (the protocol of search/seq_decode.h's
  * lv_seq_decode_ops, whose begin / step / end a task forwards here): begin packs the
  * encoder output (encoded [S, B, D], paddings [S, B], tensors of g) and the initial state;
  * the graph must not be reset until end. */

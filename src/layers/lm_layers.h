@@ -93,8 +93,8 @@ bool lv_lm_state_begin(lv_lm *lm, lv_graph *g, int64_t b, lv_lm_state *st);
 bool lv_lm_step(lv_lm *lm, lv_graph *g, lv_lm_state *st, lv_tensor *ids, lv_tensor **logits);
 void lv_lm_state_free(lv_lm_state *st);
 
-/* The LM over the hyps of a search (beam search's shallow fusion, models/lm_fusion.h),
- * with the step callback's contract of models/seq_decode.h: each step the per-row state
+/* The LM over the hyps of a search (beam search's shallow fusion, search/lm_fusion.h),
+ * with the step callback's contract of search/seq_decode.h: each step the per-row state
  * (RNN states, or the Transformer's key/value caches) is first gathered by parent, then
  * step_ids are consumed and log_probs [n, V] (host) receive log_softmax of the LM's
  * logits. The state is kept outside the graph, which is rewound to the mark taken by

@@ -1,7 +1,7 @@
 /* asr.model.AsrModel: see asr.h. Params follow Lingvo's AsrModel, AsrEncoder and
  * AsrDecoder with the keys lingvoc implements (frontend, contextualizer and scheduled
  * sampling are left out rather than ignored; fusion is lingvoc's shallow fusion,
- * models/lm_fusion.h, not Lingvo's NullFusion). */
+ * search/lm_fusion.h, not Lingvo's NullFusion). */
 #include "models/asr.h"
 
 #include <math.h>
@@ -12,7 +12,7 @@
 #include "core/ops.h"
 #include "layers/asr_encoder.h"
 #include "layers/atten_lstm_decoder.h"
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 #include "models/mt_base.h"
 
 typedef struct asr_model {

@@ -9,12 +9,12 @@
  * _ComputeMetrics): loss and log_pplx (per-token average cross-entropy, weight the target
  * tokens; with per_token_avg_loss False the loss is per sequence), token_normed_prob =
  * exp(-log_pplx), fraction_of_correct_next_step_preds (argmax accuracy over the target
- * tokens). Beam search runs over lv_asr_decode_ops (models/seq_decode.h's protocol);
+ * tokens). Beam search runs over lv_asr_decode_ops (search/seq_decode.h's protocol);
  * with use_unnormalized_logits_as_log_probs a step's log-probs are the logits. */
 #ifndef LV_MODELS_ASR_H
 #define LV_MODELS_ASR_H
 
-#include "models/seq_decode.h"
+#include "search/seq_decode.h"
 #include "models/task.h"
 
 extern const lv_task_class lv_asr_model;
@@ -22,9 +22,9 @@ extern const lv_task_class lv_asr_model;
  * src.paddings of the host batch). */
 extern const lv_seq_decode_ops lv_asr_decode_ops;
 
-/* The decoder job (models/asr_decode.c): beam search over lv_asr_decode_ops with
+/* The decoder job (search/asr_decode.c): beam search over lv_asr_decode_ops with
  * task.decoder.beam_search and target_*, the hyps turned into text with input.tokenizer.
- *   metrics       Lingvo's ASR decoder metrics (reference/lingvo_asr_lm.md §6.3, models/wer.h):
+ *   metrics       Lingvo's ASR decoder metrics (reference/lingvo_asr_lm.md §6.3, metrics/wer.h):
  *                 norm_wer (corpus errors / words of the top hyps), wer and
  *                 error_rates/{ins,sub,del,wer}, case_insensitive_error_rates/{...},
  *                 oracle_norm_wer, sacc, ter, corpus_bleu, num_samples_in_batch; the log

@@ -12,7 +12,7 @@
 #include "core/ops.h"
 #include "layers/embedding.h"
 #include "layers/full_softmax.h"
-#include "models/seq_decode.h"
+#include "search/seq_decode.h"
 
 #define MT_MAX_LAYERS 64
 #define MT_MAX_CHILD_PARAMS (2 * MT_MAX_LAYERS + 8)
@@ -430,7 +430,7 @@ lv_status lv_mt_decode_step_probs(lv_mt_decode_state *st, int n, const int32_t *
   return NULL;
 }
 
-/* ---- the decoder job's incremental decoder (models/seq_decode.h) ---- */
+/* ---- the decoder job's incremental decoder (search/seq_decode.h) ---- */
 
 static lv_status tr_decode_begin(lv_task *t, lv_graph *g, const lv_batch *b, int64_t *atten_len, int32_t *atten_lens,
                                 void **state) {

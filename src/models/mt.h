@@ -14,7 +14,7 @@
  * per-sequence sums, weight = batch size), `log_pplx` (avg_xent including label smoothing,
  * as Lingvo reports it), and in eval `fraction_of_correct_next_step_preds`.
  *
- * Incremental decoding for beam search (the decoder job: models/seq_decode.h): encode
+ * Incremental decoding for beam search (the decoder job: search/seq_decode.h): encode
  * once, then step with per-layer key/value caches. All tensors live in the caller's
  * graph, which must not be reset between the steps of one search. */
 #ifndef LV_MODELS_MT_H

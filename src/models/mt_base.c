@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "core/ops.h"
-#include "models/lm_fusion.h"
-#include "models/seq_decode.h"
+#include "search/lm_fusion.h"
+#include "search/seq_decode.h"
 
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty) {
   lv_params *bs = lv_params_new_cls("BeamSearchHelper");

@@ -2,7 +2,7 @@
  * NmtInput batch they read): the decoder's search params (BeamSearchHelper), label
  * smoothing, and the softmax with its metrics (_FPropSoftmax + _ComputeSoftmaxMetrics).
  * mt.model.TransformerModel (models/mt.h), mt.model.RNMTModel and the punctuator
- * (models/rnmt.h) use them; their decoding is models/seq_decode.h. */
+ * (models/rnmt.h) use them; their decoding is search/seq_decode.h. */
 #ifndef LV_MODELS_MT_BASE_H
 #define LV_MODELS_MT_BASE_H
 
@@ -12,7 +12,7 @@
 /* BeamSearchHelper params as task.decoder.beam_search, with the decoder's defaults. */
 lv_params *lv_mt_beam_search_params(double length_normalization, double coverage_penalty);
 /* Defines MTBaseDecoder's label_smoothing (None), per_word_avg_loss, target_seq_len,
- * target_sos_id, target_eos_id, beam_search and fusion (models/lm_fusion.h) in decoder
+ * target_sos_id, target_eos_id, beam_search and fusion (search/lm_fusion.h) in decoder
  * params p. */
 void lv_mt_define_decoder_params(lv_params *p, double length_normalization, double coverage_penalty);
 /* An NmtInput batch's tensors (Lingvo's input_batch.src / .tgt). */
@@ -32,7 +32,7 @@ lv_status lv_mt_label_smoothing(const lv_params *dp, const char *task_cls, float
 bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_tensor *tgt_labels, lv_tensor *tgt_w,
                            float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt);
 
-/* For a decoder's begin (models/seq_decode.h): the host batch b's src.ids [B, S] and
+/* For a decoder's begin (search/seq_decode.h): the host batch b's src.ids [B, S] and
  * src.paddings [B, S] copied onto g (*ids, *paddings), *atten_len = S and atten_lens [B]
  * the unpadded length of each source. who names the decoder in errors. */
 lv_status lv_mt_decode_source(lv_graph *g, const lv_batch *b, const char *who, lv_tensor **ids, lv_tensor **paddings,

@@ -12,7 +12,7 @@
 #include "core/ops.h"
 #include "layers/atten_lstm_decoder.h"
 #include "layers/projection.h"
-#include "models/seq_decode.h"
+#include "search/seq_decode.h"
 
 #define RNMT_MAX_LAYERS 32
 

@@ -24,7 +24,7 @@
  * eval fraction_of_correct_next_step_preds. Dropout streams are a function of the step,
  * so a resumed run draws the masks an uninterrupted one would.
  *
- * Decoding (lv_task_class.seq_decode, models/seq_decode.h): per hyp the LSTM states {m, c} of every decoder
+ * Decoding (lv_task_class.seq_decode, search/seq_decode.h): per hyp the LSTM states {m, c} of every decoder
  * layer, the attention context and probabilities; a step gathers them by parent, feeds
  * the token, and gives log-probs and the attention probabilities (the coverage penalty). */
 #ifndef LV_MODELS_RNMT_H

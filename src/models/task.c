@@ -331,7 +331,7 @@ void lv_task_set_piecewise_lr_schedule(lv_params *train_p) {
 
 lv_status lv_task_set_scorers(lv_task *t, const lv_scorer *const *scorers, int n, const char *what) {
   if (n > 0 && !t->cls->seq_decode)
-    return lv_status_make(LV_ERR_INVALID, "%s: %s does not decode with lingvoc's beam search (models/seq_decode.h), "
+    return lv_status_make(LV_ERR_INVALID, "%s: %s does not decode with lingvoc's beam search (search/seq_decode.h), "
                           "into which scorers are added", what, t->cls->cls);
   t->scorers = n > 0 ? scorers : NULL;
   t->n_scorers = n > 0 ? n : 0;

@@ -4,7 +4,7 @@
  * fills named scalar metrics (value tensor, weight), `loss` among them (Lingvo's
  * FPropTower returning {name: (value, weight)}). A task that decodes fills the decoder
  * hooks, which are all bin/decoder calls: the runners know no task, input or metric. The
- * sequence tasks take theirs from models/seq_decode.h. */
+ * sequence tasks take theirs from search/seq_decode.h. */
 #ifndef LV_MODELS_TASK_H
 #define LV_MODELS_TASK_H
 
@@ -46,9 +46,9 @@ void lv_metrics_add_const(lv_metrics *m, const char *name, double value, double 
 double lv_metrics_value(const lv_metrics *m, int i);
 
 typedef struct lv_task lv_task;
-typedef struct lv_metric_set lv_metric_set; /* models/metrics.h */
-typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* models/seq_decode.h */
-typedef struct lv_scorer lv_scorer;                 /* models/beam_search.h */
+typedef struct lv_metric_set lv_metric_set; /* metrics/metrics.h */
+typedef struct lv_seq_decode_ops lv_seq_decode_ops; /* search/seq_decode.h */
+typedef struct lv_scorer lv_scorer;                 /* search/beam_search.h */
 
 /* Key/value outputs of PostProcessDecodeOut (Lingvo's list of (key, value) pairs): the
  * decoder job writes each pair to its decoder_out file as the key's line, the value's
@@ -171,7 +171,7 @@ typedef struct lv_task_class {
   lv_status (*samples_to_batch)(lv_task *t, const float *const *samples, const int64_t *lens, int n, lv_batch *b,
                                 bool *empty);
 
-  /* For tasks that decode with models/seq_decode.h's beam search: their incremental
+  /* For tasks that decode with search/seq_decode.h's beam search: their incremental
    * decoder (NULL otherwise). Only models/ reads it. */
   const lv_seq_decode_ops *seq_decode;
 } lv_task_class;
@@ -194,7 +194,7 @@ struct lv_task {
 };
 
 /* Makes t's beam searches add scorers [n] (kept, not owned; n 0: none). A task that does
- * not decode with models/seq_decode.h's beam search takes none (LV_ERR_INVALID naming
+ * not decode with search/seq_decode.h's beam search takes none (LV_ERR_INVALID naming
  * what names the scorers). */
 lv_status lv_task_set_scorers(lv_task *t, const lv_scorer *const *scorers, int n, const char *what);
 

@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "base/path.h"
 #include "io/events.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 #include "models/model.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
@@ -386,6 +386,13 @@ lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, c
 lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const lv_model_file *f) {
   LV_TRY(lv_instance_restore_model_file(ld->d.m, f));
   return lv_path_fmt(ld->prefix, sizeof ld->prefix, "%s", f->path);
+}
+
+bool lv_line_decoder_share(lv_line_decoder *ld, lv_line_decoder *src) {
+  if (!lv_varstore_share_values(ld->d.m->vs, src->d.m->vs)) return false;
+  lv_scorers_share(ld->d.scorers, src->d.scorers);
+  snprintf(ld->prefix, sizeof ld->prefix, "%s", src->prefix);
+  return true;
 }
 
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld) { return ld->d.m; }

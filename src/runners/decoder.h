@@ -77,6 +77,11 @@ lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out);
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what);
 /* The same from a model file (runners/model_export.h); the checkpoint is its path. */
 lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);
+/* Instead of a restore: ld reads src's weights, and its params' fusion LM src's LM's,
+ * in place of its own copies (the sessions of one loaded model), with src's checkpoint
+ * prefix; false, ld unchanged, when the two models' variables differ. src must outlive
+ * ld, and neither may train. */
+bool lv_line_decoder_share(lv_line_decoder *ld, lv_line_decoder *src);
 lv_instance *lv_line_decoder_instance(lv_line_decoder *ld);
 /* Its task's scorers (runners/scorers.h): the params' fusion LM, to which a caller may add. */
 struct lv_scorers *lv_line_decoder_scorers(lv_line_decoder *ld);

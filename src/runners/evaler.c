@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/path.h"
 #include "io/events.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
 

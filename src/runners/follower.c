@@ -10,7 +10,7 @@
 
 #include "base/file.h"
 #include "base/path.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 #include "optim/optim_params.h"
 #include "base/log.h"
 #include "runners/checkpointer.h"

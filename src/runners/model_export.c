@@ -19,7 +19,7 @@
 
 /* Params leaves that name a file inference reads (the tokenizers'): stored as assets. */
 static const char *const kAssetLeaves[] = {"vocab_filepath", "spm_model", "token_vocab_filepath",
-                                           "ngram_vocab_filepath"};
+                                           "ngram_vocab_filepath", "lm_model_file"};
 /* Params leaves only training and evaluation read: cleared in a model file. */
 static const char *const kClearedLeaves[] = {"file_pattern"};
 
@@ -183,6 +183,49 @@ static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, 
   return NULL;
 }
 
+/* A fusion LM that cfg names by experiment (task.decoder.fusion.lm_model + its logdir or
+ * checkpoint), exported (quantized as the model) into a new private directory *dir as lm.lvm; *fused is then cfg's
+ * copy with lm_model_file naming it and the LM's checkpoint params cleared (the model
+ * file stores that file as lm_model_file's asset). Both stay NULL / empty without one. */
+static lv_status export_fusion_lm(const lv_params *cfg, const char *quantize, char *dir, size_t n,
+                                  lv_params **fused) {
+  lv_params *lm_cfg = NULL;
+  char prefix[LV_PATH_MAX], path[LV_PATH_MAX];
+  dir[0] = 0;
+  *fused = NULL;
+  LV_TRY(lv_scorers_fusion_lm(cfg, &lm_cfg, prefix, sizeof prefix));
+  if (!lm_cfg) return NULL;
+  const char *tmp = getenv("TMPDIR");
+  lv_status s = lv_path_fmt(dir, n, "%s/lingvoc-export-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!s && !mkdtemp(dir)) {
+    s = lv_status_make(LV_ERR_IO, "export: cannot make a directory for the fusion LM's model file (%s): %s", dir,
+                       strerror(errno));
+    dir[0] = 0;
+  }
+  if (!s) s = lv_path_fmt(path, sizeof path, "%s/lm.lvm", dir);
+  lv_export_info lm_info;
+  if (!s) s = lv_status_wrap(lv_export_model_file(lm_cfg, prefix, quantize, path, &lm_info), "task.decoder.fusion: the LM %s",
+                             lv_params_str(cfg, "task.decoder.fusion.lm_model"));
+  lv_params_free(lm_cfg);
+  if (s) return s;
+  lv_params *p = lv_params_copy(cfg);
+  static const char *const kCleared[] = {"lm_logdir", "lm_checkpoint", "lm_params_override"};
+  for (size_t i = 0; !s && i < LV_ARRAY_LEN(kCleared); i++) {
+    char key[96];
+    snprintf(key, sizeof key, "task.decoder.fusion.%s", kCleared[i]);
+    s = lv_params_set_string(p, key, "");
+  }
+  if (!s) s = lv_params_set_string(p, "task.decoder.fusion.lm_model_file", path);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  lv_info("export: the fusion LM %s (%s, step %lld) goes into the model file", lv_params_str(cfg,
+          "task.decoder.fusion.lm_model"), lm_info.checkpoint, (long long)lm_info.step);
+  *fused = p;
+  return NULL;
+}
+
 lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *quantize,
                                const char *out_path, lv_export_info *info) {
   memset(info, 0, sizeof *info);
@@ -190,11 +233,13 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   const bool quantized = quantize && *quantize;
   if (quantized && !lv_qtype_from_name(quantize, &qt))
     return lv_status_make(LV_ERR_INVALID, "--quantize=%s: expected int8 (or nothing: float32)", quantize);
-  LV_TRY(lv_scorers_none(cfg, "a model file holds one model; export without shallow fusion"));
   LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, "export", info->checkpoint, sizeof info->checkpoint));
   export_state e = {0};
   lv_instance *m = NULL;
-  lv_status s = export_params(cfg, &e);
+  char lm_dir[LV_PATH_MAX];
+  lv_params *fused = NULL;
+  lv_status s = export_fusion_lm(cfg, quantize, lm_dir, sizeof lm_dir, &fused);
+  if (!s) s = export_params(fused ? fused : cfg, &e);
   if (!s) s = lv_instance_create(cfg, false, lv_input_no_shard(), &m);
   if (!s) s = lv_instance_restore(m, info->checkpoint, &info->n_averages);
   if (!s) s = export_tensors(m, &e);
@@ -216,6 +261,8 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   free(text);
   lv_instance_destroy(m);
   export_state_free(&e);
+  lv_params_free(fused);
+  if (lm_dir[0]) lv_model_file_assets_remove(lm_dir);
   return s;
 }
 

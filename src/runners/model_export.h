@@ -28,7 +28,8 @@ typedef struct lv_export_info {
 
 /* Writes cfg's model (built for the decoder job: the dataset's tokenizer) from checkpoint
  * (a prefix or a directory's latest; NULL or "": the latest in <cluster.logdir>/train)
- * to out_path. A model with a shallow-fusion LM is refused (one model per file).
+ * to out_path. A shallow-fusion LM that cfg names by experiment is exported too and stored
+ * inside, as task.decoder.fusion.lm_model_file's asset (a model file in the model file).
  * quantize: NULL or "" keeps float32; a type name (kernels/qweight.h: "int8") quantizes
  * every rank-2 float32 variable, symmetric per channel: per output column for a
  * matmul's weight, per row for a table read by gathers (lv_var.lp_looked_up_rows). */

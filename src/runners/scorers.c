@@ -8,9 +8,10 @@
 #include "base/log.h"
 #include "base/path.h"
 #include "runners/checkpointer.h"
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 #include "models/model.h"
 #include "runners/instance.h"
+#include "runners/model_export.h"
 
 struct lv_scorers {
   const lv_scorer **list;
@@ -19,7 +20,13 @@ struct lv_scorers {
   lv_params *lm_cfg;
   lv_instance *lm;
   lv_lm_fusion fusion;
+  lv_model_file *lm_file;           /* lm_model_file's, else NULL */
+  char lm_assets[LV_PATH_MAX];      /* its assets (the LM's tokenizer), removed at close */
 };
+
+void lv_scorers_share(lv_scorers *dst, lv_scorers *src) {
+  if (dst && src && dst->lm && src->lm) (void)lv_varstore_share_values(dst->lm->vs, src->lm->vs);
+}
 
 static void push(lv_scorers *d, const lv_scorer *sc) {
   if (d->n == d->cap) {
@@ -81,20 +88,20 @@ static lv_status lm_checkpoint(const lv_params *fp, char *prefix, size_t n) {
   return lv_status_wrap(lv_path_fmt(prefix, n, "%s", ck), "task.decoder.fusion.lm_checkpoint");
 }
 
-/* task.decoder.fusion: builds the LM experiment it names beside the model, restores its
- * checkpoint and makes its scorer (models/lm_fusion.h), on the model's device. */
-static lv_status open_fusion(const lv_params *cfg, const lv_task *t, lv_scorers *d) {
+/* cfg's task.decoder.fusion params, or NULL when it has none (a task without beam search). */
+static const lv_params *fusion_params(const lv_params *cfg) {
   const lv_params *tp = lv_params_sub(cfg, "task");
   const lv_params *dp = tp && lv_params_has(tp, "decoder") ? lv_params_sub(tp, "decoder") : NULL;
   const lv_params *fp = dp && lv_params_has(dp, "fusion") ? lv_params_sub(dp, "fusion") : NULL;
-  if (!fp || !lv_params_has(fp, "lm_model")) return NULL;
-  if (!*lv_params_str(fp, "lm_model")) {
-    if (lv_params_float(fp, "lm_weight") != 0 || *lv_params_str(fp, "lm_logdir") || *lv_params_str(fp, "lm_checkpoint"))
-      lv_warn("task.decoder.fusion.lm_model is empty: decoding without shallow fusion (its lm_weight, lm_logdir and "
-              "lm_checkpoint are not used)");
-    return NULL;
-  }
-  char prefix[LV_PATH_MAX], exp_dir[LV_PATH_MAX];
+  return fp && lv_params_has(fp, "lm_model") ? fp : NULL;
+}
+
+lv_status lv_scorers_fusion_lm(const lv_params *cfg, lv_params **lm_cfg, char *prefix, size_t n) {
+  *lm_cfg = NULL;
+  prefix[0] = 0;
+  const lv_params *fp = fusion_params(cfg);
+  if (!fp || !*lv_params_str(fp, "lm_model") || *lv_params_str(fp, "lm_model_file")) return NULL;
+  char exp_dir[LV_PATH_MAX];
   experiments_dir_of(cfg, exp_dir, sizeof exp_dir);
   lv_model_options o;
   lv_model_options_init(&o);
@@ -108,16 +115,64 @@ static lv_status open_fusion(const lv_params *cfg, const lv_task *t, lv_scorers 
   o.job = "decoder";
   const int64_t gpus = lv_params_int(cfg, "cluster.worker.gpus_per_replica");
   if (gpus > 0) o.gpus_per_replica = gpus;
-  LV_TRY(lv_status_wrap(lv_model_params_build(&o, &d->lm_cfg), "task.decoder.fusion.lm_model"));
-  LV_TRY(lv_lm_fusion_check_model(d->lm_cfg, o.model));
-  LV_TRY(lm_checkpoint(fp, prefix, sizeof prefix));
+  lv_params *p = NULL;
+  lv_status s = lv_status_wrap(lv_model_params_build(&o, &p), "task.decoder.fusion.lm_model");
+  if (!s) s = lv_lm_fusion_check_model(p, o.model);
+  if (!s) s = lm_checkpoint(fp, prefix, n);
+  if (s) {
+    lv_params_free(p);
+    return s;
+  }
+  *lm_cfg = p;
+  return NULL;
+}
+
+/* task.decoder.fusion.lm_model_file: the LM's params and weights from a model file (its
+ * tokenizer's files in a private directory), with lm_params_override and the model's
+ * thread count applied. */
+static lv_status open_fusion_file(const lv_params *cfg, const lv_params *fp, lv_scorers *d) {
+  const char *path = lv_params_str(fp, "lm_model_file");
+  if (*lv_params_str(fp, "lm_logdir") || *lv_params_str(fp, "lm_checkpoint"))
+    return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: lm_model_file (%s) and lm_logdir/lm_checkpoint both "
+                          "set: the LM comes from one of them", path);
+  LV_TRY(lv_status_wrap(lv_model_file_read(path, &d->lm_file), "task.decoder.fusion.lm_model_file"));
+  LV_TRY(lv_model_file_assets_dir(d->lm_file, d->lm_assets, sizeof d->lm_assets));
+  LV_TRY(lv_status_wrap(lv_model_file_params(d->lm_file, d->lm_assets, lv_params_str(fp, "lm_params_override"), NULL,
+                                             NULL, lv_params_int(cfg, "cluster.num_threads"), &d->lm_cfg),
+                        "task.decoder.fusion.lm_model_file"));
+  return lv_status_wrap(lv_lm_fusion_check_model(d->lm_cfg, path), "task.decoder.fusion.lm_model_file");
+}
+
+/* task.decoder.fusion: builds the LM experiment it names beside the model (or the model
+ * file's LM), restores its checkpoint and makes its scorer (search/lm_fusion.h), on the
+ * model's device. */
+static lv_status open_fusion(const lv_params *cfg, const lv_task *t, lv_scorers *d) {
+  const lv_params *fp = fusion_params(cfg);
+  if (!fp) return NULL;
+  const char *file = lv_params_str(fp, "lm_model_file");
+  if (!*lv_params_str(fp, "lm_model") && !*file) {
+    if (lv_params_float(fp, "lm_weight") != 0 || *lv_params_str(fp, "lm_logdir") || *lv_params_str(fp, "lm_checkpoint"))
+      lv_warn("task.decoder.fusion.lm_model is empty: decoding without shallow fusion (its lm_weight, lm_logdir and "
+              "lm_checkpoint are not used)");
+    return NULL;
+  }
+  const char *name = *lv_params_str(fp, "lm_model") ? lv_params_str(fp, "lm_model") : file;
+  char prefix[LV_PATH_MAX];
+  if (*file) {
+    LV_TRY(open_fusion_file(cfg, fp, d));
+    snprintf(prefix, sizeof prefix, "%s", file);
+  } else {
+    LV_TRY(lv_scorers_fusion_lm(cfg, &d->lm_cfg, prefix, sizeof prefix));
+  }
   LV_TRY(lv_status_wrap(lv_instance_create(d->lm_cfg, false, lv_input_no_shard(), &d->lm), "task.decoder.fusion: "
-                        "the LM %s", o.model));
-  LV_TRY(lv_status_wrap(lv_instance_restore(d->lm, prefix, NULL), "task.decoder.fusion: the LM %s", o.model));
+                        "the LM %s", name));
+  LV_TRY(lv_status_wrap(d->lm_file ? lv_instance_restore_model_file(d->lm, d->lm_file)
+                                   : lv_instance_restore(d->lm, prefix, NULL),
+                        "task.decoder.fusion: the LM %s", name));
   d->fusion = (lv_lm_fusion){.lm = d->lm->task, .g = d->lm->graph, .weight = (float)lv_params_float(fp, "lm_weight")};
-  LV_TRY(lv_lm_fusion_check(t, cfg, d->lm_cfg, lv_params_str(fp, "lm_model"), &d->fusion));
+  LV_TRY(lv_lm_fusion_check(t, cfg, d->lm_cfg, name, &d->fusion));
   push(d, &d->fusion.scorer);
-  lv_info("shallow fusion: %s (%s, step %lld) with lm_weight %g", o.model, prefix, (long long)lv_instance_step(d->lm),
+  lv_info("shallow fusion: %s (%s, step %lld) with lm_weight %g", name, prefix, (long long)lv_instance_step(d->lm),
           d->fusion.weight);
   return NULL;
 }
@@ -141,13 +196,8 @@ void lv_scorers_close(lv_scorers *s, lv_task *t) {
   if (!s) return;
   lv_instance_destroy(s->lm);
   lv_params_free(s->lm_cfg);
+  lv_model_file_free(s->lm_file);
+  if (s->lm_assets[0]) lv_model_file_assets_remove(s->lm_assets);
   free(s->list);
   free(s);
-}
-
-lv_status lv_scorers_none(const lv_params *cfg, const char *why) {
-  if (!lv_params_has(cfg, "task.decoder.fusion.lm_model") || !*lv_params_str(cfg, "task.decoder.fusion.lm_model"))
-    return NULL;
-  return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion.lm_model = %s: %s (override task.decoder.fusion.lm_model "
-                        "to '')", lv_params_str(cfg, "task.decoder.fusion.lm_model"), why);
 }

@@ -1,5 +1,5 @@
 /* The decoder job of the sequence-to-sequence tasks (mt.model.TransformerModel,
- * mt.model.RNMTModel, punctuator.model.RNMTModel): beam search (models/beam_search.h,
+ * mt.model.RNMTModel, punctuator.model.RNMTModel): beam search (search/beam_search.h,
  * task.decoder.beam_search) over a task's incremental decoder, the hyps turned into text
  * with input.tokenizer, and Lingvo's MT decoder metrics. A task class fills its decoder
  * hooks with these functions (LV_SEQ_DECODE_HOOKS) and gives its lv_seq_decode_ops.
@@ -12,22 +12,22 @@
  *                 and the lines "src: ...", "ref: ..." and "hyp h: score S: ..." per hyp.
  * Batches whose search would hold more than 2 GiB (the ops' row_bytes estimate) are
  * searched in parts of fewer sentences. The search runs over the task's decoder and its
- * other scorers (t->scorers: fused language models, models/lm_fusion.h), each step adding
+ * other scorers (t->scorers: fused language models, search/lm_fusion.h), each step adding
  * their weighted log-probs to the model's; their per-hyp state is outside that estimate.
  *
  * Interactive decoding takes kind "text": a line is checked for UTF-8 (a bad line gives
  * an empty output and a warning), normalised as PunctuatorInput's sources are for the
  * punctuator, encoded with input.tokenizer, truncated to input.source_max_length pieces
  * (with a warning), and decoded; the output line is the top hyp's text. */
-#ifndef LV_MODELS_SEQ_DECODE_H
-#define LV_MODELS_SEQ_DECODE_H
+#ifndef LV_SEARCH_SEQ_DECODE_H
+#define LV_SEARCH_SEQ_DECODE_H
 
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 #include "input/tokenizer.h"
 #include "models/task.h"
 
 /* A task's incremental decoder: encode a batch of sources once, then step every
- * hypothesis of a beam search (models/beam_search.h's step callback). All tensors live
+ * hypothesis of a beam search (search/beam_search.h's step callback). All tensors live
  * in the caller's graph, which must not be reset between begin and end. */
 struct lv_seq_decode_ops {
   /* Vocabulary size of the decoder's softmax (the width of log_probs). */

@@ -1,4 +1,4 @@
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 
 #include <math.h>
 #include <stdint.h>

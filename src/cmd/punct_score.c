@@ -1,4 +1,4 @@
-/* punct_score: the punctuator's decoder metrics (models/punct_metrics.h) of a hypothesis
+/* punct_score: the punctuator's decoder metrics (metrics/punct_metrics.h) of a hypothesis
  * file against a reference file, line by line: sacrebleu BLEU, sentence exact match, and
  * precision / recall / F1 of , . ? ! ; : " and of capitalized words. --baseline scores
  * the trivial answer made from each reference line instead of a hypothesis file. */
@@ -11,7 +11,7 @@
 #include "base/flags.h"
 #include "base/status.h"
 #include "base/text_lines.h"
-#include "models/punct_metrics.h"
+#include "metrics/punct_metrics.h"
 
 static const char *flag_ref = "";
 static const char *flag_hyp = "-";
@@ -23,7 +23,7 @@ static const char *kUsage =
     "Scores the restored sentences of HYP (default stdin) against REF, one sentence per line:\n"
     "sacrebleu BLEU (13a, case-sensitive), the share of sentences equal to the reference up to\n"
     "white space, and precision / recall / F1 of each mark , . ? ! ; : \" (per gap between\n"
-    "words) and of capitalized words (see src/models/punct_metrics.h for the alignment).\n"
+    "words) and of capitalized words (see src/metrics/punct_metrics.h for the alignment).\n"
     "--baseline scores the trivial answer instead: each reference lower-cased and stripped of\n"
     "punctuation (the model's input), its first letter capitalized, a final period added;\n"
     "--write_hyp=FILE also writes the hypotheses scored (one per line).\n"

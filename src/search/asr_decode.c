@@ -1,5 +1,5 @@
 /* The decoder job of asr.model.AsrModel (see asr.h): beam search over lv_asr_decode_ops
- * (models/seq_decode.h's lv_seq_beam_decode), Lingvo's ASR decoder metrics (models/wer.h)
+ * (search/seq_decode.h's lv_seq_beam_decode), Lingvo's ASR decoder metrics (metrics/wer.h)
  * and --decode_audio. The decode state (search params, tokenizer, the frontend and the
  * buffers of a transcribed file) is the task's decode_state, owned by it. */
 #include <math.h>
@@ -13,9 +13,9 @@
 #include "base/mem.h"
 #include "input/tokenizer.h"
 #include "models/asr.h"
-#include "models/metrics.h"
-#include "models/seq_decode.h"
-#include "models/wer.h"
+#include "metrics/metrics.h"
+#include "search/seq_decode.h"
+#include "metrics/wer.h"
 
 /* The sample rate of create_asr_features' features, which the model was trained on. */
 enum { kAsrSampleRate = 16000 };

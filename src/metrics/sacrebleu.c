@@ -1,6 +1,6 @@
-#include "models/sacrebleu.h"
+#include "metrics/sacrebleu.h"
 
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 
 #include <math.h>
 #include <stdio.h>

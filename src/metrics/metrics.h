@@ -12,20 +12,20 @@
  *   F1Metric             true/false positives and false negatives: 2PR/(P+R), with P, R
  *                        and F1 0 where their denominators are 0.
  *   MCCMetric            F1Metric plus true negatives: (tp*tn-fp*fn)/sqrt(...) or 0.
- *   CorpusBleuMetric     update(ref, hyp) strings: Lingvo's BleuScorer (models/bleu.h).
+ *   CorpusBleuMetric     update(ref, hyp) strings: Lingvo's BleuScorer (metrics/bleu.h).
  *   a custom metric      an accumulator a task defines (sacrebleu, the punctuator's marks):
  *                        its owner updates it through its context; it gives its value and
  *                        any number of summary values through its ops.
  *
  * Each lv_metric is owned by whoever created it, or by the lv_metric_set it was added to.
  * Updating a metric with the update function of another kind is a programmer error. */
-#ifndef LV_MODELS_METRICS_H
-#define LV_MODELS_METRICS_H
+#ifndef LV_METRICS_METRICS_H
+#define LV_METRICS_METRICS_H
 
 #include <stdbool.h>
 
 #include "base/status.h"
-#include "models/bleu.h"
+#include "metrics/bleu.h"
 
 typedef enum lv_metric_kind {
   LV_METRIC_AVERAGE,

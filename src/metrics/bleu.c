@@ -1,4 +1,4 @@
-#include "models/bleu.h"
+#include "metrics/bleu.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * (layers/lm_layers.h's lv_lm_search). With lm_weight 0 the search and its output are
  * the search without fusion, bit for bit.
  *
- * Fusion is one type of scorer (models/beam_search.h's lv_scorer): a search runs over
+ * Fusion is one type of scorer (search/beam_search.h's lv_scorer): a search runs over
  * the model's decoder and any number of them, each with its weight (Marian's
  * createScorers). task.decoder.fusion (ShallowFusion params, lv_lm_fusion_params) is the
  * config of a list of one: a LanguageModel experiment (lm_model, e.g.
@@ -16,13 +16,13 @@
  * lm_logdir: the latest of <lm_logdir>/train), which runners/scorers.h builds; the
  * library API adds loaded LMs (lv_decode_options.scorers). lv_lm_fusion_check refuses an
  * LM whose vocabulary is not the task's and makes the scorer, which lv_task_set_scorers
- * gives the task; models/seq_decode.h's lv_seq_beam_decode then adds it to every search
+ * gives the task; search/seq_decode.h's lv_seq_beam_decode then adds it to every search
  * it runs. A task decoding through lv_seq_beam_decode gets fusion by defining the params
  * in its decoder params (lv_lm_fusion_define_params). */
-#ifndef LV_MODELS_LM_FUSION_H
-#define LV_MODELS_LM_FUSION_H
+#ifndef LV_SEARCH_LM_FUSION_H
+#define LV_SEARCH_LM_FUSION_H
 
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 #include "models/task.h"
 #include "input/tokenizer.h"
 

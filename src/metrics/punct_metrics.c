@@ -1,7 +1,7 @@
 /* Punctuator decoder metrics: see punct_metrics.h for the definitions. */
-#include "models/punct_metrics.h"
+#include "metrics/punct_metrics.h"
 
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* sacrebleu-compatible corpus BLEU (sacrebleu 2.x, sacrebleu/metrics/bleu.py), beside
- * Lingvo's BleuScorer (models/bleu.h), so that our figures compare with the field's.
+ * Lingvo's BleuScorer (metrics/bleu.h), so that our figures compare with the field's.
  *
  * Defaults are sacrebleu's BLEU(): tokenizer 13a (mteval-v13a), case-sensitive, smoothing
  * 'exp', max n-gram order 4, effective order off, score x100. Each segment is rstrip()ed
@@ -20,8 +20,8 @@
  * is Python's str.split()/rstrip() set (ASCII and Unicode white space). The scorer is a
  * plain value: no allocation outlives a call. Not supported: lowercase, the intl / zh /
  * char / ja / ko / spm tokenizers, chrF and TER. */
-#ifndef LV_MODELS_SACREBLEU_H
-#define LV_MODELS_SACREBLEU_H
+#ifndef LV_METRICS_SACREBLEU_H
+#define LV_METRICS_SACREBLEU_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -118,7 +118,7 @@ int lv_sacrebleu_format(const lv_sacrebleu_score *r, char *buf, size_t n);
  * "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" (floor / add-k: "smooth:floor[0.10]"). */
 int lv_sacrebleu_signature(const lv_sacrebleu_opts *opts, int nrefs, char *buf, size_t n);
 
-/* sacrebleu with the default options as a decoder metric (models/metrics.h custom kind):
+/* sacrebleu with the default options as a decoder metric (metrics/metrics.h custom kind):
  * value and its one summary value (tagged with the metric's name) the score x100. NULL
  * when out of memory. */
 typedef struct lv_metric lv_metric;

@@ -1,5 +1,5 @@
 /* The sequence tasks' decoder job: see seq_decode.h. */
-#include "models/seq_decode.h"
+#include "search/seq_decode.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 #include "input/punctuator_input.h"
 #include "input/tokenizer.h"
 #include "layers/owner.h"
-#include "models/beam_search.h"
-#include "models/metrics.h"
-#include "models/punct_metrics.h"
-#include "models/sacrebleu.h"
+#include "search/beam_search.h"
+#include "metrics/metrics.h"
+#include "metrics/punct_metrics.h"
+#include "metrics/sacrebleu.h"
 
 /* What decoder_setup reads, kept in the task's decode_state. */
 typedef struct seq_decoder {

@@ -44,8 +44,8 @@
  *
  * Memory is host memory owned by the library between calls; results are malloc'd and
  * freed with their _free function. Nothing here exits; errors are lv_status. */
-#ifndef LV_MODELS_BEAM_SEARCH_H
-#define LV_MODELS_BEAM_SEARCH_H
+#ifndef LV_SEARCH_BEAM_SEARCH_H
+#define LV_SEARCH_BEAM_SEARCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -108,7 +108,7 @@ lv_status lv_beam_search_decode(const lv_beam_search_params *p, int num_beams, i
  * its log-probs [N, V] of each hyp's next token, and a candidate scores the sum of weight
  * x log-prob. Scorer 0 is the model's decoder, taken as it is (its weight must be 1; it
  * alone writes atten_probs); the others (language models: shallow fusion,
- * models/lm_fusion.h) are called with atten_probs NULL, and one of weight 0 steps but adds
+ * search/lm_fusion.h) are called with atten_probs NULL, and one of weight 0 steps but adds
  * nothing, so the search is the one without it, bit for bit. lv_beam_search_decode is
  * this with the model alone. */
 typedef struct lv_search_scorer {

@@ -1,12 +1,12 @@
 /* Shallow fusion of a language model into beam search: see lm_fusion.h. */
-#include "models/lm_fusion.h"
+#include "search/lm_fusion.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "layers/lm_layers.h"
 #include "models/lm.h"
-#include "models/seq_decode.h"
+#include "search/seq_decode.h"
 
 lv_params *lv_lm_fusion_params(void) {
   lv_params *p = lv_params_new_cls("ShallowFusion");
@@ -15,6 +15,9 @@ lv_params *lv_lm_fusion_params(void) {
   lv_params_define_string(p, "lm_logdir", "", "The LM's log directory: its latest checkpoint in <lm_logdir>/train "
                           "is used (unless lm_checkpoint is set).");
   lv_params_define_string(p, "lm_checkpoint", "", "The LM's checkpoint prefix (or a directory: its latest).");
+  lv_params_define_string(p, "lm_model_file", "", "lingvoc: the LM as a model file (bin/export), in place of "
+                          "lm_logdir and lm_checkpoint (lm_model then only names it in messages). bin/export of a "
+                          "fused model stores the LM's model file inside its own and sets this.");
   lv_params_define_string(p, "lm_params_override", "", "Overrides of the LM's params (as --model_params_override), "
                           "e.g. its vocabulary's path.");
   lv_params_define_float(p, "lm_weight", 0.0, "Weight of the LM's log-probabilities added to the model's.");
@@ -128,7 +131,7 @@ lv_status lv_lm_fusion_check(const lv_task *t, const lv_params *cfg, const lv_pa
                              lv_lm_fusion *f) {
   if (!t->cls->seq_decode)
     return lv_status_make(LV_ERR_INVALID, "task.decoder.fusion: %s does not decode with lingvoc's beam search "
-                          "(models/seq_decode.h), into which the LM is fused", t->cls->cls);
+                          "(search/seq_decode.h), into which the LM is fused", t->cls->cls);
   const int64_t vocab = t->cls->seq_decode->vocab_size((lv_task *)t);
   lv_lm *lm = lv_lm_task_lm(f->lm);
   if (!lm)

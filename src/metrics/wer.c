@@ -1,4 +1,4 @@
-#include "models/wer.h"
+#include "metrics/wer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

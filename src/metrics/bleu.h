@@ -9,8 +9,8 @@
  * brevity penalty exp(1 - ref_len/hyp_len) when the hypotheses are shorter: a fraction
  * in [0, 1], not x100. Strings are UTF-8 and compared byte for byte. The scorer is a
  * plain value: no allocation outlives a call. */
-#ifndef LV_MODELS_BLEU_H
-#define LV_MODELS_BLEU_H
+#ifndef LV_METRICS_BLEU_H
+#define LV_METRICS_BLEU_H
 
 #include <stdint.h>
 

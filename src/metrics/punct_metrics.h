@@ -2,7 +2,7 @@
  * punctuation and capitalization of its reference sentence.
  *
  *   bleu          sacrebleu corpus BLEU of the hypotheses against the references
- *                 (models/sacrebleu.h defaults: 13a, case-sensitive, exp smoothing).
+ *                 (metrics/sacrebleu.h defaults: 13a, case-sensitive, exp smoothing).
  *   exact         sentences whose hypothesis equals the reference once both are split
  *                 on ASCII white space (runs of spaces and the ends do not count).
  *   per class     true / false positives and false negatives of the marks
@@ -35,14 +35,14 @@
  *
  * Strings are bytes (UTF-8 is not decoded); the accumulator owns no memory outside a
  * call. */
-#ifndef LV_MODELS_PUNCT_METRICS_H
-#define LV_MODELS_PUNCT_METRICS_H
+#ifndef LV_METRICS_PUNCT_METRICS_H
+#define LV_METRICS_PUNCT_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
-#include "models/sacrebleu.h"
+#include "metrics/sacrebleu.h"
 
 typedef enum lv_punct_class {
   LV_PUNCT_COMMA,
@@ -99,7 +99,7 @@ lv_status lv_punct_trivial_answer(const char *ref, char **out);
  * returns. */
 int lv_punct_metrics_format(const lv_punct_metrics *m, char *buf, size_t n);
 
-/* The same accumulator as a decoder metric (models/metrics.h custom kind): its summary
+/* The same accumulator as a decoder metric (metrics/metrics.h custom kind): its summary
  * values are exact_match and per class (comma, period, question, exclamation, semicolon,
  * colon, quote, marks, capital) precision_X, recall_X and f1_X; its value the exact-match
  * rate. NULL when out of memory. */

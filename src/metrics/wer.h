@@ -16,21 +16,21 @@
  *    and their case_insensitive_error_rates twins, oracle_norm_wer, sacc and ter.
  *    References are passed without their trailing </s> (the pre-2021 behaviour; the §6.3
  *    note explains why Lingvo's HEAD glues it to the last word).
- *  - lv_wer_metric_new: those totals as a custom metric of models/metrics.h, updated through
+ *  - lv_wer_metric_new: those totals as a custom metric of metrics/metrics.h, updated through
  *    lv_wer_metric_stats; its value is norm_wer and its summary lists every rate.
  *
  * Punctuation (\p{P}) is recognised from a table of the Unicode 'P' ranges of ASCII,
  * Latin-1, Greek, Armenian, Hebrew, Arabic, Devanagari, General Punctuation,
  * Supplemental Punctuation, CJK and the full-width forms; other scripts' marks stay.
  * Strings are UTF-8. Functions allocate only what they return; none keeps pointers. */
-#ifndef LV_MODELS_WER_H
-#define LV_MODELS_WER_H
+#ifndef LV_METRICS_WER_H
+#define LV_METRICS_WER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
-#include "models/metrics.h"
+#include "metrics/metrics.h"
 
 typedef struct lv_wer_counts {
   int64_t errors;    /* edit distance in words */

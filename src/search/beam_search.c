@@ -1,7 +1,7 @@
 /* Beam search and greedy search (see beam_search.h). The step mirrors BeamSearchStepOp<2>
  * and ComputeTopK of lingvo/core/ops/beam_search_step_op_kernels.cc; the final ranking
  * mirrors TopKTerminatedHypsOp::NormalizedScore and UnpackHypOp. */
-#include "models/beam_search.h"
+#include "search/beam_search.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* sacrebleu_score: corpus BLEU of a hypothesis file against one or more reference files,
- * as sacrebleu 2.x computes it (models/sacrebleu.h: 13a tokenization, exp smoothing,
+ * as sacrebleu 2.x computes it (metrics/sacrebleu.h: 13a tokenization, exp smoothing,
  * order 4), printed as str(BLEUScore):
  *   BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)
  * Files are read as sacrebleu reads them: UTF-8 (strictly: anything else is an error
@@ -13,7 +13,7 @@
 #include "base/flags.h"
 #include "base/status.h"
 #include "base/text_lines.h"
-#include "models/sacrebleu.h"
+#include "metrics/sacrebleu.h"
 
 static const char *flag_ref = "";
 static const char *flag_hyp = "-";
