@@ -162,9 +162,18 @@ lm = lingvoc.Model(T + "/RnnLmTinyTest.q.lvm")
 want = [float(l.split("\t")[0]) for l in open(T + "/RnnLmTinyTest.int8") if not l.startswith("corpus")]
 got = lm.score(open(T + "/dev.txt").read().split("\n")[:-1])
 assert all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(got, want)), (got, want)
+# A second session of the model (another thread's) runs the same int8 GEMMs: the same scores.
+import ctypes
+arr, n = lingvoc._strings(open(T + "/dev.txt").read().split("\n")[:-1])
+r = ctypes.POINTER(lingvoc._Scores)()
+lingvoc._check(lingvoc._load().lv_score_text(lm._m, lm._session(seed=5), arr, n, ctypes.byref(r)))
+got2 = [r.contents.logprob[i] for i in range(r.contents.n_items)]
+lingvoc._load().lv_scores_free(r)
+assert got2 == got, ("second session", got2, got)
 print("python ok")
 PY
-  check "lingvoc.Model(int8 file): bin/decoder's translations and scores, scores near float32's" grep -q "python ok" "$T/py.out"
+  check "lingvoc.Model(int8 file): bin/decoder's translations and scores, scores near float32's, a second session's the same" \
+    grep -q "python ok" "$T/py.out"
   [ -s "$T/err" ] && cat "$T/err"
 else
   skip_part "no shared library (or an ASan one): lingvoc.Model on int8 files not checked"
