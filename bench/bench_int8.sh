@@ -49,7 +49,7 @@ echo "# bench_int8.sh $(date -u +%FT%TZ) on $(nproc) cores ($(grep -m1 'model na
 grep -qw avx512_vnni /proc/cpuinfo && echo "# this CPU has AVX-512 VNNI" || echo "# this CPU has no AVX-512 VNNI"
 
 # ---- MT ----
-if [ -f "$MT_LOGDIR/train/checkpoint" ]; then
+if [ -n "${MT_CKPT:-}" ] || [ -f "$MT_LOGDIR/train/checkpoint" ]; then
   ck=${MT_CKPT:-$MT_LOGDIR/train/$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$MT_LOGDIR/train/checkpoint")}
   mkdir -p "$tmp/mt/train"
   cp "$ck".* "$tmp/mt/train/"
