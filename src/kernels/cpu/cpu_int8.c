@@ -29,7 +29,7 @@ void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride
     for (int64_t i = 0; i < len; i++) {
       const float a = fabsf(xc[i * stride]);
       finite &= a <= FLT_MAX;
-      amax = fmaxf(amax, a);
+      amax = a > amax ? a : amax; /* not fmaxf: a libm call here, this vectorizes */
     }
     /* A NaN or infinity anywhere makes the channel's scale NaN (its q 0), so that what
      * it feeds is NaN, as the float product's would be. */
