@@ -9,6 +9,8 @@
 #         sacrebleu BLEU of the same lines against /tmp/bible/test.es;
 #   LM    lm.bible.LM_MODEL --score_text on the first LM_LINES lines of $LM_DATA/dev.txt:
 #         predicted tokens/s (</s> included) and the corpus perplexity of each file.
+#   GEMM  the kernels alone (bench/int8_gemm_bench.c): float32 lv_cpu_gemm against every
+#         int8 path the CPU has, on decoder-step and encoder shapes, us per call and GOP/s.
 # Each: median and spread (min..max) of the runs, peak RSS (/usr/bin/time, max over runs),
 # the files' sizes, and the int8 path picked (LINGVOC_INT8 as set, default the CPU's best).
 # Usage: bench/bench_int8.sh
@@ -24,6 +26,8 @@ MT_LOGDIR=${MT_LOGDIR:-/tmp/q/transformer}
 LM_MODEL=${LM_MODEL:-RnnLmSmall} LM_DATA=${LM_DATA:-/tmp/lm_bible} LM_LINES=${LM_LINES:-200} LM_STEPS=${LM_STEPS:-40}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 make -s -j2 bin/export bin/decoder bin/trainer bin/sacrebleu_score
+. bench/build.sh
+bench_build int8_gemm_bench
 tmp=$(mktemp -d /tmp/bench_int8.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -49,7 +53,7 @@ echo "# bench_int8.sh $(date -u +%FT%TZ) on $(nproc) cores ($(grep -m1 'model na
 grep -qw avx512_vnni /proc/cpuinfo && echo "# this CPU has AVX-512 VNNI" || echo "# this CPU has no AVX-512 VNNI"
 
 # ---- MT ----
-if [ -f "$MT_LOGDIR/train/checkpoint" ]; then
+if [ -n "${MT_CKPT:-}" ] || [ -f "$MT_LOGDIR/train/checkpoint" ]; then
   ck=${MT_CKPT:-$MT_LOGDIR/train/$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$MT_LOGDIR/train/checkpoint")}
   mkdir -p "$tmp/mt/train"
   cp "$ck".* "$tmp/mt/train/"
@@ -124,3 +128,9 @@ if [ -f "$LM_DATA/dev.txt" ]; then
 else
   echo "SKIP LM: no $LM_DATA/dev.txt (scripts/prepare_lm_bible.sh $LM_DATA)"
 fi
+
+# ---- the GEMMs alone ----
+echo
+echo "## GEMM: float32 (lv_cpu_gemm) against int8 (lv_cpu_q8_gemm_with), $THREADS threads, median of $RUNS"
+echo
+"$bench_dir/int8_gemm_bench" "$THREADS" "$RUNS"
