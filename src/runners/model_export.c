@@ -357,8 +357,9 @@ static lv_status restore_quantized(const lv_model_file *f, const lv_mf_tensor *t
   if (s || t->axis != 1 || !lv_device_is_host(it->device)) return s;
   lv_qweight *q = lv_qweight_new(t->qtype, t->data, t->scales, rows, cols);
   if (!q)
-    return lv_status_make(LV_ERR_RESOURCE, "model file %s: out of memory packing %s %s [%lld, %lld]", f->path,
-                          lv_qtype_dtype_names[t->qtype], t->name, (long long)rows, (long long)cols);
+    return lv_status_make(LV_ERR_RESOURCE, "model file %s: cannot pack %s %s [%lld, %lld] (out of memory, or more "
+                          "rows than the int8 GEMM sums exactly)", f->path, lv_qtype_dtype_names[t->qtype], t->name,
+                          (long long)rows, (long long)cols);
   lv_var_set_quant(v, q);
   return NULL;
 }

@@ -61,6 +61,7 @@ void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride
 
 bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k, int64_t n) {
   memset(m, 0, sizeof *m);
+  if (k > LV_Q8_MAX_K) return false;
   m->k = k, m->n = n;
   m->kp = round_up(k > 0 ? k : 1, LV_Q8_KG);
   m->np = round_up(n > 0 ? n : 1, LV_Q8_NB);
@@ -285,7 +286,9 @@ static void q8_piece(void *arg, int64_t lo, int64_t hi, int slot) {
           if (jc >= w->n) break;
           int32_t *sb = s + r * nb * LV_Q8_NB + b * LV_Q8_NB;
           if (j->isa == LV_INT8_AVX512)
-            for (int c = 0; c < LV_Q8_NB; c++) sb[c] -= w->colsum[jc + c] * 128;
+            /* In unsigned arithmetic: the VNNI sum may wrap past int32 (its u8 values reach
+             * 255), the difference is the exact sum all the same. */
+            for (int c = 0; c < LV_Q8_NB; c++) sb[c] = (int32_t)((uint32_t)sb[c] - (uint32_t)w->colsum[jc + c] * 128u);
           epilogue(j, r0 + r, jc, w->n - jc < LV_Q8_NB ? w->n - jc : LV_Q8_NB, sb);
         }
     }

@@ -2,7 +2,7 @@
  * X [m, k] W [k, n] (+ bias [n]) (+ Y) with W quantized once, symmetric, per output column
  * (w[p][j] ~ q[p][j] * ws[j], q in [-127, 127]) and X quantized per row on the fly
  * (x[i][p] ~ a[i][p] * xs[i], xs[i] = max_p |x[i][p]| / 127). The sum over p of a q is
- * exact in int32 (|a q| <= 16129, so k up to 133 000), the same bits on every path; it is
+ * exact in int32 (|a q| <= 16129, so k up to 133 144), the same bits on every path; it is
  * then dequantized and the bias added in float, in one fixed order:
  *   y = (float)sum * (xs[i] * ws[j]);  y = y + bias[j];  y = Y + y (accumulate).
  * Paths (picked once at run time, or forced with LINGVOC_INT8=avx512|avx2|off):
@@ -42,7 +42,10 @@ typedef struct lv_q8_mat {
  * NaN or an infinity, whose q are 0). */
 void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride, int64_t stride, int8_t *q,
                     float *scale);
-/* Packs q [k, n] (row-major) with per-column scales into m. Returns false if out of memory. */
+/* The longest k whose sums fit in int32: 127 * 127 * k <= 2^31 - 1. */
+#define LV_Q8_MAX_K 133144
+/* Packs q [k, n] (row-major) with per-column scales into m. Returns false if out of memory
+ * or k > LV_Q8_MAX_K. */
 bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k, int64_t n);
 void lv_q8_mat_free(lv_q8_mat *m);
 /* Rows [r0, r0 + len) of m as a view (r0 a multiple of 4, and r0 + len one too or m's
