@@ -7,8 +7,11 @@
  * Backends under test: the guarded CPU backend cpu:1 (always: it proves the harness, as
  * both run the same kernels, bit for bit), and cuda:0 where this build has CUDA and a GPU
  * is visible (otherwise one line says why, and the suite exits 77: skipped, not passed,
- * whatever cpu:1 showed; a failure still fails it). A kernel of kernels.def with no
- * case here fails the suite. */
+ * whatever cpu:1 showed; a failure still fails it). On cuda:0 every case runs with cuDNN
+ * on (conv2d and average pooling run on it where it loads and takes the geometry), then
+ * the conv and pooling cases again with cuDNN off (im2col + cuBLAS, lingvoc's pooling
+ * kernels); lines `cudnn:` and `im2col:` say how many calls ran where. A kernel of
+ * kernels.def with no case here fails the suite. */
 #include <check.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/rng.h"
 #include "check_util.h"
 #include "kernels/guarded.h"
@@ -447,11 +451,24 @@ static lv_conv_geom geom(int n, int h, int w, int c, int kh, int kw, int o, int 
   return g;
 }
 
+/* TF's SAME geometry (lv_core_same_valid), whose bottom/right padding may exceed the
+ * top/left: cuDNN, padding symmetrically, declines those and lingvoc's kernels run. */
+static lv_conv_geom same(int n, int h, int w, int c, int kh, int kw, int o, int s) {
+  lv_conv_geom g = {n, h, w, c, kh, kw, o, s, s, 1, 1, 0, 0, 0, 0};
+  g.oh = (h + s - 1) / s;
+  g.ow = (w + s - 1) / s;
+  int th = (g.oh - 1) * s + kh - h, tw = (g.ow - 1) * s + kw - w;
+  g.pt = th > 0 ? th / 2 : 0;
+  g.pl = tw > 0 ? tw / 2 : 0;
+  return g;
+}
+
 static void cases_conv_pool(void) {
   const lv_conv_geom gs[] = {
       geom(2, 7, 6, 3, 3, 2, 4, 1, 1, 1, 0), geom(3, 9, 9, 2, 3, 3, 5, 2, 1, 1, 1),
       geom(2, 8, 7, 3, 2, 3, 2, 1, 2, 0, 1), geom(0, 5, 5, 2, 3, 3, 2, 1, 1, 1, 1),
       geom(4, 5, 5, 1, 1, 1, 3, 1, 1, 0, 0), geom(2, 28, 28, 1, 5, 5, 20, 1, 1, 0, 0),
+      same(2, 14, 14, 20, 5, 5, 50, 1), same(2, 8, 9, 3, 3, 3, 4, 2),
   };
   for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
     const lv_conv_geom *g = &gs[i];
@@ -478,7 +495,8 @@ static void cases_conv_pool(void) {
   }
   /* Pooling windows: VALID 2x2 / 2, SAME 3x3 / 2 (padding 1), overlapping 3x3 / 1. */
   lv_conv_geom ps[] = {geom(2, 6, 6, 3, 2, 2, 3, 2, 1, 0, 0), geom(2, 7, 5, 2, 3, 3, 2, 2, 1, 1, 1),
-                       geom(1, 5, 6, 4, 3, 3, 4, 1, 1, 0, 0), geom(0, 4, 4, 2, 2, 2, 2, 2, 1, 0, 0)};
+                       geom(1, 5, 6, 4, 3, 3, 4, 1, 1, 0, 0), geom(0, 4, 4, 2, 2, 2, 2, 2, 1, 0, 0),
+                       same(2, 6, 7, 3, 3, 3, 3, 2)};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
     lv_conv_geom *g = &ps[i];
     g->o = g->c;
@@ -912,13 +930,17 @@ static void cases_optim_rows(void) {
   }
 }
 
-/* Runs every case against backend be; returns the failures. */
-static int run_all(const lv_backend *be) {
+static void run_start(const lv_backend *be) {
   g_be[0] = lv_backend_get(lv_device_host());
   g_be[1] = be;
   lv_rng_init(&g_rng, 42, 0);
   memset(g_covered, 0, sizeof g_covered);
   g_cases = g_failures = 0;
+}
+
+/* Runs every case against backend be; returns the failures. */
+static int run_all(const lv_backend *be) {
+  run_start(be);
   cases_binary();
   cases_elementwise();
   cases_gemm();
@@ -961,7 +983,34 @@ START_TEST(cuda0_matches_cpu0) {
   }
   const lv_backend *be = lv_backend_get(lv_device_make(LV_DEVICE_CUDA, 0));
   ck_assert_ptr_nonnull(be);
+  /* Every case with cuDNN where it runs (conv2d, average pooling), then the conv and
+   * pooling cases again with lingvoc's own kernels (im2col + cuBLAS, pooling kernels). */
+  lv_cuda_use_cudnn(true);
+  char dnn[256];
+  bool have = lv_cuda_cudnn_describe(0, dnn, sizeof dnn);
+  int64_t on0, own0, on1, own1, on2, own2;
+  lv_cuda_cudnn_counts(&on0, &own0);
   int failures = run_all(be);
+  lv_cuda_cudnn_counts(&on1, &own1);
+  if (have) lv_cuda_cudnn_describe(0, dnn, sizeof dnn); /* a call may have turned it off */
+  printf("check_backend_ops: cudnn: %s: %lld conv/avg-pool calls on cuDNN, %lld on lingvoc's kernels\n", dnn,
+         (long long)(on1 - on0), (long long)(own1 - own0));
+  if (have && on1 == on0) {
+    fprintf(stderr, "FAIL cuDNN loads on cuda:0 but no conv or pooling case ran on it\n");
+    failures++;
+  }
+  lv_cuda_use_cudnn(false);
+  run_start(be);
+  cases_conv_pool();
+  lv_cuda_cudnn_counts(&on2, &own2);
+  printf("check_backend_ops: im2col: cuda:0 without cuDNN vs cpu:0: %d conv and pooling cases, %d failed\n", g_cases,
+         g_failures);
+  if (on2 != on1) {
+    fprintf(stderr, "FAIL %lld calls ran on cuDNN with cuDNN off\n", (long long)(on2 - on1));
+    failures++;
+  }
+  failures += g_failures;
+  lv_cuda_use_cudnn(!lv_env_get()->cuda_cudnn_off);
   ck_assert_msg(failures == 0, "%d cases differ between cuda:0 and cpu:0 (see above)", failures);
 }
 END_TEST
