@@ -4,7 +4,8 @@
 # NVIDIA GPUs, the driver, CUDA 13's cuBLAS and runtime, and python3 with PyTorch and
 # TensorBoard. It checks its prerequisites first (one line naming what is missing; exit 3
 # if a hard one is), then runs, each under its own timeout:
-#   ops          check_backend_ops on cuda:0 against cpu:0; compute-sanitizer memcheck on it
+#   ops          check_backend_ops on cuda:0 against cpu:0 (conv and pooling with cuDNN and
+#                without: the cudnn line); compute-sanitizer memcheck on it
 #   lenet5       image.mnist.LeNet5Fashion, LENET_STEPS steps on the CPU and on the GPU from
 #                the same seed: per-step loss curves within a tolerance
 #   mt           mt.bible_en_es.TransformerSmall, MT_GPU_STEPS on the GPU and MT_CPU_STEPS on
@@ -86,6 +87,26 @@ if ! cuda_libs_ok; then
     export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
 fi
+# cuDNN 9: the executables link libcudnn.so.9, whose sub-libraries (some 500 MB) the bundle
+# cannot carry, so this machine's runs: CUDA's (the RPATH), else PyTorch's wheel's
+# (nvidia/cudnn/lib or torch/lib: the whole set from one folder, as the shim loads its
+# sub-libraries from its own); with none, the bundle's shim alone lets the executables
+# start, and conv and pooling run without cuDNN (the cudnn line of ops says why).
+CUDNN_FROM=$(ldd "$BIN/trainer" 2>/dev/null | awk '$1 == "libcudnn.so.9" && $3 ~ /^\// { print $3 }')
+if [ -z "$CUDNN_FROM" ]; then
+  for d in "$CUDA_HOME/lib64" /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+           $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | xargs -n1 -I{} sh -c 'ls -d {}/nvidia/cudnn/lib {}/torch/lib 2>/dev/null'); do
+    [ -f "$d/libcudnn.so.9" ] && [ -f "$d/libcudnn_cnn.so.9" ] || continue
+    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    CUDNN_FROM=$d/libcudnn.so.9
+    break
+  done
+fi
+if [ -z "$CUDNN_FROM" ] && [ -f "$R/cudnn-shim/libcudnn.so.9" ] && [ -d "$R/lib" ]; then
+  cp "$R/cudnn-shim/libcudnn.so.9" "$R/lib/"
+  CUDNN_FROM="none (the bundle's shim alone: conv and pooling without cuDNN)"
+  soft+=("cuDNN 9 (neither CUDA's nor PyTorch's: conv and pooling run without it)")
+fi
 for b in "$BIN"/*; do
   nf=$(ldd "$b" 2>&1 | grep 'not found' | awk '{print $1}' | sort -u | tr '\n' ' ')
   [ -z "$nf" ] || missing+=("$(basename "$b") needs ${nf% } (libcudart/libcublas .so.13: CUDA 13 in /usr/local/cuda or LD_LIBRARY_PATH)")
@@ -113,6 +134,7 @@ if [ ${#missing[@]} -gt 0 ]; then [ -n "${GPU_CHECK_WORK:-}" ] || rm -rf "$W"; e
 {
   echo "gpu-check on $(hostname), $(date -u +%Y-%m-%dT%H:%MZ), $NPROC cores, CPU_ONLY=$CPU_ONLY"
   [ "$CPU_ONLY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  echo "cuDNN: ${CUDNN_FROM:-not found}"
   head -2 "$here/MANIFEST" 2>/dev/null
 } >"$OUT/summary.txt"
 cat "$OUT/summary.txt"
@@ -179,6 +201,18 @@ if [ "$CPU_ONLY" = 1 ]; then
 elif [ $rc -eq 0 ] && [ -n "$cuda_line" ]; then result ops ops PASS "$cuda_line"
 elif [ $rc -ge 124 ]; then result ops ops FAIL "timed out after 180 s"
 else result ops ops FAIL "exit $rc: ${cuda_line:-no cuda:0 line} (see ops.txt)"
+fi
+# The same run's conv and pooling cases with cuDNN and without it (check_backend_ops's
+# cudnn: and im2col: lines): PASS when cuDNN ran some and every case passed.
+cudnn_line=$(grep '^check_backend_ops: cudnn:' "$W/ops.log" | sed 's/^check_backend_ops: cudnn: //')
+im2col_line=$(grep '^check_backend_ops: im2col:' "$W/ops.log" | sed 's/^check_backend_ops: im2col: //')
+if [ "$CPU_ONLY" = 1 ]; then result cudnn ops SKIP "no GPU (CPU_ONLY)"
+elif [ -z "$cudnn_line" ] || [ -z "$im2col_line" ]; then result cudnn ops FAIL "exit $rc, no cudnn:/im2col: line (see ops.txt)"
+elif echo "$cudnn_line" | grep -q ' 0 conv/avg-pool calls on cuDNN'; then
+  [ $rc -eq 0 ] && result cudnn ops SKIP "cuDNN did not run: $cudnn_line; $im2col_line" ||
+    result cudnn ops FAIL "exit $rc: $cudnn_line; $im2col_line"
+elif [ $rc -eq 0 ]; then result cudnn ops PASS "$cudnn_line; $im2col_line"
+else result cudnn ops FAIL "exit $rc: $cudnn_line; $im2col_line"
 fi
 if [ "$CPU_ONLY" = 1 ] || [ -z "$SANITIZER" ]; then
   result memcheck ops SKIP "$([ -z "$SANITIZER" ] && echo 'no compute-sanitizer' || echo 'no GPU (CPU_ONLY)')"

@@ -48,6 +48,7 @@ static int g_nscratch;
 static char g_desc[256];
 static const char *g_op;
 static double g_rtol, g_atol;
+static const char *g_path = ""; /* on cuda:0: which conv and pooling kernels run */
 static lv_rng g_rng;
 static int g_cases, g_failures;
 
@@ -177,7 +178,7 @@ static void mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 static void mismatch(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "FAIL %s on %s vs cpu:0 [%s]: ", g_op, g_be[1]->name, g_desc);
+  fprintf(stderr, "FAIL %s on %s%s vs cpu:0 [%s]: ", g_op, g_be[1]->name, g_path, g_desc);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -986,6 +987,7 @@ START_TEST(cuda0_matches_cpu0) {
   /* Every case with cuDNN where it runs (conv2d, average pooling), then the conv and
    * pooling cases again with lingvoc's own kernels (im2col + cuBLAS, pooling kernels). */
   lv_cuda_use_cudnn(true);
+  g_path = " (cuDNN where it runs)";
   char dnn[256];
   bool have = lv_cuda_cudnn_describe(0, dnn, sizeof dnn);
   int64_t on0, own0, on1, own1, on2, own2;
@@ -1000,6 +1002,7 @@ START_TEST(cuda0_matches_cpu0) {
     failures++;
   }
   lv_cuda_use_cudnn(false);
+  g_path = " (without cuDNN)";
   run_start(be);
   cases_conv_pool();
   lv_cuda_cudnn_counts(&on2, &own2);
@@ -1011,6 +1014,7 @@ START_TEST(cuda0_matches_cpu0) {
   }
   failures += g_failures;
   lv_cuda_use_cudnn(!lv_env_get()->cuda_cudnn_off);
+  g_path = "";
   ck_assert_msg(failures == 0, "%d cases differ between cuda:0 and cpu:0 (see above)", failures);
 }
 END_TEST
