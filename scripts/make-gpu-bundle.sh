@@ -130,6 +130,7 @@ cp bench/lenet5_torch.py bench/mt_torch.py "$out/bench/"
   echo "assumed on the target: glibc (libc, libm, libdl, libpthread, librt), libgcc_s, libstdc++, the NVIDIA driver (libcuda), CUDA 13's libcudart and libcublas/libcublasLt; cuDNN 9 (/usr/local/cuda or PyTorch's wheel) or else no cuDNN (cudnn-shim/ lets the executables start)"
   echo "fashion subset: $FM_TRAIN train / $FM_TEST test images; bible: every ${BIBLE_EVERY}th training pair ($(wc -l <"$tmp/train.en") pairs) of $BIBLE_DIR"
   echo "libraries in payload.tar.xz:"; (cd "$tmp/lib" && ls -l | awk 'NR > 1 { print "  " $9, $5 }')
+  echo "  cudnn-shim/libcudnn.so.9 $(stat -c %s "$tmp/cudnn-shim/libcudnn.so.9") (the front library alone; headers: cuDNN $(awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{ printf "%s%s", s, $3; s = "." }' "${CUDA_HOME:-/usr/local/cuda}/include/cudnn_version.h"))"
   echo "files:"; (cd "$out" && find . -type f ! -path './experiments/*' | sort | xargs ls -l | awk '{ print "  " $9, $5 }')
 } >"$out/MANIFEST"
 kib=$(du -sk "$out" | cut -f1)
