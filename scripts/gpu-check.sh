@@ -16,9 +16,10 @@
 #                NCCL one rank against no communicator (SKIP: the bundle is MPI=0)
 #   tensorboard  the trainer's and evaler's event directories read with TensorBoard's
 #                EventAccumulator: scalars against the logs and score file, images, text
-#   speed        LeNet5 training examples/s and the Transformer (model 512, 8 heads, 6 + 6
-#                layers, ~4k target tokens a batch) training and greedy decoding tokens/s
-#                against PyTorch eager on the same GPU, with GPU utilisation; ratios
+#   speed        LeNet5 training examples/s (and without cuDNN) and the Transformer (model
+#                512, 8 heads, 6 + 6 layers, ~4k target tokens a batch) training and greedy
+#                decoding tokens/s against PyTorch eager on the same GPU, with GPU
+#                utilisation; ratios
 # The CPU reference runs go in the background while the GPU runs; the speed runs come last,
 # alone. Writes OUTDIR/summary.txt (one line a check), OUTDIR/<check>.txt (figures and
 # curves) and OUTDIR/logs.tar.gz (every log, each cut to its last MiB): 8 files at most.
@@ -319,21 +320,26 @@ if [ "$CPU_ONLY" = 1 ] || [ "$HAVE_TORCH" != 1 ]; then
   result speed_lenet5 speed SKIP "$([ "$CPU_ONLY" = 1 ] && echo 'no GPU (CPU_ONLY)' || echo 'no CUDA PyTorch')"
   result speed_transformer speed SKIP "$([ "$CPU_ONLY" = 1 ] && echo 'no GPU (CPU_ONLY)' || echo 'no CUDA PyTorch')"
 else
+  # eps LOG: examples/sec of the steps after the first 50 (warm-up), the mean over their log lines.
+  eps() { awk -F'examples/sec: ' '/^.*step: +[0-9]+,/ { split($0, a, "step: *"); split(a[2], b, ","); if (b[1] + 0 > 50) { split($2, c, " "); s += c[1]; n++ } } END { if (n) printf "%.0f", s / n }' "$1"; }
   util_start "$W/util_lv_lenet"
   train "$W/speed_lenet" gpu 120 "$LENET" "$LENET_OV; train.max_steps: 400; train.summary_interval_steps: 100000" 50
   rc=$?; u_lv=$(util_stop "$W/util_lv_lenet")
-  # examples/sec of the steps after the first 50 (warm-up), as the mean over their log lines.
-  lv=$(awk -F'examples/sec: ' '/^.*step: +[0-9]+,/ { split($0, a, "step: *"); split(a[2], b, ","); if (b[1] + 0 > 50) { split($2, c, " "); s += c[1]; n++ } } END { if (n) printf "%.0f", s / n }' "$W/speed_lenet.log")
+  lv=$(eps "$W/speed_lenet.log")
+  # The same without cuDNN (im2col + cuBLAS, lingvoc's pooling), shorter.
+  LINGVOC_CUDNN=0 train "$W/speed_lenet_im2col" gpu 90 "$LENET" "$LENET_OV; train.max_steps: 200; train.summary_interval_steps: 100000" 50
+  rc0=$?; lv0=$(eps "$W/speed_lenet_im2col.log")
   util_start "$W/util_pt_lenet"
   pt=$(timeout -k 5 120 "$PY" "$here/bench/lenet5_torch.py" --device cuda --threads "$NPROC" --batch 256 --train_steps 400 --eval_batches 50 2>"$W/torch_lenet.err" | tail -1)
   u_pt=$(util_stop "$W/util_pt_lenet")
   pt_eps=$(echo "$pt" | "$PY" -c 'import json,sys; print("%.0f" % json.loads(sys.stdin.read())["train_examples_per_sec"])' 2>/dev/null)
   { echo "LeNet5 training, batch 256: lingvoc trainer --run_locally=gpu (exit $rc, steps 51..400, input pipeline included) ${lv:-?} examples/s, GPU utilisation $u_lv"
+    echo "  lingvoc with LINGVOC_CUDNN=0 (exit $rc0, steps 51..200): ${lv0:-?} examples/s"
     echo "  PyTorch (bench/lenet5_torch.py --device cuda, fixed batch): ${pt_eps:-?} examples/s, GPU utilisation $u_pt; $pt"; } >>"$OUT/speed.txt"
   if [ -n "$lv" ] && [ -n "$pt_eps" ]; then
     ratio=$(awk -v a="$lv" -v b="$pt_eps" 'BEGIN { printf "%.2f", a / b }')
     st=$(awk -v r="$ratio" 'BEGIN { print (r >= 1.0 ? "PASS" : "FAIL") }')
-    result speed_lenet5 speed "$st" "lingvoc $lv / PyTorch $pt_eps examples/s = ${ratio}x (target >= 1x); GPU util $u_lv / $u_pt"
+    result speed_lenet5 speed "$st" "lingvoc $lv / PyTorch $pt_eps examples/s = ${ratio}x (target >= 1x); GPU util $u_lv / $u_pt; without cuDNN ${lv0:-?}"
   else
     result speed_lenet5 speed FAIL "no figure (lingvoc ${lv:-none}, PyTorch ${pt_eps:-none}; see logs)"
   fi
