@@ -118,6 +118,9 @@ NVCCFLAGS ?= -O2 -g -std=c++17 -fmad=false $(CUDA_ARCH) -Isrc -D_GNU_SOURCE -Wer
 CU_SRC    := $(wildcard src/kernels/cuda/*.cu)
 CU_OBJ    := $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
 CUDA_LIB  := $(BUILD)/liblingvoc_cuda.a
+ifeq ($(wildcard $(CUDA_HOME)/include/cudnn.h),)
+$(error CUDA=1 needs cuDNN 9 for CUDA 13: $(CUDA_HOME)/include/cudnn.h not found (CUDA_HOME=))
+endif
 CFLAGS    += -DLV_HAVE_CUDA
 LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
 
