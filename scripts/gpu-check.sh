@@ -207,6 +207,8 @@ fi
 # cudnn: and im2col: lines): PASS when cuDNN ran some and every case passed.
 cudnn_line=$(grep '^check_backend_ops: cudnn:' "$W/ops.log" | sed 's/^check_backend_ops: cudnn: //')
 im2col_line=$(grep '^check_backend_ops: im2col:' "$W/ops.log" | sed 's/^check_backend_ops: im2col: //')
+repeat_line=$(grep '^check_backend_ops: repeat: conv2d on cuda' "$W/ops.log" | sed 's/^check_backend_ops: repeat: //')
+im2col_line="$im2col_line; ${repeat_line:-no repeat: line}"
 if [ "$CPU_ONLY" = 1 ]; then result cudnn ops SKIP "no GPU (CPU_ONLY)"
 elif [ -z "$cudnn_line" ] || [ -z "$im2col_line" ]; then result cudnn ops FAIL "exit $rc, no cudnn:/im2col: line (see ops.txt)"
 elif echo "$cudnn_line" | grep -q ' 0 conv/avg-pool calls on cuDNN'; then

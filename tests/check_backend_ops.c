@@ -965,10 +965,75 @@ static int run_all(const lv_backend *be) {
   return g_failures;
 }
 
+/* Device copy of n floats from host (random in [-1, 1) when host is NULL). */
+static float *dev_floats(const lv_backend *be, int64_t n, const float *host) {
+  float *d = be->alloc(be->ctx, sizeof(float) * (size_t)(n ? n : 1));
+  ck_assert_ptr_nonnull(d);
+  float *h = xmalloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) h[i] = host ? host[i] : urand(-1, 1);
+  be->copy(be->ctx, d, h, sizeof(float) * (size_t)n, LV_COPY_HOST_TO_DEVICE);
+  free(h);
+  return d;
+}
+
+/* LeNet5's second convolution (SAME, which cuDNN takes), batch 8. */
+static const lv_conv_geom kLenet2 = {8, 14, 14, 20, 5, 5, 50, 1, 1, 1, 1, 2, 2, 14, 14};
+
+/* conv2d forward and backward (both gradients, accumulating onto random values) twice on
+ * be from the same inputs: the outputs must agree bit for bit (deterministic algorithms,
+ * the same choice each time). Prints a `repeat:` line; returns the failures. */
+static int conv_repeats(const lv_backend *be, const lv_conv_geom *g) {
+  const int64_t nx = (int64_t)g->n * g->h * g->w * g->c, nw = (int64_t)g->kh * g->kw * g->c * g->o,
+                ny = (int64_t)g->n * g->oh * g->ow * g->o, n3[3] = {ny, nx, nw};
+  const lv_kernel_table *k = be->kernels;
+  float *x = dev_floats(be, nx, NULL), *w = dev_floats(be, nw, NULL), *gy = dev_floats(be, ny, NULL);
+  float *h0[3], *out[2][3];
+  for (int j = 0; j < 3; j++) {
+    h0[j] = xmalloc(sizeof(float) * (size_t)n3[j]);
+    for (int64_t i = 0; i < n3[j]; i++) h0[j][i] = urand(-1, 1);
+  }
+  size_t sf = k->conv2d_scratch(be->ctx, g);
+  float *scratch = be->alloc(be->ctx, sizeof(float) * sf);
+  ck_assert_ptr_nonnull(scratch);
+  for (int r = 0; r < 2; r++) {
+    float *y = dev_floats(be, ny, h0[0]), *gx = dev_floats(be, nx, h0[1]), *gw = dev_floats(be, nw, h0[2]);
+    k->conv2d_fwd(be->ctx, g, x, w, y, scratch, sf);
+    k->conv2d_bwd(be->ctx, g, x, w, gy, gx, true, gw, true, scratch, sf);
+    float *d[3] = {y, gx, gw};
+    for (int j = 0; j < 3; j++) {
+      out[r][j] = xmalloc(sizeof(float) * (size_t)n3[j]);
+      be->copy(be->ctx, out[r][j], d[j], sizeof(float) * (size_t)n3[j], LV_COPY_DEVICE_TO_HOST);
+      be->free(be->ctx, d[j]);
+    }
+  }
+  int failures = 0;
+  static const char *const kNames[3] = {"y", "gx", "gw"};
+  for (int j = 0; j < 3; j++) {
+    if (memcmp(out[0][j], out[1][j], sizeof(float) * (size_t)n3[j])) {
+      fprintf(stderr, "FAIL conv2d on %s%s: %s differs between two runs of the same inputs\n", be->name, g_path,
+              kNames[j]);
+      failures++;
+    }
+    free(out[0][j]);
+    free(out[1][j]);
+    free(h0[j]);
+  }
+  be->free(be->ctx, scratch);
+  be->free(be->ctx, x);
+  be->free(be->ctx, w);
+  be->free(be->ctx, gy);
+  be->sync(be->ctx);
+  printf("check_backend_ops: repeat: conv2d on %s%s twice from the same inputs (%dx%dx%dx%d, %dx%d to %d): %s\n",
+         be->name, g_path, g->n, g->h, g->w, g->c, g->kh, g->kw, g->o,
+         failures ? "outputs differ" : "bit for bit the same");
+  return failures;
+}
+
 START_TEST(guarded_cpu1_matches_cpu0) {
   const lv_backend *be = lv_guarded_backend_create(1);
   ck_assert_ptr_nonnull(be);
   int failures = run_all(be);
+  failures += conv_repeats(be, &kLenet2);
   ck_assert_int_eq(lv_guarded_allocations(be), 0);
   lv_guarded_backend_destroy(be);
   ck_assert_msg(failures == 0, "%d cases differ between cpu:1 and cpu:0 (see above)", failures);
@@ -1003,6 +1068,8 @@ START_TEST(cuda0_matches_cpu0) {
     fprintf(stderr, "FAIL cuDNN loaded on cuda:0 but %s\n", still ? "no conv or pooling case ran on it" : dnn);
     failures++;
   }
+  failures += conv_repeats(be, &kLenet2);
+  lv_cuda_cudnn_counts(&on1, &own1);
   lv_cuda_use_cudnn(false);
   g_path = " (without cuDNN)";
   run_start(be);
