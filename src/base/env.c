@@ -13,6 +13,8 @@ static void read_env(void) {
   g_env.gemm_small = getenv("LINGVOC_GEMM_SMALL");
   const char *tf32 = getenv("LINGVOC_CUDA_TF32");
   g_env.cuda_tf32 = tf32 && !strcmp(tf32, "1");
+  const char *cudnn = getenv("LINGVOC_CUDNN");
+  g_env.cuda_cudnn_off = cudnn && !strcmp(cudnn, "0");
   static const char *const kLaunchers[3][2] = {
       {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
       {"PMI_SIZE", "PMI_RANK"},
