@@ -1,0 +1,527 @@
+/* Quantization-aware training (core/ops.h's fake_quant ops, layers/qdomain.h): TF's
+ * fake_quant_with_min_max_args / _vars outputs and gradients (wrt x, min and max) on
+ * the vectors TF 2.13 computed (tests/fake_quant_tf.h, scripts/lingvo_peer/
+ * fake_quant_vectors.py: min > 0, max < 0, narrow_range, 2, 4, 8 and 16 bits, min == max
+ * == 0), finite differences of the straight-through gradient at 16 bits, Lingvo's
+ * schedule tests (reference/lingvo_asr_lm.md §13.3: LinearClippingCapSchedule,
+ * FakeQuantizationSchedule through SymmetricScheduledClipQDomain), PassiveAsymQDomain's
+ * QRAct tests, and a ProjectionLayer under PassiveAsymQDomain: Lingvo's variable names,
+ * the batch ranges, one moving-average update per step over every call of the step, the
+ * stored ranges in eval, inheritance from an enclosing scope and a layer's own domain
+ * overriding it, and no extra op without a domain. */
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "fake_quant_tf.h"
+#include "gradcheck.h"
+#include "layer_fixture.h"
+#include "layers/projection.h"
+#include "layers/qdomain.h"
+
+static lv_tensor *host_vec(lv_graph *g, const float *v, int64_t n) {
+  lv_tensor *t = lv_graph_tensor(g, LV_F32, lv_shape1(n));
+  memcpy(t->data, v, sizeof(float) * (size_t)n);
+  return t;
+}
+
+static lv_tensor *host_scalar(lv_graph *g, float v) {
+  lv_tensor *t = lv_graph_tensor(g, LV_F32, lv_shape0());
+  lv_f32(t)[0] = v;
+  return t;
+}
+
+START_TEST(test_fake_quant_args_tf) {
+  lv_graph *g = lv_graph_create(0);
+  for (size_t c = 0; c < sizeof fq_cases / sizeof fq_cases[0]; c++) {
+    const fq_case *k = &fq_cases[c];
+    lv_graph_reset(g);
+    lv_tensor *y = lv_op_fake_quant_args(g, host_vec(g, fq_x, FQ_N), k->min, k->max, k->bits, k->narrow);
+    lf_ok(g);
+    for (int i = 0; i < FQ_N; i++)
+      ck_assert_msg(lv_f32(y)[i] == k->args_y[i], "case %zu [%g, %g] %d bits narrow %d: x %.9g -> %.9g, TF %.9g", c,
+                    k->min, k->max, k->bits, k->narrow, fq_x[i], lv_f32(y)[i], k->args_y[i]);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* Forward, and the gradients of sum(y * dy) wrt x, min and max. */
+START_TEST(test_fake_quant_vars_tf) {
+  lv_graph *g = lv_graph_create(0);
+  for (size_t c = 0; c <= sizeof fq_cases / sizeof fq_cases[0]; c++) {
+    const bool zero = c == sizeof fq_cases / sizeof fq_cases[0];
+    const fq_case *k = zero ? NULL : &fq_cases[c];
+    lv_graph_reset(g);
+    lv_tensor *x = host_vec(g, fq_x, FQ_N), *mn = host_scalar(g, zero ? 0.0f : k->min),
+              *mx = host_scalar(g, zero ? 0.0f : k->max);
+    x->requires_grad = mn->requires_grad = mx->requires_grad = true;
+    lv_tensor *y = lv_op_fake_quant_vars(g, x, mn, mx, zero ? 8 : k->bits, zero ? false : k->narrow);
+    lv_tensor *loss = lv_op_reduce_sum(g, lv_op_mul(g, y, host_vec(g, fq_dy, FQ_N)), LV_ALL_AXES, false);
+    lf_ok(g);
+    EXPECT_OK(lv_graph_backward(g, loss));
+    const float *want_y = zero ? fq_zero_y : k->vars_y, *want_dx = zero ? fq_zero_dx : k->dx;
+    for (int i = 0; i < FQ_N; i++) {
+      ck_assert_msg(lv_f32(y)[i] == want_y[i], "case %zu: x %.9g -> %.9g, TF %.9g", c, fq_x[i], lv_f32(y)[i],
+                    want_y[i]);
+      ck_assert_msg(lv_f32(x->grad)[i] == want_dx[i], "case %zu: dx[%d] %.9g, TF %.9g", c, i, lv_f32(x->grad)[i],
+                    want_dx[i]);
+    }
+    const float dmin = zero ? fq_zero_dmin : k->dmin, dmax = zero ? fq_zero_dmax : k->dmax;
+    ck_assert_msg(fabsf(lv_f32(mn->grad)[0] - dmin) <= 1e-6f * fmaxf(1.0f, fabsf(dmin)), "case %zu: dmin %.9g, TF %.9g",
+                  c, lv_f32(mn->grad)[0], dmin);
+    ck_assert_msg(fabsf(lv_f32(mx->grad)[0] - dmax) <= 1e-6f * fmaxf(1.0f, fabsf(dmax)), "case %zu: dmax %.9g, TF %.9g",
+                  c, lv_f32(mx->grad)[0], dmax);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
+START_TEST(test_fake_quant_errors) {
+  lv_graph *g = lv_graph_create(0);
+  const float v[2] = {0.5f, -0.5f};
+  ck_assert_ptr_null(lv_op_fake_quant_args(g, host_vec(g, v, 2), 1.0f, 1.0f, 8, false));
+  lv_status s = lv_graph_status(g);
+  EXPECT_ERR(s, LV_ERR_INVALID, "fake_quant", "min has to be smaller than max");
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_fake_quant_args(g, host_vec(g, v, 2), -1.0f, 1.0f, 17, false));
+  EXPECT_ERR(lv_graph_status(g), LV_ERR_INVALID, "num_bits must be between 2 and 16");
+  lv_graph_reset(g);
+  ck_assert_ptr_null(lv_op_fake_quant_vars(g, host_vec(g, v, 2), host_vec(g, v, 2), host_scalar(g, 1.0f), 8, false));
+  EXPECT_ERR(lv_graph_status(g), LV_ERR_INVALID, "min and max of one element each");
+  lv_graph_destroy(g);
+}
+END_TEST
+
+/* At 16 bits a level is (max - min) / 65535, far below the differences' eps, so the
+ * straight-through gradient is the derivative of the (nearly continuous) clamp: 1 inside
+ * the range, 0 outside, and the clipped parts' slopes for min and max. */
+static lv_tensor *fq16(lv_graph *g, lv_tensor **in, const void *ctx) {
+  (void)ctx;
+  return lv_op_fake_quant_vars(g, in[0], in[1], in[2], 16, false);
+}
+
+START_TEST(test_fake_quant_gradcheck) {
+  spec in[3] = {fspec(lv_shape2(3, 5), 11), fspec(lv_shape0(), 12), fspec(lv_shape0(), 13)};
+  float *x = in[0].data;
+  for (int i = 0; i < 15; i++) x[i] = -1.6f + 0.2f * (float)i + 0.013f; /* 4 below the range, 3 above */
+  *(float *)in[1].data = -1.0f;
+  *(float *)in[2].data = 1.0f;
+  gradcheck("fake_quant", 3, in, fq16, NULL, 1e-2, 2e-3);
+}
+END_TEST
+
+/* ---- domains ---- */
+
+static lv_params *domain_params(const char *cls, const char *const *settings) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate(cls, &p));
+  for (int i = 0; settings && settings[i]; i += 2) {
+    if (strchr(settings[i + 1], '.')) EXPECT_OK(lv_params_set_float(p, settings[i], strtod(settings[i + 1], NULL)));
+    else EXPECT_OK(lv_params_set_int(p, settings[i], strtoll(settings[i + 1], NULL, 10)));
+  }
+  lv_params_freeze(p);
+  return p;
+}
+
+/* SymmetricScheduledClipQDomain with caps 6 -> 1 over steps [start, end] (and quantization
+ * from quant_start; < 0: a LinearClippingCapSchedule). Not frozen. */
+static lv_params *scheduled_params(int64_t start, int64_t end, int64_t quant_start) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("SymmetricScheduledClipQDomain", &p));
+  const bool linear = quant_start < 0;
+  if (linear) EXPECT_OK(lv_params_set_class(p, "cc_schedule", "LinearClippingCapSchedule"));
+  else EXPECT_OK(lv_params_set_int(p, "cc_schedule.quant_start_step", quant_start));
+  EXPECT_OK(lv_params_set_int(p, linear ? "cc_schedule.start_step" : "cc_schedule.clip_start_step", start));
+  EXPECT_OK(lv_params_set_int(p, linear ? "cc_schedule.end_step" : "cc_schedule.clip_end_step", end));
+  EXPECT_OK(lv_params_set_float(p, "cc_schedule.start_cap", 6.0));
+  EXPECT_OK(lv_params_set_float(p, "cc_schedule.end_cap", 1.0));
+  return p;
+}
+
+/* quant_utils_test.testLinearClippingCapSchedule. */
+START_TEST(test_linear_clipping_cap_schedule) {
+  lv_params *p = scheduled_params(50, 100, -1);
+  lv_qdomain d;
+  EXPECT_OK(lv_qdomain_init(&d, p, "l/q/qdomain_default", "l.qdomain.default"));
+  const int64_t steps[8] = {25, 50, 60, 70, 80, 90, 100, 110};
+  const float caps[8] = {6, 6, 5, 4, 3, 2, 1, 1};
+  lv_graph *g = lv_graph_create(0);
+  const float big[2] = {-100.0f, 100.0f};
+  for (int i = 0; i < 8; i++) {
+    lv_graph_reset(g);
+    lv_graph_set_step(g, steps[i]);
+    lv_tensor *y = lv_qdomain_weight(&d, g, host_vec(g, big, 2));
+    lf_ok(g);
+    ck_assert_msg(fabsf(lv_f32(y)[0] + caps[i]) < 1e-6f && fabsf(lv_f32(y)[1] - caps[i]) < 1e-6f,
+                  "step %lld: [%g, %g], want +-%g", (long long)steps[i], lv_f32(y)[0], lv_f32(y)[1], caps[i]);
+  }
+  lv_graph_destroy(g);
+  lv_params_free(p);
+}
+END_TEST
+
+/* quant_utils_test.testFakeQuantizationScheduleTraining (§13.3's table): cs 5, ce 10,
+ * qs 15, caps 6 -> 1. */
+START_TEST(test_fake_quantization_schedule) {
+  lv_params *p = scheduled_params(5, 10, 15);
+  lv_qdomain d;
+  EXPECT_OK(lv_qdomain_init(&d, p, "l/q/qdomain_default", "l.qdomain.default"));
+  struct {
+    int64_t step;
+    float big[2], small[2];
+  } rows[] = {
+      {0, {-100.0f, 100.0f}, {-0.123456f, 0.123456f}},      {5, {-6.0f, 5.953125f}, {-0.123456f, 0.123456f}},
+      {7, {-4.0f, 3.96875f}, {-0.123456f, 0.123456f}},      {10, {-1.0f, 0.9921875f}, {-0.123456f, 0.123456f}},
+      {11, {-1.0f, 0.9921875f}, {-0.123456f, 0.123456f}},   {15, {-1.0f, 0.9921875f}, {-0.125f, 0.125f}},
+      {16, {-1.0f, 0.9921875f}, {-0.125f, 0.125f}},
+  };
+  const float big[2] = {-100.0f, 100.0f}, small[2] = {-0.123456f, 0.123456f};
+  lv_graph *g = lv_graph_create(0);
+  for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+    lv_graph_reset(g);
+    lv_graph_set_step(g, rows[r].step);
+    lv_tensor *yb = lv_qdomain_weight(&d, g, host_vec(g, big, 2));
+    lv_tensor *ys = lv_qdomain_weight(&d, g, host_vec(g, small, 2));
+    lf_ok(g);
+    for (int i = 0; i < 2; i++) {
+      ck_assert_msg(fabsf(lv_f32(yb)[i] - rows[r].big[i]) < 1e-6f, "step %lld: %g, want %g", (long long)rows[r].step,
+                    lv_f32(yb)[i], rows[r].big[i]);
+      ck_assert_msg(fabsf(lv_f32(ys)[i] - rows[r].small[i]) < 1e-6f, "step %lld: %g, want %g",
+                    (long long)rows[r].step, lv_f32(ys)[i], rows[r].small[i]);
+    }
+  }
+  /* testFakeQuantizationScheduleFromDefun: at step 16, 8 and 16 bits, 0.5 passes, its
+   * gradient (straight-through) is 1. */
+  for (int bits = 8; bits <= 16; bits += 8) {
+    EXPECT_OK(lv_params_set_int(p, "cc_schedule.bits", bits));
+    EXPECT_OK(lv_qdomain_init(&d, p, "l/q/qdomain_default", "l.qdomain.default"));
+    lv_graph_reset(g);
+    lv_graph_set_step(g, 16);
+    const float half = 0.5f;
+    lv_tensor *x = host_vec(g, &half, 1);
+    x->requires_grad = true;
+    lv_tensor *y = lv_qdomain_weight(&d, g, x);
+    lf_ok(g);
+    ck_assert_float_eq(lv_f32(y)[0], 0.5f);
+    EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, y, LV_ALL_AXES, false)));
+    ck_assert_float_eq(lv_f32(x->grad)[0], 1.0f);
+  }
+  /* Lingvo's assert, as an error. */
+  EXPECT_OK(lv_params_set_int(p, "cc_schedule.quant_start_step", 9));
+  EXPECT_ERR(lv_qdomain_init(&d, p, "l/q/qdomain_default", "l.qdomain.default"), LV_ERR_INVALID,
+             "l.qdomain.default.cc_schedule: quant_start_step must be >= clip_end_step");
+  lv_graph_destroy(g);
+  lv_params_free(p);
+}
+END_TEST
+
+/* quant_utils_test: PassiveAsymQDomain(bits=4) QRAct SOFTMAX. */
+START_TEST(test_passive_asym_ract) {
+  lv_params *p = domain_params("PassiveAsymQDomain", (const char *const[]){"bits", "4", NULL});
+  lv_params *pn = lv_params_copy(p);
+  EXPECT_OK(lv_params_set_bool(pn, "narrow_to_asym_bit_depth", false));
+  lv_params_freeze(pn);
+  lv_params *proj = NULL;
+  EXPECT_OK(lv_registry_instantiate("ProjectionLayer", &proj));
+  EXPECT_OK(lv_params_set_string(proj, "name", "proj"));
+  EXPECT_OK(lv_params_set_int(proj, "input_dim", 2));
+  EXPECT_OK(lv_params_set_int(proj, "output_dim", 2));
+  EXPECT_OK(lv_params_set_params(proj, "qdomain.default", lv_params_copy(pn)));
+  lv_params_freeze(proj);
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(proj, NULL, vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  lv_qlayer *q = &((lv_projection_layer *)l)->q;
+  lv_graph *g = lv_graph_create(0);
+  float r16[16];
+  for (int i = 0; i < 16; i++) r16[i] = (float)i / 15.0f;
+  lv_tensor *y = lv_qlayer_ract(q, g, "default", host_vec(g, r16, 16), LV_QDIST_SOFTMAX);
+  lf_ok(g);
+  for (int i = 0; i < 16; i++) ck_assert_msg(fabsf(lv_f32(y)[i] - r16[i]) < 1e-6f, "%d: %g", i, lv_f32(y)[i]);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(proj);
+  /* narrow_to_asym_bit_depth (the default): softmax's 1.0 -> 15/16. */
+  lv_qdomain d;
+  EXPECT_OK(lv_qdomain_init(&d, p, "l/q/qdomain_default", "l"));
+  lv_graph_reset(g);
+  const float one = 1.0f;
+  lv_qlayer q2 = {0};
+  q2.n_domains = 1;
+  q2.names[0] = "default";
+  q2.use[0] = &d;
+  y = lv_qlayer_ract(&q2, g, "default", host_vec(g, &one, 1), LV_QDIST_SOFTMAX);
+  lf_ok(g);
+  ck_assert_float_eq_tol(lv_f32(y)[0], 0.9375f, 1e-7f);
+  /* log_softmax_range (-1, 0): the minimum comes out exactly -1; without it, an error. */
+  lv_graph_reset(g);
+  const float lo = -3.0f;
+  ck_assert_ptr_null(lv_qlayer_ract(&q2, g, "default", host_vec(g, &lo, 1), LV_QDIST_LOG_SOFTMAX));
+  EXPECT_ERR(lv_graph_status(g), LV_ERR_INVALID, "p.log_softmax_range must be set");
+  lv_params *pl = lv_params_copy(p);
+  double r[2] = {-1.0, 0.0};
+  EXPECT_OK(lv_params_set_list(pl, "log_softmax_range", lv_pvalue_floats(2, r)));
+  EXPECT_OK(lv_qdomain_init(&d, pl, "l/q/qdomain_default", "l"));
+  lv_graph_reset(g);
+  y = lv_qlayer_ract(&q2, g, "default", host_vec(g, &lo, 1), LV_QDIST_LOG_SOFTMAX);
+  lf_ok(g);
+  ck_assert_float_eq(lv_f32(y)[0], -1.0f);
+  lv_graph_destroy(g);
+  lv_params_free(pl);
+  lv_params_free(pn);
+  lv_params_free(p);
+}
+END_TEST
+
+/* ---- a ProjectionLayer under PassiveAsymQDomain ---- */
+
+/* A 3 -> 2 ProjectionLayer "proj" (not frozen). */
+static lv_params *qproj_params_open(const char *activation, const char *domain_cls) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("ProjectionLayer", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "proj"));
+  EXPECT_OK(lv_params_set_int(p, "input_dim", 3));
+  EXPECT_OK(lv_params_set_int(p, "output_dim", 2));
+  EXPECT_OK(lv_params_set_string(p, "activation", activation));
+  if (domain_cls) EXPECT_OK(lv_params_set_class(p, "qdomain.default", domain_cls));
+  return p;
+}
+
+static lv_params *qproj_params(const char *activation, const char *domain_cls) {
+  lv_params *p = qproj_params_open(activation, domain_cls);
+  lv_params_freeze(p);
+  return p;
+}
+
+static float var_value(lv_varstore *vs, const char *name) {
+  lv_var *v = lv_varstore_find(vs, name);
+  ck_assert_msg(v, "no variable %s", name);
+  return lv_f32(&v->value)[0];
+}
+
+static void range_of(const lv_tensor *t, float *mn, float *mx) {
+  *mn = *mx = 0.0f;
+  for (int64_t i = 0; i < lv_tensor_numel(t); i++) *mn = fminf(*mn, lv_f32(t)[i]), *mx = fmaxf(*mx, lv_f32(t)[i]);
+}
+
+/* One call's quantized TANH projection recomputed on graph h from the TF-checked op: the
+ * pre-activation x . w quantized to [min(z, 0), max(z, 0)], tanh, the output likewise.
+ * The ranges come back in pre[2] and out[2]. */
+static lv_tensor *expect_passive(lv_graph *h, const lv_tensor *w, const float *x, int rows, float pre[2],
+                                 float out[2]) {
+  float z[8 * 2];
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < 2; o++) {
+      float s = 0;
+      for (int i = 0; i < 3; i++) s += x[r * 3 + i] * lv_f32(w)[i * 2 + o];
+      z[r * 2 + o] = s;
+    }
+  lv_tensor *zt = host_vec(h, z, rows * 2);
+  range_of(zt, &pre[0], &pre[1]);
+  lv_tensor *a = lv_op_activation(h, lv_op_fake_quant_vars(h, zt, host_scalar(h, pre[0]), host_scalar(h, pre[1]), 8,
+                                                           false), LV_ACT_TANH);
+  range_of(a, &out[0], &out[1]);
+  lv_tensor *y = lv_op_fake_quant_vars(h, a, host_scalar(h, out[0]), host_scalar(h, out[1]), 8, false);
+  lf_ok(h);
+  return y;
+}
+
+START_TEST(test_projection_passive_asym) {
+  lv_params *p = qproj_params("TANH", "PassiveAsymQDomain");
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(p, "task", vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 3));
+  /* Lingvo's names (a TF run of ProjectionLayer with PassiveAsymQDomain). */
+  const char *names[] = {"task/proj/q/qdomain_default/q/activation_min/var",
+                         "task/proj/q/qdomain_default/q/activation_max/var",
+                         "task/proj/q/qdomain_default/q/affine_matmul_min/var",
+                         "task/proj/q/qdomain_default/q/affine_matmul_max/var"};
+  for (int i = 0; i < 4; i++) {
+    lv_var *v = lv_varstore_find(vs, names[i]);
+    ck_assert_msg(v && !v->trainable && lv_tensor_numel(&v->value) == 1, "%s", names[i]);
+    ck_assert_float_eq(lv_f32(&v->value)[0], i % 2 ? 1.0f : -1.0f);
+  }
+  ck_assert_int_eq(lv_varstore_count(vs), 5);
+  lv_projection_layer *pl = (lv_projection_layer *)l;
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_step(g, 1);
+  const float x1[4 * 3] = {0.3f, -0.2f, 0.5f, 0.1f, 0.9f, -0.4f, -0.7f, 0.2f, 0.05f, 0.6f, 0.6f, -0.1f};
+  const float x2[2 * 3] = {2.0f, -1.5f, 1.0f, -2.0f, 1.0f, 0.5f};
+  lv_tensor *w = lv_qdomain_weight(pl->q.use[1], g, &pl->w->value); /* the quantized weight the layer uses */
+  lf_ok(g);
+  float wq_host[6];
+  memcpy(wq_host, lv_f32(w), sizeof wq_host);
+  /* The weight itself: [min(w), max(w)] at 8 bits. */
+  float wmin = 0, wmax = 0;
+  for (int i = 0; i < 6; i++) wmin = fminf(wmin, lv_f32(&pl->w->value)[i]), wmax = fmaxf(wmax, lv_f32(&pl->w->value)[i]);
+  lv_graph *h = lv_graph_create(0);
+  lv_tensor *wq = lv_op_fake_quant_vars(h, &pl->w->value, host_scalar(h, wmin), host_scalar(h, wmax), 8, false);
+  lf_ok(h);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(lv_f32(w)[i], lv_f32(wq)[i]);
+  lv_graph_destroy(h);
+  h = NULL;
+  /* Two calls in one training step: each quantized to its own batch's range; the step's
+   * range is the union, and one moving-average update follows. */
+  lv_tensor *y1 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(4, 3), x1));
+  lv_tensor *y2 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), x2));
+  lf_ok(g);
+  ck_assert_int_eq(lv_graph_num_updates(g), 4);
+  h = lv_graph_create(0);
+  float pre1[2], out1[2], pre2[2], out2[2];
+  lv_tensor *w1 = expect_passive(h, w, x1, 4, pre1, out1), *w2 = expect_passive(h, w, x2, 2, pre2, out2);
+  for (int i = 0; i < 8; i++) ck_assert_msg(fabsf(lv_f32(y1)[i] - lv_f32(w1)[i]) <= 1e-6f, "%d: %g, want %g", i,
+                                           lv_f32(y1)[i], lv_f32(w1)[i]);
+  for (int i = 0; i < 4; i++) ck_assert_msg(fabsf(lv_f32(y2)[i] - lv_f32(w2)[i]) <= 1e-6f, "%d: %g, want %g", i,
+                                           lv_f32(y2)[i], lv_f32(w2)[i]);
+  lv_graph_destroy(h);
+  const float amin = fminf(out1[0], out2[0]), amax = fmaxf(out1[1], out2[1]);
+  const float pmin = fminf(pre1[0], pre2[0]), pmax = fmaxf(pre1[1], pre2[1]);
+  EXPECT_OK(lv_graph_apply_updates(g));
+  ck_assert_float_eq_tol(var_value(vs, names[0]), 0.99f * -1.0f + 0.01f * amin, 1e-6f);
+  ck_assert_float_eq_tol(var_value(vs, names[1]), 0.99f * 1.0f + 0.01f * amax, 1e-6f);
+  ck_assert_float_eq_tol(var_value(vs, names[2]), 0.99f * -1.0f + 0.01f * pmin, 1e-6f);
+  ck_assert_float_eq_tol(var_value(vs, names[3]), 0.99f * 1.0f + 0.01f * pmax, 1e-6f);
+  float lmin = 0, lmax = 0;
+  ck_assert(lv_qdomain_learned_act_range(vs, "task/proj", NULL, "activation", &lmin, &lmax));
+  ck_assert_float_eq(lmin, var_value(vs, names[0]));
+  ck_assert_float_eq(lmax, var_value(vs, names[1]));
+  ck_assert(!lv_qdomain_learned_act_range(vs, "task/proj", NULL, "m_output", &lmin, &lmax));
+  /* A new step starts a new running range. */
+  lv_graph_reset(g);
+  lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), x2));
+  lf_ok(g);
+  ck_assert_int_eq(lv_graph_num_updates(g), 4);
+  /* Eval: the stored ranges, no update. */
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_tensor *ye = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), x2));
+  lf_ok(g);
+  ck_assert_int_eq(lv_graph_num_updates(g), 0);
+  h = lv_graph_create(0);
+  float z[4];
+  for (int r = 0; r < 2; r++)
+    for (int o = 0; o < 2; o++) {
+      float s = 0;
+      for (int i = 0; i < 3; i++) s += x2[r * 3 + i] * wq_host[i * 2 + o];
+      z[r * 2 + o] = s;
+    }
+  lv_tensor *pre = lv_op_fake_quant_vars(h, host_vec(h, z, 4), host_scalar(h, var_value(vs, names[2])),
+                                         host_scalar(h, var_value(vs, names[3])), 8, false);
+  lv_tensor *want = lv_op_fake_quant_vars(h, lv_op_activation(h, pre, LV_ACT_TANH),
+                                          host_scalar(h, var_value(vs, names[0])),
+                                          host_scalar(h, var_value(vs, names[1])), 8, false);
+  lf_ok(h);
+  for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(ye)[i], lv_f32(want)[i], 1e-6f);
+  lv_graph_destroy(h);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+/* A scope's domain reaches the layers under it whose own default is None; a layer's own
+ * (here the identity QDomain) overrides it; without any, the layer runs the float ops. */
+START_TEST(test_qdomain_inheritance) {
+  lv_params *task = NULL;
+  lv_layers_register_all();
+  EXPECT_OK(lv_registry_instantiate("PassiveAsymQDomain", &task));
+  lv_params_freeze(task);
+  lv_params *plain = qproj_params("RELU", NULL), *own = qproj_params("RELU", "QDomain");
+  lv_varstore *vs = lv_varstore_create();
+  lv_varstore_set_scope_qdomain(vs, "", task);
+  lv_layer *a = NULL, *b = NULL;
+  EXPECT_OK(lv_layer_create(plain, "m/enc", vs, &a));
+  EXPECT_OK(lv_layer_create(own, "m/dec", vs, &b));
+  ck_assert_ptr_nonnull(lv_varstore_find(vs, "m/enc/proj/q/qdomain_default/q/activation_max/var"));
+  /* RELU is fused (TFLite): no pre-activation range. */
+  ck_assert_ptr_null(lv_varstore_find(vs, "m/enc/proj/q/qdomain_default/q/affine_matmul_max/var"));
+  ck_assert(lv_qlayer_on(&((lv_projection_layer *)a)->q));
+  ck_assert(!lv_qlayer_on(&((lv_projection_layer *)b)->q));
+  ck_assert_int_eq(lv_varstore_count(vs), 4);
+  lv_layer_free(a);
+  lv_layer_free(b);
+  lv_varstore_destroy(vs);
+  /* No domain anywhere: the float projection's ops only (matmul, relu). */
+  lf_fixture f;
+  f.p = plain;
+  f.vs = lv_varstore_create();
+  EXPECT_OK(lv_layer_create(f.p, NULL, f.vs, &f.l));
+  EXPECT_OK(lv_varstore_finalize(f.vs, 1));
+  ck_assert_int_eq(lv_varstore_count(f.vs), 1);
+  lv_graph *g = lv_graph_create(0);
+  const float x[3] = {1, 2, 3};
+  lv_tensor *xt = lf_tensor(g, lv_shape2(1, 3), x);
+  lv_tensor *y = lv_projection_layer_fprop((lv_projection_layer *)f.l, g, xt);
+  lf_ok(g);
+  const float *w = lv_f32(&((lv_projection_layer *)f.l)->w->value);
+  for (int o = 0; o < 2; o++) {
+    float s = x[0] * w[o] + x[1] * w[2 + o] + x[2] * w[4 + o];
+    ck_assert_float_eq(lv_f32(y)[o], s > 0 ? s : 0);
+  }
+  lv_graph_destroy(g);
+  lv_layer_free(f.l);
+  lv_varstore_destroy(f.vs);
+  lv_params_free(plain);
+  lv_params_free(own);
+  lv_params_free(task);
+}
+END_TEST
+
+/* Config errors name the layer, the param and what was expected. */
+START_TEST(test_qdomain_errors) {
+  lv_params *p = qproj_params_open("RELU", NULL);
+  EXPECT_OK(lv_params_set_class(p, "qdomain.weight", "FakeQuantizationSchedule"));
+  lv_params_freeze(p);
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_ERR(lv_layer_create(p, "m", vs, &l), LV_ERR_INVALID, "m/proj.qdomain.weight.cls: \"FakeQuantizationSchedule\"",
+             "is not a quantization domain");
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+  p = qproj_params("RELU", "PassiveAsymQDomain");
+  lv_params *pb = lv_params_copy(p);
+  EXPECT_OK(lv_params_set_bool(pb, "batch_norm", true));
+  lv_params_freeze(pb);
+  vs = lv_varstore_create();
+  EXPECT_ERR(lv_layer_create(pb, "m", vs, &l), LV_ERR_INVALID, "m/proj: batch_norm with a qdomain");
+  lv_varstore_destroy(vs);
+  lv_params_free(pb);
+  lv_params *pq = lv_params_copy(p);
+  EXPECT_OK(lv_params_set_int(pq, "qdomain.default.bits", 17));
+  lv_params_freeze(pq);
+  vs = lv_varstore_create();
+  EXPECT_ERR(lv_layer_create(pq, "m", vs, &l), LV_ERR_INVALID, "m/proj.qdomain.default.bits: 17",
+             "expected a bit depth in [2, 16]");
+  lv_varstore_destroy(vs);
+  lv_params_free(pq);
+  lv_params_free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("quant");
+  TCase *tc = tcase_create("quant");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_fake_quant_args_tf);
+  tcase_add_test(tc, test_fake_quant_vars_tf);
+  tcase_add_test(tc, test_fake_quant_errors);
+  tcase_add_test(tc, test_fake_quant_gradcheck);
+  tcase_add_test(tc, test_linear_clipping_cap_schedule);
+  tcase_add_test(tc, test_fake_quantization_schedule);
+  tcase_add_test(tc, test_passive_asym_ract);
+  tcase_add_test(tc, test_projection_passive_asym);
+  tcase_add_test(tc, test_qdomain_inheritance);
+  tcase_add_test(tc, test_qdomain_errors);
+  suite_add_tcase(s, tc);
+  return lv_test_run(s);
+}
