@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Quantization-aware training through the real executables (layers/qdomain.h):
+# lm.bible.RnnLmTinyTestQat (task.qdomain.default = PassiveAsymQDomain) trains 30 steps on
+# generated text; its checkpoint holds Lingvo's q/<act>_min|max variables for every LSTM
+# cell and the softmax (names from a TF run of Lingvo's layers), non-trainable (no Adam
+# slots), the trained activations' ranges moved from their (-1, 1) start while the
+# inference-only ones (zero_m) stayed; inspect_params prints the domain and its text loads
+# back to the same tree; a layer's own qdomain (the identity QDomain on the softmax)
+# overrides the task's; the evaler runs on the stored ranges; a cell's own
+# qdomain.default with cell_value_cap is exit 2 naming the layer; the float
+# RnnLmTinyTest has no q variables.
+. "$(dirname "$0")/lib.sh"
+awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
+  for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
+    for (i = 0; i < nw; i++) s = s (i ? " " : "") w[1 + (st + i - 1) % n]
+    print s "." > (out "/" (l % 10 == 9 ? "dev.txt" : "train.txt")) } }'
+M=lm.bible.RnnLmTinyTestQat
+TR="input.file_pattern: \"text:$T/train.txt\"; train.max_steps: 30; train.save_interval_steps: 30"
+expect_exit 0 "trainer: 30 steps of $M" "$LV_BIN/trainer" --model=$M --logdir="$T/q" --model_params_override="$TR"
+CK=$T/q/train/ckpt-00000030
+"$LV_BIN/ckpt_inspect" --file_name="$CK" | cut -d' ' -f1 >"$T/names"
+value() { "$LV_BIN/ckpt_inspect" --file_name="$CK" --tensor_name="$1" | tail -1; }
+missing=0
+for cell in rnns_0 rnns_1; do
+  for act in zero_m m_output m_output_projection m_zoneout zero_c mixed c_couple_invert c_input_gate c_forget_gate \
+    c_output_gate c_zoneout add_bias; do
+    for s in min max; do
+      grep -qx "lm/lm/$cell/q/qdomain_default/q/${act}_$s/var" "$T/names" || { echo "  missing $cell $act $s"; missing=1; }
+    done
+  done
+done
+for act in inputs logits; do
+  for s in min max; do
+    grep -qx "lm/lm/softmax/q/qdomain_default/q/${act}_$s/var" "$T/names" || { echo "  missing softmax $act"; missing=1; }
+  done
+done
+check "the checkpoint holds Lingvo's 52 q/<act>_min|max variables (2 cells x 12 acts, softmax inputs and logits)" \
+  [ "$missing" = 0 -a "$(grep -c '/q/qdomain_default/q/' "$T/names")" = 52 ]
+check "the q variables have no Adam slots (non-trainable)" [ "$(grep -c '/q/.*/Adam' "$T/names")" = 0 ]
+mmin=$(value lm/lm/rnns_0/q/qdomain_default/q/m_output_min/var)
+mmax=$(value lm/lm/rnns_0/q/qdomain_default/q/m_output_max/var)
+lmax=$(value lm/lm/softmax/q/qdomain_default/q/logits_max/var)
+zmax=$(value lm/lm/rnns_0/q/qdomain_default/q/zero_m_max/var)
+echo "  rnns_0 m_output [$mmin, $mmax], softmax logits max $lmax, zero_m max $zmax"
+check "trained ranges moved from (-1, 1): m_output inside it, the logits' max elsewhere" \
+  awk -v a="$mmin" -v b="$mmax" -v l="$lmax" 'BEGIN { exit !(a > -1 && a < 0 && b < 1 && b > 0 && l != 1) }'
+check "an inference-only act (zero_m) keeps its default range" [ "$zmax" = 1.0 ]
+
+expect_exit 0 "evaler on Dev with the stored ranges" "$LV_BIN/evaler" --model=$M --logdir="$T/q" --dataset=Dev --once \
+  --model_params_override="input.file_pattern: \"text:$T/dev.txt\""
+
+expect_exit 0 "inspect_params of $M" "$LV_BIN/trainer" --model=$M --logdir="$T/insp" --mode=inspect_params
+P=$T/insp/train-params.txt
+check "inspect_params prints the task's domain" grep -qx "task.qdomain.default.cls : 'PassiveAsymQDomain'" "$P"
+check "inspect_params prints its ema_decay" grep -qx "task.qdomain.default.ema_decay : 0.99" "$P"
+check "inspect_params prints the cell's named domains" grep -qx "task.lm.rnns.cell_tpl.qdomain.fullyconnected : NoneType" "$P"
+expect_exit 0 "inspect_params from the printed text" "$LV_BIN/trainer" --model=$M --logdir="$T/insp2" \
+  --mode=inspect_params --model_params_file_override="$P"
+check "the printed params load back to the same text (but cluster.logdir)" \
+  cmp -s <(grep -v '^cluster.logdir ' "$P") <(grep -v '^cluster.logdir ' "$T/insp2/train-params.txt")
+
+expect_exit 0 "trainer: the softmax's own identity QDomain" "$LV_BIN/trainer" --model=$M --logdir="$T/own" \
+  --model_params_override="$TR; train.max_steps: 1; task.lm.softmax.qdomain.default.cls: 'QDomain'"
+"$LV_BIN/ckpt_inspect" --file_name="$T/own/train/ckpt-00000001" | cut -d' ' -f1 >"$T/own_names"
+check "a layer's own qdomain overrides the task's (no softmax q variables, the cells' stay)" \
+  [ "$(grep -c 'softmax/q/' "$T/own_names")" = 0 -a "$(grep -c 'rnns_0/q/' "$T/own_names")" = 24 ]
+
+expect_exit 2 "a cell's own qdomain.default with cell_value_cap" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest \
+  --logdir="$T/cap" --model_params_override="$TR; task.lm.rnns.cell_tpl.qdomain.default.cls: 'PassiveAsymQDomain'"
+err_has "rnns_0: cell_value_cap must be None with qdomain.default set"
+
+expect_exit 0 "trainer: 1 step of the float RnnLmTinyTest" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest \
+  --logdir="$T/f" --model_params_override="$TR; train.max_steps: 1"
+check "the float model has no q variables" \
+  [ "$("$LV_BIN/ckpt_inspect" --file_name="$T/f/train/ckpt-00000001" | grep -c '/q/')" = 0 ]
+finish
+exit $?
