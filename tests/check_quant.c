@@ -21,6 +21,7 @@
 #include "layer_fixture.h"
 #include "layers/projection.h"
 #include "layers/qdomain.h"
+#include "layers/rnn_cell.h"
 
 static lv_tensor *host_vec(lv_graph *g, const float *v, int64_t n) {
   lv_tensor *t = lv_graph_tensor(g, LV_F32, lv_shape1(n));
@@ -508,6 +509,117 @@ START_TEST(test_qdomain_errors) {
 }
 END_TEST
 
+
+/* The quantized LSTMCellSimple step runs Lingvo's gates op by op: with a domain that does
+ * nothing yet (a FakeQuantizationSchedule before clip_start_step) it must give the fused
+ * lstm_step's state and gradients (forget_gate_bias, padding, with and without a
+ * projection); with the schedule quantizing, m comes out on the 8-bit grid of its range. */
+static lv_params *cell_params(int64_t hidden, bool quantized) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("LSTMCellSimple", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "cell"));
+  EXPECT_OK(lv_params_set_int(p, "num_input_nodes", 3));
+  EXPECT_OK(lv_params_set_int(p, "num_output_nodes", 4));
+  EXPECT_OK(lv_params_set_int(p, "num_hidden_nodes", hidden));
+  EXPECT_OK(lv_params_set_float(p, "forget_gate_bias", 1.0));
+  EXPECT_OK(lv_params_set_none(p, "cell_value_cap"));
+  if (quantized) EXPECT_OK(lv_params_set_params(p, "qdomain.default", scheduled_params(1000, 2000, 2000)));
+  lv_params_freeze(p);
+  return p;
+}
+
+typedef struct {
+  lv_params *p;
+  lv_varstore *vs;
+  lv_layer *l;
+} cell_fx;
+
+static void cell_open(cell_fx *f, int64_t hidden, bool quantized) {
+  f->p = cell_params(hidden, quantized);
+  f->vs = lv_varstore_create();
+  EXPECT_OK(lv_layer_create(f->p, NULL, f->vs, &f->l));
+  EXPECT_OK(lv_varstore_finalize(f->vs, 5));
+  lv_varstore_zero_grads(f->vs);
+}
+
+static void cell_close(cell_fx *f) {
+  lv_layer_free(f->l);
+  lv_varstore_destroy(f->vs);
+  lv_params_free(f->p);
+}
+
+/* Two steps from a random state (the second padded for row 1); loss = weighted sums. */
+static void cell_run(cell_fx *f, lv_graph *g, int64_t step, float *m_out, float *c_out) {
+  const int64_t h = ((lv_lstm_cell *)f->l)->hidden;
+  lv_graph_reset(g);
+  lv_graph_set_step(g, step);
+  const float x[2 * 3] = {0.5f, -0.3f, 0.8f, -0.6f, 0.2f, 0.1f};
+  float m0[2 * 4], c0[2 * 5];
+  for (int i = 0; i < 10; i++) m0[i % 8] = 0.3f * sinf(1.3f * i), c0[i] = 0.7f * cosf(0.9f * i);
+  const float pads[2][2] = {{0, 0}, {0, 1}};
+  lv_tensor *m = lf_tensor(g, lv_shape2(2, 4), m0), *c = lf_tensor(g, lv_shape2(2, h), c0);
+  for (int t = 0; t < 2; t++) {
+    lv_nmap in, out;
+    lv_nmap_init(&in);
+    lv_nmap_init(&out);
+    EXPECT_OK(lv_nmap_set(&in, "act", lf_tensor(g, lv_shape2(2, 3), x)));
+    EXPECT_OK(lv_nmap_set(&in, "paddings", lf_tensor(g, lv_shape2(2, 1), pads[t])));
+    EXPECT_OK(lv_nmap_set(&in, "m", m));
+    EXPECT_OK(lv_nmap_set(&in, "c", c));
+    bool ok = lv_layer_fprop(f->l, g, &in, &out);
+    if (!ok) lf_ok(g);
+    m = lv_nmap_get(&out, "m");
+    c = lv_nmap_get(&out, "c");
+    lv_nmap_free(&in);
+    lv_nmap_free(&out);
+  }
+  lv_tensor *loss = lv_op_add(g, lv_op_reduce_sum(g, lv_op_mul(g, m, m), LV_ALL_AXES, false),
+                              lv_op_reduce_sum(g, c, LV_ALL_AXES, false));
+  lf_ok(g);
+  EXPECT_OK(lv_graph_backward(g, loss));
+  memcpy(m_out, lv_f32(m), sizeof(float) * 8);
+  memcpy(c_out, lv_f32(c), sizeof(float) * 2 * (size_t)h);
+}
+
+START_TEST(test_lstm_cell_quantized_step) {
+  lv_graph *g = lv_graph_create(0);
+  for (int64_t hidden = 0; hidden <= 5; hidden += 5) {
+    cell_fx fl, qu;
+    cell_open(&fl, hidden, false);
+    cell_open(&qu, hidden, true);
+    ck_assert(lv_qlayer_on(&((lv_lstm_cell *)qu.l)->q) && !lv_qlayer_on(&((lv_lstm_cell *)fl.l)->q));
+    float m1[8], c1[10], m2[8], c2[10];
+    cell_run(&fl, g, 0, m1, c1);
+    cell_run(&qu, g, 0, m2, c2);
+    for (int i = 0; i < 8; i++)
+      ck_assert_msg(fabsf(m1[i] - m2[i]) < 2e-6f, "hidden %lld m[%d]: fused %.8g, op by op %.8g", (long long)hidden,
+                    i, m1[i], m2[i]);
+    for (int i = 0; i < (hidden ? 10 : 8); i++)
+      ck_assert_msg(fabsf(c1[i] - c2[i]) < 2e-6f, "hidden %lld c[%d]: %.8g vs %.8g", (long long)hidden, i, c1[i],
+                    c2[i]);
+    const char *vars[] = {"cell/wm/var", "cell/b/var", "cell/w_proj/var"};
+    for (int v = 0; v < (hidden ? 3 : 2); v++) {
+      lv_var *a = lv_varstore_find(fl.vs, vars[v]), *b = lv_varstore_find(qu.vs, vars[v]);
+      for (int64_t i = 0; i < lv_tensor_numel(&a->grad); i++)
+        ck_assert_msg(fabsf(lv_f32(&a->grad)[i] - lv_f32(&b->grad)[i]) < 1e-5f, "%s grad[%lld]: %.8g vs %.8g",
+                      vars[v], (long long)i, lv_f32(&a->grad)[i], lv_f32(&b->grad)[i]);
+    }
+    /* Quantizing (step 2000: cap 1, 8 bits): every m on the grid of [-1, 127/128]. */
+    lv_varstore_zero_grads(qu.vs);
+    cell_run(&qu, g, 2000, m2, c2);
+    for (int i = 0; i < 8; i++) {
+      const float k = m2[i] * 128.0f;
+      ck_assert_msg(fabsf(k - rintf(k)) < 1e-3f && m2[i] >= -1.0f && m2[i] <= 0.9921875f, "m[%d] %.8g off the grid",
+                    i, m2[i]);
+    }
+    cell_close(&fl);
+    cell_close(&qu);
+  }
+  lv_graph_destroy(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("quant");
   TCase *tc = tcase_create("quant");
@@ -522,6 +634,7 @@ int main(void) {
   tcase_add_test(tc, test_projection_passive_asym);
   tcase_add_test(tc, test_qdomain_inheritance);
   tcase_add_test(tc, test_qdomain_errors);
+  tcase_add_test(tc, test_lstm_cell_quantized_step);
   suite_add_tcase(s, tc);
   return lv_test_run(s);
 }

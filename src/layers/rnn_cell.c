@@ -28,7 +28,7 @@ static lv_params *lstm_params(const char *cls) {
   lv_params_define_int(p, "num_hidden_nodes", 0,
                        "Number of projection hidden nodes (see https://arxiv.org/abs/1603.08042). Set to 0 to "
                        "disable projection.");
-  lv_params_define_float(p, "cell_value_cap", 10.0,
+  lv_params_define_float_or_none(p, "cell_value_cap", 10.0,
                          "LSTM cell values are capped to be within [-cell_value_cap, +cell_value_cap] if the "
                          "value is not None. When set to None, no capping is applied.");
   lv_params_define_float(p, "forget_gate_bias", 0.0, "Bias to apply to the forget gate.");
