@@ -8,7 +8,8 @@
 # back to the same tree; a layer's own qdomain (the identity QDomain on the softmax)
 # overrides the task's; the evaler runs on the stored ranges; a cell's own
 # qdomain.default with cell_value_cap is exit 2 naming the layer; the float
-# RnnLmTinyTest has no q variables.
+# RnnLmTinyTest has no q variables; LeNet5 (conv, FC, softmax) trains under the task's
+# domain with Lingvo's names.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -73,5 +74,21 @@ expect_exit 0 "trainer: 1 step of the float RnnLmTinyTest" "$LV_BIN/trainer" --m
   --logdir="$T/f" --model_params_override="$TR; train.max_steps: 1"
 check "the float model has no q variables" \
   [ "$("$LV_BIN/ckpt_inspect" --file_name="$T/f/train/ckpt-00000001" | grep -c '/q/')" = 0 ]
+
+# LeNet5 (ConvLayer, FCLayer, SimpleFullSoftmax) under the task's domain: 3 steps.
+if ensure_fashion_mnist; then
+  expect_exit 0 "trainer: 3 steps of LeNet5 with task.qdomain.default PassiveAsymQDomain" "$LV_BIN/trainer" \
+    --model=image.mnist.LeNet5 --logdir="$T/l5" --model_params_override="input.ckpt: \"$FM\"; input.num_samples: 640; \
+input.batch_size: 64; train.max_steps: 3; train.save_interval_steps: 3; task.qdomain.default.cls: 'PassiveAsymQDomain'"
+  "$LV_BIN/ckpt_inspect" --file_name="$T/l5/train/ckpt-00000003" | cut -d' ' -f1 | grep '/q/' >"$T/l5_names"
+  check "LeNet5's conv0, conv1, fc and softmax ranges under Lingvo's names" [ "$(tr '\n' ' ' <"$T/l5_names")" = \
+    "lenet5/conv0/q/qdomain_default/q/activation_max/var lenet5/conv0/q/qdomain_default/q/activation_min/var \
+lenet5/conv1/q/qdomain_default/q/activation_max/var lenet5/conv1/q/qdomain_default/q/activation_min/var \
+lenet5/fc/q/qdomain_default/q/activation_max/var lenet5/fc/q/qdomain_default/q/activation_min/var \
+lenet5/softmax/q/qdomain_default/q/inputs_max/var lenet5/softmax/q/qdomain_default/q/inputs_min/var \
+lenet5/softmax/q/qdomain_default/q/logits_max/var lenet5/softmax/q/qdomain_default/q/logits_min/var " ]
+else
+  skip_part "LeNet5 with a qdomain: no Fashion-MNIST checkpoint (bin/keras2ckpt failed)"
+fi
 finish
 exit $?
