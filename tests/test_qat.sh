@@ -8,8 +8,9 @@
 # back to the same tree; a layer's own qdomain (the identity QDomain on the softmax)
 # overrides the task's; the evaler runs on the stored ranges; a cell's own
 # qdomain.default with cell_value_cap is exit 2 naming the layer; the float
-# RnnLmTinyTest has no q variables; LeNet5 (conv, FC, softmax) trains under the task's
-# domain with Lingvo's names.
+# RnnLmTinyTest has no q variables; TransformerLmTinyTest (multi-headed attention,
+# feed-forward, softmax) and LeNet5 (conv, FC, softmax) train under the task's domain with
+# Lingvo's names.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -74,6 +75,26 @@ expect_exit 0 "trainer: 1 step of the float RnnLmTinyTest" "$LV_BIN/trainer" --m
   --logdir="$T/f" --model_params_override="$TR; train.max_steps: 1"
 check "the float model has no q variables" \
   [ "$("$LV_BIN/ckpt_inspect" --file_name="$T/f/train/ckpt-00000001" | grep -c '/q/')" = 0 ]
+
+# TransformerLmTinyTest under the task's domain: the multi-headed attention's projections
+# and softmax, the feed-forward projections, the softmax.
+expect_exit 0 "trainer: 3 steps of TransformerLmTinyTest with task.qdomain.default PassiveAsymQDomain" \
+  "$LV_BIN/trainer" --model=lm.bible.TransformerLmTinyTest --logdir="$T/tr" \
+  --model_params_override="$TR; train.max_steps: 3; train.save_interval_steps: 3; task.qdomain.default.cls: 'PassiveAsymQDomain'"
+"$LV_BIN/ckpt_inspect" --file_name="$T/tr/train/ckpt-00000003" | cut -d' ' -f1 | grep '/q/' >"$T/tr_names"
+A=lm/lm/layer_0/multihead_self_atten/multihead_atten
+missing=0
+for v in $A/q/qdomain_default/q/{source,query,ctx_pre,ctx_post}_proj_{matmul,add}_{min,max}/var \
+  $A/q/qdomain_default/q/logits_{min,max}/var $A/inner_att/q/qdomain_default/q/logits_{min,max}/var \
+  lm/lm/layer_0/tr_fflayer/fflayer/fflayer_0/q/qdomain_default/q/activation_{min,max}/var \
+  lm/lm/layer_0/tr_fflayer/fflayer/fflayer_1/q/qdomain_default/q/affine_matmul_{min,max}/var \
+  lm/lm/softmax/q/qdomain_default/q/{inputs,logits}_{min,max}/var; do
+  grep -qx "$v" "$T/tr_names" || { echo "  missing $v"; missing=1; }
+done
+check "the Transformer's attention, feed-forward and softmax ranges under Lingvo's names (28)" \
+  [ "$missing" = 0 -a "$(wc -l <"$T/tr_names")" = 28 ]
+qmax=$("$LV_BIN/ckpt_inspect" --file_name="$T/tr/train/ckpt-00000003" --tensor_name=$A/q/qdomain_default/q/query_proj_add_max/var | tail -1)
+check "the attention's query projection range was trained ($qmax)" [ "$qmax" != 1.0 ]
 
 # LeNet5 (ConvLayer, FCLayer, SimpleFullSoftmax) under the task's domain: 3 steps.
 if ensure_fashion_mnist; then
