@@ -396,6 +396,17 @@ START_TEST(test_projection_passive_asym) {
   ck_assert_float_eq(lmin, var_value(vs, names[0]));
   ck_assert_float_eq(lmax, var_value(vs, names[1]));
   ck_assert(!lv_qdomain_learned_act_range(vs, "task/proj", NULL, "m_output", &lmin, &lmax));
+  /* The same through the layer, and the weight's range. */
+  float rmin = 0, rmax = 0;
+  int bits = 0;
+  ck_assert(lv_qlayer_act_range(&pl->q, "affine_matmul", &rmin, &rmax, &bits));
+  ck_assert_float_eq(rmin, var_value(vs, names[2]));
+  ck_assert_float_eq(rmax, var_value(vs, names[3]));
+  ck_assert_int_eq(bits, 8);
+  ck_assert(!lv_qlayer_act_range(&pl->q, "no_such_act", &rmin, &rmax, &bits));
+  ck_assert(lv_qlayer_weight_range(&pl->q, "weight", &pl->w->value, &rmin, &rmax, &bits));
+  ck_assert_float_eq(rmin, wmin);
+  ck_assert_float_eq(rmax, wmax);
   /* A new step starts a new running range. */
   lv_graph_reset(g);
   lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), x2));
@@ -424,6 +435,37 @@ START_TEST(test_projection_passive_asym) {
   for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(ye)[i], lv_f32(want)[i], 1e-6f);
   lv_graph_destroy(h);
   lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+/* SymmetricScheduledClipQDomain's export range is its end range (GetQuantizedEndRange);
+ * the identity QDomain and a clip-only schedule export none. */
+START_TEST(test_export_ranges_scheduled) {
+  lv_params *p = qproj_params_open("TANH", NULL);
+  EXPECT_OK(lv_params_set_params(p, "qdomain.default", scheduled_params(5, 10, 15)));
+  lv_params_freeze(p);
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  ck_assert_int_eq(lv_varstore_count(vs), 1); /* no range variables */
+  lv_projection_layer *pl = (lv_projection_layer *)l;
+  float mn = 0, mx = 0;
+  int bits = 0;
+  ck_assert(lv_qlayer_act_range(&pl->q, "activation", &mn, &mx, &bits));
+  ck_assert(mn == -1.0f && mx == 0.9921875f && bits == 8);
+  ck_assert(lv_qlayer_weight_range(&pl->q, "weight", &pl->w->value, &mn, &mx, &bits));
+  ck_assert(mn == -1.0f && mx == 0.9921875f);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+  p = qproj_params("TANH", "QDomain");
+  vs = lv_varstore_create();
+  EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
+  ck_assert(!lv_qlayer_act_range(&((lv_projection_layer *)l)->q, "activation", &mn, &mx, &bits));
   lv_layer_free(l);
   lv_varstore_destroy(vs);
   lv_params_free(p);
@@ -633,6 +675,7 @@ int main(void) {
   tcase_add_test(tc, test_passive_asym_ract);
   tcase_add_test(tc, test_projection_passive_asym);
   tcase_add_test(tc, test_qdomain_inheritance);
+  tcase_add_test(tc, test_export_ranges_scheduled);
   tcase_add_test(tc, test_qdomain_errors);
   tcase_add_test(tc, test_lstm_cell_quantized_step);
   suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/names.h"
@@ -426,5 +427,61 @@ bool lv_qdomain_learned_act_range(lv_varstore *vs, const char *layer_scope, cons
   }
   *min = (float)a;
   *max = (float)b;
+  return true;
+}
+
+/* The scheduled domain's end range; false for a clip-only schedule. */
+static bool end_range(const lv_qdomain *d, float *min, float *max, int *bits) {
+  if (d->cc != LV_CC_FAKE_QUANT) return false;
+  const float dt_max = (float)(1 << (d->cc_bits - 1));
+  *min = -d->end_cap;
+  *max = d->end_cap * (dt_max - 1.0f) / dt_max;
+  *bits = d->cc_bits;
+  return true;
+}
+
+bool lv_qlayer_act_range(const lv_qlayer *q, const char *act, float *min, float *max, int *bits) {
+  for (int i = 0; i < q->n_acts; i++) {
+    const lv_qact *a = &q->acts[i];
+    if (strcmp(a->name, act) || !a->d) continue;
+    if (a->d->kind == LV_QD_SCHEDULED_CLIP) return end_range(a->d, min, max, bits);
+    if (a->d->kind != LV_QD_PASSIVE_ASYM) return false;
+    double lo = 0, hi = 0;
+    lv_status s = lv_tensor_item(&a->min->value, &lo);
+    if (!s) s = lv_tensor_item(&a->max->value, &hi);
+    if (s) {
+      lv_status_free(s);
+      return false;
+    }
+    *min = (float)lo;
+    *max = (float)hi;
+    *bits = a->d->bits;
+    return true;
+  }
+  return false;
+}
+
+bool lv_qlayer_weight_range(const lv_qlayer *q, const char *domain, const lv_tensor *w, float *min, float *max,
+                            int *bits) {
+  const int di = domain_index(q, domain);
+  const lv_qdomain *d = di >= 0 ? q->use[di] : NULL;
+  if (!d || !w || w->dtype != LV_F32) return false;
+  if (d->kind == LV_QD_SCHEDULED_CLIP) return end_range(d, min, max, bits);
+  if (d->kind != LV_QD_PASSIVE_ASYM) return false;
+  const int64_t n = lv_tensor_numel(w);
+  float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (!h) return false;
+  lv_status s = lv_tensor_to_host(w, h);
+  if (s) {
+    lv_status_free(s);
+    free(h);
+    return false;
+  }
+  float lo = -d->quantize_weight_epsilon, hi = d->quantize_weight_epsilon;
+  for (int64_t i = 0; i < n; i++) lo = fminf(lo, h[i]), hi = fmaxf(hi, h[i]);
+  free(h);
+  *min = lo;
+  *max = hi;
+  *bits = d->bits;
   return true;
 }

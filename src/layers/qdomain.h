@@ -139,11 +139,27 @@ lv_tensor *lv_qdomain_natural(const lv_qdomain *d, lv_graph *g, lv_tensor *x, fl
 void lv_qdomain_schedule_range(const lv_qdomain *d, int64_t step, float *min, float *max, bool *quantize,
                                bool *active);
 
-/* For an exporter: the range the qdomain at layer_scope learned for its activation act
- * (PassiveAsymQDomain: the moving averages in the checkpoint,
- * <layer_scope>/q/qdomain_<domain>/q/<act>_min|max/var, domain "default" unless given),
- * copied to the host. false if vs holds no such variables. */
+/* ---- for an exporter (int8 export with the ranges QAT learned) ----
+ * The float range [*min, *max] a quantized model's int8 kernels should use; TF's fake
+ * quantization nudges it so that 0 is a level (kernel_math.h's lv_kfq_nudge gives the
+ * nudged range and scale for a bit depth). Each returns false when the domain does not
+ * quantize that tensor (no domain, the identity QDomain, a LinearClippingCapSchedule,
+ * which only clips) and *bits the domain's bit depth otherwise. */
+
+/* The range the qdomain at layer_scope learned for its activation act (PassiveAsymQDomain:
+ * the moving averages <layer_scope>/q/qdomain_<domain>/q/<act>_min|max/var in vs, restored
+ * from a checkpoint; domain NULL: "default"), copied to the host. Needs only the
+ * variables; false if vs holds no such pair. */
 bool lv_qdomain_learned_act_range(lv_varstore *vs, const char *layer_scope, const char *domain, const char *act,
                                   float *min, float *max);
+/* The same from a built layer, for any domain: PassiveAsymQDomain's variables, or
+ * SymmetricScheduledClipQDomain's final range (Lingvo's GetQuantizedEndRange: -end_cap,
+ * end_cap (2^(bits-1) - 1) / 2^(bits-1)). */
+bool lv_qlayer_act_range(const lv_qlayer *q, const char *act, float *min, float *max, int *bits);
+/* The range a weight w (of domain `domain`, e.g. "weight") is quantized to:
+ * PassiveAsymQDomain's [min(min(w), -eps), max(max(w), eps)] (w read to the host), or the
+ * scheduled domain's final range. */
+bool lv_qlayer_weight_range(const lv_qlayer *q, const char *domain, const lv_tensor *w, float *min, float *max,
+                            int *bits);
 
 #endif
