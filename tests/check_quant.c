@@ -8,7 +8,10 @@
  * QRAct tests, and a ProjectionLayer under PassiveAsymQDomain: Lingvo's variable names,
  * the batch ranges, one moving-average update per step over every call of the step, the
  * stored ranges in eval, inheritance from an enclosing scope and a layer's own domain
- * overriding it, and no extra op without a domain. */
+ * overriding it, and no extra op without a domain; against real Lingvo (0.14.0 on TF 2.13,
+ * scripts/lingvo_peer/qat_vectors.py): a ProjectionLayer and an LSTMCellSimple under
+ * PassiveAsymQDomain, their training outputs, every range variable after the step and the
+ * eval outputs with those ranges, within 2e-6. */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -335,17 +338,27 @@ static lv_tensor *expect_passive(lv_graph *h, const lv_tensor *w, const float *x
   return y;
 }
 
-START_TEST(test_projection_passive_asym) {
-  lv_params *p = qproj_params("TANH", "PassiveAsymQDomain");
-  lv_varstore *vs = lv_varstore_create();
+/* Lingvo's names (a TF run of ProjectionLayer with PassiveAsymQDomain). */
+static const char *const kProjRanges[4] = {"task/proj/q/qdomain_default/q/activation_min/var",
+                                           "task/proj/q/qdomain_default/q/activation_max/var",
+                                           "task/proj/q/qdomain_default/q/affine_matmul_min/var",
+                                           "task/proj/q/qdomain_default/q/affine_matmul_max/var"};
+
+/* "task/proj" (3 -> 2, TANH) under PassiveAsymQDomain, its variables made. */
+static lv_layer *open_passive_proj(lv_params **p, lv_varstore **vs) {
+  *p = qproj_params("TANH", "PassiveAsymQDomain");
+  *vs = lv_varstore_create();
   lv_layer *l = NULL;
-  EXPECT_OK(lv_layer_create(p, "task", vs, &l));
-  EXPECT_OK(lv_varstore_finalize(vs, 3));
-  /* Lingvo's names (a TF run of ProjectionLayer with PassiveAsymQDomain). */
-  const char *names[] = {"task/proj/q/qdomain_default/q/activation_min/var",
-                         "task/proj/q/qdomain_default/q/activation_max/var",
-                         "task/proj/q/qdomain_default/q/affine_matmul_min/var",
-                         "task/proj/q/qdomain_default/q/affine_matmul_max/var"};
+  EXPECT_OK(lv_layer_create(*p, "task", *vs, &l));
+  EXPECT_OK(lv_varstore_finalize(*vs, 3));
+  return l;
+}
+
+START_TEST(test_projection_passive_asym) {
+  lv_params *p;
+  lv_varstore *vs;
+  lv_layer *l = open_passive_proj(&p, &vs);
+  const char *const *names = kProjRanges;
   for (int i = 0; i < 4; i++) {
     lv_var *v = lv_varstore_find(vs, names[i]);
     ck_assert_msg(v && !v->trainable && lv_tensor_numel(&v->value) == 1, "%s", names[i]);
@@ -434,6 +447,179 @@ START_TEST(test_projection_passive_asym) {
   lf_ok(h);
   for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(lv_f32(ye)[i], lv_f32(want)[i], 1e-6f);
   lv_graph_destroy(h);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+
+/* Real Lingvo (0.14.0, TF 2.13: scripts/lingvo_peer/qat_vectors.py): ProjectionLayer(3 -> 2, TANH) with
+ * PassiveAsymQDomain and w set to kW, two training calls in one step (x1, x2), then
+ * PostTrainingStepUpdate, then the eval graph on x2 with the updated ranges. */
+static const float kW[6] = {0.4f, -0.7f, 0.25f, 0.9f, -0.55f, 0.3f};
+static const float kX1[12] = {0.3f, -0.2f, 0.5f, 0.1f, 0.9f, -0.4f, -0.7f, 0.2f, 0.05f, 0.6f, 0.6f, -0.1f};
+static const float kX2[6] = {2.0f, -1.5f, 1.0f, -2.0f, 1.0f, 0.5f};
+static const float kLingvoY1[8] = {-0.20305654406547546f, -0.23634450137615204f, 0.44938743114471436f,
+                                   0.5492513179779053f,   -0.2529884874820709f,  0.5958544611930847f,
+                                   0.4194282591342926f,   0.08654869347810745f};
+static const float kLingvoY2[4] = {-0.13136880099773407f, -0.9814022183418274f, -0.6800267100334167f,
+                                   0.9891297817230225f};
+static const float kLingvoRanges[4] = {-0.9998498558998108f, 0.9998554587364197f, -1.014501929283142f,
+                                       1.014533281326294f}; /* activation min, max; affine_matmul min, max */
+static const float kLingvoEvalY2[4] = {-0.12547171115875244f, -0.7685142159461975f, -0.6822524070739746f,
+                                       0.7685142159461975f};
+
+START_TEST(test_projection_passive_asym_lingvo) {
+  lv_params *p;
+  lv_varstore *vs;
+  lv_layer *l = open_passive_proj(&p, &vs);
+  lv_projection_layer *pl = (lv_projection_layer *)l;
+  memcpy(lv_f32(&pl->w->value), kW, sizeof kW);
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *y1 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(4, 3), kX1));
+  lv_tensor *y2 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), kX2));
+  lf_ok(g);
+  for (int i = 0; i < 8; i++)
+    ck_assert_msg(fabsf(lv_f32(y1)[i] - kLingvoY1[i]) < 1e-6f, "y1[%d] %.9g, Lingvo %.9g", i, lv_f32(y1)[i],
+                  kLingvoY1[i]);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(fabsf(lv_f32(y2)[i] - kLingvoY2[i]) < 1e-6f, "y2[%d] %.9g, Lingvo %.9g", i, lv_f32(y2)[i],
+                  kLingvoY2[i]);
+  EXPECT_OK(lv_graph_apply_updates(g));
+  const char *const *names = kProjRanges;
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(fabsf(var_value(vs, names[i]) - kLingvoRanges[i]) < 1e-6f, "%s %.9g, Lingvo %.9g", names[i],
+                  var_value(vs, names[i]), kLingvoRanges[i]);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_tensor *e2 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), kX2));
+  lf_ok(g);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(fabsf(lv_f32(e2)[i] - kLingvoEvalY2[i]) < 1e-6f, "eval y2[%d] %.9g, Lingvo %.9g", i,
+                  lv_f32(e2)[i], kLingvoEvalY2[i]);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+
+/* The same for LSTMCellSimple (3 -> 4, forget_gate_bias 1, cell_value_cap None; wm, b
+ * and the state from scripts/lingvo_peer/qat_vectors.py): two steps (the second padded for
+ * row 1), every range Lingvo's cell tracks after the update, the eval graph's state. */
+static const float kLingvoCellM[8] = {0.12647834420204163f, 0.12083199620246887f, 0.04065375775098801f, -0.013551251962780952f, -0.26068904995918274f, -0.08814665675163269f, 0.1537877768278122f, 0.21755345165729523f};
+static const float kLingvoCellC[8] = {0.28810909390449524f, 0.29690632224082947f, 0.1033673882484436f, -0.03518889844417572f, -0.4442945718765259f, -0.14572861790657043f, 0.27013108134269714f, 0.43007713556289673f};
+static const float kLingvoCellEvalM[8] = {0.10896844416856766f, 0.10896844416856766f, 0.04670076072216034f, -0.01556692086160183f, -0.25685420632362366f, -0.08561806380748749f, 0.14010228216648102f, 0.19458651542663574f};
+static const float kLingvoCellEvalC[8] = {0.24960798025131226f, 0.2730087339878082f, 0.11700373888015747f, -0.031200997531414032f, -0.43681395053863525f, -0.14040449261665344f, 0.2418077290058136f, 0.3744119703769684f};
+static const struct {
+  const char *name;
+  float v;
+} kLingvoCellRanges[] = {
+    {"cell/q/qdomain_default/q/add_bias_max/var", 1.0047165155410767f},
+    {"cell/q/qdomain_default/q/add_bias_min/var", -0.995019793510437f},
+    {"cell/q/qdomain_default/q/c_couple_invert_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/c_couple_invert_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/c_forget_gate_max/var", 0.9918043613433838f},
+    {"cell/q/qdomain_default/q/c_forget_gate_min/var", -0.9913805723190308f},
+    {"cell/q/qdomain_default/q/c_input_gate_max/var", 0.9956899285316467f},
+    {"cell/q/qdomain_default/q/c_input_gate_min/var", -0.9945945143699646f},
+    {"cell/q/qdomain_default/q/c_output_gate_max/var", 0.9946343898773193f},
+    {"cell/q/qdomain_default/q/c_output_gate_min/var", -0.9944292306900024f},
+    {"cell/q/qdomain_default/q/c_zoneout_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/c_zoneout_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/m_output_max/var", 0.9921677708625793f},
+    {"cell/q/qdomain_default/q/m_output_min/var", -0.9926146268844604f},
+    {"cell/q/qdomain_default/q/m_output_projection_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/m_output_projection_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/m_zoneout_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/m_zoneout_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/mixed_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/mixed_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/zero_c_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/zero_c_min/var", -1.0f},
+    {"cell/q/qdomain_default/q/zero_m_max/var", 1.0f},
+    {"cell/q/qdomain_default/q/zero_m_min/var", -1.0f}};
+
+/* Runs a 3 -> 4 cell of cell size h two steps on graph g (training or eval) from Lingvo's
+ * state (the second step padded for row 1); m, c out. */
+static void lingvo_cell_steps(lv_layer *l, lv_graph *g, int64_t h, lv_tensor **m, lv_tensor **c) {
+  float x[6] = {0.5f, -0.3f, 0.8f, -0.6f, 0.2f, 0.1f}, m0[8], c0[10];
+  for (int i = 0; i < 10; i++) m0[i % 8] = (float)(0.3 * sin(1.3 * (i % 8))), c0[i] = (float)(0.7 * cos(0.9 * i));
+  const float pads[2][2] = {{0, 0}, {0, 1}};
+  *m = lf_tensor(g, lv_shape2(2, 4), m0);
+  *c = lf_tensor(g, lv_shape2(2, h), c0);
+  for (int t = 0; t < 2; t++) {
+    lv_nmap in, out;
+    lv_nmap_init(&in);
+    lv_nmap_init(&out);
+    EXPECT_OK(lv_nmap_set(&in, "act", lf_tensor(g, lv_shape2(2, 3), x)));
+    EXPECT_OK(lv_nmap_set(&in, "paddings", lf_tensor(g, lv_shape2(2, 1), pads[t])));
+    EXPECT_OK(lv_nmap_set(&in, "m", *m));
+    EXPECT_OK(lv_nmap_set(&in, "c", *c));
+    if (!lv_layer_fprop(l, g, &in, &out)) lf_ok(g);
+    *m = lv_nmap_get(&out, "m");
+    *c = lv_nmap_get(&out, "c");
+    lv_nmap_free(&in);
+    lv_nmap_free(&out);
+  }
+  lf_ok(g);
+}
+
+static void expect_near(const char *what, const float *got, const float *want, int n) {
+  for (int i = 0; i < n; i++)
+    ck_assert_msg(fabsf(got[i] - want[i]) < 2e-6f, "%s[%d] %.9g, Lingvo %.9g", what, i, got[i], want[i]);
+}
+
+/* An LSTMCellSimple "cell" (3 -> 4, cell size hidden or 4, forget_gate_bias 1,
+ * cell_value_cap None) with qdomain.default = domain (taken; NULL: none). Frozen. */
+static lv_params *cell_params(int64_t hidden, lv_params *domain) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("LSTMCellSimple", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "cell"));
+  EXPECT_OK(lv_params_set_int(p, "num_input_nodes", 3));
+  EXPECT_OK(lv_params_set_int(p, "num_output_nodes", 4));
+  EXPECT_OK(lv_params_set_int(p, "num_hidden_nodes", hidden));
+  EXPECT_OK(lv_params_set_float(p, "forget_gate_bias", 1.0));
+  EXPECT_OK(lv_params_set_none(p, "cell_value_cap"));
+  if (domain) EXPECT_OK(lv_params_set_params(p, "qdomain.default", domain));
+  lv_params_freeze(p);
+  return p;
+}
+
+START_TEST(test_lstm_cell_passive_asym_lingvo) {
+  lv_layers_register_all();
+  lv_params *dp = NULL;
+  EXPECT_OK(lv_registry_instantiate("PassiveAsymQDomain", &dp));
+  lv_params *p = cell_params(0, dp);
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 3));
+  lv_lstm_cell *cl = (lv_lstm_cell *)l;
+  for (int i = 0; i < 7 * 16; i++) lv_f32(&cl->wm->value)[i] = (float)(0.5 * sin(0.37 * i));
+  for (int i = 0; i < 16; i++) lv_f32(&cl->b->value)[i] = (float)(0.2 * cos(0.5 * i));
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *m, *c;
+  lingvo_cell_steps(l, g, 4, &m, &c);
+  expect_near("m", lv_f32(m), kLingvoCellM, 8);
+  expect_near("c", lv_f32(c), kLingvoCellC, 8);
+  EXPECT_OK(lv_graph_apply_updates(g));
+  for (size_t i = 0; i < sizeof kLingvoCellRanges / sizeof kLingvoCellRanges[0]; i++) {
+    char name[LV_VAR_NAME_MAX];
+    snprintf(name, sizeof name, "%s", kLingvoCellRanges[i].name);
+    ck_assert_msg(fabsf(var_value(vs, name) - kLingvoCellRanges[i].v) < 2e-6f, "%s %.9g, Lingvo %.9g", name,
+                  var_value(vs, name), kLingvoCellRanges[i].v);
+  }
+  ck_assert_int_eq(lv_varstore_count(vs), 2 + (int)(sizeof kLingvoCellRanges / sizeof kLingvoCellRanges[0]));
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lingvo_cell_steps(l, g, 4, &m, &c);
+  expect_near("eval m", lv_f32(m), kLingvoCellEvalM, 8);
+  expect_near("eval c", lv_f32(c), kLingvoCellEvalC, 8);
   lv_graph_destroy(g);
   lv_layer_free(l);
   lv_varstore_destroy(vs);
@@ -556,21 +742,6 @@ END_TEST
  * nothing yet (a FakeQuantizationSchedule before clip_start_step) it must give the fused
  * lstm_step's state and gradients (forget_gate_bias, padding, with and without a
  * projection); with the schedule quantizing, m comes out on the 8-bit grid of its range. */
-static lv_params *cell_params(int64_t hidden, bool quantized) {
-  lv_layers_register_all();
-  lv_params *p = NULL;
-  EXPECT_OK(lv_registry_instantiate("LSTMCellSimple", &p));
-  EXPECT_OK(lv_params_set_string(p, "name", "cell"));
-  EXPECT_OK(lv_params_set_int(p, "num_input_nodes", 3));
-  EXPECT_OK(lv_params_set_int(p, "num_output_nodes", 4));
-  EXPECT_OK(lv_params_set_int(p, "num_hidden_nodes", hidden));
-  EXPECT_OK(lv_params_set_float(p, "forget_gate_bias", 1.0));
-  EXPECT_OK(lv_params_set_none(p, "cell_value_cap"));
-  if (quantized) EXPECT_OK(lv_params_set_params(p, "qdomain.default", scheduled_params(1000, 2000, 2000)));
-  lv_params_freeze(p);
-  return p;
-}
-
 typedef struct {
   lv_params *p;
   lv_varstore *vs;
@@ -578,7 +749,7 @@ typedef struct {
 } cell_fx;
 
 static void cell_open(cell_fx *f, int64_t hidden, bool quantized) {
-  f->p = cell_params(hidden, quantized);
+  f->p = cell_params(hidden, quantized ? scheduled_params(1000, 2000, 2000) : NULL);
   f->vs = lv_varstore_create();
   EXPECT_OK(lv_layer_create(f->p, NULL, f->vs, &f->l));
   EXPECT_OK(lv_varstore_finalize(f->vs, 5));
@@ -591,31 +762,13 @@ static void cell_close(cell_fx *f) {
   lv_params_free(f->p);
 }
 
-/* Two steps from a random state (the second padded for row 1); loss = weighted sums. */
+/* lingvo_cell_steps at global step `step`, then the gradient of sum(m * m) + sum(c). */
 static void cell_run(cell_fx *f, lv_graph *g, int64_t step, float *m_out, float *c_out) {
   const int64_t h = ((lv_lstm_cell *)f->l)->hidden;
   lv_graph_reset(g);
   lv_graph_set_step(g, step);
-  const float x[2 * 3] = {0.5f, -0.3f, 0.8f, -0.6f, 0.2f, 0.1f};
-  float m0[2 * 4], c0[2 * 5];
-  for (int i = 0; i < 10; i++) m0[i % 8] = 0.3f * sinf(1.3f * i), c0[i] = 0.7f * cosf(0.9f * i);
-  const float pads[2][2] = {{0, 0}, {0, 1}};
-  lv_tensor *m = lf_tensor(g, lv_shape2(2, 4), m0), *c = lf_tensor(g, lv_shape2(2, h), c0);
-  for (int t = 0; t < 2; t++) {
-    lv_nmap in, out;
-    lv_nmap_init(&in);
-    lv_nmap_init(&out);
-    EXPECT_OK(lv_nmap_set(&in, "act", lf_tensor(g, lv_shape2(2, 3), x)));
-    EXPECT_OK(lv_nmap_set(&in, "paddings", lf_tensor(g, lv_shape2(2, 1), pads[t])));
-    EXPECT_OK(lv_nmap_set(&in, "m", m));
-    EXPECT_OK(lv_nmap_set(&in, "c", c));
-    bool ok = lv_layer_fprop(f->l, g, &in, &out);
-    if (!ok) lf_ok(g);
-    m = lv_nmap_get(&out, "m");
-    c = lv_nmap_get(&out, "c");
-    lv_nmap_free(&in);
-    lv_nmap_free(&out);
-  }
+  lv_tensor *m, *c;
+  lingvo_cell_steps(f->l, g, h, &m, &c);
   lv_tensor *loss = lv_op_add(g, lv_op_reduce_sum(g, lv_op_mul(g, m, m), LV_ALL_AXES, false),
                               lv_op_reduce_sum(g, c, LV_ALL_AXES, false));
   lf_ok(g);
@@ -674,6 +827,8 @@ int main(void) {
   tcase_add_test(tc, test_fake_quantization_schedule);
   tcase_add_test(tc, test_passive_asym_ract);
   tcase_add_test(tc, test_projection_passive_asym);
+  tcase_add_test(tc, test_projection_passive_asym_lingvo);
+  tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_qdomain_inheritance);
   tcase_add_test(tc, test_export_ranges_scheduled);
   tcase_add_test(tc, test_qdomain_errors);

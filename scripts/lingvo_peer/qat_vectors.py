@@ -1,0 +1,91 @@
+"""Real Lingvo's quantization-aware training on fixed weights and inputs, the reference of
+tests/check_quant.c's *_lingvo cases: a ProjectionLayer (3 -> 2, TANH) and an
+LSTMCellSimple (3 -> 4, forget_gate_bias 1, cell_value_cap None, two steps, the second
+padded for row 1) with PassiveAsymQDomain; two training calls in one step, then
+PostTrainingStepUpdate, then the eval graph with the updated ranges. Prints the outputs
+and the q/<act>_min|max variables. Run with the Lingvo peer venv:
+  ~/.cache/lingvoc/peers/bin/python scripts/lingvo_peer/qat_vectors.py
+"""
+import numpy as np
+import lingvo.compat as tf
+from lingvo.core import cluster_factory
+from lingvo.core import layers
+from lingvo.core import py_utils
+from lingvo.core import quant_utils
+from lingvo.core import rnn_cell
+
+tf.disable_eager_execution()
+W = np.array([[0.4, -0.7], [0.25, 0.9], [-0.55, 0.3]], np.float32)
+X1 = np.array([0.3, -0.2, 0.5, 0.1, 0.9, -0.4, -0.7, 0.2, 0.05, 0.6, 0.6, -0.1], np.float32).reshape(4, 3)
+X2 = np.array([2.0, -1.5, 1.0, -2.0, 1.0, 0.5], np.float32).reshape(2, 3)
+WM = (0.5 * np.sin(0.37 * np.arange(7 * 16))).astype(np.float32).reshape(7, 16)
+B = (0.2 * np.cos(0.5 * np.arange(16))).astype(np.float32)
+M0 = (0.3 * np.sin(1.3 * np.arange(8))).astype(np.float32).reshape(2, 4)
+C0 = (0.7 * np.cos(0.9 * np.arange(8))).astype(np.float32).reshape(2, 4)
+XS = np.array([0.5, -0.3, 0.8, -0.6, 0.2, 0.1], np.float32).reshape(2, 3)
+PADS = [np.zeros([2, 1], np.float32), np.array([[0.0], [1.0]], np.float32)]
+
+
+def qvars(s):
+  return {v.name: float(s.run(v)) for v in tf.global_variables() if '/q/' in v.name}
+
+
+def run(build, set_weights, do_eval, ranges=None):
+  g = tf.Graph()
+  with g.as_default(), cluster_factory.ForTestingWorker(mode='sync', job='trainer_client', do_eval=do_eval):
+    py_utils.GetOrCreateGlobalStepVar()
+    layer, outs = build()
+    upd = tf.no_op() if do_eval else layer.PostTrainingStepUpdate()
+    with tf.Session(graph=g) as s:
+      s.run(tf.global_variables_initializer())
+      set_weights(s, layer)
+      for k, v in (ranges or {}).items():
+        s.run(tf.assign([x for x in tf.global_variables() if x.name == k][0], v))
+      vals = s.run(outs)
+      s.run(upd)
+      return vals, qvars(s)
+
+
+def projection():
+  with tf.variable_scope('task'):
+    p = layers.ProjectionLayer.Params().Set(name='proj', input_dim=3, output_dim=2, activation='TANH',
+                                            batch_norm=False)
+    p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+    l = p.Instantiate()
+  return l, [l.FProp(l.theta, tf.constant(X1)), l.FProp(l.theta, tf.constant(X2))]
+
+
+def cell():
+  p = rnn_cell.LSTMCellSimple.Params().Set(name='cell', num_input_nodes=3, num_output_nodes=4,
+                                           forget_gate_bias=1.0, cell_value_cap=None)
+  p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  l = p.Instantiate()
+  state = py_utils.NestedMap(m=tf.constant(M0), c=tf.constant(C0))
+  for t in range(2):
+    state, _ = l.FProp(l.theta, state, py_utils.NestedMap(act=[tf.constant(XS)], padding=tf.constant(PADS[t])))
+  return l, [state.m, state.c]
+
+
+def show(name, vals):
+  print(name, ', '.join(repr(float(v)) + 'f' for v in np.ravel(vals)))
+
+
+def report(name, build, set_weights, out_names):
+  """Training outputs, the ranges after the step, the eval outputs with them."""
+  outs, ranges = run(build, set_weights, False)
+  for n, v in zip(out_names, outs):
+    show('%s train %s' % (name, n), v)
+  for k in sorted(ranges):
+    print(k, repr(ranges[k]))
+  outs, _ = run(build, set_weights, True, ranges)
+  for n, v in zip(out_names, outs):
+    show('%s eval %s' % (name, n), v)
+
+
+def main():
+  report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
+  report('cell', cell, lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B))), ['m', 'c'])
+
+
+if __name__ == '__main__':
+  main()
