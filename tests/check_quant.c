@@ -627,6 +627,66 @@ START_TEST(test_lstm_cell_passive_asym_lingvo) {
 }
 END_TEST
 
+
+/* Gradients through the fake quantization, against real Lingvo (qat_vectors.py's
+ * projection_grads): d(sum(y1^2) + sum(y2))/dw of the training graph for
+ * PassiveAsymQDomain (the straight-through gradient and the min/max sums flowing back
+ * through the weight's and the batches' reductions) and SymmetricScheduledClipQDomain at
+ * step 7 (clipping to [-4, 3.96875]) and 16 (8-bit quantization), with the outputs. */
+static const float kLingvoPassiveDw[6] = {1.5862767696380615f, -0.49042755365371704f, 0.1081920862197876f, 1.022330641746521f, 0.6779251098632812f, -0.4652697443962097f};
+static const struct {
+  int64_t step;
+  float y1[8], y2[4], dw[6];
+} kLingvoScheduled[2] = {
+    {7, {-0.20217575132846832f, -0.23549576103687286f, 0.45023900270462036f, 0.5511280298233032f, -0.25195568799972534f, 0.5947602987289429f, 0.4177803695201874f, 0.0897577702999115f}, {-0.12435299903154373f, -0.9852168560028076f, -0.6777821779251099f, 0.9852168560028076f}, {1.587475299835205f, -0.48799222707748413f, 0.10696381330490112f, 1.0255990028381348f, 0.6811869144439697f, -0.4647657573223114f}},
+    {16, {-0.203125f, -0.234375f, 0.453125f, 0.546875f, -0.25f, 0.59375f, 0.421875f, 0.0859375f}, {-0.125f, -0.7578125f, -0.671875f, 0.7578125f}, {1.5817933082580566f, -0.4895388185977936f, 0.12002825736999512f, 1.0313597917556763f, 0.6793747544288635f, -0.5055084824562073f}},
+};
+
+/* loss and dw of the projection l on graph g at global step `step`. */
+static void lingvo_loss_grad(lv_layer *l, lv_graph *g, int64_t step, lv_tensor **y1, lv_tensor **y2) {
+  lv_projection_layer *pl = (lv_projection_layer *)l;
+  memcpy(lv_f32(&pl->w->value), kW, sizeof kW);
+  lv_graph_reset(g);
+  lv_graph_set_step(g, step);
+  *y1 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(4, 3), kX1));
+  *y2 = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(2, 3), kX2));
+  lv_tensor *loss = lv_op_add(g, lv_op_reduce_sum(g, lv_op_mul(g, *y1, *y1), LV_ALL_AXES, false),
+                              lv_op_reduce_sum(g, *y2, LV_ALL_AXES, false));
+  lf_ok(g);
+  memset(lv_f32(&pl->w->grad), 0, sizeof(float) * 6);
+  EXPECT_OK(lv_graph_backward(g, loss));
+}
+
+START_TEST(test_projection_grads_lingvo) {
+  lv_params *p;
+  lv_varstore *vs;
+  lv_layer *l = open_passive_proj(&p, &vs);
+  lv_graph *g = lv_graph_create(0);
+  lv_tensor *y1, *y2;
+  lingvo_loss_grad(l, g, 0, &y1, &y2);
+  expect_near("PassiveAsymQDomain dw", lv_f32(&((lv_projection_layer *)l)->w->grad), kLingvoPassiveDw, 6);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+  p = qproj_params_open("TANH", NULL);
+  EXPECT_OK(lv_params_set_params(p, "qdomain.default", scheduled_params(5, 10, 15)));
+  lv_params_freeze(p);
+  vs = lv_varstore_create();
+  EXPECT_OK(lv_layer_create(p, "task", vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 3));
+  for (int k = 0; k < 2; k++) {
+    lingvo_loss_grad(l, g, kLingvoScheduled[k].step, &y1, &y2);
+    expect_near("scheduled y1", lv_f32(y1), kLingvoScheduled[k].y1, 8);
+    expect_near("scheduled y2", lv_f32(y2), kLingvoScheduled[k].y2, 4);
+    expect_near("scheduled dw", lv_f32(&((lv_projection_layer *)l)->w->grad), kLingvoScheduled[k].dw, 6);
+  }
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 /* SymmetricScheduledClipQDomain's export range is its end range (GetQuantizedEndRange);
  * the identity QDomain and a clip-only schedule export none. */
 START_TEST(test_export_ranges_scheduled) {
@@ -829,6 +889,7 @@ int main(void) {
   tcase_add_test(tc, test_projection_passive_asym);
   tcase_add_test(tc, test_projection_passive_asym_lingvo);
   tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
+  tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_qdomain_inheritance);
   tcase_add_test(tc, test_export_ranges_scheduled);
   tcase_add_test(tc, test_qdomain_errors);

@@ -66,6 +66,28 @@ def cell():
   return l, [state.m, state.c]
 
 
+def projection_grads(domain, step):
+  """sum(y1^2) + sum(y2) of the training graph at global step `step` and its gradient wrt
+  w (the straight-through one, through PassiveAsymQDomain's min/max reductions)."""
+  g = tf.Graph()
+  with g.as_default(), cluster_factory.ForTestingWorker(mode='sync', job='trainer_client', do_eval=False):
+    gs = py_utils.GetOrCreateGlobalStepVar()
+    with tf.variable_scope('task'):
+      p = layers.ProjectionLayer.Params().Set(name='proj', input_dim=3, output_dim=2, activation='TANH',
+                                              batch_norm=False)
+      p.qdomain.default = domain
+      l = p.Instantiate()
+    y1 = l.FProp(l.theta, tf.constant(X1))
+    y2 = l.FProp(l.theta, tf.constant(X2))
+    loss = tf.reduce_sum(y1 * y1) + tf.reduce_sum(y2)
+    dw = tf.gradients(loss, l.vars.w)[0]
+    with tf.Session(graph=g) as s:
+      s.run(tf.global_variables_initializer())
+      s.run(tf.assign(l.vars.w, W))
+      s.run(tf.assign(gs, step))
+      return s.run([y1, y2, dw])
+
+
 def show(name, vals):
   print(name, ', '.join(repr(float(v)) + 'f' for v in np.ravel(vals)))
 
@@ -83,6 +105,15 @@ def report(name, build, set_weights, out_names):
 
 
 def main():
+  y1, y2, dw = projection_grads(quant_utils.PassiveAsymQDomain.Params(), 0)
+  show('passive grad dw', dw)
+  sched = quant_utils.SymmetricScheduledClipQDomain.Params()
+  sched.cc_schedule.Set(clip_start_step=5, clip_end_step=10, quant_start_step=15, start_cap=6.0, end_cap=1.0)
+  for step in (7, 16):
+    y1, y2, dw = projection_grads(sched, step)
+    show('scheduled step %d y1' % step, y1)
+    show('scheduled step %d y2' % step, y2)
+    show('scheduled step %d dw' % step, dw)
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
   report('cell', cell, lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B))), ['m', 'c'])
 
