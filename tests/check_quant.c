@@ -687,6 +687,61 @@ START_TEST(test_projection_grads_lingvo) {
 }
 END_TEST
 
+
+/* delay_start_steps: no quantization while training before it (the ranges still
+ * accumulate and update), from it on as usual, -1 never; eval always quantizes. freeze:
+ * quantized, but the ranges never move. */
+START_TEST(test_passive_asym_delay_freeze) {
+  lv_layers_register_all();
+  for (int mode = 0; mode < 3; mode++) { /* delay 5, delay -1, freeze */
+    lv_params *p = qproj_params_open("TANH", "PassiveAsymQDomain");
+    if (mode < 2) EXPECT_OK(lv_params_set_int(p, "qdomain.default.delay_start_steps", mode == 0 ? 5 : -1));
+    else EXPECT_OK(lv_params_set_bool(p, "qdomain.default.freeze", true));
+    lv_params_freeze(p);
+    lv_varstore *vs = lv_varstore_create();
+    lv_layer *l = NULL;
+    EXPECT_OK(lv_layer_create(p, "task", vs, &l));
+    EXPECT_OK(lv_varstore_finalize(vs, 3));
+    lv_projection_layer *pl = (lv_projection_layer *)l;
+    memcpy(lv_f32(&pl->w->value), kW, sizeof kW);
+    lv_graph *g = lv_graph_create(0);
+    for (int64_t step = 4; step <= 5; step++) {
+      lv_graph_reset(g);
+      lv_graph_set_step(g, step);
+      lv_tensor *y = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(4, 3), kX1));
+      lf_ok(g);
+      ck_assert_int_eq(lv_graph_num_updates(g), mode == 2 ? 0 : 4);
+      bool quantized = mode == 2 || (mode == 0 && step >= 5);
+      for (int r = 0; r < 4; r++)
+        for (int o = 0; o < 2; o++) {
+          float z = 0;
+          for (int i = 0; i < 3; i++) z += kX1[r * 3 + i] * kW[i * 2 + o];
+          const float got = lv_f32(y)[r * 2 + o];
+          if (!quantized) ck_assert_msg(fabsf(got - tanhf(z)) < 1e-6f, "mode %d step %lld: %g, float %g", mode,
+                                        (long long)step, got, tanhf(z));
+          else if (r == 0 && o == 0) ck_assert_float_eq_tol(got, kLingvoY1[0], 1e-6f); /* Lingvo's quantized value */
+        }
+      EXPECT_OK(lv_graph_apply_updates(g));
+    }
+    const float amin = var_value(vs, kProjRanges[0]);
+    if (mode == 2) ck_assert_float_eq(amin, -1.0f);
+    else ck_assert(amin > -1.0f);
+    /* Eval quantizes with the ranges whatever the delay. */
+    lv_graph_reset(g);
+    lv_graph_set_training(g, false);
+    lv_tensor *e = lv_projection_layer_fprop(pl, g, lf_tensor(g, lv_shape2(4, 3), kX1));
+    lf_ok(g);
+    float z = kX1[0] * kW[0] + kX1[1] * kW[2] + kX1[2] * kW[4];
+    ck_assert_msg(fabsf(lv_f32(e)[0] - tanhf(z)) > 1e-5f, "mode %d: eval output %g is the float one", mode,
+                  lv_f32(e)[0]);
+    lv_graph_destroy(g);
+    lv_layer_free(l);
+    lv_varstore_destroy(vs);
+    lv_params_free(p);
+  }
+}
+END_TEST
+
 /* SymmetricScheduledClipQDomain's export range is its end range (GetQuantizedEndRange);
  * the identity QDomain and a clip-only schedule export none. */
 START_TEST(test_export_ranges_scheduled) {
@@ -890,6 +945,7 @@ int main(void) {
   tcase_add_test(tc, test_projection_passive_asym_lingvo);
   tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
+  tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);
   tcase_add_test(tc, test_export_ranges_scheduled);
   tcase_add_test(tc, test_qdomain_errors);
