@@ -514,34 +514,21 @@ static const float kLingvoCellM[8] = {0.12647834420204163f, 0.12083199620246887f
 static const float kLingvoCellC[8] = {0.28810909390449524f, 0.29690632224082947f, 0.1033673882484436f, -0.03518889844417572f, -0.4442945718765259f, -0.14572861790657043f, 0.27013108134269714f, 0.43007713556289673f};
 static const float kLingvoCellEvalM[8] = {0.10896844416856766f, 0.10896844416856766f, 0.04670076072216034f, -0.01556692086160183f, -0.25685420632362366f, -0.08561806380748749f, 0.14010228216648102f, 0.19458651542663574f};
 static const float kLingvoCellEvalC[8] = {0.24960798025131226f, 0.2730087339878082f, 0.11700373888015747f, -0.031200997531414032f, -0.43681395053863525f, -0.14040449261665344f, 0.2418077290058136f, 0.3744119703769684f};
-static const struct {
+typedef struct {
   const char *name;
   float v;
-} kLingvoCellRanges[] = {
+} named_value;
+static const named_value kLingvoCellRanges[] = {
     {"cell/q/qdomain_default/q/add_bias_max/var", 1.0047165155410767f},
     {"cell/q/qdomain_default/q/add_bias_min/var", -0.995019793510437f},
-    {"cell/q/qdomain_default/q/c_couple_invert_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/c_couple_invert_min/var", -1.0f},
     {"cell/q/qdomain_default/q/c_forget_gate_max/var", 0.9918043613433838f},
     {"cell/q/qdomain_default/q/c_forget_gate_min/var", -0.9913805723190308f},
     {"cell/q/qdomain_default/q/c_input_gate_max/var", 0.9956899285316467f},
     {"cell/q/qdomain_default/q/c_input_gate_min/var", -0.9945945143699646f},
     {"cell/q/qdomain_default/q/c_output_gate_max/var", 0.9946343898773193f},
     {"cell/q/qdomain_default/q/c_output_gate_min/var", -0.9944292306900024f},
-    {"cell/q/qdomain_default/q/c_zoneout_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/c_zoneout_min/var", -1.0f},
     {"cell/q/qdomain_default/q/m_output_max/var", 0.9921677708625793f},
-    {"cell/q/qdomain_default/q/m_output_min/var", -0.9926146268844604f},
-    {"cell/q/qdomain_default/q/m_output_projection_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/m_output_projection_min/var", -1.0f},
-    {"cell/q/qdomain_default/q/m_zoneout_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/m_zoneout_min/var", -1.0f},
-    {"cell/q/qdomain_default/q/mixed_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/mixed_min/var", -1.0f},
-    {"cell/q/qdomain_default/q/zero_c_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/zero_c_min/var", -1.0f},
-    {"cell/q/qdomain_default/q/zero_m_max/var", 1.0f},
-    {"cell/q/qdomain_default/q/zero_m_min/var", -1.0f}};
+    {"cell/q/qdomain_default/q/m_output_min/var", -0.9926146268844604f}};
 
 /* Runs a 3 -> 4 cell of cell size h two steps on graph g (training or eval) from Lingvo's
  * state (the second step padded for row 1); m, c out. */
@@ -575,10 +562,10 @@ static void expect_near(const char *what, const float *got, const float *want, i
 
 /* An LSTMCellSimple "cell" (3 -> 4, cell size hidden or 4, forget_gate_bias 1,
  * cell_value_cap None) with qdomain.default = domain (taken; NULL: none). Frozen. */
-static lv_params *cell_params(int64_t hidden, lv_params *domain) {
+static lv_params *cell_params_of(const char *cls, int64_t hidden, lv_params *domain) {
   lv_layers_register_all();
   lv_params *p = NULL;
-  EXPECT_OK(lv_registry_instantiate("LSTMCellSimple", &p));
+  EXPECT_OK(lv_registry_instantiate(cls, &p));
   EXPECT_OK(lv_params_set_string(p, "name", "cell"));
   EXPECT_OK(lv_params_set_int(p, "num_input_nodes", 3));
   EXPECT_OK(lv_params_set_int(p, "num_output_nodes", 4));
@@ -590,11 +577,18 @@ static lv_params *cell_params(int64_t hidden, lv_params *domain) {
   return p;
 }
 
-START_TEST(test_lstm_cell_passive_asym_lingvo) {
+static lv_params *cell_params(int64_t hidden, lv_params *domain) {
+  return cell_params_of("LSTMCellSimple", hidden, domain);
+}
+
+/* A 3 -> 4 cell of class cls under PassiveAsymQDomain with qat_vectors.py's weights
+ * (ln_scale too for the layer-normalized one) against Lingvo's outputs and ranges. */
+static void lingvo_cell_case(const char *cls, const float *m_want, const float *c_want, const named_value *ranges,
+                             int n_ranges, const float *eval_m, const float *eval_c) {
   lv_layers_register_all();
   lv_params *dp = NULL;
   EXPECT_OK(lv_registry_instantiate("PassiveAsymQDomain", &dp));
-  lv_params *p = cell_params(0, dp);
+  lv_params *p = cell_params_of(cls, 0, dp);
   lv_varstore *vs = lv_varstore_create();
   lv_layer *l = NULL;
   EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
@@ -602,28 +596,74 @@ START_TEST(test_lstm_cell_passive_asym_lingvo) {
   lv_lstm_cell *cl = (lv_lstm_cell *)l;
   for (int i = 0; i < 7 * 16; i++) lv_f32(&cl->wm->value)[i] = (float)(0.5 * sin(0.37 * i));
   for (int i = 0; i < 16; i++) lv_f32(&cl->b->value)[i] = (float)(0.2 * cos(0.5 * i));
+  if (cl->ln_scale)
+    for (int i = 0; i < 16; i++) lv_f32(&cl->ln_scale->value)[i] = (float)(1.0 + 0.1 * sin((double)i));
   lv_graph *g = lv_graph_create(0);
   lv_tensor *m, *c;
   lingvo_cell_steps(l, g, 4, &m, &c);
-  expect_near("m", lv_f32(m), kLingvoCellM, 8);
-  expect_near("c", lv_f32(c), kLingvoCellC, 8);
+  expect_near("m", lv_f32(m), m_want, 8);
+  expect_near("c", lv_f32(c), c_want, 8);
   EXPECT_OK(lv_graph_apply_updates(g));
-  for (size_t i = 0; i < sizeof kLingvoCellRanges / sizeof kLingvoCellRanges[0]; i++) {
-    char name[LV_VAR_NAME_MAX];
-    snprintf(name, sizeof name, "%s", kLingvoCellRanges[i].name);
-    ck_assert_msg(fabsf(var_value(vs, name) - kLingvoCellRanges[i].v) < 2e-6f, "%s %.9g, Lingvo %.9g", name,
-                  var_value(vs, name), kLingvoCellRanges[i].v);
+  for (int i = 0; i < n_ranges; i++)
+    ck_assert_msg(fabsf(var_value(vs, ranges[i].name) - ranges[i].v) < 2e-6f, "%s %.9g, Lingvo %.9g", ranges[i].name,
+                  var_value(vs, ranges[i].name), ranges[i].v);
+  /* Every other range Lingvo's cell tracks (zero_m, m_zoneout, mixed, ...) exists and kept
+   * its default, as in Lingvo's run. */
+  int others = 0;
+  for (int i = 0; i < lv_varstore_count(vs); i++) {
+    const lv_var *v = lv_varstore_get(vs, i);
+    bool listed = !strstr(v->name, "/q/");
+    for (int k = 0; k < n_ranges && !listed; k++) listed = !strcmp(v->name, ranges[k].name);
+    if (listed) continue;
+    others++;
+    const bool is_min = strstr(v->name, "_min/var") != NULL;
+    ck_assert_msg(lv_f32(&v->value)[0] == (is_min ? -1.0f : 1.0f), "%s moved: %g", v->name, lv_f32(&v->value)[0]);
   }
-  ck_assert_int_eq(lv_varstore_count(vs), 2 + (int)(sizeof kLingvoCellRanges / sizeof kLingvoCellRanges[0]));
+  ck_assert_int_eq(n_ranges + others, (cl->ln_scale ? 32 : 24)); /* Lingvo's 12 / 16 acts */
   lv_graph_reset(g);
   lv_graph_set_training(g, false);
   lingvo_cell_steps(l, g, 4, &m, &c);
-  expect_near("eval m", lv_f32(m), kLingvoCellEvalM, 8);
-  expect_near("eval c", lv_f32(c), kLingvoCellEvalC, 8);
+  expect_near("eval m", lv_f32(m), eval_m, 8);
+  expect_near("eval c", lv_f32(c), eval_c, 8);
   lv_graph_destroy(g);
   lv_layer_free(l);
   lv_varstore_destroy(vs);
   lv_params_free(p);
+}
+
+START_TEST(test_lstm_cell_passive_asym_lingvo) {
+  lingvo_cell_case("LSTMCellSimple", kLingvoCellM, kLingvoCellC, kLingvoCellRanges,
+                   (int)(sizeof kLingvoCellRanges / sizeof kLingvoCellRanges[0]), kLingvoCellEvalM, kLingvoCellEvalC);
+}
+END_TEST
+
+/* LayerNormalizedLSTMCellSimple: its per-gate add_bias_<i> ranges besides the cell's. */
+static const float kLingvoLnCellM[8] = {0.2598794400691986f, -0.0119484793394804f, 0.16130447387695312f, 0.1538366675376892f, 0.01998230628669262f, 0.009222603403031826f, 0.023056507110595703f, 0.004611301701515913f};
+static const float kLingvoLnCellC[8] = {0.3184328079223633f, -0.019298957660794258f, 0.5162470936775208f, 0.6513398289680481f, 0.02541615627706051f, 0.013685622252523899f, 0.05083231255412102f, 0.027371244505047798f};
+static const float kLingvoLnCellEvalM[8] = {0.015569695271551609f, -0.038924239575862885f, 0.16348180174827576f, 0.1323424130678177f, 0.0077848476357758045f, 0.0077848476357758045f, 0.0f, -0.0077848476357758045f};
+static const float kLingvoLnCellEvalC[8] = {0.02343885973095894f, -0.07031658291816711f, 0.5312808156013489f, 0.5156549215316772f, 0.007812953554093838f, 0.007812953554093838f, 0.007812953554093838f, -0.03906476870179176f};
+static const named_value kLingvoLnCellRanges[] = {
+    {"cell/q/qdomain_default/q/add_bias_0_max/var", 1.0076993703842163f},
+    {"cell/q/qdomain_default/q/add_bias_0_min/var", -1.0011731386184692f},
+    {"cell/q/qdomain_default/q/add_bias_1_max/var", 1.0034606456756592f},
+    {"cell/q/qdomain_default/q/add_bias_1_min/var", -1.0060436725616455f},
+    {"cell/q/qdomain_default/q/add_bias_2_max/var", 1.0128021240234375f},
+    {"cell/q/qdomain_default/q/add_bias_2_min/var", -0.9980334043502808f},
+    {"cell/q/qdomain_default/q/add_bias_3_max/var", 1.0073153972625732f},
+    {"cell/q/qdomain_default/q/add_bias_3_min/var", -1.0050305128097534f},
+    {"cell/q/qdomain_default/q/c_forget_gate_max/var", 0.9957755208015442f},
+    {"cell/q/qdomain_default/q/c_forget_gate_min/var", -0.99603271484375f},
+    {"cell/q/qdomain_default/q/c_input_gate_max/var", 0.9963536858558655f},
+    {"cell/q/qdomain_default/q/c_input_gate_min/var", -0.9930112957954407f},
+    {"cell/q/qdomain_default/q/c_output_gate_max/var", 0.9965305924415588f},
+    {"cell/q/qdomain_default/q/c_output_gate_min/var", -0.9957724809646606f},
+    {"cell/q/qdomain_default/q/m_output_max/var", 0.9939196109771729f},
+    {"cell/q/qdomain_default/q/m_output_min/var", -0.9912165403366089f}};
+
+START_TEST(test_ln_lstm_cell_passive_asym_lingvo) {
+  lingvo_cell_case("LayerNormalizedLSTMCellSimple", kLingvoLnCellM, kLingvoLnCellC, kLingvoLnCellRanges,
+                   (int)(sizeof kLingvoLnCellRanges / sizeof kLingvoLnCellRanges[0]), kLingvoLnCellEvalM,
+                   kLingvoLnCellEvalC);
 }
 END_TEST
 
@@ -944,6 +984,7 @@ int main(void) {
   tcase_add_test(tc, test_projection_passive_asym);
   tcase_add_test(tc, test_projection_passive_asym_lingvo);
   tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
+  tcase_add_test(tc, test_ln_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);

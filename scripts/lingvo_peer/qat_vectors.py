@@ -1,7 +1,7 @@
 """Real Lingvo's quantization-aware training on fixed weights and inputs, the reference of
 tests/check_quant.c's *_lingvo cases: a ProjectionLayer (3 -> 2, TANH) and an
-LSTMCellSimple (3 -> 4, forget_gate_bias 1, cell_value_cap None, two steps, the second
-padded for row 1) with PassiveAsymQDomain; two training calls in one step, then
+LSTMCellSimple and a LayerNormalizedLSTMCellSimple (3 -> 4, forget_gate_bias 1,
+cell_value_cap None, two steps, the second padded for row 1) with PassiveAsymQDomain; two training calls in one step, then
 PostTrainingStepUpdate, then the eval graph with the updated ranges. Prints the outputs
 and the q/<act>_min|max variables. Run with the Lingvo peer venv:
   ~/.cache/lingvoc/peers/bin/python scripts/lingvo_peer/qat_vectors.py
@@ -55,8 +55,11 @@ def projection():
   return l, [l.FProp(l.theta, tf.constant(X1)), l.FProp(l.theta, tf.constant(X2))]
 
 
-def cell():
-  p = rnn_cell.LSTMCellSimple.Params().Set(name='cell', num_input_nodes=3, num_output_nodes=4,
+LN_SCALE = (1.0 + 0.1 * np.sin(np.arange(16))).astype(np.float32)
+
+
+def cell(cls=rnn_cell.LSTMCellSimple):
+  p = cls.Params().Set(name='cell', num_input_nodes=3, num_output_nodes=4,
                                            forget_gate_bias=1.0, cell_value_cap=None)
   p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
   l = p.Instantiate()
@@ -115,7 +118,10 @@ def main():
     show('scheduled step %d y2' % step, y2)
     show('scheduled step %d dw' % step, dw)
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
-  report('cell', cell, lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B))), ['m', 'c'])
+  set_cell = lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B)))
+  report('cell', cell, set_cell, ['m', 'c'])
+  report('ln_cell', lambda: cell(rnn_cell.LayerNormalizedLSTMCellSimple),
+         lambda s, l: (set_cell(s, l), s.run(tf.assign(l.vars.ln_scale, LN_SCALE))), ['m', 'c'])
 
 
 if __name__ == '__main__':

@@ -141,9 +141,6 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
   }
   LV_TRY(lv_qlayer_setup(&l->q, base));
   if (!lv_qlayer_on(&l->q)) return NULL;
-  if (l->layer_norm)
-    return lv_status_make(LV_ERR_INVALID, "%s: lingvoc quantizes LSTMCellSimple only, not %s; leave its qdomain "
-                          "(and its parents') None", sc, lv_params_str(p, "cls"));
   if (l->cell_value_cap > 0.0f && lv_params_is_set(p, "qdomain.default"))
     return lv_status_make(LV_ERR_INVALID, "%s: cell_value_cap must be None with qdomain.default set (Lingvo's "
                           "LSTMCellSimple asserts it); a qdomain inherited from a parent keeps the cap", sc);
@@ -152,7 +149,11 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
                                        "c_output_gate", "c_zoneout"};
   for (size_t i = 0; i < LV_ARRAY_LEN(m_acts); i++) LV_TRY(lv_qlayer_track(&l->q, "m_state", m_acts[i]));
   for (size_t i = 0; i < LV_ARRAY_LEN(c_acts); i++) LV_TRY(lv_qlayer_track(&l->q, "c_state", c_acts[i]));
-  return lv_qlayer_track(&l->q, "fullyconnected", "add_bias");
+  LV_TRY(lv_qlayer_track(&l->q, "fullyconnected", "add_bias"));
+  static const char *const ln_acts[] = {"add_bias_0", "add_bias_1", "add_bias_2", "add_bias_3"};
+  for (size_t i = 0; l->layer_norm && i < LV_ARRAY_LEN(ln_acts); i++)
+    LV_TRY(lv_qlayer_track(&l->q, "fullyconnected", ln_acts[i]));
+  return NULL;
 }
 
 /* ---- the cell hooks -------------------------------------------------------------- */
@@ -198,9 +199,18 @@ static bool quantized_step(lv_lstm_cell *l, lv_graph *g, const lv_rnn_seq *seq, 
                            const lv_rnn_state *s0, lv_tensor *padding, lv_rnn_state *s1) {
   lv_qlayer *q = &l->q;
   const int64_t h = l->hidden;
-  gates = lv_qlayer_act(q, g, "add_bias", gates);
-  lv_tensor *i_i = lv_op_slice(g, gates, 1, 0, h), *i_g = lv_op_slice(g, gates, 1, h, h);
-  lv_tensor *f_g = lv_op_slice(g, gates, 1, 2 * h, h), *o_g = lv_op_slice(g, gates, 1, 3 * h, h);
+  lv_tensor *gate[4];
+  if (l->layer_norm) { /* LayerNormalizedLSTMCellSimple._Gates: each gate's own "add_bias_<i>" */
+    for (int i = 0; i < 4; i++) {
+      char act[16];
+      snprintf(act, sizeof act, "add_bias_%d", i);
+      gate[i] = lv_qlayer_act(q, g, act, lv_op_slice(g, gates, 1, i * h, h));
+    }
+  } else {
+    gates = lv_qlayer_act(q, g, "add_bias", gates);
+    for (int i = 0; i < 4; i++) gate[i] = lv_op_slice(g, gates, 1, i * h, h);
+  }
+  lv_tensor *i_i = gate[0], *i_g = gate[1], *f_g = gate[2], *o_g = gate[3];
   lv_tensor *forget = lv_qlayer_act(q, g, "c_input_gate", lv_op_mul(g, lv_op_activation(g, f_g, LV_ACT_SIGMOID), s0->c));
   lv_tensor *input = lv_qlayer_act(
       q, g, "c_forget_gate",
@@ -236,7 +246,7 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad,
   lv_tensor *wx = lv_op_slice(g, wm, 0, 0, d);
   seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
   seq->xw = lv_op_matmul(g, x, wx, false, false);
-  if (q) seq->xw = lv_op_add(g, seq->xw, quantized_bias(l, g));
+  if (q && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, quantized_bias(l, g));
   else if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
   /* The steps' gates are xw[t] + m_prev . w[W_M]: wm's recurrent rows get their gradient
    * in one GEMM over the sequence (the steps' matmuls then only give m_prev's). */
@@ -248,7 +258,8 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad,
      * batch once per sequence rather than once per step. */
     lv_tensor *zeros = lv_graph_zeros(g, LV_F32, lv_shape2(seq->b, 4 * l->hidden));
     seq->w[W_SCALE] = lv_op_add(g, zeros, &l->ln_scale->value);
-    if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
+    if (q) seq->w[W_B] = lv_op_add(g, zeros, quantized_bias(l, g)); /* with forget_gate_bias */
+    else if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
   }
   if (l->w_proj) seq->w[W_PROJ] = q ? lv_qlayer_weight(&l->q, g, "m_state", &l->w_proj->value) : &l->w_proj->value;
   return seq->xw && seq->w[W_M] && (!l->layer_norm || (seq->w[W_SCALE] && (!l->b || seq->w[W_B])));
