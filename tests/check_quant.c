@@ -22,6 +22,7 @@
 #include "fake_quant_tf.h"
 #include "gradcheck.h"
 #include "layer_fixture.h"
+#include "layers/attention.h"
 #include "layers/projection.h"
 #include "layers/qdomain.h"
 #include "layers/rnn_cell.h"
@@ -782,6 +783,100 @@ START_TEST(test_passive_asym_delay_freeze) {
 }
 END_TEST
 
+
+/* MultiHeadedAttention (4 -> 4, 2 heads, dot-product inner with per-dim scale) under
+ * PassiveAsymQDomain, its inner attention too (Lingvo's inner_atten_params.qdomain; in
+ * lingvoc inherited), against real Lingvo (qat_vectors.py's mha): the training context
+ * and probabilities with a padded source position, the ranges after the step (the four
+ * projections' that moved; every other stays at its default), and the eval graph on an
+ * unpadded source (Lingvo's eval fake-quantizes padded positions' very negative logits
+ * with the never-trained "logits" range, giving them weight, which lingvoc does not
+ * reproduce: docs/learner.md). */
+static const float kLingvoMhaCtx[8] = {-0.11629465222358704f, -0.09882698208093643f, 0.00406269496306777f, 0.11897756159305573f, 0.24575474858283997f, 0.024893593043088913f, -0.21217043697834015f, -0.2701883912086487f};
+static const float kLingvoMhaProbs[6] = {0.33984375f, 0.33203125f, 0.328125f, 0.49609375f, 0.50390625f, 0.0f};
+static const float kLingvoMhaEvalCtx[8] = {-0.11464780569076538f, -0.09429234266281128f, 0.0025558427441865206f, 0.12161551415920258f, 0.26805922389030457f, 0.05513318255543709f, -0.197378009557724f, -0.2753616273403168f};
+static const float kLingvoMhaEvalProbs[6] = {0.33984375f, 0.33203125f, 0.328125f, 0.33203125f, 0.3359375f, 0.3359375f};
+static const named_value kLingvoMhaRanges[] = {
+    {"mha/q/qdomain_default/q/query_proj_add_max/var", 0.992079496383667f},
+    {"mha/q/qdomain_default/q/query_proj_add_min/var", -0.992294192314148f},
+    {"mha/q/qdomain_default/q/query_proj_matmul_max/var", 0.9915398955345154f},
+    {"mha/q/qdomain_default/q/query_proj_matmul_min/var", -0.9913495182991028f},
+    {"mha/q/qdomain_default/q/source_proj_add_max/var", 0.9930910468101501f},
+    {"mha/q/qdomain_default/q/source_proj_add_min/var", -0.9931639432907104f},
+    {"mha/q/qdomain_default/q/source_proj_matmul_max/var", 0.9925600290298462f},
+    {"mha/q/qdomain_default/q/source_proj_matmul_min/var", -0.9926859140396118f}};
+
+/* pack + context on g with source paddings pads [3, 2]. */
+static void mha_context_of(lv_layer *l, lv_graph *g, const float *pads, lv_tensor **ctx, lv_tensor **probs) {
+  float src[24], query[8];
+  for (int i = 0; i < 24; i++) src[i] = (float)(0.8 * sin(0.7 * i + 0.3));
+  for (int i = 0; i < 8; i++) query[i] = (float)(0.6 * cos(1.1 * i));
+  lv_atten_packed packed;
+  lv_attention *a = lv_attention_of(l);
+  lv_tensor *s = lf_tensor(g, lv_shape3(3, 2, 4), src);
+  ck_assert(lv_attention_pack_source(a, g, s, s, lf_tensor(g, lv_shape2(3, 2), pads), &packed));
+  ck_assert(lv_attention_compute_context(a, g, &packed, lf_tensor(g, lv_shape2(2, 4), query), ctx, probs));
+  lf_ok(g);
+}
+
+START_TEST(test_mha_passive_asym_lingvo) {
+  lv_params *p = NULL;
+  lv_layers_register_all();
+  EXPECT_OK(lv_registry_instantiate("MultiHeadedAttention", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "mha"));
+  const char *dims[] = {"source_dim", "query_dim", "hidden_dim", "context_dim"};
+  for (int i = 0; i < 4; i++) EXPECT_OK(lv_params_set_int(p, dims[i], 4));
+  EXPECT_OK(lv_params_set_int(p, "num_attention_heads", 2));
+  EXPECT_OK(lv_params_set_class(p, "qdomain.default", "PassiveAsymQDomain"));
+  lv_params_freeze(p);
+  lv_varstore *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
+  EXPECT_OK(lv_varstore_finalize(vs, 3));
+  const char *projs[2] = {"mha/query_proj/var", "mha/source_proj/var"};
+  const char *biases[2] = {"mha/query_proj_b/var", "mha/source_proj_b/var"};
+  for (int k = 0; k < 2; k++) {
+    lv_var *w = lv_varstore_find(vs, projs[k]), *b = lv_varstore_find(vs, biases[k]);
+    ck_assert_msg(w && b, "%s", projs[k]);
+    for (int i = 0; i < 16; i++) lv_f32(&w->value)[i] = (float)(0.5 * sin(k + 0.9 * i));
+    for (int i = 0; i < 4; i++) lv_f32(&b->value)[i] = (float)(0.1 * cos(k + i));
+  }
+  lv_var *pds = lv_varstore_find(vs, "mha/inner_att/per_dim_scale/var");
+  ck_assert_ptr_nonnull(pds);
+  lv_f32(&pds->value)[0] = 0.1f;
+  lv_f32(&pds->value)[1] = -0.2f;
+  lv_graph *g = lv_graph_create(0);
+  const float pads[6] = {0, 0, 0, 0, 0, 1}, none[6] = {0};
+  lv_tensor *ctx, *probs;
+  mha_context_of(l, g, pads, &ctx, &probs);
+  expect_near("ctx", lv_f32(ctx), kLingvoMhaCtx, 8);
+  expect_near("probs", lv_f32(probs), kLingvoMhaProbs, 6);
+  EXPECT_OK(lv_graph_apply_updates(g));
+  const int n = (int)(sizeof kLingvoMhaRanges / sizeof kLingvoMhaRanges[0]);
+  int others = 0;
+  for (int i = 0; i < lv_varstore_count(vs); i++) {
+    const lv_var *v = lv_varstore_get(vs, i);
+    if (!strstr(v->name, "/q/")) continue;
+    int k = 0;
+    while (k < n && strcmp(v->name, kLingvoMhaRanges[k].name)) k++;
+    const float want = k < n ? kLingvoMhaRanges[k].v : strstr(v->name, "_min/var") ? -1.0f : 1.0f;
+    others += k == n;
+    ck_assert_msg(fabsf(lv_f32(&v->value)[0] - want) < 2e-6f, "%s %.9g, Lingvo %.9g", v->name, lv_f32(&v->value)[0],
+                  want);
+  }
+  ck_assert_int_eq(n + others, 20); /* Lingvo's 8 + 1 acts of the layer, 1 of the inner */
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  mha_context_of(l, g, none, &ctx, &probs);
+  expect_near("eval ctx", lv_f32(ctx), kLingvoMhaEvalCtx, 8);
+  expect_near("eval probs", lv_f32(probs), kLingvoMhaEvalProbs, 6);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 /* SymmetricScheduledClipQDomain's export range is its end range (GetQuantizedEndRange);
  * the identity QDomain and a clip-only schedule export none. */
 START_TEST(test_export_ranges_scheduled) {
@@ -985,6 +1080,7 @@ int main(void) {
   tcase_add_test(tc, test_projection_passive_asym_lingvo);
   tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_ln_lstm_cell_passive_asym_lingvo);
+  tcase_add_test(tc, test_mha_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);

@@ -8,6 +8,7 @@ and the q/<act>_min|max variables. Run with the Lingvo peer venv:
 """
 import numpy as np
 import lingvo.compat as tf
+from lingvo.core import attention
 from lingvo.core import cluster_factory
 from lingvo.core import layers
 from lingvo.core import py_utils
@@ -53,6 +54,35 @@ def projection():
     p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
     l = p.Instantiate()
   return l, [l.FProp(l.theta, tf.constant(X1)), l.FProp(l.theta, tf.constant(X2))]
+
+
+SRC = (0.8 * np.sin(0.7 * np.arange(3 * 2 * 4) + 0.3)).astype(np.float32).reshape(3, 2, 4)
+SRC_PAD = np.array([[0, 0], [0, 0], [0, 1]], np.float32)
+QUERY = (0.6 * np.cos(1.1 * np.arange(2 * 4))).astype(np.float32).reshape(2, 4)
+PROJ = {n: (0.5 * np.sin(k + 0.9 * np.arange(16))).astype(np.float32).reshape(4, 4)
+        for k, n in enumerate(['query_proj', 'source_proj'])}
+PROJ_B = {n + '_b': (0.1 * np.cos(k + np.arange(4))).astype(np.float32) for k, n in enumerate(['query_proj', 'source_proj'])}
+PER_DIM = np.array([0.1, -0.2], np.float32)
+
+
+def mha(pads=SRC_PAD):
+  """MultiHeadedAttention (4 -> 4, 2 heads, dot-product inner with per-dim scale) with
+  PassiveAsymQDomain on it and on its inner attention (lingvoc's inner inherits it)."""
+  p = attention.MultiHeadedAttention.Params().Set(name='mha', source_dim=4, query_dim=4, hidden_dim=4,
+                                                  context_dim=4, num_attention_heads=2)
+  p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  p.inner_atten_params.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  l = p.Instantiate()
+  src = tf.constant(SRC)
+  packed = l.PackSource(l.theta, src, src, tf.constant(pads))
+  ctx, probs, _ = l.ComputeContextVectorWithSource(l.theta, packed, tf.constant(QUERY))
+  return l, [ctx, probs]
+
+
+def set_mha(s, l):
+  for n, v in list(PROJ.items()) + list(PROJ_B.items()):
+    s.run(tf.assign(l.vars[n], v))
+  s.run(tf.assign(l.atten.vars.per_dim_scale, PER_DIM))
 
 
 LN_SCALE = (1.0 + 0.1 * np.sin(np.arange(16))).astype(np.float32)
@@ -118,6 +148,8 @@ def main():
     show('scheduled step %d y2' % step, y2)
     show('scheduled step %d dw' % step, dw)
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
+  report('mha', mha, set_mha, ['ctx', 'probs'])
+  report('mha_nopad', lambda: mha(np.zeros([3, 2], np.float32)), set_mha, ['ctx', 'probs'])
   set_cell = lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B)))
   report('cell', cell, set_cell, ['m', 'c'])
   report('ln_cell', lambda: cell(rnn_cell.LayerNormalizedLSTMCellSimple),

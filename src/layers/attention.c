@@ -491,7 +491,8 @@ static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, cons
   lv_tensor *p = q_softmax(m->inner, g, lv_atten_masked_softmax(g, logits, pad)); /* [B, N, T, S] */
   if (probs) {
     static const int to_tbs[3] = {1, 0, 2};
-    lv_tensor *mean = lv_op_reduce_mean(g, p, 1, false); /* [B, T, S] */
+    /* The heads' mean, quantized again by the layer's own softmax domain (Lingvo's QRAct). */
+    lv_tensor *mean = q_softmax(&m->a, g, lv_op_reduce_mean(g, p, 1, false)); /* [B, T, S] */
     *probs = lv_op_transpose(g, mean, to_tbs);
   }
   p = atten_dropout(m->inner, g, p);
@@ -543,7 +544,7 @@ static bool mha_context(lv_attention *a, lv_graph *g, const lv_atten_packed *src
     lv_tensor *q = lv_op_reshape(g, qp, lv_shape2(Bq * N, m->head_dim));
     if (!lv_attention_compute_context(m->inner, g, &inner, q, &c, probs ? &p : NULL)) return false;
     c = lv_op_reshape(g, c, lv_shape2(Bq, -1));
-    if (probs) *probs = lv_op_reduce_mean(g, lv_op_reshape(g, p, lv_shape3(Bq, N, S)), 1, false);
+    if (probs) *probs = q_softmax(a, g, lv_op_reduce_mean(g, lv_op_reshape(g, p, lv_shape3(Bq, N, S)), 1, false));
   }
   *ctx = mha_post(m, g, c);
   return *ctx && (!probs || *probs);

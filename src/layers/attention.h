@@ -49,7 +49,7 @@ struct lv_attention {
   /* p.qdomain: default, softmax, fullyconnected (MultiHeadedAttention: atten_context too).
    * Quantized, the probabilities go through QRAct SOFTMAX (domain "softmax", as Lingvo's
    * fns.qsoftmax in _PaddedSoftmax; a multi-headed attention's through its inner
-   * attention's), and a multi-headed attention's projections through QWeight and QActs
+   * attention's, and the heads' mean it returns through its own), and a multi-headed attention's projections through QWeight and QActs
    * "<proj>_matmul" / "<proj>_add" (source_proj, query_proj, ctx_pre_proj; ctx_post_proj
    * in domain "atten_context"), its per-dim scale applied after the query projection
    * instead of folded into it. The "logits" act (domain "fullyconnected") has its
