@@ -9,8 +9,9 @@
 # overrides the task's; the evaler runs on the stored ranges; a cell's own
 # qdomain.default with cell_value_cap is exit 2 naming the layer; the float
 # RnnLmTinyTest has no q variables; TransformerLmTinyTest (multi-headed attention,
-# feed-forward, softmax) and LeNet5 (conv, FC, softmax) train under the task's domain with
-# Lingvo's names.
+# feed-forward, softmax), the punctuator's RNMTTinyTest (layer-normalized LSTM cells; its
+# decoder runs on the stored ranges) and LeNet5 (conv, FC, softmax) train under the task's
+# domain with Lingvo's names.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -95,6 +96,23 @@ check "the Transformer's attention, feed-forward and softmax ranges under Lingvo
   [ "$missing" = 0 -a "$(wc -l <"$T/tr_names")" = 28 ]
 qmax=$("$LV_BIN/ckpt_inspect" --file_name="$T/tr/train/ckpt-00000003" --tensor_name=$A/q/qdomain_default/q/query_proj_add_max/var | tail -1)
 check "the attention's query projection range was trained ($qmax)" [ "$qmax" != 1.0 ]
+
+# The punctuator's RNMTTinyTest (LayerNormalizedLSTMCellSimple encoder and decoder, a
+# multi-headed attention, a projection, the softmax) under the task's domain: 2 steps, its
+# ranges trained, the decoder evaluates with them.
+. "$LV_ROOT/tests/data/decode_golden/models.sh"
+PM=$(golden_var MODEL punct_rnmt)
+PO="$(golden_var OV punct_rnmt); train.max_steps: 2; train.save_interval_steps: 2; task.qdomain.default.cls: 'PassiveAsymQDomain'"
+expect_exit 0 "trainer: 2 steps of $PM with task.qdomain.default PassiveAsymQDomain" "$LV_BIN/trainer" --model=$PM \
+  --logdir="$T/pr" --model_params_override="$PO"
+PCK=$T/pr/train/ckpt-00000002
+"$LV_BIN/ckpt_inspect" --file_name="$PCK" | cut -d' ' -f1 | grep '/q/' >"$T/pr_names"
+check "the layer-normalized cells' per-gate ranges (add_bias_0..3) are there" \
+  [ "$(grep -c '/L0_rnn_fwd/q/qdomain_default/q/add_bias_[0-3]_m..\/var$' "$T/pr_names")" = 8 ]
+ab=$("$LV_BIN/ckpt_inspect" --file_name="$PCK" --tensor_name=punctuator_rnmt/enc/L0_rnn_fwd/q/qdomain_default/q/add_bias_2_max/var | tail -1)
+check "a gate's range was trained ($ab)" [ "$ab" != 1.0 ]
+expect_exit 0 "decoder on Test with the stored ranges" "$LV_BIN/decoder" --model=$PM --logdir="$T/pr" --dataset=Test \
+  --once --model_params_override="$(golden_var OV punct_rnmt); task.qdomain.default.cls: 'PassiveAsymQDomain'"
 
 # LeNet5 (ConvLayer, FCLayer, SimpleFullSoftmax) under the task's domain: 3 steps.
 if ensure_fashion_mnist; then
