@@ -23,6 +23,7 @@
 #include "gradcheck.h"
 #include "layer_fixture.h"
 #include "layers/attention.h"
+#include "layers/conv.h"
 #include "layers/projection.h"
 #include "layers/qdomain.h"
 #include "layers/rnn_cell.h"
@@ -806,6 +807,18 @@ static const named_value kLingvoMhaRanges[] = {
     {"mha/q/qdomain_default/q/source_proj_matmul_max/var", 0.9925600290298462f},
     {"mha/q/qdomain_default/q/source_proj_matmul_min/var", -0.9926859140396118f}};
 
+/* p (not frozen) with qdomain.default PassiveAsymQDomain, frozen, built at the top scope
+ * in a new var store (finalized, seed 3). */
+static lv_layer *open_passive(lv_params *p, lv_varstore **vs) {
+  EXPECT_OK(lv_params_set_class(p, "qdomain.default", "PassiveAsymQDomain"));
+  lv_params_freeze(p);
+  *vs = lv_varstore_create();
+  lv_layer *l = NULL;
+  EXPECT_OK(lv_layer_create(p, NULL, *vs, &l));
+  EXPECT_OK(lv_varstore_finalize(*vs, 3));
+  return l;
+}
+
 /* pack + context on g with source paddings pads [3, 2]. */
 static void mha_context_of(lv_layer *l, lv_graph *g, const float *pads, lv_tensor **ctx, lv_tensor **probs) {
   float src[24], query[8];
@@ -827,12 +840,8 @@ START_TEST(test_mha_passive_asym_lingvo) {
   const char *dims[] = {"source_dim", "query_dim", "hidden_dim", "context_dim"};
   for (int i = 0; i < 4; i++) EXPECT_OK(lv_params_set_int(p, dims[i], 4));
   EXPECT_OK(lv_params_set_int(p, "num_attention_heads", 2));
-  EXPECT_OK(lv_params_set_class(p, "qdomain.default", "PassiveAsymQDomain"));
-  lv_params_freeze(p);
-  lv_varstore *vs = lv_varstore_create();
-  lv_layer *l = NULL;
-  EXPECT_OK(lv_layer_create(p, NULL, vs, &l));
-  EXPECT_OK(lv_varstore_finalize(vs, 3));
+  lv_varstore *vs;
+  lv_layer *l = open_passive(p, &vs);
   const char *projs[2] = {"mha/query_proj/var", "mha/source_proj/var"};
   const char *biases[2] = {"mha/query_proj_b/var", "mha/source_proj_b/var"};
   for (int k = 0; k < 2; k++) {
@@ -870,6 +879,63 @@ START_TEST(test_mha_passive_asym_lingvo) {
   mha_context_of(l, g, none, &ctx, &probs);
   expect_near("eval ctx", lv_f32(ctx), kLingvoMhaEvalCtx, 8);
   expect_near("eval probs", lv_f32(probs), kLingvoMhaEvalProbs, 6);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
+
+/* ConvLayer (3x3, 2 -> 2 channels, no batch norm, TANH) under PassiveAsymQDomain with time
+ * paddings (the last frame of the second example padded) against real Lingvo
+ * (qat_vectors.py's conv): training output, the pre_activation and activation ranges
+ * after the step, the eval output. */
+static const float kLingvoConvY[48] = {-0.3230006992816925f, 0.16748183965682983f, -0.039876628667116165f, 0.13159288465976715f, 0.1196298897266388f, 0.1196298897266388f, 0.5104208588600159f, -0.24324743449687958f, 0.03588896617293358f, -0.1794448345899582f, -0.2591980993747711f, -0.07177793234586716f, -0.5064331889152527f, 0.3230006992816925f, 0.07177793234586716f, 0.19539548456668854f, 0.45060592889785767f, -0.0598149448633194f, 0.39477863907814026f, -0.18742015957832336f, -0.07975325733423233f, -0.13956820964813232f, -0.4187045991420746f, 0.01196298934519291f, -0.04386429116129875f, 0.2352721095085144f, 0.15950651466846466f, 0.04785195738077164f, 0.33097603917121887f, -0.2711610794067383f, 0.007975325919687748f, -0.21134613454341888f, -0.23128445446491241f, -0.04386429116129875f, -0.474531888961792f, 0.2910993993282318f, 0.09969157725572586f, 0.13159288465976715f, 0.1794448345899582f, 0.02392597869038582f, 0.3190130293369293f, -0.17146950960159302f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, 0.0f};
+static const float kLingvoConvEvalY[48] = {-0.3199878931045532f, 0.16389623284339905f, -0.039022915065288544f, 0.13267791271209717f, 0.11706874519586563f, 0.11706874519586563f, 0.5072978734970093f, -0.23413749039173126f, 0.039022915065288544f, -0.17950540781021118f, -0.2575512230396271f, -0.07024124264717102f, -0.5072978734970093f, 0.3199878931045532f, 0.07024124264717102f, 0.19511456787586212f, 0.4526658058166504f, -0.06243666261434555f, 0.3980337381362915f, -0.18730998039245605f, -0.07804583013057709f, -0.14048248529434204f, -0.4214474856853485f, 0.015609165653586388f, -0.039022915065288544f, 0.23413749039173126f, 0.16389623284339905f, 0.046827495098114014f, 0.3277924656867981f, -0.26535582542419434f, 0.007804582826793194f, -0.21852831542491913f, -0.23413749039173126f, -0.046827495098114014f, -0.4760795533657074f, 0.28876957297325134f, 0.1014595776796341f, 0.13267791271209717f, 0.17950540781021118f, 0.023413747549057007f, 0.3199878931045532f, -0.17170082032680511f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, 0.0f};
+static const named_value kLingvoConvRanges[4] = {
+    {"conv/q/qdomain_default/q/activation_max/var", 0.9951005578041077f},
+    {"conv/q/qdomain_default/q/activation_min/var", -0.9950679540634155f},
+    {"conv/q/qdomain_default/q/pre_activation_max/var", 0.9956177473068237f},
+    {"conv/q/qdomain_default/q/pre_activation_min/var", -0.9955944418907166f}};
+
+static lv_tensor *lingvo_conv_fprop(lv_layer *l, lv_graph *g) {
+  float x[48];
+  for (int i = 0; i < 48; i++) x[i] = (float)(0.9 * sin(0.45 * i + 0.2));
+  const float pads[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+  lv_tensor *out_pads = NULL;
+  lv_tensor *y = lv_conv_layer_fprop_padded((lv_conv_layer *)l, g, lf_tensor(g, lv_shape4(2, 4, 3, 2), x),
+                                            lf_tensor(g, lv_shape2(2, 4), pads), &out_pads);
+  lf_ok(g);
+  return y;
+}
+
+START_TEST(test_conv_passive_asym_lingvo) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("ConvLayer", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "conv"));
+  int64_t fs[4] = {3, 3, 2, 2}, st[2] = {1, 1};
+  EXPECT_OK(lv_params_set_list(p, "filter_shape", lv_pvalue_ints(4, fs)));
+  EXPECT_OK(lv_params_set_list(p, "filter_stride", lv_pvalue_ints(2, st)));
+  EXPECT_OK(lv_params_set_bool(p, "batch_norm", false));
+  EXPECT_OK(lv_params_set_string(p, "activation", "TANH"));
+  lv_varstore *vs;
+  lv_layer *l = open_passive(p, &vs);
+  float *w = lv_f32(&((lv_conv_layer *)l)->w->value);
+  for (int i = 0; i < 36; i++) w[i] = (float)(0.4 * cos(0.8 * i));
+  lv_graph *g = lv_graph_create(0);
+  expect_near("conv y", lv_f32(lingvo_conv_fprop(l, g)), kLingvoConvY, 48);
+  EXPECT_OK(lv_graph_apply_updates(g));
+  for (int i = 0; i < 4; i++) {
+    const named_value *r = &kLingvoConvRanges[i];
+    ck_assert_msg(fabsf(var_value(vs, r->name) - r->v) < 2e-6f, "%s %.9g, Lingvo %.9g", r->name,
+                  var_value(vs, r->name), r->v);
+  }
+  ck_assert_int_eq(lv_varstore_count(vs), 5);
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  expect_near("conv eval y", lv_f32(lingvo_conv_fprop(l, g)), kLingvoConvEvalY, 48);
   lv_graph_destroy(g);
   lv_layer_free(l);
   lv_varstore_destroy(vs);
@@ -1081,6 +1147,7 @@ int main(void) {
   tcase_add_test(tc, test_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_ln_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_mha_passive_asym_lingvo);
+  tcase_add_test(tc, test_conv_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);

@@ -1,9 +1,11 @@
 """Real Lingvo's quantization-aware training on fixed weights and inputs, the reference of
-tests/check_quant.c's *_lingvo cases: a ProjectionLayer (3 -> 2, TANH) and an
+tests/check_quant.c's *_lingvo cases, each with PassiveAsymQDomain: a ProjectionLayer
+(3 -> 2, TANH; two training calls in one step) and its gradient (also under
+SymmetricScheduledClipQDomain), a ConvLayer with time paddings, a MultiHeadedAttention, an
 LSTMCellSimple and a LayerNormalizedLSTMCellSimple (3 -> 4, forget_gate_bias 1,
-cell_value_cap None, two steps, the second padded for row 1) with PassiveAsymQDomain; two training calls in one step, then
-PostTrainingStepUpdate, then the eval graph with the updated ranges. Prints the outputs
-and the q/<act>_min|max variables. Run with the Lingvo peer venv:
+cell_value_cap None, two steps, the second padded for row 1): the training outputs, then
+PostTrainingStepUpdate's q/<act>_min|max variables, then the eval graph's outputs with
+those ranges. Run with the Lingvo peer venv:
   ~/.cache/lingvoc/peers/bin/python scripts/lingvo_peer/qat_vectors.py
 """
 import numpy as np
@@ -79,6 +81,22 @@ def mha(pads=SRC_PAD):
   return l, [ctx, probs]
 
 
+CONV_X = (0.9 * np.sin(0.45 * np.arange(2 * 4 * 3 * 2) + 0.2)).astype(np.float32).reshape(2, 4, 3, 2)
+CONV_PAD = np.array([[0, 0, 0, 0], [0, 0, 0, 1]], np.float32)
+CONV_W = (0.4 * np.cos(0.8 * np.arange(3 * 3 * 2 * 2))).astype(np.float32).reshape(3, 3, 2, 2)
+
+
+def conv(pads=True):
+  """ConvLayer (3x3, 2 -> 2 channels, stride 1, no batch norm, TANH) with
+  PassiveAsymQDomain, time paddings (one padded frame) or none."""
+  p = layers.ConvLayer.Params().Set(name='conv', filter_shape=[3, 3, 2, 2], filter_stride=[1, 1],
+                                    batch_norm=False, activation='TANH')
+  p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  l = p.Instantiate()
+  y, _ = l.FProp(l.theta, tf.constant(CONV_X), tf.constant(CONV_PAD) if pads else None)
+  return l, [y]
+
+
 def set_mha(s, l):
   for n, v in list(PROJ.items()) + list(PROJ_B.items()):
     s.run(tf.assign(l.vars[n], v))
@@ -148,6 +166,7 @@ def main():
     show('scheduled step %d y2' % step, y2)
     show('scheduled step %d dw' % step, dw)
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
+  report('conv', conv, lambda s, l: s.run(tf.assign(l.vars.w, CONV_W)), ['y'])
   report('mha', mha, set_mha, ['ctx', 'probs'])
   report('mha_nopad', lambda: mha(np.zeros([3, 2], np.float32)), set_mha, ['ctx', 'probs'])
   set_cell = lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B)))
