@@ -24,6 +24,7 @@
 #include "layer_fixture.h"
 #include "layers/attention.h"
 #include "layers/conv.h"
+#include "layers/full_softmax.h"
 #include "layers/projection.h"
 #include "layers/qdomain.h"
 #include "layers/rnn_cell.h"
@@ -943,6 +944,63 @@ START_TEST(test_conv_passive_asym_lingvo) {
 }
 END_TEST
 
+
+/* SimpleFullSoftmax (3 -> 6 classes in 2 shards) under PassiveAsymQDomain against real
+ * Lingvo (qat_vectors.py's softmax): the logits of two calls in one training step (the
+ * shards' weights and biases quantized each, then again whole, the inputs and logits
+ * ranges), the ranges after the step, the eval logits. */
+static const float kLingvoSmLogits1[24] = {0.06117768958210945f, 0.30079030990600586f, 0.43844011425971985f, 0.4945196509361267f, 0.4945196509361267f, 0.41804754734039307f, 0.16823863983154297f, -0.22431819140911102f, -0.6066787838935852f, -0.8055062294006348f, -0.7443285584449768f, -0.45883268117904663f, 0.056079547852277756f, -0.22941634058952332f, -0.4945196509361267f, -0.6117768883705139f, -0.5098140835762024f, -0.2447107583284378f, 0.16314050555229187f, 0.07647211104631424f, -0.06117768958210945f, -0.15294422209262848f, -0.14784608781337738f, -0.056079547852277756f};
+static const float kLingvoSmLogits2[12] = {0.08212050795555115f, 1.3139281272888184f, 2.2172536849975586f, 2.59500789642334f, 2.3814945220947266f, 1.6588342189788818f, -0.04927230253815651f, -0.7883568406105042f, -1.3796244859695435f, -1.5931377410888672f, -1.3632004261016846f, -0.7555086612701416f};
+static const float kLingvoSmEvalLogits1[24] = {0.06343157589435577f, 0.3012999892234802f, 0.4360920786857605f, 0.49159470200538635f, 0.49159470200538635f, 0.42023420333862305f, 0.16650788486003876f, -0.2220105230808258f, -0.6025999784469604f, -0.8087525963783264f, -0.7453210353851318f, -0.45987892150878906f, 0.05550263077020645f, -0.2220105230808258f, -0.49159470200538635f, -0.6105289459228516f, -0.5074526071548462f, -0.23786841332912445f, 0.15857893228530884f, 0.07928946614265442f, -0.06343157589435577f, -0.15857893228530884f, -0.1506499946117401f, -0.05550263077020645f};
+static const float kLingvoSmEvalLogits2[12] = {0.03171578794717789f, 0.8483973145484924f, 1.0149052143096924f, 1.0149052143096924f, 1.0149052143096924f, 1.0149052143096924f, 0.007928946986794472f, -0.4678078591823578f, -0.8563262820243835f, -1.0069762468338013f, -0.8483973145484924f, -0.4440210461616516f};
+static const named_value kLingvoSmRanges[4] = {
+    {"softmax/q/qdomain_default/q/inputs_max/var", 1.0099999904632568f},
+    {"softmax/q/qdomain_default/q/inputs_min/var", -1.0099999904632568f},
+    {"softmax/q/qdomain_default/q/logits_max/var", 1.0158711671829224f},
+    {"softmax/q/qdomain_default/q/logits_min/var", -1.0060102939605713f}};
+
+START_TEST(test_softmax_passive_asym_lingvo) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate("SimpleFullSoftmax", &p));
+  EXPECT_OK(lv_params_set_string(p, "name", "softmax"));
+  EXPECT_OK(lv_params_set_int(p, "input_dim", 3));
+  EXPECT_OK(lv_params_set_int(p, "num_classes", 6));
+  EXPECT_OK(lv_params_set_int(p, "num_shards", 2));
+  lv_varstore *vs;
+  lv_layer *l = open_passive(p, &vs);
+  lv_softmax_layer *sm = (lv_softmax_layer *)l;
+  for (int s = 0; s < 2; s++) {
+    for (int r = 0; r < 3; r++) /* shard s: columns [3s, 3s + 3) of the [3, 6] weight */
+      for (int c = 0; c < 3; c++)
+        lv_f32(&sm->w[s]->value)[r * 3 + c] = (float)(0.6 * sin(0.5 * (r * 6 + 3 * s + c) + 0.1));
+    for (int c = 0; c < 3; c++) lv_f32(&sm->b[s]->value)[c] = (float)(0.1 * cos((double)(3 * s + c)));
+  }
+  lv_graph *g = lv_graph_create(0);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) {
+      EXPECT_OK(lv_graph_apply_updates(g));
+      for (int i = 0; i < 4; i++) {
+        const named_value *r = &kLingvoSmRanges[i];
+        ck_assert_msg(fabsf(var_value(vs, r->name) - r->v) < 2e-6f, "%s %.9g, Lingvo %.9g", r->name,
+                      var_value(vs, r->name), r->v);
+      }
+      lv_graph_reset(g);
+      lv_graph_set_training(g, false);
+    }
+    lv_tensor *l1 = lv_softmax_layer_logits(sm, g, lf_tensor(g, lv_shape2(4, 3), kX1));
+    lv_tensor *l2 = lv_softmax_layer_logits(sm, g, lf_tensor(g, lv_shape2(2, 3), kX2));
+    lf_ok(g);
+    expect_near(pass ? "eval logits1" : "logits1", lv_f32(l1), pass ? kLingvoSmEvalLogits1 : kLingvoSmLogits1, 24);
+    expect_near(pass ? "eval logits2" : "logits2", lv_f32(l2), pass ? kLingvoSmEvalLogits2 : kLingvoSmLogits2, 12);
+  }
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+END_TEST
+
 /* SymmetricScheduledClipQDomain's export range is its end range (GetQuantizedEndRange);
  * the identity QDomain and a clip-only schedule export none. */
 START_TEST(test_export_ranges_scheduled) {
@@ -1148,6 +1206,7 @@ int main(void) {
   tcase_add_test(tc, test_ln_lstm_cell_passive_asym_lingvo);
   tcase_add_test(tc, test_mha_passive_asym_lingvo);
   tcase_add_test(tc, test_conv_passive_asym_lingvo);
+  tcase_add_test(tc, test_softmax_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);

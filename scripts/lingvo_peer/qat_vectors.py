@@ -1,7 +1,7 @@
 """Real Lingvo's quantization-aware training on fixed weights and inputs, the reference of
 tests/check_quant.c's *_lingvo cases, each with PassiveAsymQDomain: a ProjectionLayer
 (3 -> 2, TANH; two training calls in one step) and its gradient (also under
-SymmetricScheduledClipQDomain), a ConvLayer with time paddings, a MultiHeadedAttention, an
+SymmetricScheduledClipQDomain), a SimpleFullSoftmax's logits (2 shards), a ConvLayer with time paddings, a MultiHeadedAttention, an
 LSTMCellSimple and a LayerNormalizedLSTMCellSimple (3 -> 4, forget_gate_bias 1,
 cell_value_cap None, two steps, the second padded for row 1): the training outputs, then
 PostTrainingStepUpdate's q/<act>_min|max variables, then the eval graph's outputs with
@@ -97,6 +97,24 @@ def conv(pads=True):
   return l, [y]
 
 
+SM_W = (0.6 * np.sin(0.5 * np.arange(3 * 6) + 0.1)).astype(np.float32).reshape(3, 6)
+SM_B = (0.1 * np.cos(np.arange(6))).astype(np.float32)
+
+
+def softmax():
+  """SimpleFullSoftmax (3 -> 6 classes, 2 shards) logits of X1 and X2."""
+  p = layers.SimpleFullSoftmax.Params().Set(name='softmax', input_dim=3, num_classes=6, num_shards=2)
+  p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  l = p.Instantiate()
+  return l, [l.Logits(l.theta, tf.constant(X1)), l.Logits(l.theta, tf.constant(X2))]
+
+
+def set_softmax(s, l):
+  for i in range(2):
+    s.run(tf.assign(l.vars['weight_%d' % i], SM_W[:, 3 * i:3 * i + 3]))
+    s.run(tf.assign(l.vars['bias_%d' % i], SM_B[3 * i:3 * i + 3]))
+
+
 def set_mha(s, l):
   for n, v in list(PROJ.items()) + list(PROJ_B.items()):
     s.run(tf.assign(l.vars[n], v))
@@ -166,6 +184,7 @@ def main():
     show('scheduled step %d y2' % step, y2)
     show('scheduled step %d dw' % step, dw)
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
+  report('softmax', softmax, set_softmax, ['logits1', 'logits2'])
   report('conv', conv, lambda s, l: s.run(tf.assign(l.vars.w, CONV_W)), ['y'])
   report('mha', mha, set_mha, ['ctx', 'probs'])
   report('mha_nopad', lambda: mha(np.zeros([3, 2], np.float32)), set_mha, ['ctx', 'probs'])
