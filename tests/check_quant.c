@@ -808,6 +808,16 @@ static const named_value kLingvoMhaRanges[] = {
     {"mha/q/qdomain_default/q/source_proj_matmul_max/var", 0.9925600290298462f},
     {"mha/q/qdomain_default/q/source_proj_matmul_min/var", -0.9926859140396118f}};
 
+/* Params of class cls named name with int settings keys[i] = vals[i] (not frozen). */
+static lv_params *int_params(const char *cls, const char *name, const char *const *keys, const int64_t *vals, int n) {
+  lv_layers_register_all();
+  lv_params *p = NULL;
+  EXPECT_OK(lv_registry_instantiate(cls, &p));
+  EXPECT_OK(lv_params_set_string(p, "name", name));
+  for (int i = 0; i < n; i++) EXPECT_OK(lv_params_set_int(p, keys[i], vals[i]));
+  return p;
+}
+
 /* p (not frozen) with qdomain.default PassiveAsymQDomain, frozen, built at the top scope
  * in a new var store (finalized, seed 3). */
 static lv_layer *open_passive(lv_params *p, lv_varstore **vs) {
@@ -820,8 +830,9 @@ static lv_layer *open_passive(lv_params *p, lv_varstore **vs) {
   return l;
 }
 
-/* pack + context on g with source paddings pads [3, 2]. */
-static void mha_context_of(lv_layer *l, lv_graph *g, const float *pads, lv_tensor **ctx, lv_tensor **probs) {
+/* An attention's pack + context on g: qat_vectors.py's source [3, 2, 4] with paddings
+ * pads [3, 2], its query [2, 4]. */
+static void atten_context_of(lv_layer *l, lv_graph *g, const float *pads, lv_tensor **ctx, lv_tensor **probs) {
   float src[24], query[8];
   for (int i = 0; i < 24; i++) src[i] = (float)(0.8 * sin(0.7 * i + 0.3));
   for (int i = 0; i < 8; i++) query[i] = (float)(0.6 * cos(1.1 * i));
@@ -833,14 +844,27 @@ static void mha_context_of(lv_layer *l, lv_graph *g, const float *pads, lv_tenso
   lf_ok(g);
 }
 
+/* The eval graph of attention l on an unpadded source against Lingvo's; then frees it all. */
+static void atten_eval_and_close(lv_layer *l, lv_graph *g, lv_varstore *vs, lv_params *p, const float *ctx_want,
+                                 const float *probs_want) {
+  const float none[6] = {0};
+  lv_tensor *ctx, *probs;
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  atten_context_of(l, g, none, &ctx, &probs);
+  expect_near("eval ctx", lv_f32(ctx), ctx_want, 8);
+  expect_near("eval probs", lv_f32(probs), probs_want, 6);
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_varstore_destroy(vs);
+  lv_params_free(p);
+}
+
 START_TEST(test_mha_passive_asym_lingvo) {
   lv_params *p = NULL;
-  lv_layers_register_all();
-  EXPECT_OK(lv_registry_instantiate("MultiHeadedAttention", &p));
-  EXPECT_OK(lv_params_set_string(p, "name", "mha"));
-  const char *dims[] = {"source_dim", "query_dim", "hidden_dim", "context_dim"};
-  for (int i = 0; i < 4; i++) EXPECT_OK(lv_params_set_int(p, dims[i], 4));
-  EXPECT_OK(lv_params_set_int(p, "num_attention_heads", 2));
+  const char *keys[5] = {"source_dim", "query_dim", "hidden_dim", "context_dim", "num_attention_heads"};
+  const int64_t vals[5] = {4, 4, 4, 4, 2};
+  p = int_params("MultiHeadedAttention", "mha", keys, vals, 5);
   lv_varstore *vs;
   lv_layer *l = open_passive(p, &vs);
   const char *projs[2] = {"mha/query_proj/var", "mha/source_proj/var"};
@@ -856,9 +880,9 @@ START_TEST(test_mha_passive_asym_lingvo) {
   lv_f32(&pds->value)[0] = 0.1f;
   lv_f32(&pds->value)[1] = -0.2f;
   lv_graph *g = lv_graph_create(0);
-  const float pads[6] = {0, 0, 0, 0, 0, 1}, none[6] = {0};
+  const float pads[6] = {0, 0, 0, 0, 0, 1};
   lv_tensor *ctx, *probs;
-  mha_context_of(l, g, pads, &ctx, &probs);
+  atten_context_of(l, g, pads, &ctx, &probs);
   expect_near("ctx", lv_f32(ctx), kLingvoMhaCtx, 8);
   expect_near("probs", lv_f32(probs), kLingvoMhaProbs, 6);
   EXPECT_OK(lv_graph_apply_updates(g));
@@ -875,15 +899,7 @@ START_TEST(test_mha_passive_asym_lingvo) {
                   want);
   }
   ck_assert_int_eq(n + others, 20); /* Lingvo's 8 + 1 acts of the layer, 1 of the inner */
-  lv_graph_reset(g);
-  lv_graph_set_training(g, false);
-  mha_context_of(l, g, none, &ctx, &probs);
-  expect_near("eval ctx", lv_f32(ctx), kLingvoMhaEvalCtx, 8);
-  expect_near("eval probs", lv_f32(probs), kLingvoMhaEvalProbs, 6);
-  lv_graph_destroy(g);
-  lv_layer_free(l);
-  lv_varstore_destroy(vs);
-  lv_params_free(p);
+  atten_eval_and_close(l, g, vs, p, kLingvoMhaEvalCtx, kLingvoMhaEvalProbs);
 }
 END_TEST
 
@@ -960,13 +976,9 @@ static const named_value kLingvoSmRanges[4] = {
     {"softmax/q/qdomain_default/q/logits_min/var", -1.0060102939605713f}};
 
 START_TEST(test_softmax_passive_asym_lingvo) {
-  lv_layers_register_all();
-  lv_params *p = NULL;
-  EXPECT_OK(lv_registry_instantiate("SimpleFullSoftmax", &p));
-  EXPECT_OK(lv_params_set_string(p, "name", "softmax"));
-  EXPECT_OK(lv_params_set_int(p, "input_dim", 3));
-  EXPECT_OK(lv_params_set_int(p, "num_classes", 6));
-  EXPECT_OK(lv_params_set_int(p, "num_shards", 2));
+  const char *keys[3] = {"input_dim", "num_classes", "num_shards"};
+  const int64_t vals[3] = {3, 6, 2};
+  lv_params *p = int_params("SimpleFullSoftmax", "softmax", keys, vals, 3);
   lv_varstore *vs;
   lv_layer *l = open_passive(p, &vs);
   lv_softmax_layer *sm = (lv_softmax_layer *)l;
@@ -998,6 +1010,37 @@ START_TEST(test_softmax_passive_asym_lingvo) {
   lv_layer_free(l);
   lv_varstore_destroy(vs);
   lv_params_free(p);
+}
+END_TEST
+
+
+/* AdditiveAttention (4 -> hidden 3) under PassiveAsymQDomain against real Lingvo
+ * (qat_vectors.py's additive): the context and the quantized probabilities of a training
+ * step with a padded source position, and the eval graph on an unpadded source. */
+static const float kLingvoAddCtx[8] = {-0.24145404994487762f, 0.22499102354049683f, 0.5856193900108337f, 0.6708217263221741f, 0.2857036292552948f, -0.23085401952266693f, -0.6388373970985413f, -0.7463656067848206f};
+static const float kLingvoAddProbs[6] = {0.34765625f, 0.33203125f, 0.3203125f, 0.4921875f, 0.5078125f, 0.0f};
+static const float kLingvoAddEvalCtx[8] = {-0.24145404994487762f, 0.22499102354049683f, 0.5856193900108337f, 0.6708217263221741f, 0.4573665261268616f, 0.022842716425657272f, -0.42242440581321716f, -0.6690187454223633f};
+static const float kLingvoAddEvalProbs[6] = {0.34765625f, 0.33203125f, 0.3203125f, 0.328125f, 0.3359375f, 0.33984375f};
+
+START_TEST(test_additive_passive_asym_lingvo) {
+  const char *keys[3] = {"source_dim", "query_dim", "hidden_dim"};
+  const int64_t vals[3] = {4, 4, 3};
+  lv_params *p = int_params("AdditiveAttention", "att", keys, vals, 3);
+  lv_varstore *vs;
+  lv_layer *l = open_passive(p, &vs);
+  for (int i = 0; i < 12; i++) {
+    lv_f32(&lv_varstore_find(vs, "att/source_var/var")->value)[i] = (float)(0.5 * sin(0.6 * i));
+    lv_f32(&lv_varstore_find(vs, "att/query_var/var")->value)[i] = (float)(0.5 * cos(0.7 * i));
+  }
+  const float hidden[3] = {0.9f, -1.2f, 0.6f};
+  memcpy(lv_f32(&lv_varstore_find(vs, "att/hidden_var/var")->value), hidden, sizeof hidden);
+  lv_graph *g = lv_graph_create(0);
+  const float pads[6] = {0, 0, 0, 0, 0, 1};
+  lv_tensor *ctx, *probs;
+  atten_context_of(l, g, pads, &ctx, &probs);
+  expect_near("ctx", lv_f32(ctx), kLingvoAddCtx, 8);
+  expect_near("probs", lv_f32(probs), kLingvoAddProbs, 6);
+  atten_eval_and_close(l, g, vs, p, kLingvoAddEvalCtx, kLingvoAddEvalProbs);
 }
 END_TEST
 
@@ -1207,6 +1250,7 @@ int main(void) {
   tcase_add_test(tc, test_mha_passive_asym_lingvo);
   tcase_add_test(tc, test_conv_passive_asym_lingvo);
   tcase_add_test(tc, test_softmax_passive_asym_lingvo);
+  tcase_add_test(tc, test_additive_passive_asym_lingvo);
   tcase_add_test(tc, test_projection_grads_lingvo);
   tcase_add_test(tc, test_passive_asym_delay_freeze);
   tcase_add_test(tc, test_qdomain_inheritance);

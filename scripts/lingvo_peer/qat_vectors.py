@@ -1,7 +1,7 @@
 """Real Lingvo's quantization-aware training on fixed weights and inputs, the reference of
 tests/check_quant.c's *_lingvo cases, each with PassiveAsymQDomain: a ProjectionLayer
 (3 -> 2, TANH; two training calls in one step) and its gradient (also under
-SymmetricScheduledClipQDomain), a SimpleFullSoftmax's logits (2 shards), a ConvLayer with time paddings, a MultiHeadedAttention, an
+SymmetricScheduledClipQDomain), a SimpleFullSoftmax's logits (2 shards), a ConvLayer with time paddings, an AdditiveAttention, a MultiHeadedAttention, an
 LSTMCellSimple and a LayerNormalizedLSTMCellSimple (3 -> 4, forget_gate_bias 1,
 cell_value_cap None, two steps, the second padded for row 1): the training outputs, then
 PostTrainingStepUpdate's q/<act>_min|max variables, then the eval graph's outputs with
@@ -115,6 +115,23 @@ def set_softmax(s, l):
     s.run(tf.assign(l.vars['bias_%d' % i], SM_B[3 * i:3 * i + 3]))
 
 
+def additive(pads=SRC_PAD):
+  """AdditiveAttention (4 -> hidden 3) with PassiveAsymQDomain: its probabilities."""
+  p = attention.AdditiveAttention.Params().Set(name='att', source_dim=4, query_dim=4, hidden_dim=3)
+  p.qdomain.default = quant_utils.PassiveAsymQDomain.Params()
+  l = p.Instantiate()
+  src = tf.constant(SRC)
+  packed = l.PackSource(l.theta, src, src, tf.constant(pads))
+  ctx, probs, _ = l.ComputeContextVectorWithSource(l.theta, packed, tf.constant(QUERY))
+  return l, [ctx, probs]
+
+
+def set_additive(s, l):
+  s.run(tf.assign(l.vars.source_var, (0.5 * np.sin(0.6 * np.arange(12))).astype(np.float32).reshape(4, 3)))
+  s.run(tf.assign(l.vars.query_var, (0.5 * np.cos(0.7 * np.arange(12))).astype(np.float32).reshape(4, 3)))
+  s.run(tf.assign(l.vars.hidden_var, np.array([0.9, -1.2, 0.6], np.float32)))
+
+
 def set_mha(s, l):
   for n, v in list(PROJ.items()) + list(PROJ_B.items()):
     s.run(tf.assign(l.vars[n], v))
@@ -186,6 +203,8 @@ def main():
   report('projection', projection, lambda s, l: s.run(tf.assign(l.vars.w, W)), ['y1', 'y2'])
   report('softmax', softmax, set_softmax, ['logits1', 'logits2'])
   report('conv', conv, lambda s, l: s.run(tf.assign(l.vars.w, CONV_W)), ['y'])
+  report('additive', additive, set_additive, ['ctx', 'probs'])
+  report('additive_nopad', lambda: additive(np.zeros([3, 2], np.float32)), set_additive, ['ctx', 'probs'])
   report('mha', mha, set_mha, ['ctx', 'probs'])
   report('mha_nopad', lambda: mha(np.zeros([3, 2], np.float32)), set_mha, ['ctx', 'probs'])
   set_cell = lambda s, l: (s.run(tf.assign(l.vars.wm, WM)), s.run(tf.assign(l.vars.b, B)))
