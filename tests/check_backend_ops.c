@@ -381,6 +381,22 @@ static void cases_elementwise(void) {
     RUN("max_scalar_fwd", EXACT) KT->max_scalar_fwd(CTX, n, PF(x), 0.5f, PF(y));
     x = fin(n, -3, 3), y = fout(n);
     RUN("clip_fwd", EXACT) KT->clip_fwd(CTX, n, PF(x), -1.0f, 2.0f, PF(y));
+    /* Fake quantization, _args and _vars (the 0/0 range too), forward and backward. */
+    for (int vars = 0; vars < 2; vars++)
+      for (int zero = 0; zero <= vars; zero++) {
+        DESC("n %lld, %s%s", (long long)n, vars ? "vars" : "args", zero ? ", min = max = 0" : "");
+        int mn = fin(1, -1.5f, -0.5f), mx = fin(1, 0.5f, 2.0f);
+        if (zero) HF(mn)[0] = HF(mx)[0] = 0.0f;
+        x = fin(n, -3, 3), y = fout(n);
+        RUN("fake_quant_fwd", EXACT) KT->fake_quant_fwd(CTX, n, PF(x), PF(mn), PF(mx), vars ? 0 : 1, 255, vars, PF(y));
+        for (int acc = 0; acc < 2; acc++) {
+          x = fin(n, -3, 3), y = fout(n);
+          int gy = fin(n, -1, 1), gmn = fout(1), gmx = fout(1);
+          RUN("fake_quant_bwd", SUMS)
+          KT->fake_quant_bwd(CTX, n, PF(x), PF(mn), PF(mx), 0, 65535, vars, PF(gy), PF(y), acc, PF(gmn), acc, PF(gmx),
+                             !acc);
+        }
+      }
     y = fout(n);
     RUN("fill", EXACT) KT->fill(CTX, n, 3.25f, PF(y));
     y = fout(n);
