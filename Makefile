@@ -105,8 +105,9 @@ endif
 PREFIX     ?= /usr/local
 
 # ---- CUDA=1: src/kernels/cuda/*.cu with nvcc (sm_90 code plus compute_90 PTX for newer
-# GPUs) into $(BUILD)/liblingvoc_cuda.a, linked into every executable with cuBLAS and the
-# CUDA runtime. Needs no GPU to build. ----
+# GPUs) into $(BUILD)/liblingvoc_cuda.a, linked into every executable with cuDNN 9 (its
+# headers and libcudnn under CUDA_HOME), cuBLAS and the CUDA runtime. Needs no GPU to
+# build. ----
 ifeq ($(CUDA),1)
 .DEFAULT_GOAL := all
 CUDA_HOME ?= /usr/local/cuda
@@ -117,8 +118,11 @@ NVCCFLAGS ?= -O2 -g -std=c++17 -fmad=false $(CUDA_ARCH) -Isrc -D_GNU_SOURCE -Wer
 CU_SRC    := $(wildcard src/kernels/cuda/*.cu)
 CU_OBJ    := $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
 CUDA_LIB  := $(BUILD)/liblingvoc_cuda.a
+ifeq ($(wildcard $(CUDA_HOME)/include/cudnn.h),)
+$(error CUDA=1 needs cuDNN 9 for CUDA 13: $(CUDA_HOME)/include/cudnn.h not found (CUDA_HOME=))
+endif
 CFLAGS    += -DLV_HAVE_CUDA
-LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+LDLIBS    += $(CUDA_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
 
 $(BUILD)/%.o: %.cu $(wildcard src/kernels/cuda/*.cuh src/kernels/cuda/*.h) src/kernels/kernels.def src/kernels/kernels.h src/kernels/kernel_math.h
 	@mkdir -p $(dir $@)

@@ -4,7 +4,8 @@
 # NVIDIA GPUs, the driver, CUDA 13's cuBLAS and runtime, and python3 with PyTorch and
 # TensorBoard. It checks its prerequisites first (one line naming what is missing; exit 3
 # if a hard one is), then runs, each under its own timeout:
-#   ops          check_backend_ops on cuda:0 against cpu:0; compute-sanitizer memcheck on it
+#   ops          check_backend_ops on cuda:0 against cpu:0 (conv and pooling with cuDNN and
+#                without: the cudnn line); compute-sanitizer memcheck on it
 #   lenet5       image.mnist.LeNet5Fashion, LENET_STEPS steps on the CPU and on the GPU from
 #                the same seed: per-step loss curves within a tolerance
 #   mt           mt.bible_en_es.TransformerSmall, MT_GPU_STEPS on the GPU and MT_CPU_STEPS on
@@ -15,9 +16,10 @@
 #                NCCL one rank against no communicator (SKIP: the bundle is MPI=0)
 #   tensorboard  the trainer's and evaler's event directories read with TensorBoard's
 #                EventAccumulator: scalars against the logs and score file, images, text
-#   speed        LeNet5 training examples/s and the Transformer (model 512, 8 heads, 6 + 6
-#                layers, ~4k target tokens a batch) training and greedy decoding tokens/s
-#                against PyTorch eager on the same GPU, with GPU utilisation; ratios
+#   speed        LeNet5 training examples/s (and without cuDNN) and the Transformer (model
+#                512, 8 heads, 6 + 6 layers, ~4k target tokens a batch) training and greedy
+#                decoding tokens/s against PyTorch eager on the same GPU, with GPU
+#                utilisation; ratios
 # The CPU reference runs go in the background while the GPU runs; the speed runs come last,
 # alone. Writes OUTDIR/summary.txt (one line a check), OUTDIR/<check>.txt (figures and
 # curves) and OUTDIR/logs.tar.gz (every log, each cut to its last MiB): 8 files at most.
@@ -86,6 +88,26 @@ if ! cuda_libs_ok; then
     export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
 fi
+# cuDNN 9: the executables link libcudnn.so.9, whose sub-libraries (some 500 MB) the bundle
+# cannot carry, so this machine's runs: CUDA's (the RPATH), else PyTorch's wheel's
+# (nvidia/cudnn/lib or torch/lib: the whole set from one folder, as the shim loads its
+# sub-libraries from its own); with none, the bundle's shim alone lets the executables
+# start, and conv and pooling run without cuDNN (the cudnn line of ops says why).
+CUDNN_FROM=$(ldd "$BIN/trainer" 2>/dev/null | awk '$1 == "libcudnn.so.9" && $3 ~ /^\// { print $3 }')
+if [ -z "$CUDNN_FROM" ]; then
+  for d in "$CUDA_HOME/lib64" /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+           $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | xargs -n1 -I{} sh -c 'ls -d {}/nvidia/cudnn/lib {}/torch/lib 2>/dev/null'); do
+    [ -f "$d/libcudnn.so.9" ] && [ -f "$d/libcudnn_cnn.so.9" ] || continue
+    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    CUDNN_FROM=$d/libcudnn.so.9
+    break
+  done
+fi
+if [ -z "$CUDNN_FROM" ] && [ -f "$R/cudnn-shim/libcudnn.so.9" ] && [ -d "$R/lib" ]; then
+  cp "$R/cudnn-shim/libcudnn.so.9" "$R/lib/"
+  CUDNN_FROM="none (the bundle's shim alone: conv and pooling without cuDNN)"
+  soft+=("cuDNN 9 (neither CUDA's nor PyTorch's: conv and pooling run without it)")
+fi
 for b in "$BIN"/*; do
   nf=$(ldd "$b" 2>&1 | grep 'not found' | awk '{print $1}' | sort -u | tr '\n' ' ')
   [ -z "$nf" ] || missing+=("$(basename "$b") needs ${nf% } (libcudart/libcublas .so.13: CUDA 13 in /usr/local/cuda or LD_LIBRARY_PATH)")
@@ -113,6 +135,7 @@ if [ ${#missing[@]} -gt 0 ]; then [ -n "${GPU_CHECK_WORK:-}" ] || rm -rf "$W"; e
 {
   echo "gpu-check on $(hostname), $(date -u +%Y-%m-%dT%H:%MZ), $NPROC cores, CPU_ONLY=$CPU_ONLY"
   [ "$CPU_ONLY" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  echo "cuDNN: ${CUDNN_FROM:-not found}"
   head -2 "$here/MANIFEST" 2>/dev/null
 } >"$OUT/summary.txt"
 cat "$OUT/summary.txt"
@@ -179,6 +202,20 @@ if [ "$CPU_ONLY" = 1 ]; then
 elif [ $rc -eq 0 ] && [ -n "$cuda_line" ]; then result ops ops PASS "$cuda_line"
 elif [ $rc -ge 124 ]; then result ops ops FAIL "timed out after 180 s"
 else result ops ops FAIL "exit $rc: ${cuda_line:-no cuda:0 line} (see ops.txt)"
+fi
+# The same run's conv and pooling cases with cuDNN and without it (check_backend_ops's
+# cudnn: and im2col: lines): PASS when cuDNN ran some and every case passed.
+cudnn_line=$(grep '^check_backend_ops: cudnn:' "$W/ops.log" | sed 's/^check_backend_ops: cudnn: //')
+im2col_line=$(grep '^check_backend_ops: im2col:' "$W/ops.log" | sed 's/^check_backend_ops: im2col: //')
+repeat_line=$(grep '^check_backend_ops: repeat: conv2d on cuda' "$W/ops.log" | sed 's/^check_backend_ops: repeat: //')
+im2col_line="$im2col_line; ${repeat_line:-no repeat: line}"
+if [ "$CPU_ONLY" = 1 ]; then result cudnn ops SKIP "no GPU (CPU_ONLY)"
+elif [ -z "$cudnn_line" ] || [ -z "$im2col_line" ]; then result cudnn ops FAIL "exit $rc, no cudnn:/im2col: line (see ops.txt)"
+elif echo "$cudnn_line" | grep -q ' 0 conv/avg-pool calls on cuDNN'; then
+  [ $rc -eq 0 ] && result cudnn ops SKIP "cuDNN did not run: $cudnn_line; $im2col_line" ||
+    result cudnn ops FAIL "exit $rc: $cudnn_line; $im2col_line"
+elif [ $rc -eq 0 ]; then result cudnn ops PASS "$cudnn_line; $im2col_line"
+else result cudnn ops FAIL "exit $rc: $cudnn_line; $im2col_line"
 fi
 if [ "$CPU_ONLY" = 1 ] || [ -z "$SANITIZER" ]; then
   result memcheck ops SKIP "$([ -z "$SANITIZER" ] && echo 'no compute-sanitizer' || echo 'no GPU (CPU_ONLY)')"
@@ -285,21 +322,26 @@ if [ "$CPU_ONLY" = 1 ] || [ "$HAVE_TORCH" != 1 ]; then
   result speed_lenet5 speed SKIP "$([ "$CPU_ONLY" = 1 ] && echo 'no GPU (CPU_ONLY)' || echo 'no CUDA PyTorch')"
   result speed_transformer speed SKIP "$([ "$CPU_ONLY" = 1 ] && echo 'no GPU (CPU_ONLY)' || echo 'no CUDA PyTorch')"
 else
+  # eps LOG: examples/sec of the steps after the first 50 (warm-up), the mean over their log lines.
+  eps() { awk -F'examples/sec: ' '/^.*step: +[0-9]+,/ { split($0, a, "step: *"); split(a[2], b, ","); if (b[1] + 0 > 50) { split($2, c, " "); s += c[1]; n++ } } END { if (n) printf "%.0f", s / n }' "$1"; }
   util_start "$W/util_lv_lenet"
   train "$W/speed_lenet" gpu 120 "$LENET" "$LENET_OV; train.max_steps: 400; train.summary_interval_steps: 100000" 50
   rc=$?; u_lv=$(util_stop "$W/util_lv_lenet")
-  # examples/sec of the steps after the first 50 (warm-up), as the mean over their log lines.
-  lv=$(awk -F'examples/sec: ' '/^.*step: +[0-9]+,/ { split($0, a, "step: *"); split(a[2], b, ","); if (b[1] + 0 > 50) { split($2, c, " "); s += c[1]; n++ } } END { if (n) printf "%.0f", s / n }' "$W/speed_lenet.log")
+  lv=$(eps "$W/speed_lenet.log")
+  # The same without cuDNN (im2col + cuBLAS, lingvoc's pooling), shorter.
+  LINGVOC_CUDNN=0 train "$W/speed_lenet_im2col" gpu 90 "$LENET" "$LENET_OV; train.max_steps: 200; train.summary_interval_steps: 100000" 50
+  rc0=$?; lv0=$(eps "$W/speed_lenet_im2col.log")
   util_start "$W/util_pt_lenet"
   pt=$(timeout -k 5 120 "$PY" "$here/bench/lenet5_torch.py" --device cuda --threads "$NPROC" --batch 256 --train_steps 400 --eval_batches 50 2>"$W/torch_lenet.err" | tail -1)
   u_pt=$(util_stop "$W/util_pt_lenet")
   pt_eps=$(echo "$pt" | "$PY" -c 'import json,sys; print("%.0f" % json.loads(sys.stdin.read())["train_examples_per_sec"])' 2>/dev/null)
   { echo "LeNet5 training, batch 256: lingvoc trainer --run_locally=gpu (exit $rc, steps 51..400, input pipeline included) ${lv:-?} examples/s, GPU utilisation $u_lv"
+    echo "  lingvoc with LINGVOC_CUDNN=0 (exit $rc0, steps 51..200): ${lv0:-?} examples/s"
     echo "  PyTorch (bench/lenet5_torch.py --device cuda, fixed batch): ${pt_eps:-?} examples/s, GPU utilisation $u_pt; $pt"; } >>"$OUT/speed.txt"
   if [ -n "$lv" ] && [ -n "$pt_eps" ]; then
     ratio=$(awk -v a="$lv" -v b="$pt_eps" 'BEGIN { printf "%.2f", a / b }')
     st=$(awk -v r="$ratio" 'BEGIN { print (r >= 1.0 ? "PASS" : "FAIL") }')
-    result speed_lenet5 speed "$st" "lingvoc $lv / PyTorch $pt_eps examples/s = ${ratio}x (target >= 1x); GPU util $u_lv / $u_pt"
+    result speed_lenet5 speed "$st" "lingvoc $lv / PyTorch $pt_eps examples/s = ${ratio}x (target >= 1x); GPU util $u_lv / $u_pt; without cuDNN ${lv0:-?}"
   else
     result speed_lenet5 speed FAIL "no figure (lingvoc ${lv:-none}, PyTorch ${pt_eps:-none}; see logs)"
   fi

@@ -10,8 +10,13 @@
 #                BUILD, default build-gpu-bundle/), linked with RPATH $ORIGIN/../lib
 #                (DT_RPATH, so the libraries' own dependencies are found there too)
 #   payload.tar.xz  lib/: every shared library those need except glibc's (libc, libm,
-#                libdl, libpthread, librt, ld-linux), libgcc_s, libstdc++ and CUDA's
-#                (libcuda, libcudart, libcublas, libcublasLt: the target's own); data/:
+#                libdl, libpthread, librt, ld-linux), libgcc_s, libstdc++, CUDA's
+#                (libcuda, libcudart, libcublas, libcublasLt: the target's own) and
+#                cuDNN's; cudnn-shim/: libcudnn.so.9 alone (cuDNN 9's 130 KB front, which
+#                loads its sub-libraries at the first cuDNN call: those are some 500 MB, far
+#                over the limit, so the target's own cuDNN runs: /usr/local/cuda's or
+#                PyTorch's wheel's, which gpu-check.sh looks for; the shim only lets the
+#                executables start where there is none, and they then run without cuDNN); data/:
 #                a Fashion-MNIST subset (FM_TRAIN=12000 / FM_TEST=2000 images, IDX gz) and
 #                a Bible en-es subset (every BIBLE_EVERY=5th training pair of BIBLE_DIR,
 #                default /tmp/bible from scripts/prepare_bible_en_es.sh, encoded with its
@@ -71,7 +76,7 @@ is_target_lib() {
   case "$1" in
     linux-vdso.so.*|ld-linux-x86-64.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*) return 0 ;;
     libgcc_s.so.*|libstdc++.so.*) return 0 ;;
-    libcuda.so.*|libcudart.so.*|libcublas.so.*|libcublasLt.so.*) return 0 ;;
+    libcuda.so.*|libcudart.so.*|libcublas.so.*|libcublasLt.so.*|libcudnn*.so.*) return 0 ;;
   esac
   return 1
 }
@@ -81,6 +86,10 @@ for t in "${targets[@]}"; do
 done | sort -u | while read -r name path; do
   is_target_lib "$name" || cp -L "$path" "$tmp/lib/$name"
 done
+mkdir -p "$tmp/cudnn-shim"
+shim=$(ldd "$B/bin/trainer" | awk '$1 == "libcudnn.so.9" { print $3 }')
+[ -n "$shim" ] || die "$B/bin/trainer does not link libcudnn.so.9"
+cp -L "$shim" "$tmp/cudnn-shim/libcudnn.so.9"
 
 # 3. Data subsets.
 python3 - "$FM_DIR" "$tmp/data/fashion" "$FM_TRAIN" "$FM_TEST" <<'PY'
@@ -107,7 +116,7 @@ awk -v e="$BIBLE_EVERY" 'NR % e == 1' "$BIBLE_DIR/train.es" >"$tmp/train.es"
   --wpm_filepath="$BIBLE_DIR/wpm.voc" --output_filepath="$tmp/data/bible/train.tfrecord" --max_len=100 \
   --progress_seconds=0 >/dev/null
 cp "$BIBLE_DIR/wpm.voc" "$BIBLE_DIR/dev.tfrecord-00000-of-00001" "$tmp/data/bible/"
-tar -C "$tmp" --owner=0 --group=0 --sort=name -cf - lib data | xz -T"$JOBS" -6 >"$out/payload.tar.xz"
+tar -C "$tmp" --owner=0 --group=0 --sort=name -cf - cudnn-shim lib data | xz -T"$JOBS" -6 >"$out/payload.tar.xz"
 
 # 4. Scripts, experiments, the PyTorch baselines.
 cp -r experiments "$out/"
@@ -118,9 +127,10 @@ cp bench/lenet5_torch.py bench/mt_torch.py "$out/bench/"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "build: make CUDA=1 MPI=0 into $B, $(cat "$B/cflags.txt")"
   echo "nvcc: $("${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version | tail -1)"
-  echo "assumed on the target: glibc (libc, libm, libdl, libpthread, librt), libgcc_s, libstdc++, the NVIDIA driver (libcuda), CUDA 13's libcudart and libcublas/libcublasLt"
+  echo "assumed on the target: glibc (libc, libm, libdl, libpthread, librt), libgcc_s, libstdc++, the NVIDIA driver (libcuda), CUDA 13's libcudart and libcublas/libcublasLt; cuDNN 9 (/usr/local/cuda or PyTorch's wheel) or else no cuDNN (cudnn-shim/ lets the executables start)"
   echo "fashion subset: $FM_TRAIN train / $FM_TEST test images; bible: every ${BIBLE_EVERY}th training pair ($(wc -l <"$tmp/train.en") pairs) of $BIBLE_DIR"
   echo "libraries in payload.tar.xz:"; (cd "$tmp/lib" && ls -l | awk 'NR > 1 { print "  " $9, $5 }')
+  echo "  cudnn-shim/libcudnn.so.9 $(stat -c %s "$tmp/cudnn-shim/libcudnn.so.9") (the front library alone; headers: cuDNN $(awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{ printf "%s%s", s, $3; s = "." }' "${CUDA_HOME:-/usr/local/cuda}/include/cudnn_version.h"))"
   echo "files:"; (cd "$out" && find . -type f ! -path './experiments/*' | sort | xargs ls -l | awk '{ print "  " $9, $5 }')
 } >"$out/MANIFEST"
 kib=$(du -sk "$out" | cut -f1)

@@ -7,8 +7,11 @@
  * Backends under test: the guarded CPU backend cpu:1 (always: it proves the harness, as
  * both run the same kernels, bit for bit), and cuda:0 where this build has CUDA and a GPU
  * is visible (otherwise one line says why, and the suite exits 77: skipped, not passed,
- * whatever cpu:1 showed; a failure still fails it). A kernel of kernels.def with no
- * case here fails the suite. */
+ * whatever cpu:1 showed; a failure still fails it). On cuda:0 every case runs with cuDNN
+ * on (conv2d and average pooling run on it where it loads and takes the geometry), then
+ * the conv and pooling cases again with cuDNN off (im2col + cuBLAS, lingvoc's pooling
+ * kernels); lines `cudnn:` and `im2col:` say how many calls ran where. A kernel of
+ * kernels.def with no case here fails the suite. */
 #include <check.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/rng.h"
 #include "check_util.h"
 #include "kernels/guarded.h"
@@ -44,6 +48,7 @@ static int g_nscratch;
 static char g_desc[256];
 static const char *g_op;
 static double g_rtol, g_atol;
+static const char *g_path = ""; /* on cuda:0: which conv and pooling kernels run */
 static lv_rng g_rng;
 static int g_cases, g_failures;
 
@@ -173,7 +178,7 @@ static void mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 static void mismatch(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "FAIL %s on %s vs cpu:0 [%s]: ", g_op, g_be[1]->name, g_desc);
+  fprintf(stderr, "FAIL %s on %s%s vs cpu:0 [%s]: ", g_op, g_be[1]->name, g_path, g_desc);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -376,6 +381,22 @@ static void cases_elementwise(void) {
     RUN("max_scalar_fwd", EXACT) KT->max_scalar_fwd(CTX, n, PF(x), 0.5f, PF(y));
     x = fin(n, -3, 3), y = fout(n);
     RUN("clip_fwd", EXACT) KT->clip_fwd(CTX, n, PF(x), -1.0f, 2.0f, PF(y));
+    /* Fake quantization, _args and _vars (the 0/0 range too), forward and backward. */
+    for (int vars = 0; vars < 2; vars++)
+      for (int zero = 0; zero <= vars; zero++) {
+        DESC("n %lld, %s%s", (long long)n, vars ? "vars" : "args", zero ? ", min = max = 0" : "");
+        int mn = fin(1, -1.5f, -0.5f), mx = fin(1, 0.5f, 2.0f);
+        if (zero) HF(mn)[0] = HF(mx)[0] = 0.0f;
+        x = fin(n, -3, 3), y = fout(n);
+        RUN("fake_quant_fwd", EXACT) KT->fake_quant_fwd(CTX, n, PF(x), PF(mn), PF(mx), vars ? 0 : 1, 255, vars, PF(y));
+        for (int acc = 0; acc < 2; acc++) {
+          x = fin(n, -3, 3), y = fout(n);
+          int gy = fin(n, -1, 1), gmn = fout(1), gmx = fout(1);
+          RUN("fake_quant_bwd", SUMS)
+          KT->fake_quant_bwd(CTX, n, PF(x), PF(mn), PF(mx), 0, 65535, vars, PF(gy), PF(y), acc, PF(gmn), acc, PF(gmx),
+                             !acc);
+        }
+      }
     y = fout(n);
     RUN("fill", EXACT) KT->fill(CTX, n, 3.25f, PF(y));
     y = fout(n);
@@ -447,11 +468,24 @@ static lv_conv_geom geom(int n, int h, int w, int c, int kh, int kw, int o, int 
   return g;
 }
 
+/* TF's SAME geometry (lv_core_same_valid), whose bottom/right padding may exceed the
+ * top/left: cuDNN, padding symmetrically, declines those and lingvoc's kernels run. */
+static lv_conv_geom same(int n, int h, int w, int c, int kh, int kw, int o, int s) {
+  lv_conv_geom g = {n, h, w, c, kh, kw, o, s, s, 1, 1, 0, 0, 0, 0};
+  g.oh = (h + s - 1) / s;
+  g.ow = (w + s - 1) / s;
+  int th = (g.oh - 1) * s + kh - h, tw = (g.ow - 1) * s + kw - w;
+  g.pt = th > 0 ? th / 2 : 0;
+  g.pl = tw > 0 ? tw / 2 : 0;
+  return g;
+}
+
 static void cases_conv_pool(void) {
   const lv_conv_geom gs[] = {
       geom(2, 7, 6, 3, 3, 2, 4, 1, 1, 1, 0), geom(3, 9, 9, 2, 3, 3, 5, 2, 1, 1, 1),
       geom(2, 8, 7, 3, 2, 3, 2, 1, 2, 0, 1), geom(0, 5, 5, 2, 3, 3, 2, 1, 1, 1, 1),
       geom(4, 5, 5, 1, 1, 1, 3, 1, 1, 0, 0), geom(2, 28, 28, 1, 5, 5, 20, 1, 1, 0, 0),
+      same(2, 14, 14, 20, 5, 5, 50, 1), same(2, 8, 9, 3, 3, 3, 4, 2),
   };
   for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
     const lv_conv_geom *g = &gs[i];
@@ -478,7 +512,8 @@ static void cases_conv_pool(void) {
   }
   /* Pooling windows: VALID 2x2 / 2, SAME 3x3 / 2 (padding 1), overlapping 3x3 / 1. */
   lv_conv_geom ps[] = {geom(2, 6, 6, 3, 2, 2, 3, 2, 1, 0, 0), geom(2, 7, 5, 2, 3, 3, 2, 2, 1, 1, 1),
-                       geom(1, 5, 6, 4, 3, 3, 4, 1, 1, 0, 0), geom(0, 4, 4, 2, 2, 2, 2, 2, 1, 0, 0)};
+                       geom(1, 5, 6, 4, 3, 3, 4, 1, 1, 0, 0), geom(0, 4, 4, 2, 2, 2, 2, 2, 1, 0, 0),
+                       same(2, 6, 7, 3, 3, 3, 3, 2)};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
     lv_conv_geom *g = &ps[i];
     g->o = g->c;
@@ -912,13 +947,17 @@ static void cases_optim_rows(void) {
   }
 }
 
-/* Runs every case against backend be; returns the failures. */
-static int run_all(const lv_backend *be) {
+static void run_start(const lv_backend *be) {
   g_be[0] = lv_backend_get(lv_device_host());
   g_be[1] = be;
   lv_rng_init(&g_rng, 42, 0);
   memset(g_covered, 0, sizeof g_covered);
   g_cases = g_failures = 0;
+}
+
+/* Runs every case against backend be; returns the failures. */
+static int run_all(const lv_backend *be) {
+  run_start(be);
   cases_binary();
   cases_elementwise();
   cases_gemm();
@@ -942,10 +981,75 @@ static int run_all(const lv_backend *be) {
   return g_failures;
 }
 
+/* Device copy of n floats from host (random in [-1, 1) when host is NULL). */
+static float *dev_floats(const lv_backend *be, int64_t n, const float *host) {
+  float *d = be->alloc(be->ctx, sizeof(float) * (size_t)(n ? n : 1));
+  ck_assert_ptr_nonnull(d);
+  float *h = xmalloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) h[i] = host ? host[i] : urand(-1, 1);
+  be->copy(be->ctx, d, h, sizeof(float) * (size_t)n, LV_COPY_HOST_TO_DEVICE);
+  free(h);
+  return d;
+}
+
+/* LeNet5's second convolution (SAME, which cuDNN takes), batch 8. */
+static const lv_conv_geom kLenet2 = {8, 14, 14, 20, 5, 5, 50, 1, 1, 1, 1, 2, 2, 14, 14};
+
+/* conv2d forward and backward (both gradients, accumulating onto random values) twice on
+ * be from the same inputs: the outputs must agree bit for bit (deterministic algorithms,
+ * the same choice each time). Prints a `repeat:` line; returns the failures. */
+static int conv_repeats(const lv_backend *be, const lv_conv_geom *g) {
+  const int64_t nx = (int64_t)g->n * g->h * g->w * g->c, nw = (int64_t)g->kh * g->kw * g->c * g->o,
+                ny = (int64_t)g->n * g->oh * g->ow * g->o, n3[3] = {ny, nx, nw};
+  const lv_kernel_table *k = be->kernels;
+  float *x = dev_floats(be, nx, NULL), *w = dev_floats(be, nw, NULL), *gy = dev_floats(be, ny, NULL);
+  float *h0[3], *out[2][3];
+  for (int j = 0; j < 3; j++) {
+    h0[j] = xmalloc(sizeof(float) * (size_t)n3[j]);
+    for (int64_t i = 0; i < n3[j]; i++) h0[j][i] = urand(-1, 1);
+  }
+  size_t sf = k->conv2d_scratch(be->ctx, g);
+  float *scratch = be->alloc(be->ctx, sizeof(float) * sf);
+  ck_assert_ptr_nonnull(scratch);
+  for (int r = 0; r < 2; r++) {
+    float *y = dev_floats(be, ny, h0[0]), *gx = dev_floats(be, nx, h0[1]), *gw = dev_floats(be, nw, h0[2]);
+    k->conv2d_fwd(be->ctx, g, x, w, y, scratch, sf);
+    k->conv2d_bwd(be->ctx, g, x, w, gy, gx, true, gw, true, scratch, sf);
+    float *d[3] = {y, gx, gw};
+    for (int j = 0; j < 3; j++) {
+      out[r][j] = xmalloc(sizeof(float) * (size_t)n3[j]);
+      be->copy(be->ctx, out[r][j], d[j], sizeof(float) * (size_t)n3[j], LV_COPY_DEVICE_TO_HOST);
+      be->free(be->ctx, d[j]);
+    }
+  }
+  int failures = 0;
+  static const char *const kNames[3] = {"y", "gx", "gw"};
+  for (int j = 0; j < 3; j++) {
+    if (memcmp(out[0][j], out[1][j], sizeof(float) * (size_t)n3[j])) {
+      fprintf(stderr, "FAIL conv2d on %s%s: %s differs between two runs of the same inputs\n", be->name, g_path,
+              kNames[j]);
+      failures++;
+    }
+    free(out[0][j]);
+    free(out[1][j]);
+    free(h0[j]);
+  }
+  be->free(be->ctx, scratch);
+  be->free(be->ctx, x);
+  be->free(be->ctx, w);
+  be->free(be->ctx, gy);
+  be->sync(be->ctx);
+  printf("check_backend_ops: repeat: conv2d on %s%s twice from the same inputs (%dx%dx%dx%d, %dx%d to %d): %s\n",
+         be->name, g_path, g->n, g->h, g->w, g->c, g->kh, g->kw, g->o,
+         failures ? "outputs differ" : "bit for bit the same");
+  return failures;
+}
+
 START_TEST(guarded_cpu1_matches_cpu0) {
   const lv_backend *be = lv_guarded_backend_create(1);
   ck_assert_ptr_nonnull(be);
   int failures = run_all(be);
+  failures += conv_repeats(be, &kLenet2);
   ck_assert_int_eq(lv_guarded_allocations(be), 0);
   lv_guarded_backend_destroy(be);
   ck_assert_msg(failures == 0, "%d cases differ between cpu:1 and cpu:0 (see above)", failures);
@@ -961,7 +1065,41 @@ START_TEST(cuda0_matches_cpu0) {
   }
   const lv_backend *be = lv_backend_get(lv_device_make(LV_DEVICE_CUDA, 0));
   ck_assert_ptr_nonnull(be);
+  /* Every case with cuDNN where it runs (conv2d, average pooling), then the conv and
+   * pooling cases again with lingvoc's own kernels (im2col + cuBLAS, pooling kernels). */
+  lv_cuda_use_cudnn(true);
+  g_path = " (cuDNN where it runs)";
+  char dnn[256];
+  bool have = lv_cuda_cudnn_describe(0, dnn, sizeof dnn);
+  int64_t on0, own0, on1, own1, on2, own2;
+  lv_cuda_cudnn_counts(&on0, &own0);
   int failures = run_all(be);
+  lv_cuda_cudnn_counts(&on1, &own1);
+  /* A cuDNN call that returns an error turns cuDNN off (the case still passes on
+   * lingvoc's kernels): that is a failure of the cuDNN path. */
+  bool still = lv_cuda_cudnn_describe(0, dnn, sizeof dnn);
+  printf("check_backend_ops: cudnn: %s: %lld conv/avg-pool calls on cuDNN, %lld on lingvoc's kernels\n", dnn,
+         (long long)(on1 - on0), (long long)(own1 - own0));
+  if (have && (on1 == on0 || !still)) {
+    fprintf(stderr, "FAIL cuDNN loaded on cuda:0 but %s\n", still ? "no conv or pooling case ran on it" : dnn);
+    failures++;
+  }
+  failures += conv_repeats(be, &kLenet2);
+  lv_cuda_cudnn_counts(&on1, &own1);
+  lv_cuda_use_cudnn(false);
+  g_path = " (without cuDNN)";
+  run_start(be);
+  cases_conv_pool();
+  lv_cuda_cudnn_counts(&on2, &own2);
+  printf("check_backend_ops: im2col: cuda:0 without cuDNN vs cpu:0: %d conv and pooling cases, %d failed\n", g_cases,
+         g_failures);
+  if (on2 != on1) {
+    fprintf(stderr, "FAIL %lld calls ran on cuDNN with cuDNN off\n", (long long)(on2 - on1));
+    failures++;
+  }
+  failures += g_failures;
+  lv_cuda_use_cudnn(!lv_env_get()->cuda_cudnn_off);
+  g_path = "";
   ck_assert_msg(failures == 0, "%d cases differ between cuda:0 and cpu:0 (see above)", failures);
 }
 END_TEST

@@ -14,6 +14,8 @@ static void read_env(void) {
   g_env.int8 = getenv("LINGVOC_INT8");
   const char *tf32 = getenv("LINGVOC_CUDA_TF32");
   g_env.cuda_tf32 = tf32 && !strcmp(tf32, "1");
+  const char *cudnn = getenv("LINGVOC_CUDNN");
+  g_env.cuda_cudnn_off = cudnn && !strcmp(cudnn, "0");
   static const char *const kLaunchers[3][2] = {
       {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
       {"PMI_SIZE", "PMI_RANK"},

@@ -13,6 +13,7 @@ typedef struct {
   const char *experiments;       /* LINGVOC_EXPERIMENTS: experiment files' folder */
   const char *openblas_coretype; /* OPENBLAS_CORETYPE as the user set it (OpenBLAS core) */
   bool cuda_tf32;                /* LINGVOC_CUDA_TF32=1: cuBLAS may use TF32 */
+  bool cuda_cudnn_off;           /* LINGVOC_CUDNN=0: conv and pooling without cuDNN */
   const char *gemm_small;        /* LINGVOC_GEMM_SMALL: off, avx2, avx512 (cpu_gemm_small.c) */
   const char *int8;              /* LINGVOC_INT8: off, avx2, avx512, float (cpu_int8.c, qweight.h) */
   /* MPI launchers' world size and rank, in the order tried: Open MPI's mpirun

@@ -1,4 +1,5 @@
 /* The graph: step arena, tape, sticky error, backward pass. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ struct lv_graph {
   int n_updates, cap_updates;
   bool training;
   int64_t step;          /* lv_graph_set_step */
+  uint64_t resets;       /* lv_graph_resets */
   uint64_t stream_calls; /* lv_graph_next_stream since the reset */
   bool backward_done;
   bool failed;
@@ -103,6 +105,7 @@ void lv_graph_reset(lv_graph *g) {
   g->n_nodes = 0;
   g->n_checks = 0;
   g->n_updates = 0;
+  g->resets++;
   g->stream_calls = 0;
   g->failed = false;
   g->backward_done = false;
@@ -114,6 +117,7 @@ void lv_graph_reset(lv_graph *g) {
 void lv_graph_set_training(lv_graph *g, bool training) { g->training = training; }
 void lv_graph_set_step(lv_graph *g, int64_t step) { g->step = step; }
 int64_t lv_graph_step(const lv_graph *g) { return g->step; }
+uint64_t lv_graph_resets(const lv_graph *g) { return g->resets; }
 uint64_t lv_graph_stream(const lv_graph *g, uint64_t per_step, uint64_t k) { return (uint64_t)g->step * per_step + k; }
 uint64_t lv_graph_next_stream(lv_graph *g) { return lv_graph_stream(g, (uint64_t)1 << 24, g->stream_calls++); }
 bool lv_graph_is_training(const lv_graph *g) { return g->training; }
@@ -530,6 +534,8 @@ lv_status lv_graph_apply_updates(lv_graph *g) {
   for (int i = 0; i < g->n_updates; i++) {
     const lv_deferred_update *u = &g->updates[i];
     LV_K(g->be, ema_update, lv_tensor_numel(u->x), u->decay, lv_f32(u->x), lv_f32(u->avg));
+    if (u->lo != -INFINITY || u->hi != INFINITY)
+      LV_K(g->be, clip_fwd, lv_tensor_numel(u->avg), lv_f32(u->avg), u->lo, u->hi, lv_f32(u->avg));
   }
   g->n_updates = 0;
   return lv_graph_status(g);

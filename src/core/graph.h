@@ -32,6 +32,9 @@ lv_device lv_graph_device(const lv_graph *g);
 void lv_graph_destroy(lv_graph *g);
 /* Drops the tape and every arena tensor; clears the sticky error. */
 void lv_graph_reset(lv_graph *g);
+/* How many resets this graph has had: state kept across the ops of one step (a
+ * quantization domain's running min/max over a step's calls) knows a new step by it. */
+uint64_t lv_graph_resets(const lv_graph *g);
 /* The training step this graph computes (kept across resets; 0 until set). Random ops
  * draw their streams from it, in one scheme: stream k of the step is step * per_step + k,
  * so a step's dropout masks depend on the step and on k, never on how many steps this

@@ -27,6 +27,8 @@ typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
 typedef struct { float lo, hi; } lv_saved_clip;
+/* fake_quant: inputs x, min, max ([1] each); the levels and which of TF's two ops. */
+typedef struct { int quant_min, quant_max; bool vars; } lv_saved_fake_quant;
 /* smoothed_xent: the softmax, the smoothing; weights (if any) are in[2]. */
 typedef struct { int64_t rows, c; float *probs; float smoothing; bool has_weights; } lv_saved_xent;
 /* projected_smoothed_xent: inputs x, w, [b], ids, [weights]; z is the forward's [n, chunk]
@@ -93,6 +95,7 @@ struct lv_node {
     lv_saved_lstm lstm;
     lv_saved_rnn_seq rnn;
     lv_saved_clip clip;
+    lv_saved_fake_quant fq;
     lv_saved_xent xent;
     lv_saved_pxent pxent;
   } s;
@@ -137,6 +140,7 @@ typedef struct lv_deferred_update {
   lv_tensor *avg; /* the variable's value (float32, graph's device) */
   lv_tensor *x;   /* this step's statistic (arena, lives until reset) */
   double decay;
+  float lo, hi; /* then avg = clip(avg, lo, hi) (+-INFINITY: no bound) */
 } lv_deferred_update;
 /* Queues u for lv_graph_apply_updates; false (error recorded) when out of memory. */
 bool lv_graph_defer_update(lv_graph *g, lv_op op, const lv_deferred_update *u);

@@ -1,4 +1,6 @@
 /* Ops without gradients: cast, per-image standardization, in_top_k, argmax. */
+#include <math.h>
+
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
@@ -78,6 +80,10 @@ lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x) {
 }
 
 bool lv_op_moving_average_update(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay) {
+  return lv_op_moving_average_update_clip(g, avg, x, decay, -INFINITY, INFINITY);
+}
+
+bool lv_op_moving_average_update_clip(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay, float lo, float hi) {
   const lv_op op = LV_OP_MOVING_AVERAGE;
   lv_tensor *ins[2] = {avg, x};
   if (!lv_graph_inputs_ok(g, op, 2, ins)) return false;
@@ -88,6 +94,10 @@ bool lv_op_moving_average_update(lv_graph *g, lv_tensor *avg, lv_tensor *x, doub
     return false;
   }
   if (!lv_graph_kernels(g, op, 2, ins)) return false;
-  lv_deferred_update u = {avg, x, decay};
+  if (!(lo <= hi)) {
+    lv_graph_failf(g, op, "bounds lo %g <= hi %g required", lo, hi);
+    return false;
+  }
+  lv_deferred_update u = {avg, x, decay, lo, hi};
   return lv_graph_defer_update(g, op, &u);
 }

@@ -143,6 +143,22 @@ lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x);
  * the statistics first, and a skipped step changes nothing). avg is a float32 variable
  * on the graph's device, x float32 of its size. False (the error recorded) on bad input. */
 bool lv_op_moving_average_update(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay);
+/* The same, then avg = clip(avg, lo, hi) (PassiveAsymQDomain's min(0, .) / max(0, .)). */
+bool lv_op_moving_average_update_clip(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay, float lo, float hi);
+
+/* ---- fake quantization (reference/lingvo_asr_lm.md §13.2) ---- */
+/* tf.quantization.fake_quant_with_min_max_vars(x, min, max, num_bits, narrow_range): x
+ * rounded to the 2^num_bits levels (one fewer with narrow_range) of [min, max] nudged so
+ * that 0 is a level; min and max are float32 tensors of one element (variables, or
+ * computed, e.g. a reduce_max) and get TF's gradients: the sums of the output gradient
+ * where x is below the nudged min / above the nudged max; x's gradient is the
+ * straight-through one (1 inside the nudged range, bounds included; all of it when
+ * min == max == 0, where the output is 0). num_bits in [2, 16]. */
+lv_tensor *lv_op_fake_quant_vars(lv_graph *g, lv_tensor *x, lv_tensor *min, lv_tensor *max, int num_bits,
+                                 bool narrow_range);
+/* tf.quantization.fake_quant_with_min_max_args: constant min < max (TF's check), x * (1 /
+ * scale) where _vars divides; the same straight-through gradient to x. */
+lv_tensor *lv_op_fake_quant_args(lv_graph *g, lv_tensor *x, float min, float max, int num_bits, bool narrow_range);
 
 /* ==== Sequence ops (layers of rnn_cell / rnn_layers / attention / layers_with_attention).
  * Declared together as one contract; each is implemented in src/core/op_<family>.c with

@@ -59,6 +59,7 @@ struct lv_varstore {
     bool has_vn, has_skip_lp; /* which of the two this scope set */
     lv_var_vn vn;
     bool skip_lp;
+    const lv_params *qdomain; /* NULL: not set here */
   } *scopes; /* lv_varstore_set_scope_vn, lv_varstore_set_scope_skip_lp */
   int nscopes, capscopes;
 };
@@ -323,14 +324,19 @@ static struct scope_settings *scope_entry(lv_varstore *vs, const char *scope) {
 
 /* The settings of the longest scope that is scope itself or one of its ancestors ("a/b"
  * for "a/b/c", never for "a/bc"; "" covers all) and set the vn (vn) or skip_lp (!vn). */
-static const struct scope_settings *scope_find(const lv_varstore *vs, const char *scope, bool vn) {
+enum { FIND_VN, FIND_SKIP_LP, FIND_QDOMAIN };
+static bool scope_has(const struct scope_settings *e, int what) {
+  return what == FIND_VN ? e->has_vn : what == FIND_SKIP_LP ? e->has_skip_lp : e->qdomain != NULL;
+}
+
+static const struct scope_settings *scope_find(const lv_varstore *vs, const char *scope, int what) {
   const struct scope_settings *best = NULL;
   size_t best_len = 0;
   for (int i = 0; i < vs->nscopes; i++) {
     const struct scope_settings *e = &vs->scopes[i];
     size_t n = strlen(e->scope);
     bool covers = n == 0 || (!strncmp(scope, e->scope, n) && (scope[n] == 0 || scope[n] == '/'));
-    if (covers && (vn ? e->has_vn : e->has_skip_lp) && (!best || n >= best_len)) best = e, best_len = n;
+    if (covers && scope_has(e, what) && (!best || n >= best_len)) best = e, best_len = n;
   }
   return best;
 }
@@ -342,7 +348,7 @@ void lv_varstore_set_scope_vn(lv_varstore *vs, const char *scope, const lv_var_v
 }
 
 bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *out) {
-  const struct scope_settings *e = scope_find(vs, scope, true);
+  const struct scope_settings *e = scope_find(vs, scope, FIND_VN);
   if (e) *out = e->vn;
   return e != NULL;
 }
@@ -354,6 +360,15 @@ void lv_varstore_set_scope_skip_lp(lv_varstore *vs, const char *scope, bool skip
 }
 
 bool lv_varstore_scope_skip_lp(const lv_varstore *vs, const char *scope) {
-  const struct scope_settings *e = scope_find(vs, scope, false);
+  const struct scope_settings *e = scope_find(vs, scope, FIND_SKIP_LP);
   return e && e->skip_lp;
+}
+
+void lv_varstore_set_scope_qdomain(lv_varstore *vs, const char *scope, const lv_params *qd) {
+  scope_entry(vs, scope)->qdomain = qd;
+}
+
+const lv_params *lv_varstore_scope_qdomain(const lv_varstore *vs, const char *scope) {
+  const struct scope_settings *e = scope_find(vs, scope, FIND_QDOMAIN);
+  return e ? e->qdomain : NULL;
 }

@@ -12,6 +12,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "core/tensor.h"
+#include "params/params.h"
 
 #define LV_VAR_NAME_MAX 256
 
@@ -120,5 +121,10 @@ bool lv_varstore_scope_vn(const lv_varstore *vs, const char *scope, lv_var_vn *o
  * longest covering scope that set one, false if none did. */
 void lv_varstore_set_scope_skip_lp(lv_varstore *vs, const char *scope, bool skip);
 bool lv_varstore_scope_skip_lp(const lv_varstore *vs, const char *scope);
+/* The quantization domain by layer scope, the same way (layers/qdomain.h: a layer whose
+ * qdomain.default is None takes its parent's, the task's at scope ""): set records qd
+ * (borrowed params, NULL: unset); find gives the longest covering scope's, NULL if none. */
+void lv_varstore_set_scope_qdomain(lv_varstore *vs, const char *scope, const lv_params *qd);
+const lv_params *lv_varstore_scope_qdomain(const lv_varstore *vs, const char *scope);
 
 #endif

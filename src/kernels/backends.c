@@ -1,6 +1,7 @@
 /* The device -> backend map: cpu:0 always, other devices once registered; with CUDA
  * (LV_HAVE_CUDA), a visible GPU's backend is opened the first time it is asked for. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -30,6 +31,13 @@ static const lv_backend *open_cuda(lv_device d) {
 #else
 int lv_cuda_device_count(void) { return -1; }
 void lv_cuda_allow_tf32(bool allow) { (void)allow; }
+void lv_cuda_use_cudnn(bool use) { (void)use; }
+bool lv_cuda_cudnn_describe(int ordinal, char *buf, size_t n) {
+  (void)ordinal;
+  if (n) snprintf(buf, n, "not built (no CUDA)");
+  return false;
+}
+void lv_cuda_cudnn_counts(int64_t *on_cudnn, int64_t *own) { *on_cudnn = *own = 0; }
 #endif
 
 const lv_backend *lv_backend_get(lv_device d) {

@@ -179,4 +179,43 @@ LV_KFN void lv_kcast_at(int from, int to, const void *x, void *y, int64_t i) {
   }
 }
 
+/* TensorFlow's fake quantization (tensorflow/core/kernels/fake_quant_ops_functor.h,
+ * reference/lingvo_asr_lm.md §13.2), in its float32 operations and their order. Nudge:
+ * the range [min, max] moved so that real 0 is a quantization level (the zero point
+ * rounded half away from zero, clamped to [quant_min, quant_max]). */
+typedef struct lv_kfq {
+  float nmin, nmax, scale, inv_scale, quant_zero;
+  bool zero; /* _vars with min == max == 0: the output is 0 and the gradient passes */
+} lv_kfq;
+
+LV_KFN lv_kfq lv_kfq_nudge(float min, float max, int quant_min, int quant_max, bool vars) {
+  lv_kfq q;
+  memset(&q, 0, sizeof q);
+  q.zero = vars && min == 0.0f && max == 0.0f;
+  if (q.zero) return q;
+  const float qminf = (float)quant_min, qmaxf = (float)quant_max;
+  q.scale = (max - min) / (qmaxf - qminf);
+  q.inv_scale = (qmaxf - qminf) / (max - min);
+  const float zp_from_min = qminf - min / q.scale;
+  uint16_t zp;
+  if (zp_from_min < qminf) zp = (uint16_t)quant_min;
+  else if (zp_from_min > qmaxf) zp = (uint16_t)quant_max;
+  else if (zp_from_min != zp_from_min) zp = 0; /* NaN (max - min overflowing): x86's cast of it */
+  else zp = (uint16_t)roundf(zp_from_min);
+  q.nmin = (qminf - (float)zp) * q.scale;
+  q.nmax = (qmaxf - (float)zp) * q.scale;
+  q.quant_zero = floorf(-q.nmin * q.inv_scale + 0.5f);
+  return q;
+}
+
+/* One element: _args multiplies by the inverse scale, _vars divides by the scale. */
+LV_KFN float lv_kfq_apply(const lv_kfq *q, float x, bool vars) {
+  if (q->zero) return 0.0f;
+  float c = x < q->nmax ? x : q->nmax;
+  c = c > q->nmin ? c : q->nmin;
+  const float shifted = c - q->nmin;
+  const float t = vars ? shifted / q->scale : shifted * q->inv_scale;
+  return floorf(t - q->quant_zero + 0.5f) * q->scale;
+}
+
 #endif

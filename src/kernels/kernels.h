@@ -125,5 +125,19 @@ int lv_cuda_device_count(void);
  * parity with the CPU; the environment variable LINGVOC_CUDA_TF32=1 does the same).
  * No effect without CUDA. */
 void lv_cuda_allow_tf32(bool allow);
+/* cuDNN for conv2d (forward, input and filter gradients) and average pooling (forward and
+ * backward) on CUDA backends: on by default where cuDNN loads and takes the geometry
+ * (symmetric padding, deterministic algorithms only); LINGVOC_CUDNN=0 or
+ * lv_cuda_use_cudnn(false) keeps lingvoc's own kernels (im2col + cuBLAS, pooling kernels);
+ * max pooling always runs lingvoc's kernels (the argmax contract, docs/gpu.md). No effect
+ * without CUDA. */
+void lv_cuda_use_cudnn(bool use);
+/* What cuDNN is on cuda:<ordinal> once a conv or pooling kernel has asked for it (or
+ * this call has): "cuDNN 9.x.y" when it runs, else why not ("not built", "off
+ * (LINGVOC_CUDNN=0)", "unavailable: ..."). Returns true when it runs. */
+bool lv_cuda_cudnn_describe(int ordinal, char *buf, size_t n);
+/* Kernel calls that ran on cuDNN and calls of the same kernels that ran lingvoc's own
+ * (cuDNN off, unavailable, geometry not taken), since the process started. */
+void lv_cuda_cudnn_counts(int64_t *on_cudnn, int64_t *own);
 
 #endif

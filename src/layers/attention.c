@@ -41,6 +41,12 @@ static lv_tensor *atten_dropout(lv_attention *a, lv_graph *g, lv_tensor *probs) 
 
 static lv_params *base_atten_params(const char *cls) {
   lv_params *p = lv_layer_base_params(cls);
+  const lv_qdomain_name qd[] = {
+      {"softmax", "QDomain for the internal softmax."},
+      {"fullyconnected", "Fully connected layers are fed into activation functions which have known input ranges"},
+      {"atten_context", "Quantization domain for attention context."},
+  };
+  lv_qdomain_define_params(p, qd, strcmp(cls, "MultiHeadedAttention") ? 2 : 3);
   lv_params_define_float(p, "atten_dropout_prob", 0.0, "Probability at which we apply dropout to the attention "
                          "weights.");
   lv_params_define_bool(p, "atten_dropout_deterministic", false, "Whether to dropout in a fully deterministic way "
@@ -63,7 +69,13 @@ static lv_status base_atten_create(lv_attention *a, const lv_params *p, const ch
   if (a->source_dim <= 0 || a->query_dim <= 0)
     return lv_status_make(LV_ERR_INVALID, "%s: source_dim and query_dim must be > 0, got %lld and %lld",
                           a->base.scope, (long long)a->source_dim, (long long)a->query_dim);
-  return NULL;
+  LV_TRY(lv_qlayer_setup(&a->q, &a->base));
+  return lv_qlayer_track(&a->q, "fullyconnected", "logits");
+}
+
+/* fns.qsoftmax(logits, qdomain='softmax') of the probabilities p. */
+static lv_tensor *q_softmax(lv_attention *a, lv_graph *g, lv_tensor *p) {
+  return lv_qlayer_on(&a->q) ? lv_qlayer_ract(&a->q, g, "softmax", p, LV_QDIST_SOFTMAX) : p;
 }
 
 lv_attention *lv_attention_of(lv_layer *l) {
@@ -155,7 +167,7 @@ static bool additive_context(lv_attention *a, lv_graph *g, const lv_atten_packed
   logits = logits ? lv_op_reshape(g, logits, lv_shape2(S, n * B)) : NULL;
   logits = swap01(g, logits);                                          /* [n*B, S] */
   logits = logits ? lv_op_reshape(g, logits, lv_shape3(n, B, S)) : NULL;
-  lv_tensor *p = lv_atten_masked_softmax(g, logits, src->pad); /* [n, B, S] */
+  lv_tensor *p = q_softmax(a, g, lv_atten_masked_softmax(g, logits, src->pad)); /* [n, B, S] */
   if (probs) *probs = p ? lv_op_reshape(g, p, lv_shape2(Bq, S)) : NULL;
   p = atten_dropout(a, g, p);
   *ctx = p ? weighted_contexts(g, p, src->ctxs) : NULL;
@@ -224,7 +236,7 @@ static bool dot_context(lv_attention *a, lv_graph *g, const lv_atten_packed *src
   q = q ? swap01(g, lv_op_reshape(g, q, lv_shape3(n, B, D))) : NULL;         /* [B, n, D] */
   lv_tensor *logits = lv_op_batch_matmul(g, q, src->vecs, false, true);     /* [B, n, S] */
   lv_tensor *pad = src->pad ? lv_op_reshape(g, src->pad, lv_shape3(B, 1, S)) : NULL;
-  lv_tensor *p = lv_atten_masked_softmax(g, logits, pad);
+  lv_tensor *p = q_softmax(a, g, lv_atten_masked_softmax(g, logits, pad));
   p = swap01(g, p); /* [n, B, S] */
   if (probs) *probs = p ? lv_op_reshape(g, p, lv_shape2(Bq, S)) : NULL;
   p = atten_dropout(a, g, p);
@@ -309,15 +321,30 @@ lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var 
   return affine_t(l, g, x, &w->value, b ? &b->value : NULL);
 }
 
-static lv_tensor *mha_affine(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b) {
+/* Quantized: Lingvo's QWeight(w), matmul, QAct("<name>_matmul"), qadd(QWeight(b),
+ * "<name>_add") (the acts in domain "atten_context" for ctx_post_proj). */
+static lv_tensor *mha_affine_q(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b,
+                               const char *name) {
+  lv_qlayer *q = &m->a.q;
+  char act[48];
+  snprintf(act, sizeof act, "%s_matmul", name);
+  lv_tensor *y = lv_qlayer_act(q, g, act, affine_t(&m->a.base, g, x, lv_qlayer_weight(q, g, "default", w), NULL));
+  if (!b || !y) return y;
+  snprintf(act, sizeof act, "%s_add", name);
+  return lv_qlayer_act(q, g, act, lv_op_add(g, y, lv_qlayer_weight(q, g, "default", b)));
+}
+
+static lv_tensor *mha_affine(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b,
+                             const char *name) {
+  if (lv_qlayer_on(&m->a.q)) return mha_affine_q(m, g, x, &w->value, b ? &b->value : NULL, name);
   return lv_atten_affine(&m->a.base, g, x, w, b);
 }
 
 bool lv_mha_project_source(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *vecs, lv_tensor *ctxs,
                            lv_tensor **keys, lv_tensor **values) {
-  *keys = m->enable_source_proj ? mha_affine(m, g, vecs, m->source_proj, m->source_proj_b) : vecs;
+  *keys = m->enable_source_proj ? mha_affine(m, g, vecs, m->source_proj, m->source_proj_b, "source_proj") : vecs;
   if (m->use_source_vec_as_attention_value) *values = *keys;
-  else if (m->ctx_proj) *values = mha_affine(m, g, ctxs ? ctxs : vecs, m->ctx_proj, m->ctx_proj_b);
+  else if (m->ctx_proj) *values = mha_affine(m, g, ctxs ? ctxs : vecs, m->ctx_proj, m->ctx_proj_b, "ctx_pre_proj");
   else *values = ctxs ? ctxs : vecs;
   return *keys && *values;
 }
@@ -414,7 +441,7 @@ static lv_tensor *causal_pad(lv_graph *g, int64_t T) {
 /* The post-head part: ctx [.., N*dv] -> ctx_post_proj. */
 static lv_tensor *mha_post(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *ctx) {
   if (!ctx || !m->enable_ctx_post_proj) return ctx;
-  return mha_affine(m, g, ctx, m->ctx_post_proj, m->ctx_post_proj_b);
+  return mha_affine(m, g, ctx, m->ctx_post_proj, m->ctx_post_proj_b, "ctx_post_proj");
 }
 
 /* The per-dim scale of the inner DotProductAttention (softplus(per_dim_scale) /
@@ -433,12 +460,16 @@ static lv_tensor *mha_head_scale(lv_multi_headed_attention *m, lv_graph *g) {
  * pass over the activations (and no reduction in backward) is spent on it. */
 static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *q) {
   if (!m->inner_is_dot)
-    return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b) : q;
+    return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj") : q;
   lv_tensor *sc = mha_head_scale(m, g);
+  if (lv_qlayer_on(&m->a.q)) { /* the quantized projection, then the scale (Lingvo's order) */
+    lv_tensor *y = m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj") : q;
+    return lv_op_mul(g, y, sc);
+  }
   if (!m->enable_query_proj) return lv_op_mul(g, q, sc);
   /* A quantized query_proj keeps its twin: the scale goes on the projected queries. */
   if (m->query_proj->value.qw && !lv_graph_is_training(g))
-    return lv_op_mul(g, mha_affine(m, g, q, m->query_proj, m->query_proj_b), sc);
+    return lv_op_mul(g, mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj"), sc);
   lv_tensor *w = lv_op_mul(g, &m->query_proj->value, sc);
   lv_tensor *b = m->query_proj_b ? lv_op_mul(g, &m->query_proj_b->value, sc) : NULL;
   return affine_t(&m->a.base, g, q, w, b);
@@ -462,10 +493,11 @@ static bool mha_attend_projected(lv_multi_headed_attention *m, lv_graph *g, cons
     lv_tensor *c = causal_pad(g, T);
     pad = pad ? lv_op_add(g, pad, c) : c;
   }
-  lv_tensor *p = lv_atten_masked_softmax(g, logits, pad); /* [B, N, T, S] */
+  lv_tensor *p = q_softmax(m->inner, g, lv_atten_masked_softmax(g, logits, pad)); /* [B, N, T, S] */
   if (probs) {
     static const int to_tbs[3] = {1, 0, 2};
-    lv_tensor *mean = lv_op_reduce_mean(g, p, 1, false); /* [B, T, S] */
+    /* The heads' mean, quantized again by the layer's own softmax domain (Lingvo's QRAct). */
+    lv_tensor *mean = q_softmax(&m->a, g, lv_op_reduce_mean(g, p, 1, false)); /* [B, T, S] */
     *probs = lv_op_transpose(g, mean, to_tbs);
   }
   p = atten_dropout(m->inner, g, p);
@@ -517,7 +549,7 @@ static bool mha_context(lv_attention *a, lv_graph *g, const lv_atten_packed *src
     lv_tensor *q = lv_op_reshape(g, qp, lv_shape2(Bq * N, m->head_dim));
     if (!lv_attention_compute_context(m->inner, g, &inner, q, &c, probs ? &p : NULL)) return false;
     c = lv_op_reshape(g, c, lv_shape2(Bq, -1));
-    if (probs) *probs = lv_op_reduce_mean(g, lv_op_reshape(g, p, lv_shape3(Bq, N, S)), 1, false);
+    if (probs) *probs = q_softmax(a, g, lv_op_reduce_mean(g, lv_op_reshape(g, p, lv_shape3(Bq, N, S)), 1, false));
   }
   *ctx = mha_post(m, g, c);
   return *ctx && (!probs || *probs);
@@ -534,6 +566,11 @@ static void mha_destroy(lv_layer *base) {
 static lv_status mha_create(lv_layer *base, const lv_params *p, const char *parent_scope, lv_varstore *vs) {
   lv_multi_headed_attention *m = (lv_multi_headed_attention *)base;
   LV_TRY(base_atten_create(&m->a, p, parent_scope, vs));
+  static const char *const acts[] = {"source_proj_matmul",  "source_proj_add",  "query_proj_matmul",
+                                     "query_proj_add",      "ctx_pre_proj_matmul", "ctx_pre_proj_add",
+                                     "ctx_post_proj_matmul", "ctx_post_proj_add"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(acts); i++)
+    LV_TRY(lv_qlayer_track(&m->a.q, i < 6 ? "default" : "atten_context", acts[i]));
   const char *sc = base->scope;
   m->hidden_dim = lv_params_int(p, "hidden_dim");
   m->num_heads = lv_params_int(p, "num_attention_heads");

@@ -23,6 +23,7 @@
 #define LV_LAYERS_ATTENTION_H
 
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 typedef struct lv_attention lv_attention;
 
@@ -45,6 +46,16 @@ struct lv_attention {
                lv_atten_packed *out);
   bool (*context)(lv_attention *a, lv_graph *g, const lv_atten_packed *src, lv_tensor *query, lv_tensor **ctx,
                   lv_tensor **probs);
+  /* p.qdomain: default, softmax, fullyconnected (MultiHeadedAttention: atten_context too).
+   * Quantized, the probabilities go through QRAct SOFTMAX (domain "softmax", as Lingvo's
+   * fns.qsoftmax in _PaddedSoftmax; a multi-headed attention's through its inner
+   * attention's, and the heads' mean it returns through its own), and a multi-headed attention's projections through QWeight and QActs
+   * "<proj>_matmul" / "<proj>_add" (source_proj, query_proj, ctx_pre_proj; ctx_post_proj
+   * in domain "atten_context"), its per-dim scale applied after the query projection
+   * instead of folded into it. The "logits" act (domain "fullyconnected") has its
+   * variables; Lingvo uses it only in eval, on the very negative logits it gives padded
+   * positions, which lingvoc's masked softmax does not have (padded positions get 0). */
+  lv_qlayer q;
 };
 
 /* The attention behind a layer of class AdditiveAttention, DotProductAttention or

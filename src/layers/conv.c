@@ -20,6 +20,7 @@ lv_params *lv_conv_layer_params(void) {
   lv_params_define_bool(p, "bias", false, "Whether or not to apply a bias before activation.");
   lv_params_define_bool(p, "batch_norm", true, "Whether or not to apply batch norm.");
   lv_params_define_float(p, "bn_decay", 0.999, "Decay in updating the mean and variance moving average used in batch normalization.");
+  lv_qdomain_define_params(p, NULL, 0);
   return p;
 }
 
@@ -56,6 +57,14 @@ lv_status lv_conv_layer_create(lv_conv_layer *l, const lv_params *p, const char 
     if (slash) snprintf(parent, sizeof parent, "%.*s", (int)(slash - l->base.scope), l->base.scope);
     LV_TRY(lv_batch_norm_layer_create(&l->bn, l->bn_params, parent, vs));
   }
+  LV_TRY(lv_qlayer_setup(&l->q, &l->base));
+  if (lv_qlayer_on(&l->q) && l->has_bn)
+    return lv_status_make(LV_ERR_INVALID, "%s: batch_norm with a qdomain: Lingvo folds the batch norm into the "
+                          "weights (bn_fold_weights), which lingvoc does not yet; set batch_norm = false or no "
+                          "qdomain", l->base.scope);
+  LV_TRY(lv_qlayer_track(&l->q, "default", "activation"));
+  if (l->act != LV_ACT_NONE && l->act != LV_ACT_RELU && l->act != LV_ACT_RELU6)
+    LV_TRY(lv_qlayer_track(&l->q, "default", "pre_activation"));
   return NULL;
 }
 
@@ -108,11 +117,20 @@ static bool input_ok(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
 
 lv_tensor *lv_conv_layer_fprop_preact(lv_conv_layer *l, lv_graph *g, lv_tensor *x) {
   if (!input_ok(l, g, x)) return NULL;
-  lv_tensor *y = lv_op_conv2d(g, x, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
-                              (int)l->dilation[1], LV_PAD_SAME);
+  lv_tensor *y = lv_op_conv2d(g, x, lv_qlayer_weight(&l->q, g, "default", &l->w->value), (int)l->stride[0],
+                              (int)l->stride[1], (int)l->dilation[0], (int)l->dilation[1], LV_PAD_SAME);
   if (l->b) y = lv_op_add(g, y, &l->b->value);
   if (l->has_bn) y = lv_batch_norm_layer_fprop(&l->bn, g, y);
   return y;
+}
+
+/* The activation, with the quantized layer's pre-activation and output ranges. */
+static lv_tensor *activate(lv_conv_layer *l, lv_graph *g, lv_tensor *y) {
+  const bool q = lv_qlayer_on(&l->q);
+  if (l->act == LV_ACT_NONE) return q ? lv_qlayer_act(&l->q, g, "activation", y) : y;
+  if (q && l->act != LV_ACT_RELU && l->act != LV_ACT_RELU6) y = lv_qlayer_act(&l->q, g, "pre_activation", y);
+  y = y ? lv_op_activation(g, y, l->act) : NULL;
+  return q ? lv_qlayer_act(&l->q, g, "activation", y) : y;
 }
 
 lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
@@ -120,8 +138,7 @@ lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *
   if (out_paddings) *out_paddings = NULL;
   if (!input_ok(l, g, x)) return NULL;
   if (!paddings) {
-    lv_tensor *y = lv_conv_layer_fprop_preact(l, g, x);
-    return l->act == LV_ACT_NONE ? y : lv_op_activation(g, y, l->act);
+    return activate(l, g, lv_conv_layer_fprop_preact(l, g, x));
   }
   if (paddings->dtype != LV_F32 || paddings->shape.rank != 2 || paddings->shape.d[0] != x->shape.d[0] ||
       paddings->shape.d[1] != x->shape.d[1]) {
@@ -131,10 +148,12 @@ lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *
                   lv_shape_str(&paddings->shape, s2, sizeof s2));
     return NULL;
   }
-  lv_tensor *y = lv_op_mul(g, x, keep_mask(g, paddings));
+  const bool q = lv_qlayer_on(&l->q);
+  lv_tensor *y = lv_op_mul(g, x, keep_mask(g, q ? lv_qlayer_ract(&l->q, g, "default", paddings, LV_QDIST_PADDING)
+                                                : paddings));
   lv_tensor *op = lv_conv_output_paddings(g, paddings, (int)l->stride[0]);
-  y = lv_op_conv2d(g, y, &l->w->value, (int)l->stride[0], (int)l->stride[1], (int)l->dilation[0],
-                   (int)l->dilation[1], LV_PAD_SAME);
+  y = lv_op_conv2d(g, y, lv_qlayer_weight(&l->q, g, "default", &l->w->value), (int)l->stride[0], (int)l->stride[1],
+                   (int)l->dilation[0], (int)l->dilation[1], LV_PAD_SAME);
   if (!y || !op) return NULL;
   if (l->b) y = lv_op_add(g, y, &l->b->value);
   if (y && l->has_bn) {
@@ -145,8 +164,8 @@ lv_tensor *lv_conv_layer_fprop_padded(lv_conv_layer *l, lv_graph *g, lv_tensor *
                             : NULL;
     y = rows ? lv_batch_norm_layer_fprop_padded(&l->bn, g, y, rows) : NULL;
   }
-  if (y && l->act != LV_ACT_NONE) y = lv_op_activation(g, y, l->act);
-  y = y ? lv_op_mul(g, y, keep_mask(g, op)) : NULL;
+  y = y ? activate(l, g, y) : NULL;
+  y = y ? lv_op_mul(g, y, keep_mask(g, q ? lv_qlayer_ract(&l->q, g, "default", op, LV_QDIST_PADDING) : op)) : NULL;
   if (y && out_paddings) *out_paddings = op;
   return y;
 }

@@ -9,12 +9,19 @@
  * right-padded with 1 to a multiple of the time stride and max-pooled with window =
  * stride (ComputeConvOutputPadding, the "V1" Lingvo's ConvLayer uses), the batch norm's
  * moments skip padded output frames, and padded output frames are zeroed after the
- * activation. */
+ * activation.
+ *
+ * Quantization (p.qdomain.default): w through QWeight, the output through QAct
+ * "activation" (after the activation), the pre-activation through QAct "pre_activation"
+ * for an activation other than NONE, RELU, RELU6, and the paddings through QRAct PADDING,
+ * as Lingvo's Conv2DLayer; batch norm with a qdomain is an error (Lingvo folds it into the
+ * weights, lingvoc does not yet). */
 #ifndef LV_LAYERS_CONV_H
 #define LV_LAYERS_CONV_H
 
 #include "layers/batch_norm.h"
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 typedef struct lv_conv_layer {
   lv_layer base;
@@ -24,6 +31,7 @@ typedef struct lv_conv_layer {
   bool has_bn;
   lv_params *bn_params;
   lv_batch_norm_layer bn;
+  lv_qlayer q;
 } lv_conv_layer;
 
 lv_params *lv_conv_layer_params(void);
@@ -33,7 +41,8 @@ void lv_conv_layer_destroy(lv_conv_layer *l);
 lv_shape lv_conv_layer_out_shape(const lv_conv_layer *l, lv_shape in);
 lv_tensor *lv_conv_layer_fprop(lv_conv_layer *l, lv_graph *g, lv_tensor *x);
 /* The same without the activation (conv, bias, batch norm): for a caller that applies it
- * later, e.g. after a max pool, with which a ReLU commutes. */
+ * later, e.g. after a max pool, with which a ReLU commutes. Not for a quantized layer
+ * (lv_qlayer_on(&l->q)), whose activation's range is tracked after the activation. */
 lv_tensor *lv_conv_layer_fprop_preact(lv_conv_layer *l, lv_graph *g, lv_tensor *x);
 /* x [N,H,W,in] with paddings [N,H] (NULL: lv_conv_layer_fprop) -> [N,H',W',out] and, when
  * out_paddings is not NULL, *out_paddings [N,H'] (H' = ceil(H / stride_h)). */

@@ -21,6 +21,14 @@ lv_params *lv_softmax_layer_params(void) {
                        "num_classes.");
   lv_params_define_bool(p, "use_bias", true, "Whether or not to use a bias variable.");
   lv_params_define_float(p, "bias_init", 0, "Weight initialization constant for bias.");
+  const lv_qdomain_name qd[] = {
+      {"logits", "Quantization domain for logits."},
+      {"weight", "Quantization domain for the weights."},
+      {"b_compression", "Quantization domain for the b matrix of the compression (lingvoc: no compression)."},
+      {"c_compression", "Quantization domain for the c matrix of the compression (lingvoc: no compression)."},
+      {"d_compression", "Quantization domain for the d matrix of the compression (lingvoc: no compression)."},
+  };
+  lv_qdomain_define_params(p, qd, 5);
   return p;
 }
 
@@ -66,22 +74,31 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
     free(l->b);
     l->b = NULL;
   }
+  LV_TRY(lv_qlayer_setup(&l->q, &l->base));
+  LV_TRY(lv_qlayer_track(&l->q, "default", "inputs"));
+  LV_TRY(lv_qlayer_track(&l->q, "logits", "logits"));
   return NULL;
 }
 
 bool lv_softmax_layer_dense_weights(lv_softmax_layer *l, lv_graph *g, lv_tensor **w, lv_tensor **b) {
   *w = *b = NULL;
   /* _ConcatWeights: AddPerStepVN on the weights and biases at every call. */
+  lv_qlayer *q = &l->q;
   if (l->num_shards == 1) {
     *w = lv_layer_step_weight(g, l->w[0]);
     *b = l->b ? lv_layer_step_weight(g, l->b[0]) : NULL;
+    if (lv_qlayer_on(q)) {
+      *w = lv_qlayer_weight(q, g, "weight", *w);
+      if (*b) *b = lv_qlayer_weight(q, g, "weight", *b);
+    }
     return *w && (!l->b || *b);
   }
   lv_tensor *parts[l->num_shards];
-  for (int i = 0; i < l->num_shards; i++) parts[i] = lv_layer_step_weight(g, l->w[i]);
+  for (int i = 0; i < l->num_shards; i++) parts[i] = lv_qlayer_weight(q, g, "weight", lv_layer_step_weight(g, l->w[i]));
   *w = lv_op_concat(g, parts, l->num_shards, 1);
   if (l->b) {
-    for (int i = 0; i < l->num_shards; i++) parts[i] = lv_layer_step_weight(g, l->b[i]);
+    for (int i = 0; i < l->num_shards; i++)
+      parts[i] = lv_qlayer_weight(q, g, "weight", lv_layer_step_weight(g, l->b[i]));
     *b = lv_op_concat(g, parts, l->num_shards, 0);
   }
   return *w && (!l->b || *b);
@@ -96,7 +113,13 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
                   lv_shape_str(&x->shape, s, sizeof s));
     return NULL;
   }
-  return b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
+  lv_qlayer *q = &l->q;
+  if (!lv_qlayer_on(q)) {
+    return b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
+  }
+  lv_tensor *y = lv_op_matmul(g, lv_qlayer_act(q, g, "inputs", x), lv_qlayer_weight(q, g, "weight", w), false, false);
+  if (b) y = lv_op_add(g, y, lv_qlayer_weight(q, g, "weight", b));
+  return lv_qlayer_act(q, g, "logits", y);
 }
 
 int64_t lv_softmax_layer_chunk(const lv_softmax_layer *l) {
@@ -153,7 +176,7 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
   lv_tensor *ids = class_ids ? lv_op_reshape(g, class_ids, lv_shape1(n)) : NULL;
   lv_tensor *xent, *argmax = NULL;
   const int64_t chunk = lv_softmax_layer_chunk(l);
-  if (ids && chunk > 0) {
+  if (ids && chunk > 0 && !lv_qlayer_on(&l->q)) {
     lv_tensor *w, *b;
     if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) return false;
     xent = lv_op_projected_smoothed_xent(g, x2, w, b, ids, NULL, label_smoothing, chunk, &argmax);

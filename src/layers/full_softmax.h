@@ -28,6 +28,7 @@
 #define LV_LAYERS_FULL_SOFTMAX_H
 
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 #define LV_SOFTMAX_AUTO_CHUNK_MIN_CLASSES 8192
 #define LV_SOFTMAX_AUTO_CHUNK 2048
@@ -38,6 +39,11 @@ typedef struct lv_softmax_layer {
   int num_shards;
   int64_t chunk_size; /* the param: > 0 chunk, 0 automatic, -1 never */
   lv_var **w, **b; /* [num_shards] each; b NULL without use_bias */
+  /* p.qdomain: default, logits, weight. Quantized, the weights and biases go through
+   * QWeight("weight") (each shard, then the whole, as Lingvo's _ConcatWeights and logits
+   * helper), the inputs through QAct "inputs" and the logits through QAct "logits" (domain
+   * "logits"); the xent then takes the dense logits, never the chunked path. */
+  lv_qlayer q;
 } lv_softmax_layer;
 
 /* Lingvo's NestedMap of SimpleFullSoftmax.FProp (shapes for x [..., D] and weights [...]). */

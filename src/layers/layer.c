@@ -1,4 +1,5 @@
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 #include "base/hash.h"
 #include "base/names.h"
 #include "base/rng.h"
@@ -122,6 +123,7 @@ lv_status lv_layer_setup(lv_layer *l, const lv_params *p, const char *parent_sco
   l->seed = lv_params_is_set(p, "random_seed") ? (uint64_t)lv_params_int(p, "random_seed") : lv_fnv1a(l->scope);
   if (lv_params_has(p, "skip_lp_regularization") && lv_params_is_set(p, "skip_lp_regularization"))
     lv_varstore_set_scope_skip_lp(vs, l->scope, lv_params_bool(p, "skip_lp_regularization"));
+  lv_qdomain_scope(vs, l->scope, p);
   return lv_layer_scope_vn(vs, l->scope, p, l->scope);
 }
 
@@ -171,12 +173,17 @@ lv_status lv_layer_int_list(const lv_layer *l, const char *key, int n, int64_t *
 }
 
 lv_tensor *lv_layer_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t input_dim, lv_var *w, lv_var *b) {
-  if (!x) return NULL;
+  return lv_layer_affine_t(l, g, x, input_dim, &w->value, b ? &b->value : NULL);
+}
+
+lv_tensor *lv_layer_affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t input_dim, lv_tensor *w,
+                             lv_tensor *b) {
+  if (!x || !w) return NULL;
   if (x->shape.d[x->shape.rank - 1] != input_dim) {
     char s[96];
     lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->scope, (long long)input_dim,
                   lv_shape_str(&x->shape, s, sizeof s));
     return NULL;
   }
-  return b ? lv_op_matmul_bias(g, x, &w->value, &b->value) : lv_op_matmul(g, x, &w->value, false, false);
+  return b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
 }

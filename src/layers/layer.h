@@ -110,6 +110,10 @@ lv_status lv_layer_int_list(const lv_layer *l, const char *key, int n, int64_t *
 /* x [..., input_dim] . w [input_dim, n] (+ b [n]); fails the graph naming the layer if
  * x's last dim is not input_dim. */
 lv_tensor *lv_layer_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t input_dim, lv_var *w, lv_var *b);
+/* The same with the weights as tensors (a quantized w); NULL w fails quietly (an earlier
+ * op's error stands). */
+lv_tensor *lv_layer_affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, int64_t input_dim, lv_tensor *w,
+                             lv_tensor *b);
 
 /* Registers every layer class of layers.def in the params registry. Idempotent. */
 void lv_layers_register_all(void);

@@ -20,6 +20,8 @@ static lv_params *projection_params(const char *cls, bool has_bias) {
   lv_params *bn = lv_batch_norm_layer_params();
   LV_ASSERT(!lv_params_set_float(bn, "decay", 0.999));
   lv_params_define_params(p, "bn_params", bn, "Default params for batch norm layer.");
+  const lv_qdomain_name qd[] = {{"weight", "Quantization domain for the weights."}};
+  lv_qdomain_define_params(p, qd, 1);
   return p;
 }
 
@@ -57,7 +59,33 @@ lv_status lv_projection_layer_create(lv_projection_layer *l, const lv_params *p,
     lv_var_init bi = {LV_INIT_CONSTANT, lv_params_float(p, "bias_init")};
     LV_TRY(lv_layer_add_var(&l->base, "b", lv_shape1(l->output_dim), &bi, true, &l->b));
   }
+  LV_TRY(lv_qlayer_setup(&l->q, &l->base));
+  if (lv_qlayer_on(&l->q) && l->has_bn)
+    return lv_status_make(LV_ERR_INVALID, "%s: batch_norm with a qdomain: Lingvo folds the batch norm into the "
+                          "weights (bn_fold_weights), which lingvoc does not yet; set batch_norm = false or no "
+                          "qdomain", l->base.scope);
+  l->out_qact = l->act != LV_ACT_NONE ? "activation" : "affine_matmul";
+  l->pre_qact = l->act != LV_ACT_NONE && l->act != LV_ACT_RELU && l->act != LV_ACT_RELU6 ? "affine_matmul" : NULL;
+  LV_TRY(lv_qlayer_track(&l->q, "default", l->out_qact));
+  if (l->pre_qact) LV_TRY(lv_qlayer_track(&l->q, "default", l->pre_qact));
   return NULL;
+}
+
+/* The float model's ops alone when no domain quantizes. */
+static lv_tensor *quantized_fprop(lv_projection_layer *l, lv_graph *g, lv_tensor *x) {
+  lv_qlayer *q = &l->q;
+  lv_tensor *w = lv_qlayer_weight(q, g, "weight", &l->w->value);
+  lv_tensor *y;
+  if (l->affine_last) {
+    y = l->act != LV_ACT_NONE ? lv_op_activation(g, x, l->act) : x;
+    return lv_layer_affine_t(&l->base, g, y, l->input_dim, w, l->b ? &l->b->value : NULL);
+  }
+  y = lv_layer_affine_t(&l->base, g, x, l->input_dim, w, l->b ? &l->b->value : NULL);
+  if (y && l->act != LV_ACT_NONE) {
+    if (l->pre_qact) y = lv_qlayer_act(q, g, l->pre_qact, y);
+    y = lv_op_activation(g, y, l->act);
+  }
+  return lv_qlayer_act(q, g, l->out_qact, y);
 }
 
 lv_tensor *lv_projection_layer_fprop(lv_projection_layer *l, lv_graph *g, lv_tensor *x) {
@@ -77,7 +105,10 @@ lv_tensor *lv_projection_layer_fprop_padded(lv_projection_layer *l, lv_graph *g,
     }
   }
   lv_tensor *y = x;
-  if (l->affine_last) {
+  if (lv_qlayer_on(&l->q)) {
+    y = quantized_fprop(l, g, x);
+    if (paddings) paddings = lv_qlayer_ract(&l->q, g, "default", paddings, LV_QDIST_PADDING);
+  } else if (l->affine_last) {
     if (l->has_bn) y = lv_batch_norm_layer_fprop_padded(&l->bn, g, y, paddings);
     if (y && l->act != LV_ACT_NONE) y = lv_op_activation(g, y, l->act);
     y = lv_layer_affine(&l->base, g, y, l->input_dim, l->w, l->b);

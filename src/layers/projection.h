@@ -4,12 +4,17 @@
  * from bn_params, named as the projection, as Lingvo does) puts beta, gamma,
  * moving_mean and moving_variance in the projection's own scope ("proj/beta/var").
  * Paddings (float32, 1.0 = padded, one value per row: [...] or [..., 1]) make the batch
- * norm moments skip padded rows and zero the padded outputs. */
+ * norm moments skip padded rows and zero the padded outputs.
+ * Quantization (p.qdomain: default, weight): w through QWeight(domain "weight"), the
+ * output through QAct "activation" ("affine_matmul" without an activation), the
+ * pre-activation through QAct "affine_matmul" for an activation other than RELU / RELU6
+ * (TFLite's fused ones), paddings through QRAct PADDING, as Lingvo's FProp. */
 #ifndef LV_LAYERS_PROJECTION_H
 #define LV_LAYERS_PROJECTION_H
 
 #include "layers/batch_norm.h"
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 typedef struct lv_projection_layer {
   lv_layer base;
@@ -19,6 +24,8 @@ typedef struct lv_projection_layer {
   bool has_bn, affine_last;
   lv_params *bn_params; /* owned: bn_params with name and dim set */
   lv_batch_norm_layer bn;
+  lv_qlayer q;
+  const char *out_qact, *pre_qact; /* pre_qact NULL: a fused activation */
 } lv_projection_layer;
 
 lv_params *lv_projection_layer_params(void);

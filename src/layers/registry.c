@@ -5,6 +5,7 @@
 
 #include "base/names.h"
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 #define X(sym) extern const lv_layer_class sym;
 #include "layers/layers.def"
@@ -19,6 +20,7 @@ static const lv_layer_class *const kLayers[] = {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void register_all(void) {
+  lv_qdomain_register_all();
   for (size_t i = 0; i < LV_ARRAY_LEN(kLayers); i++) lv_registry_add(kLayers[i]->cls, kLayers[i]->params);
 }
 

@@ -28,7 +28,7 @@ static lv_params *lstm_params(const char *cls) {
   lv_params_define_int(p, "num_hidden_nodes", 0,
                        "Number of projection hidden nodes (see https://arxiv.org/abs/1603.08042). Set to 0 to "
                        "disable projection.");
-  lv_params_define_float(p, "cell_value_cap", 10.0,
+  lv_params_define_float_or_none(p, "cell_value_cap", 10.0,
                          "LSTM cell values are capped to be within [-cell_value_cap, +cell_value_cap] if the "
                          "value is not None. When set to None, no capping is applied.");
   lv_params_define_float(p, "forget_gate_bias", 0.0, "Bias to apply to the forget gate.");
@@ -49,6 +49,16 @@ static lv_params *lstm_params(const char *cls) {
   lv_params_define_string(bi, "method", "constant", "Initialization method (as params_init.method).");
   lv_params_define_float(bi, "scale", 0.0, "Scale of the initialization (the value for constant).");
   lv_params_define_params(p, "bias_init", bi, "Initialization parameters for bias");
+  const lv_qdomain_name qd[] = {
+      {"weight", "QDomain params for the weights"},
+      {"c_state", "QDomain params for the c-state."},
+      {"m_state", "QDomain params for the m-state."},
+      {"fullyconnected", "QDomain params for the fully connected layer."},
+      {"b_compression", "QDomain for the b matrix of the compression (lingvoc: no compression)."},
+      {"c_compression", "QDomain for the c matrix of the compression (lingvoc: no compression)."},
+      {"d_compression", "QDomain for the d matrix of the compression (lingvoc: no compression)."},
+  };
+  lv_qdomain_define_params(p, qd, 7);
   return p;
 }
 
@@ -129,6 +139,20 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
     LV_TRY(lv_layer_add_var(base, "ln_scale", lv_shape1(4 * l->hidden), &one, true, &l->ln_scale));
     lv_layer_vn_target(base, l->ln_scale, false);
   }
+  LV_TRY(lv_qlayer_setup(&l->q, base));
+  if (!lv_qlayer_on(&l->q)) return NULL;
+  if (l->cell_value_cap > 0.0f && lv_params_is_set(p, "qdomain.default"))
+    return lv_status_make(LV_ERR_INVALID, "%s: cell_value_cap must be None with qdomain.default set (Lingvo's "
+                          "LSTMCellSimple asserts it); a qdomain inherited from a parent keeps the cap", sc);
+  static const char *const m_acts[] = {"zero_m", "m_output", "m_output_projection", "m_zoneout"};
+  static const char *const c_acts[] = {"zero_c", "mixed", "c_couple_invert", "c_input_gate", "c_forget_gate",
+                                       "c_output_gate", "c_zoneout"};
+  for (size_t i = 0; i < LV_ARRAY_LEN(m_acts); i++) LV_TRY(lv_qlayer_track(&l->q, "m_state", m_acts[i]));
+  for (size_t i = 0; i < LV_ARRAY_LEN(c_acts); i++) LV_TRY(lv_qlayer_track(&l->q, "c_state", c_acts[i]));
+  LV_TRY(lv_qlayer_track(&l->q, "fullyconnected", "add_bias"));
+  static const char *const ln_acts[] = {"add_bias_0", "add_bias_1", "add_bias_2", "add_bias_3"};
+  for (size_t i = 0; l->layer_norm && i < LV_ARRAY_LEN(ln_acts); i++)
+    LV_TRY(lv_qlayer_track(&l->q, "fullyconnected", ln_acts[i]));
   return NULL;
 }
 
@@ -139,6 +163,67 @@ enum { W_M, W_B, W_SCALE, W_PROJ }; /* lv_rnn_seq.w slots */
 static int64_t lstm_input_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->num_input; }
 static int64_t lstm_output_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->output; }
 static int64_t lstm_hidden_dim(const lv_layer *l) { return ((const lv_lstm_cell *)l)->hidden; }
+
+/* s1 = {c, m}, or with padding [B, 1] old * padding + new * (1 - padding): Lingvo's
+ * ApplyPadding, exactly the old state where padding is 1. */
+static bool padded_state(lv_graph *g, const lv_rnn_state *s0, lv_tensor *c, lv_tensor *m, lv_tensor *padding,
+                         lv_rnn_state *s1) {
+  if (padding) {
+    lv_tensor *keep = lv_op_add_scalar(g, lv_op_scale(g, padding, -1.0f), 1.0f);
+    c = lv_op_add(g, lv_op_mul(g, s0->c, padding), lv_op_mul(g, c, keep));
+    m = lv_op_add(g, lv_op_mul(g, s0->m, padding), lv_op_mul(g, m, keep));
+  }
+  s1->c = c;
+  s1->m = m;
+  return c && m;
+}
+
+/* Lingvo's _GetBias (b, zeros without enable_lstm_bias, plus forget_gate_bias on the f_g
+ * block) through QWeight("fullyconnected"). */
+static lv_tensor *quantized_bias(lv_lstm_cell *l, lv_graph *g) {
+  const int64_t h = l->hidden;
+  lv_tensor *b = l->b ? &l->b->value : NULL;
+  if (l->forget_gate_bias != 0.0f) {
+    lv_tensor *parts[3] = {lv_graph_fill(g, lv_shape1(2 * h), 0.0f), lv_graph_fill(g, lv_shape1(h), l->forget_gate_bias),
+                           lv_graph_fill(g, lv_shape1(h), 0.0f)};
+    lv_tensor *fgb = lv_op_concat(g, parts, 3, 0);
+    b = b ? lv_op_add(g, b, fgb) : fgb;
+  }
+  if (!b) b = lv_graph_fill(g, lv_shape1(4 * h), 0.0f);
+  return lv_qlayer_weight(&l->q, g, "fullyconnected", b);
+}
+
+/* Lingvo's _GatesInternal with its QActs, op by op; gates [B, 4H] = x . wm + b (quantized),
+ * the m's projection and the padding as the fused path. */
+static bool quantized_step(lv_lstm_cell *l, lv_graph *g, const lv_rnn_seq *seq, lv_tensor *gates,
+                           const lv_rnn_state *s0, lv_tensor *padding, lv_rnn_state *s1) {
+  lv_qlayer *q = &l->q;
+  const int64_t h = l->hidden;
+  lv_tensor *gate[4];
+  if (l->layer_norm) { /* LayerNormalizedLSTMCellSimple._Gates: each gate's own "add_bias_<i>" */
+    for (int i = 0; i < 4; i++) {
+      char act[16];
+      snprintf(act, sizeof act, "add_bias_%d", i);
+      gate[i] = lv_qlayer_act(q, g, act, lv_op_slice(g, gates, 1, i * h, h));
+    }
+  } else {
+    gates = lv_qlayer_act(q, g, "add_bias", gates);
+    for (int i = 0; i < 4; i++) gate[i] = lv_op_slice(g, gates, 1, i * h, h);
+  }
+  lv_tensor *i_i = gate[0], *i_g = gate[1], *f_g = gate[2], *o_g = gate[3];
+  lv_tensor *forget = lv_qlayer_act(q, g, "c_input_gate", lv_op_mul(g, lv_op_activation(g, f_g, LV_ACT_SIGMOID), s0->c));
+  lv_tensor *input = lv_qlayer_act(
+      q, g, "c_forget_gate",
+      lv_op_mul(g, lv_op_activation(g, i_g, LV_ACT_SIGMOID), lv_op_activation(g, i_i, LV_ACT_TANH)));
+  lv_tensor *c = lv_qlayer_act(q, g, "c_output_gate", lv_op_add(g, forget, input));
+  if (c && l->cell_value_cap > 0.0f) c = lv_op_clip(g, c, -l->cell_value_cap, l->cell_value_cap);
+  lv_tensor *m = lv_qlayer_act(
+      q, g, "m_output",
+      lv_op_mul(g, lv_op_activation(g, o_g, LV_ACT_SIGMOID), l->output_nonlinearity ? lv_op_activation(g, c, LV_ACT_TANH)
+                                                                                     : c));
+  if (l->w_proj) m = lv_qlayer_act(q, g, "m_output_projection", lv_op_matmul(g, m, seq->w[W_PROJ], false, false));
+  return padded_state(g, s0, c, m, padding ? lv_qlayer_ract(q, g, "default", padding, LV_QDIST_PADDING) : NULL, s1);
+}
 
 static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad, lv_rnn_seq *seq) {
   lv_lstm_cell *l = (lv_lstm_cell *)base;
@@ -154,13 +239,15 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad,
   seq->b = x->shape.d[1];
   const int64_t d = x->shape.d[2];
   seq->extra = l->num_input - d;
-  lv_tensor *wm = &l->wm->value;
+  const bool q = lv_qlayer_on(&l->q);
+  lv_tensor *wm = q ? lv_qlayer_weight(&l->q, g, "weight", &l->wm->value) : &l->wm->value;
   /* Rows of wm multiply concat([x, extra, m_prev]): the x rows go into one GEMM over all
    * steps, the rest into each step's. */
   lv_tensor *wx = lv_op_slice(g, wm, 0, 0, d);
   seq->w[W_M] = lv_op_slice(g, wm, 0, d, seq->extra + l->output);
   seq->xw = lv_op_matmul(g, x, wx, false, false);
-  if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
+  if (q && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, quantized_bias(l, g));
+  else if (l->b && !l->layer_norm) seq->xw = lv_op_add(g, seq->xw, &l->b->value);
   /* The steps' gates are xw[t] + m_prev . w[W_M]: wm's recurrent rows get their gradient
    * in one GEMM over the sequence (the steps' matmuls then only give m_prev's). */
   if (seq_grad && seq->extra == 0 && seq->w[W_M])
@@ -171,9 +258,10 @@ static bool lstm_begin(lv_layer *base, lv_graph *g, lv_tensor *x, bool seq_grad,
      * batch once per sequence rather than once per step. */
     lv_tensor *zeros = lv_graph_zeros(g, LV_F32, lv_shape2(seq->b, 4 * l->hidden));
     seq->w[W_SCALE] = lv_op_add(g, zeros, &l->ln_scale->value);
-    if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
+    if (q) seq->w[W_B] = lv_op_add(g, zeros, quantized_bias(l, g)); /* with forget_gate_bias */
+    else if (l->b) seq->w[W_B] = lv_op_add(g, zeros, &l->b->value);
   }
-  if (l->w_proj) seq->w[W_PROJ] = &l->w_proj->value;
+  if (l->w_proj) seq->w[W_PROJ] = q ? lv_qlayer_weight(&l->q, g, "m_state", &l->w_proj->value) : &l->w_proj->value;
   return seq->xw && seq->w[W_M] && (!l->layer_norm || (seq->w[W_SCALE] && (!l->b || seq->w[W_B])));
 }
 
@@ -203,6 +291,7 @@ static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_
     if (seq->w[W_B]) gates = lv_op_add(g, gates, seq->w[W_B]);
   }
   if (!gates) return false;
+  if (lv_qlayer_on(&l->q)) return quantized_step(l, g, seq, gates, s0, padding, s1);
   if (!l->w_proj)
     return lv_op_lstm_step(g, gates, s0->c, s0->m, padding, l->forget_gate_bias, l->cell_value_cap,
                            l->output_nonlinearity, &s1->c, &s1->m);
@@ -213,16 +302,7 @@ static bool lstm_step(lv_layer *base, lv_graph *g, const lv_rnn_seq *seq, int64_
                        l->cell_value_cap, l->output_nonlinearity, &c, &m))
     return false;
   m = lv_op_matmul(g, m, seq->w[W_PROJ], false, false);
-  if (padding) {
-    /* old * padding + new * (1 - padding): Lingvo's ApplyPadding, exactly the old state
-     * where padding is 1. */
-    lv_tensor *keep = lv_op_add_scalar(g, lv_op_scale(g, padding, -1.0f), 1.0f);
-    c = lv_op_add(g, lv_op_mul(g, s0->c, padding), lv_op_mul(g, c, keep));
-    m = lv_op_add(g, lv_op_mul(g, s0->m, padding), lv_op_mul(g, m, keep));
-  }
-  s1->c = c;
-  s1->m = m;
-  return c && m;
+  return padded_state(g, s0, c, m, padding, s1);
 }
 
 /* One step as a plain layer: {"act" [B, D], "paddings" [B, 1] (optional), "m", "c"

@@ -24,6 +24,7 @@
 #define LV_LAYERS_RNN_CELL_H
 
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 
 /* A cell's recurrent state (arena tensors). */
 typedef struct lv_rnn_state {
@@ -73,6 +74,18 @@ typedef struct lv_lstm_cell {
   float forget_gate_bias;
   bool output_nonlinearity;
   lv_var *wm, *b, *w_proj, *ln_scale; /* b, w_proj, ln_scale may be NULL */
+  /* p.qdomain: default, weight, c_state, m_state, fullyconnected (and Lingvo's pruning
+   * b/c/d_compression, which must stay None). Quantized, a step runs
+   * Lingvo's _Mix / _RetrieveAndSplitGates / _GatesInternal op by op instead of the fused
+   * lstm_step: wm through QWeight("weight"), b (with forget_gate_bias) through
+   * QWeight("fullyconnected"), the gates through QAct "add_bias", sigmoid(f) * c through
+   * "c_input_gate", sigmoid(i_g) * tanh(i_i) through "c_forget_gate" (Lingvo's names), their
+   * sum through "c_output_gate", the output through "m_output", w_proj through
+   * QWeight("m_state") and its product through "m_output_projection", the padding through
+   * QRAct PADDING; the layer-normalized cell's gates each through "add_bias_<i>" after
+   * their norm and scale instead of "add_bias". Every act Lingvo's cell tracks has its variables (zero_m, m_zoneout,
+   * zero_c, mixed, c_couple_invert, c_zoneout serve inference and zoneout only). */
+  lv_qlayer q;
 } lv_lstm_cell;
 
 lv_params *lv_lstm_cell_simple_params(void);

@@ -473,12 +473,21 @@ lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv
     keep = lv_op_add_scalar(g, lv_op_scale(g, lv_op_reshape(g, paddings, lv_shape2(rows, 1)), -1.0f), 1.0f);
   }
   lv_tensor *xn = l->pre_layer_norm ? lv_layer_norm_layer_fprop(l->ln, g, x) : x;
-  lv_tensor *h = lv_atten_affine(&l->fc[0].base, g, xn, l->fc[0].w, l->fc[0].b);
-  h = h && l->fc[0].act != LV_ACT_NONE ? lv_op_activation(g, h, l->fc[0].act) : h;
-  if (keep) h = apply_keep(g, h, keep, rows);
-  h = dropout(&l->base, g, h, l->relu_dropout_prob);
-  h = lv_atten_affine(&l->fc[1].base, g, h, l->fc[1].w, l->fc[1].b);
-  if (keep) h = apply_keep(g, h, keep, rows);
+  lv_tensor *h;
+  if (lv_qlayer_on(&l->fc[0].q) || lv_qlayer_on(&l->fc[1].q)) {
+    /* Quantized: the projections' own fprop (QWeight, QActs, the paddings' QRAct). */
+    lv_tensor *pads = paddings ? lv_op_reshape(g, paddings, lv_shape1(rows)) : NULL;
+    h = lv_projection_layer_fprop_padded(&l->fc[0], g, xn, pads);
+    h = dropout(&l->base, g, h, l->relu_dropout_prob);
+    h = lv_projection_layer_fprop_padded(&l->fc[1], g, h, pads);
+  } else {
+    h = lv_atten_affine(&l->fc[0].base, g, xn, l->fc[0].w, l->fc[0].b);
+    h = h && l->fc[0].act != LV_ACT_NONE ? lv_op_activation(g, h, l->fc[0].act) : h;
+    if (keep) h = apply_keep(g, h, keep, rows);
+    h = dropout(&l->base, g, h, l->relu_dropout_prob);
+    h = lv_atten_affine(&l->fc[1].base, g, h, l->fc[1].w, l->fc[1].b);
+    if (keep) h = apply_keep(g, h, keep, rows);
+  }
   h = dropout(&l->base, g, h, l->residual_dropout_prob);
   if (l->add_skip_connection) h = lv_op_add(g, x, l->residual_weight == 1.0f ? h : lv_op_scale(g, h, l->residual_weight));
   if (!l->pre_layer_norm) h = lv_layer_norm_layer_fprop(l->ln, g, h);

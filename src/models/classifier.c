@@ -178,7 +178,7 @@ static lv_tensor *conv_pool_block(classifier *c, int i, lv_graph *g, lv_tensor *
   lv_conv_layer *cv = (lv_conv_layer *)c->conv[i];
   lv_pooling_layer *pl = (lv_pooling_layer *)c->pool[i];
   if (c->conv[i]->cls != &lv_conv_layer_class || c->pool[i]->cls != &lv_pooling_layer_class ||
-      cv->act != LV_ACT_RELU || !pl->is_max)
+      cv->act != LV_ACT_RELU || !pl->is_max || lv_qlayer_on(&cv->q))
     return lv_layer_fprop_act(c->pool[i], g, lv_layer_fprop_act(c->conv[i], g, x));
   lv_tensor *y = lv_pooling_layer_fprop(pl, g, lv_conv_layer_fprop_preact(cv, g, x));
   return y ? lv_op_activation(g, y, LV_ACT_RELU) : NULL;

@@ -10,6 +10,7 @@
 #include "input/input.h"
 #include "input/tokenizer.h"
 #include "layers/layer.h"
+#include "layers/qdomain.h"
 #include "optim/optim_params.h"
 
 #define X(sym) extern const lv_task_class sym;
@@ -315,6 +316,9 @@ lv_status lv_task_update_vn_config(const lv_params *task_p, lv_varstore *vs, uin
 
 lv_params *lv_task_base_params(const char *cls) {
   lv_params *p = lv_layer_base_params(cls);
+  /* lingvoc's: Lingvo's BaseTask has no qdomain; here its default reaches every
+   * quantizable layer whose own is None (layers/qdomain.h). */
+  lv_qdomain_define_params(p, NULL, 0);
   lv_params_define_params(p, "train", train_params(), "Params to control how this task should be trained.");
   lv_params_define_params(p, "eval", eval_params(), "Params to control how this task should be evaled.");
   return p;

@@ -481,6 +481,13 @@ void lv_params_define_none(lv_params *p, const char *name, lv_pv_kind kind, cons
   e->nullable = true;
 }
 
+void lv_params_define_float_or_none(lv_params *p, const char *name, double def, const char *desc) {
+  lv_params_define_float(p, name, def, desc);
+  lv_pentry *e = NULL;
+  LV_ASSERT(!lv_params_resolve(p, name, &e));
+  e->nullable = true;
+}
+
 lv_params *lv_params_define_params(lv_params *p, const char *name, lv_params *child, const char *desc) {
   lv_pentry *e = define_entry(p, name, LV_PV_PARAMS, desc);
   e->nullable = true;

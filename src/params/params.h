@@ -87,6 +87,9 @@ void lv_params_define_bool(lv_params *p, const char *name, bool def, const char 
 void lv_params_define_string(lv_params *p, const char *name, const char *def, const char *desc);
 /* A list param; def may be NULL for an empty list; takes ownership of def. */
 void lv_params_define_list(lv_params *p, const char *name, lv_pvalue *def, const char *desc);
+/* A float whose default is def and that may be set to None (Lingvo's
+ * LSTMCellSimple.cell_value_cap: 10.0, None turns the cap off). */
+void lv_params_define_float_or_none(lv_params *p, const char *name, double def, const char *desc);
 /* A nullable scalar of the given kind whose default is None. */
 void lv_params_define_none(lv_params *p, const char *name, lv_pv_kind kind, const char *desc);
 /* A nested tree (takes ownership of child, which may be NULL for "None" — a slot that

@@ -7,6 +7,7 @@
 #include "base/path.h"
 #include "io/bundle.h"
 #include "kernels/kernels.h"
+#include "layers/qdomain.h"
 
 /* cluster.worker.gpus_per_replica > 0 (--run_locally=gpu): variables and steps on cuda:0. */
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out) {
@@ -64,6 +65,8 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   /* The task's skip_lp_regularization reaches every layer whose own is None. */
   if (!s && lv_params_is_set(tp, "skip_lp_regularization"))
     lv_varstore_set_scope_skip_lp(m->vs, "", lv_params_bool(tp, "skip_lp_regularization"));
+  /* The task's qdomain.default reaches every quantizable layer whose own is None. */
+  if (!s) lv_qdomain_scope(m->vs, "", tp);
   if (!s) s = tc->create(tp, lv_params_sub(cfg, "input"), m->vs, &m->task);
   /* The input after the task has checked its params (a bad param is reported before
    * missing data) and before the variables are allocated (missing data is reported before

@@ -46,7 +46,7 @@ extern "C" void lv_cuda_allow_tf32(bool allow) {
     }
 }
 
-static void *cu_alloc(lv_kctx *ctx, size_t bytes) {
+void *lv_cuda_alloc(lv_kctx *ctx, size_t bytes) {
   LV_CUDA_CHECK(cudaSetDevice(ctx->ordinal));
   void *p = NULL;
   /* Stream-ordered: a block freed by an earlier step is reused without a device-wide
@@ -60,7 +60,7 @@ static void *cu_alloc(lv_kctx *ctx, size_t bytes) {
   return p;
 }
 
-static void cu_free(lv_kctx *ctx, void *p) {
+void lv_cuda_free(lv_kctx *ctx, void *p) {
   if (p) LV_CUDA_CHECK(cudaFreeAsync(p, ctx->stream));
 }
 
@@ -151,6 +151,7 @@ extern "C" const lv_backend *lv_cuda_backend_create(int ordinal) {
   LV_CUBLAS_CHECK(cublasSetStream(ctx->blas, ctx->stream));
   ctx->tf32 = tf32_wanted();
   apply_math_mode(ctx);
+  lv_cudnn_init(ctx);
   LV_CUDA_CHECK(cudaMalloc((void **)&ctx->err, sizeof(lv_cuda_err)));
   LV_CUDA_CHECK(cudaMemset(ctx->err, 0, sizeof(lv_cuda_err)));
   for (int i = 0; i < 2; i++) {
@@ -167,8 +168,8 @@ extern "C" const lv_backend *lv_cuda_backend_create(int ordinal) {
   b->be.name = b->name;
   b->be.device = lv_device_make(LV_DEVICE_CUDA, ordinal);
   b->be.ctx = ctx;
-  b->be.alloc = cu_alloc;
-  b->be.free = cu_free;
+  b->be.alloc = lv_cuda_alloc;
+  b->be.free = lv_cuda_free;
   b->be.copy = cu_copy;
   b->be.sync = cu_sync;
   b->be.kernels = &g_cuda_kernels;

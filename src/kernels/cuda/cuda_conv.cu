@@ -1,9 +1,11 @@
-/* Convolution and pooling on the GPU with lingvoc's own kernels (no cuDNN yet): conv2d
+/* Convolution and pooling on the GPU: cuDNN first where it runs and takes the geometry
+ * (cuda_cudnn.cu: conv2d and average pooling), else lingvoc's own kernels here: conv2d
  * as im2col + cuBLAS GEMM per chunk of images, as the CPU kernel (NHWC input, HWIO
  * filter, so a chunk's patch matrix times the filter is the NHWC output); the input
  * gradient gathers patch gradients back per input element (col2im without atomics, so
  * it is deterministic). Pooling: one thread per output (forward) or per input element
- * (backward, gathering from the windows that cover it, in the CPU's order). */
+ * (backward, gathering from the windows that cover it, in the CPU's order); max pooling
+ * always runs here (its argmax contract). */
 #include "kernels/cuda/cuda_kernels.cuh"
 
 /* Patch-matrix floats per chunk: large GEMMs, bounded scratch (128 MiB). */
@@ -12,13 +14,20 @@
 static int64_t patch_len(const lv_conv_geom *g) { return (int64_t)g->kh * g->kw * g->c; }
 static int64_t image_rows(const lv_conv_geom *g) { return (int64_t)g->oh * g->ow; }
 
-extern "C" size_t lv_cuda_conv2d_scratch(lv_kctx *ctx, const lv_conv_geom *g) {
+static size_t im2col_scratch(const lv_conv_geom *g) {
   int64_t per = image_rows(g) * patch_len(g);
   if (per <= 0 || g->n <= 0) return 1;
   int64_t nb = CHUNK_FLOATS / per;
   if (nb < 1) nb = 1;
   if (nb > g->n) nb = g->n;
   return (size_t)(nb * per);
+}
+
+/* Enough for either path, whether or not cuDNN is on: a call can always fall back to
+ * im2col, and switching cuDNN between sizing and the call is harmless. */
+extern "C" size_t lv_cuda_conv2d_scratch(lv_kctx *ctx, const lv_conv_geom *g) {
+  size_t a = im2col_scratch(g), b = lv_cudnn_conv2d_scratch(g);
+  return a > b ? a : b;
 }
 
 /* Images per chunk for the scratch the caller has. */
@@ -88,6 +97,7 @@ static void im2col(lv_kctx *ctx, const lv_conv_geom *g, int cnt, const float *x,
 
 extern "C" void lv_cuda_conv2d_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y,
                                    float *scratch, size_t scratch_floats) {
+  if (lv_cudnn_conv2d_fwd(ctx, g, x, w, y, scratch, scratch_floats)) return;
   if (g->n <= 0 || g->o <= 0 || image_rows(g) <= 0) return;
   const int64_t K = patch_len(g), R = image_rows(g);
   const int nb = chunk_images(g, scratch_floats);
@@ -101,6 +111,7 @@ extern "C" void lv_cuda_conv2d_fwd(lv_kctx *ctx, const lv_conv_geom *g, const fl
 extern "C" void lv_cuda_conv2d_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w,
                                    const float *gy, float *gx, bool gx_acc, float *gw, bool gw_acc, float *scratch,
                                    size_t scratch_floats) {
+  if (lv_cudnn_conv2d_bwd(ctx, g, x, w, gy, &gx, gx_acc, &gw, gw_acc, scratch, scratch_floats)) return;
   const int64_t K = patch_len(g), R = image_rows(g);
   if (gw && !gw_acc && (g->n <= 0 || R <= 0)) lv_cuda_zero(ctx, sizeof(float) * (size_t)(K * g->o), gw);
   if (g->n <= 0) return;
@@ -230,6 +241,7 @@ __global__ void avg_pool_fwd_k(lv_conv_geom g, const float *x, float *y) {
 }
 
 extern "C" void lv_cuda_avg_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, float *y) {
+  if (lv_cudnn_avg_pool_fwd(ctx, g, x, y)) return;
   int64_t n = (int64_t)g->n * g->oh * g->ow * g->c;
   if (n <= 0) return;
   avg_pool_fwd_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(*g, x, y);
@@ -237,6 +249,7 @@ extern "C" void lv_cuda_avg_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const 
 }
 
 extern "C" void lv_cuda_avg_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *gy, float *gx, bool acc) {
+  if (lv_cudnn_avg_pool_bwd(ctx, g, gy, gx, acc)) return;
   int64_t n = (int64_t)g->n * g->h * g->w * g->c;
   if (n <= 0) return;
   pool_bwd_k<<<lv_cuda_blocks(ctx, n), LV_CUDA_THREADS, 0, ctx->stream>>>(*g, 1, NULL, gy, gx, acc);

@@ -7,6 +7,7 @@
 #define LV_KERNELS_CUDA_CUDA_KERNELS_CUH
 
 #include <cublas_v2.h>
+#include <cudnn.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -36,7 +37,37 @@ struct lv_kctx {
   int next_stage;
   bool tf32;
   int sms;                /* multiprocessors, for grid sizes */
+  /* cuDNN (cuda_cudnn.cu): the handle, bound to stream, is made on the first conv or
+   * pooling call that wants it; dnn_state 0 untried, 1 ready, -1 unavailable (dnn_why
+   * says why; the kernels then run lingvoc's own). */
+  bool use_cudnn;
+  int dnn_state;
+  cudnnHandle_t dnn;
+  char dnn_why[192];
+  struct lv_cudnn_plan *plans; /* LV_CUDNN_PLANS descriptors and algorithms by geometry */
+  int next_plan;
 };
+
+/* Stream-ordered device memory (cudaMallocAsync on ctx's stream; NULL when out of
+ * memory) and its release after the work queued so far. */
+void *lv_cuda_alloc(lv_kctx *ctx, size_t bytes);
+void lv_cuda_free(lv_kctx *ctx, void *p);
+/* Sets ctx->use_cudnn from LINGVOC_CUDNN or lv_cuda_use_cudnn (backend creation). */
+void lv_cudnn_init(lv_kctx *ctx);
+
+/* The cuDNN paths of conv2d and average pooling (cuda_cudnn.cu): true when they ran the
+ * kernel; false when cuDNN is off, unavailable or does not take the geometry, and the
+ * caller runs lingvoc's kernel instead. Scratch as conv2d_scratch sized it. conv2d_bwd
+ * sets *gx / *gw to NULL for the parts it ran, leaving the rest to the caller. */
+bool lv_cudnn_conv2d_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, float *y,
+                         float *scratch, size_t scratch_floats);
+bool lv_cudnn_conv2d_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, const float *w, const float *gy,
+                         float **gx, bool gx_acc, float **gw, bool gw_acc, float *scratch, size_t scratch_floats);
+bool lv_cudnn_avg_pool_fwd(lv_kctx *ctx, const lv_conv_geom *g, const float *x, float *y);
+bool lv_cudnn_avg_pool_bwd(lv_kctx *ctx, const lv_conv_geom *g, const float *gy, float *gx, bool acc);
+/* Floats of conv2d scratch the cuDNN path needs: the filter as OHWI and the filter
+ * gradient as OHWI (cuDNN has no HWIO layout). */
+size_t lv_cudnn_conv2d_scratch(const lv_conv_geom *g);
 
 /* Aborts with file:line and CUDA's message: a failing launch or copy is a programmer
  * error or a broken device, not a bad input (inputs are checked before they get here). */
