@@ -1,11 +1,13 @@
-"""Lingvo experiments for the cross-checks: lm.bible.RnnLmSmall and RnnLmTinyTest.
+"""Lingvo experiments for the cross-checks: lm.bible.RnnLm* and TransformerLm*.
 
 Registered by scripts/lingvo_peer/run.py under Lingvo's own module name
 (lingvo.tasks.lm.params.bible), so the model names are lingvoc's. Each mirrors the group
 of that name in lingvoc's experiments/lm/bible.cfg key for key: Lingvo's
 lm.model.LanguageModel over layers.RnnLm (sqrt(d)-scaled embeddings, a
 StackedFRNNLayerByLayer of LSTMCellSimple with a residual from layer 1, a full softmax),
-Adam, gradients clipped at 1.0, on characters (LmInput's AsciiTokenizer).
+Adam, gradients clipped at 1.0, or over layers.TransformerLm (causal self-attention with
+context pre/post projections, sinusoidal positions; Adam (0.9, 0.98, 1e-9) with
+TransformerSchedule, no clipping), on characters (LmInput's AsciiTokenizer).
 
 The text comes from the environment (each a Lingvo file pattern, text: prefix added):
   LINGVO_PEER_LM_TRAIN  the training lines (default /tmp/lm_bible/train.txt)
@@ -21,8 +23,10 @@ import os
 
 from lingvo import model_registry
 from lingvo.core import base_model_params
+from lingvo.core import optimizer
 from lingvo.core import py_utils
 from lingvo.core import rnn_cell
+from lingvo.core import schedule
 from lingvo.tasks.lm import input_generator
 from lingvo.tasks.lm import layers
 from lingvo.tasks.lm import model
@@ -118,4 +122,58 @@ class RnnLmTinyTest(RnnLmSmall):
     p.lm.rnns.dropout.keep_prob = 1.0
     p.train.Set(learning_rate=1e-2, max_steps=200, save_interval_seconds=3600,
                 summary_interval_steps=20)
+    return p
+
+
+def _TransformerLm(dim, heads, hidden, layers_n, residual_dropout, learning_rate, warmup):
+  """TransformerLmSmall's tree (vocab 76, embeddings Gaussian(1/16)) sized as given."""
+  p = model.LanguageModel.Params()
+  p.name = 'lm'
+  lm = layers.TransformerLm.Params()
+  lm.vocab_size = 76
+  lm.model_dim = dim
+  lm.num_trans_layers = layers_n
+  lm.residual_dropout_prob = residual_dropout
+  lm.emb.Set(vocab_size=76, embedding_dim=dim, max_num_shards=1, scale_sqrt_depth=True,
+             params_init=py_utils.WeightInit.Gaussian(0.0625))
+  lm.position_emb.Set(embedding_dim=dim, trainable_scaling=False)
+  lm.trans_tpl.has_aux_atten = False
+  lm.trans_tpl.mask_self_atten = True
+  lm.trans_tpl.tr_atten_tpl.num_attention_heads = heads
+  lm.trans_tpl.tr_atten_tpl.atten_tpl.Set(enable_ctx_pre_proj=True, enable_ctx_post_proj=True)
+  lm.trans_tpl.tr_fflayer_tpl.hidden_dim = hidden
+  lm.softmax.Set(input_dim=dim, num_classes=76, num_shards=1)
+  p.lm = lm
+  p.train.Set(
+      learning_rate=learning_rate, clip_gradient_norm_to_value=0.0,
+      grad_norm_to_clip_to_zero=0.0,
+      optimizer=optimizer.Adam.Params().Set(beta1=0.9, beta2=0.98, epsilon=1e-9),
+      lr_schedule=schedule.TransformerSchedule.Params().Set(
+          warmup_steps=warmup, worker_replicas=1, model_dim=dim),
+      max_steps=100000, save_interval_seconds=600, summary_interval_steps=50)
+  p.eval.samples_per_summary = 0
+  return p
+
+
+@model_registry.RegisterSingleTaskModel
+class TransformerLmSmall(RnnLmSmall):
+  """Model 256, 4 heads, hidden 1024, 4 layers, residual dropout 0.1."""
+
+  @classmethod
+  def Task(cls):
+    return _TransformerLm(256, 4, 1024, 4, 0.1, 1.0, 1000)
+
+
+@model_registry.RegisterSingleTaskModel
+class TransformerLmTinyTest(TransformerLmSmall):
+  """Model 32, 2 heads, hidden 64, 1 layer, no dropout: lingvoc's suite model."""
+
+  @classmethod
+  def Train(cls):
+    return RnnLmTinyTest.Train()
+
+  @classmethod
+  def Task(cls):
+    p = _TransformerLm(32, 2, 64, 1, 0.0, 2.0, 50)
+    p.train.Set(max_steps=200, save_interval_seconds=3600, summary_interval_steps=20)
     return p
