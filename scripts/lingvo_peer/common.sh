@@ -1,4 +1,5 @@
 # Shell functions of the Lingvo cross-checks (punctuator.sh, asr.sh, lm.sh), sourced after lib.sh.
+# LV_OV / LC_OV, when set: overrides every Lingvo / lingvoc job of $M here also gets.
 
 # metric LINE NAME: the value of " NAME: V" in an evaler's summary line.
 metric() { echo "$1" | grep -o " $2: [0-9.e+-]*" | cut -d' ' -f3; }
@@ -15,13 +16,13 @@ lingvo_eval() {
   local d=$WORK/lvdir_$(basename "$2" .log)
   logdir_of "$1" "$d"
   env "${@:3}" "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M --run_locally=cpu --mode=sync \
-    --logdir="$d" --job="evaler_once_test@$CKSTEP" >"$2" 2>&1
+    --logdir="$d" --job="evaler_once_test@$CKSTEP" ${LV_OV:+--model_params_override="$LV_OV"} >"$2" 2>&1
   grep -o 'eval_test: step:.*' "$2" | tail -1
 }
 # lingvoc_eval CKPT OUT_LOG: lingvoc's evaler once on CKPT (Test, overrides $LC_EVAL).
 lingvoc_eval() {
   "$BIN/evaler" --model=$M --logdir="$WORK/lcdir_$(basename "$2" .log)" --dataset=Test --once --checkpoint="$1" \
-    --model_params_override="$LC_EVAL" >"$2" 2>&1
+    --model_params_override="$LC_EVAL${LC_OV:+; $LC_OV}" >"$2" 2>&1
   grep -o 'eval_test: step:.*' "$2" | tail -1
 }
 # agree LINE_A LINE_B: exit 0 when each metric of $AGREE_REL agrees to 1e-5 relative and
@@ -70,10 +71,10 @@ one_step() {
   local one="train.max_steps: 1; input.file_buffer_size: 1; input.file_parallelism: 1"
   shift 3
   env "$@" "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M --run_locally=cpu --mode=sync \
-    --logdir="$WORK/one_lingvo" --model_params_override="$one; task.train.max_steps: 1" >one_lingvo.log 2>&1
+    --logdir="$WORK/one_lingvo" --model_params_override="$one; task.train.max_steps: 1${LV_OV:+; $LV_OV}" >one_lingvo.log 2>&1
   logdir_of "$WORK/one_lingvo/train/ckpt-00000000" "$WORK/one_lingvoc"
   "$BIN/trainer" --model=$M --logdir="$WORK/one_lingvoc" --log_interval_steps=1 \
-    --model_params_override="$lcdata; $one" >one_lingvoc.log 2>&1
+    --model_params_override="$lcdata; $one${LC_OV:+; $LC_OV}" >one_lingvoc.log 2>&1
   "$PY" "$ROOT/scripts/lingvo_peer/event_scalars.py" --step=1 one_lingvo/train/events.* >one_lingvo.scalars 2>/dev/null
   lc_line=$(grep 'step: *1,' one_lingvoc.log)
   l2=$(grep -m1 -o "l2_regularizer_weight : [0-9.e+-]*" one_lingvo/train/trainer_params.txt | cut -d' ' -f3)
@@ -149,9 +150,9 @@ race() {
   for r in $(seq "$RUNS"); do
     env "$@" /usr/bin/time -f "%M" -o "rss_lingvo_$r" "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M \
       --run_locally=cpu --mode=sync --logdir="$WORK/race_lingvo_$r" \
-      --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >"race_lingvo_$r.log" 2>&1
+      --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS${LV_OV:+; $LV_OV}" >"race_lingvo_$r.log" 2>&1
     /usr/bin/time -f "%M" -o "rss_lingvoc_$r" "$BIN/trainer" --model=$M --logdir="$WORK/race_lingvoc_$r" \
-      --log_interval_steps=1 --model_params_override="$lcov; train.max_steps: $STEPS" >"race_lingvoc_$r.log" 2>&1
+      --log_interval_steps=1 --model_params_override="$lcov; train.max_steps: $STEPS${LC_OV:+; $LC_OV}" >"race_lingvoc_$r.log" 2>&1
     echo "$(rate "race_lingvo_$r.log" "$first" "$STEPS") $(tail -1 "rss_lingvo_$r")" >>lingvo.runs
     echo "$(rate "race_lingvoc_$r.log" "$first" "$STEPS") $(tail -1 "rss_lingvoc_$r")" >>lingvoc.runs
   done

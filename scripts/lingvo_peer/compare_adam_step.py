@@ -15,7 +15,8 @@ gradient (A's Adam slot m / (1 - beta1)) is below --grad_floor times the tensor'
 Adam's first update is lr * g / (|g| + epsilon), about lr * sign(g) whatever |g|: a
 float32 summation difference in g, which scales with the tensor's large gradients (about
 1e-6 next to gradients of order 1), moves the update of an element with a tiny gradient by
-a sizeable part of lr. The slots themselves (the gradient and its square) must agree.
+a sizeable part of lr. The slots themselves (the gradient and its square) must agree. A variable's moving average
+(NAME/ExponentialMovingAverage, with task.train.ema_decay) is excused by its variable's gradient.
 --exempt: tensors whose name matches the regular expression are printed (EXEMPT) but
 not held to the tolerance, as compare_ckpts.py's: the attention key biases source_proj_b,
 whose true gradient is zero (the softmax cancels a bias added to every key), so each side's
@@ -34,6 +35,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from compare_ckpts import numeric_pairs  # pylint: disable=g-import-not-at-top
+
+EMA = '/ExponentialMovingAverage'
 
 
 def l2_only_rows(ra, rb, r0, names, l2):
@@ -77,9 +80,10 @@ def main():
       if not ok and args.exempt and re.search(args.exempt, n):
         ok, note = True, '  EXEMPT'
         exempt += 1
-      if not ok and args.adam_first_step and n + '/Adam' in names:
+      var = n[:-len(EMA)] if n.endswith(EMA) else n  # an EMA shadow: its variable's gradient
+      if not ok and args.adam_first_step and var + '/Adam' in names:
         out = diff > args.atol + args.rtol * np.abs(y)
-        g = np.abs(ra.get_tensor(n + '/Adam').astype(np.float64)) / (1 - args.beta1)
+        g = np.abs(ra.get_tensor(var + '/Adam').astype(np.float64)) / (1 - args.beta1)
         if (g[out] < args.grad_floor * g.max()).all():
           ok, note = True, '  %d elements with small gradients' % out.sum()
           small += int(out.sum())

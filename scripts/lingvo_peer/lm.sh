@@ -13,6 +13,7 @@
 #   RUNS=0 STEPS=40 scripts/lingvo_peer/lm.sh   # no race: the crossings only
 #   RUNS=0 STEPS=0 scripts/lingvo_peer/lm.sh    # cross the one-step checkpoints (the test)
 #   MODEL=TransformerLmTinyTest scripts/lingvo_peer/lm.sh
+#   EMA=0.99 RUNS=0 STEPS=20 scripts/lingvo_peer/lm.sh   # with moving averages (see below)
 #
 # The text: the 40 sentences of tests/data/decode_golden/punct/train.txt (characters,
 # AsciiTokenizer), train = test; the one-step batch is its first 16 lines. Needs the
@@ -24,6 +25,11 @@ BIN=$ROOT/bin M=lm.bible.${MODEL:-RnnLmTinyTest}
 # The attention key biases' true gradient is zero (the softmax cancels a bias added to
 # every key): each side's is rounding noise, which Adam's first step makes a full step.
 case $M in *Transformer*) ONE_STEP_EXEMPT=/source_proj_b/ ;; esac
+# EMA=DECAY: both train with task.train.ema_decay DECAY (the moving averages in the
+# checkpoints as <var>/ExponentialMovingAverage), and both evalers read the averages.
+if [ -n "${EMA:-}" ]; then
+  LV_OV="task.train.ema_decay: $EMA; train.ema_decay: $EMA" LC_OV="task.train.ema_decay: $EMA"
+fi
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions
@@ -34,6 +40,7 @@ export LINGVO_PEER_LM_TRAIN=$WORK/text.txt LINGVO_PEER_LM_TEST=$WORK/text.txt
 LC_DATA="input.file_pattern: \"text:$WORK/text.txt\""
 say "# LM ($M): $(versions) and lingvoc, $(nproc) cores, $(date -u +%F)"
 say ""
+[ -z "${EMA:-}" ] || say "- task.train.ema_decay $EMA in both: the evalers read the moving averages"
 say "- data: $(wc -l <text.txt) lines, $(wc -c <text.txt) characters (tests/data/decode_golden/punct/train.txt), train = test"
 
 # 1. One step from Lingvo's step-0 checkpoint on the same batch: the 16 lines of one.txt,
@@ -48,8 +55,10 @@ say "  (Lingvo regularizes every embedding row its lookup read, the padded posit
 #    of section 1), then both evalers on each checkpoint, and lingvoc's --score_text (the
 #    corpus log_pplx of the same lines).
 if [ "$STEPS" -gt 0 ]; then
-  lingvo --logdir="$WORK/tr_lingvo" --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >tr_lingvo.log 2>&1
-  "$BIN/trainer" --model=$M --logdir="$WORK/tr_lingvoc" --model_params_override="$LC_DATA; train.max_steps: $STEPS" >tr_lingvoc.log 2>&1
+  lingvo --logdir="$WORK/tr_lingvo" \
+    --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS${LV_OV:+; $LV_OV}" >tr_lingvo.log 2>&1
+  "$BIN/trainer" --model=$M --logdir="$WORK/tr_lingvoc" \
+    --model_params_override="$LC_DATA; train.max_steps: $STEPS${LC_OV:+; $LC_OV}" >tr_lingvoc.log 2>&1
   LV_CK=$WORK/tr_lingvo/train/ckpt-$(printf %08d "$STEPS") LC_CK=$WORK/tr_lingvoc/train/ckpt-$(printf %08d "$STEPS")
 else
   LV_CK=$WORK/one_lingvo/train/ckpt-00000001 LC_CK=$WORK/one_lingvoc/train/ckpt-00000001
@@ -62,7 +71,8 @@ cross_evals "$LV_CK" "$LC_CK" log_pplx log_pplx_per_word fraction_of_correct_nex
 for pair in "Lingvo:$LV_CK" "lingvoc:$LC_CK"; do
   who=${pair%%:*} ck=${pair#*:}
   logdir_of "$ck" "$WORK/score_$who"
-  "$BIN/decoder" --model=$M --logdir="$WORK/score_$who" --score_text=text.txt >"score_$who.out" 2>"score_$who.log"
+  "$BIN/decoder" --model=$M --logdir="$WORK/score_$who" --score_text=text.txt ${LC_OV:+--model_params_override="$LC_OV"} \
+    >"score_$who.out" 2>"score_$who.log"
   say "- lingvoc's decoder --score_text on $who's checkpoint: $(grep -ho 'corpus: .*' "score_$who.out" "score_$who.log" | tail -1)"
 done
 
