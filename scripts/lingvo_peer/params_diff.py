@@ -14,9 +14,10 @@ UNEXPLAINED), 2 on a usage or file error. Needs only Python's standard library.
 Normalization rules (a rule equates a Lingvo value with a lingvoc value; both are parsed as
 Python literals first, `NoneType` being None):
   class   Lingvo writes a class as type/<module>/<Class>; lingvoc names its registered
-          class by a string, the Lingvo class name, optionally after the last component of
+          class by a string, the Lingvo class name, optionally after the last components of
           Lingvo's module (`'classifier.ModelV1'` for type/lingvo.tasks.image.classifier/
-          ModelV1, `'FCLayer'` for type/lingvo.core.layers/FCLayer).
+          ModelV1, `'lm.model.LanguageModel'` for type/lingvo.tasks.lm.model/LanguageModel,
+          `'FCLayer'` for type/lingvo.core.layers/FCLayer).
   seq     a tuple equals a list with the same items: lingvoc's experiment files
           (libconfig) have one list type and print lists as [..]; Lingvo's experiments
           mix tuples and lists for the same params.
@@ -108,7 +109,7 @@ def same(a, b, key, rules):
     if not isinstance(b, str) or isinstance(b, Symbol):
       return False
     prefix, _, name = b.rpartition('.')
-    ok = name == a.name and (not prefix or a.module.split('.')[-1] == prefix)
+    ok = name == a.name and (not prefix or ('.' + a.module).endswith('.' + prefix))
     if ok:
       rules.add('class')
     return ok

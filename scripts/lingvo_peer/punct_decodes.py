@@ -1,6 +1,6 @@
-"""Compares a Lingvo punctuator decoder's hypotheses with a lingvoc decoder_out_* file.
+"""Compares a Lingvo decoder's hypotheses with a lingvoc decoder_out_* file.
 
-  python punct_decodes.py LINGVO_DECODER_LOG LINGVOC_DECODER_OUT [--score_tol=1e-4]
+  python punct_decodes.py LINGVO_DECODER_LOG LINGVOC_DECODER_OUT [--score_tol=1e-4] [--asr]
 
 Lingvo 0.14's mt.model logs each example as "source: S", "target: T" and one
 "  SCORE: HYP" line per hypothesis, best first, every string passed through
@@ -8,6 +8,10 @@ CorpusBleuMetric(separator_type='wpm')'s unsegmenter, which deletes spaces (it e
 '▁'-marked pieces, but WpmTokenizer.IdsToStrings has already turned them into spaces).
 lingvoc's decoder_out_* holds "src:", "ref:" and "hyp N: score S: TEXT" lines. Examples
 are matched by their source with spaces removed; hypotheses compared likewise.
+With --asr (an AsrModel's decoder): Lingvo's metrics_calculator logs "utt_id: ID" and
+one "  SCORE: HYP" line per hypothesis; lingvoc's decoder_out_* blocks start with the
+utterance id. Examples are matched by utterance id, hypotheses compared as they are
+(Lingvo logs bytes: [b'ID'] and b'HYP' are read as ID and HYP).
 Prints one line: examples matched, top hypotheses equal, largest top-score difference;
 exits 1 when an example is unmatched, a top hypothesis differs, or a score differs by
 more than --score_tol.
@@ -17,31 +21,38 @@ import re
 import sys
 
 
-def lingvo_log(path):
+def unbytes(s):
+  """b'x' and [b'x'] as Lingvo's ASR metrics log bytes: x."""
+  m = re.fullmatch(r"\[?b(['\"])(.*)\1\]?", s)
+  return m.group(2) if m else s
+
+
+def lingvo_log(path, asr):
   out, cur = {}, None
+  key = r'metrics_calculator\.py:\d+\] (utt_id): (.*)$' if asr else r'model\.py:\d+\] (source|target): (.*)$'
   for line in open(path, encoding='utf-8'):
-    m = re.search(r'model\.py:\d+\] (source|target): (.*)$', line)
+    m = re.search(key, line)
     if m:
-      if m.group(1) == 'source':
-        cur = m.group(2)
+      if m.group(1) in ('source', 'utt_id'):
+        cur = unbytes(m.group(2))
         out[cur] = []
       continue
-    m = re.search(r'model\.py:\d+\]   (-?[0-9.]+(?:e[+-]?\d+)?): (.*)$', line)
+    m = re.search(r'(?:model|metrics_calculator)\.py:\d+\]   (-?[0-9.]+(?:e[+-]?\d+)?): (.*)$', line)
     if m and cur is not None:
-      out[cur].append((float(m.group(1)), m.group(2)))
+      out[cur].append((float(m.group(1)), unbytes(m.group(2)) if asr else m.group(2)))
   return out
 
 
-def lingvoc_out(path):
+def lingvoc_out(path, asr):
   out = {}
   for blk in re.split(r'\n\n+', open(path, encoding='utf-8').read().strip('\n')):
-    src, hyps = None, []
+    src, hyps = blk.split('\n')[0] if asr else None, []
     for l in blk.split('\n'):
-      if l.startswith('src: '):
+      if l.startswith('src: ') and not asr:
         src = l[5:].replace(' ', '')
       m = re.match(r'hyp (\d+): score (\S+): ?(.*)$', l)
       if m:
-        hyps.append((int(m.group(1)), float(m.group(2)), m.group(3).replace(' ', '')))
+        hyps.append((int(m.group(1)), float(m.group(2)), m.group(3) if asr else m.group(3).replace(' ', '')))
     hyps.sort()
     out[src] = [(s, h) for _, s, h in hyps]
   return out
@@ -52,9 +63,10 @@ def main():
   ap.add_argument('lingvo_log')
   ap.add_argument('lingvoc_out')
   ap.add_argument('--score_tol', type=float, default=1e-4)
+  ap.add_argument('--asr', action='store_true', help='an AsrModel decoder (see above)')
   a = ap.parse_args()
-  lv, lc = lingvo_log(a.lingvo_log), lingvoc_out(a.lingvoc_out)
-  bad, same, worst = 0, 0, 0.0
+  lv, lc = lingvo_log(a.lingvo_log, a.asr), lingvoc_out(a.lingvoc_out, a.asr)
+  bad, same, every, worst = 0, 0, 0, 0.0
   for src, hyps in lv.items():
     if src not in lc or not hyps or not lc[src]:
       print('unmatched: %r' % src)
@@ -62,6 +74,7 @@ def main():
       continue
     (s0, h0), (s1, h1) = hyps[0], lc[src][0]
     worst = max(worst, abs(s0 - s1))
+    every += [h for _, h in hyps] == [h for _, h in lc[src]]
     if h0 == h1:
       same += 1
     else:
@@ -70,7 +83,8 @@ def main():
   if len(lc) != len(lv):
     print('Lingvo decoded %d examples, lingvoc %d' % (len(lv), len(lc)))
     bad += 1
-  print('%d examples, top hypotheses equal: %d, largest top-score difference %.2g' % (len(lv), same, worst))
+  print('%d examples, top hypotheses equal: %d, every hypothesis equal in order: %d, largest top-score difference %.2g'
+        % (len(lv), same, every, worst))
   sys.exit(1 if bad or worst > a.score_tol else 0)
 
 

@@ -40,7 +40,6 @@ TEST=$WORK/test.txt
 awk 'NF <= 12 && n++ < 32' "$TRAIN" >one.txt
 ONE_BUCKET="input.bucket_upper_bound: [40]; input.bucket_batch_limit: [32]; input.source_max_length: 42; input.target_max_length: 42"
 export LINGVO_PEER_PUNCT_TRAIN=$TRAIN LINGVO_PEER_PUNCT_TEST=$TEST LINGVO_PEER_PUNCT_VOCAB=$VOCAB LINGVO_PEER_PUNCT_VOCAB_SIZE=$VSIZE
-lingvo() { "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M --run_locally=cpu --mode=sync "$@"; }
 tok() { echo "input.file_pattern: text:$1; input.tokenizer.vocab_filepath: $VOCAB; input.tokenizer.vocab_size: $VSIZE"; }
 say "# $M: $(versions) and lingvoc, $(nproc) cores, $(date -u +%F)"
 say ""
@@ -66,22 +65,7 @@ say "- final training log_pplx (run 1, step $STEPS): Lingvo $(grep -o "step: *$S
 
 # 2. Checkpoints both ways, run 1's final ones: each evaler and each decoder on both.
 LV_CK=$WORK/lingvo_1/train/ckpt-$(printf %08d "$STEPS") LC_CK=$WORK/lingvoc_1/train/ckpt-$(printf %08d "$STEPS")
-lingvo_eval() { # CKPT OUT_LOG [env...]: Lingvo's evaler once on CKPT
-  logdir_of "$1" "$WORK/lvdir_$(basename "$2" .log)"
-  env "${@:3}" "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M --run_locally=cpu --mode=sync \
-    --logdir="$WORK/lvdir_$(basename "$2" .log)" --job="evaler_once_test@$STEPS" >"$2" 2>&1
-  grep -o 'eval_test: step:.*' "$2" | tail -1
-}
-lingvoc_eval() { # CKPT OUT_LOG
-  "$BIN/evaler" --model=$M --logdir="$WORK/lcdir_$(basename "$2" .log)" --dataset=Test --once --checkpoint="$1" \
-    --model_params_override="$(tok "$TEST")" >"$2" 2>&1
-  grep -o 'eval_test: step:.*' "$2" | tail -1
-}
-agree() { # the same log_pplx to 1e-5 relative, the same accuracy to 1e-6
-  awk -v x="$(metric "$1" log_pplx)" -v y="$(metric "$2" log_pplx)" -v f="$(metric "$1" fraction_of_correct_next_step_preds)" \
-    -v g="$(metric "$2" fraction_of_correct_next_step_preds)" \
-    'BEGIN { d = (x - y) / y; e = f - g; exit !(x != "" && y != "" && d * d < 1e-10 && e * e < 1e-12) }'
-}
+CKSTEP=$STEPS LC_EVAL=$(tok "$TEST") AGREE_REL=log_pplx AGREE_ABS=fraction_of_correct_next_step_preds
 cross_evals "$LV_CK" "$LC_CK" log_pplx loss fraction_of_correct_next_step_preds
 z=$(lingvo_eval "$LC_CK" eval_lingvo_zero_paddings_of_lingvoc.log LINGVO_PEER_PUNCT_ZERO_PADDINGS=1)
 say "| lingvoc | Lingvo, its own zero paddings | $(metric "$z" log_pplx) | $(metric "$z" loss) | $(metric "$z" fraction_of_correct_next_step_preds) |"
@@ -103,11 +87,7 @@ for pair in "Lingvo:$LV_CK" "lingvoc:$LC_CK"; do
 done
 
 # 3. tf.train.load_checkpoint on lingvoc's checkpoint, names/dtypes/shapes against Lingvo's.
-if "$PY" "$ROOT/scripts/lingvo_peer/ckpt_compat.py" --lingvoc="$LC_CK" --lingvo="$LV_CK" >ckpt_compat.log 2>&1; then
-  say "- tf.train.load_checkpoint reads lingvoc's checkpoint: $(grep "names in both" ckpt_compat.log)"
-else
-  say "DISAGREE: ckpt_compat.py: $(tail -3 ckpt_compat.log)"; BAD=1
-fi
+ckpt_compat "$LC_CK" "$LV_CK"
 
 # 4. One step from Lingvo's step-0 checkpoint on the same batch (one.txt: 32 lines, one
 #    bucket of 32, read once in file order by Lingvo, once as one shuffled epoch by lingvoc;

@@ -11,14 +11,8 @@ Lingvo's tf.Example layout); $LINGVO_PEER_MT_DATA (default /tmp/bible) holds
 train/dev/test.tfrecord-00000-of-00001 and wpm.voc, as scripts/prepare_bible_en_es.sh
 writes them.
 
-Lingvo-only settings, none of which changes the model: the dev/test inputs are
-`resettable` with `repeat_count` 1, which Lingvo's evaler and decoder need to take the
-whole dataset in one pass (eval.samples_per_summary 0: they stop at the input's
-OutOfRange only when it is resettable), as lingvoc's do by themselves. NmtInput (a
-GenericInput op) has no Reset, which the runners call before each pass: _OnePassNmtInput's
-does nothing, right for the evaler_once / decoder_once jobs, whose one pass starts fresh.
-Its records are read in file order (require_sequential_order, which repeat_count needs and
-Lingvo's cluster gives only the jobs named evaler/decoder, not evaler_once_*).
+Lingvo-only settings, none of which changes the model: the dev/test inputs read their
+records once, in file order (one_pass.py).
 """
 import math
 import os
@@ -32,26 +26,15 @@ from lingvo.core import schedule
 from lingvo.core import tokenizers
 from lingvo.tasks.mt import input_generator
 from lingvo.tasks.mt import model
-
-
-class _OnePassNmtInput(input_generator.NmtInput):
-  """NmtInput whose Reset does nothing (see the module's docstring)."""
-
-  def Reset(self, sess):
-    del sess
-
-  def CommonInputOpArgs(self):
-    args = super().CommonInputOpArgs()
-    args['require_sequential_order'] = True
-    return args
+import one_pass  # pylint: disable=g-bad-import-order  (scripts/lingvo_peer, run.py's directory)
 
 
 def _Data(name):
   return os.path.join(os.environ.get('LINGVO_PEER_MT_DATA', '/tmp/bible'), name)
 
 
-def _Input(split, seed, bounds, limits, cls=input_generator.NmtInput):
-  p = cls.Params()
+def _Input(split, seed, bounds, limits):
+  p = input_generator.NmtInput.Params()
   p.file_pattern = 'tfrecord:' + _Data(split + '.tfrecord-00000-of-00001')
   p.file_random_seed = seed
   p.bucket_upper_bound = bounds
@@ -60,8 +43,8 @@ def _Input(split, seed, bounds, limits, cls=input_generator.NmtInput):
 
 
 def _EvalInput(split, vocab_size):
-  p = _Input(split, 27182818, [16, 24, 32, 48, 64, 100, 300],
-             [160, 104, 80, 52, 40, 24, 8], _OnePassNmtInput)
+  p = one_pass.OnePassParams(_Input(split, 27182818, [16, 24, 32, 48, 64, 100, 300],
+                                    [160, 104, 80, 52, 40, 24, 8]))
   # Ids back to text: the pieces joined by spaces, which the decoder's BLEU metric
   # (CorpusBleuMetric(separator_type='wpm')) unsegments, as Lingvo's own MT experiments
   # do. lingvoc's cfg names WpmTokenizer, whose IdsToStrings is already text: Lingvo's
@@ -69,8 +52,6 @@ def _EvalInput(split, vocab_size):
   p.tokenizer = tokenizers.VocabFileTokenizer.Params().Set(
       token_vocab_filepath=_Data('wpm.voc'), load_token_ids_from_vocab=False,
       vocab_size=vocab_size)
-  p.resettable = True
-  p.repeat_count = 1
   return p
 
 
