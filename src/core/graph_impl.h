@@ -23,7 +23,9 @@ extern const char *const lv_op_names[LV_OP_COUNT];
 typedef struct lv_node lv_node;
 typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 
-/* What each op's backward keeps from its forward (arena pointers are device memory). */
+/* What each op's backward keeps from its forward (arena pointers are device memory).
+ * A tensor pointer kept here must be listed in saved_tensors (graph.c), so that its
+ * memory lives until this node's backward has run. */
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
 typedef struct { float lo, hi; } lv_saved_clip;

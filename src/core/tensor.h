@@ -35,6 +35,11 @@ typedef struct lv_tensor {
   bool requires_grad;     /* a variable, or computed from one */
   bool owns_data;         /* data was allocated by lv_tensor_new / lv_tensor_new_on */
   int node;               /* producing tape node, -1 for a leaf */
+  /* Step-arena bookkeeping of the graph (core/graph.c): the buffer whose memory this
+   * header holds a reference to (index + 1; 0 none). Only the header the graph made holds
+   * it (buf_owner == the header): a struct copy of a graph tensor holds none. */
+  int buf;
+  const struct lv_tensor *buf_owner;
 } lv_tensor;
 
 /* Heap tensor owning zeroed, 64-byte aligned host data. Returns NULL if out of memory. */
