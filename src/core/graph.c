@@ -39,6 +39,14 @@ typedef struct free_range {
   uint64_t blk;
 } free_range;
 
+/* An op output made in forward (lv_tensor.out_seq - 1), for forward scopes. */
+typedef struct out_info {
+  lv_tensor *t;
+  void *data;    /* at creation: a struct copy with other data is another step's */
+  bool needed;   /* a backward function reads its data (as far as a scope end looked) */
+  bool released; /* given back at a scope's end */
+} out_info;
+
 struct lv_graph {
   lv_device device;
   const lv_backend *be;
@@ -78,6 +86,9 @@ struct lv_graph {
   int n_temps, cap_temps;
   size_t live[LV_GRAPH_MEM_COUNT], live_total;
   lv_graph_mem_stats cur, worst;
+  /* Op outputs made in forward this step (training with free_in_backward only). */
+  out_info *outs;
+  int n_outs, cap_outs;
 };
 
 static void *device_alloc(void *user, size_t bytes) {
@@ -123,6 +134,7 @@ void lv_graph_destroy(lv_graph *g) {
   free(g->bufs);
   free(g->free);
   free(g->temps);
+  free(g->outs);
   free(g);
 }
 
@@ -153,6 +165,8 @@ void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *o
 
 void lv_graph_set_free_in_backward(lv_graph *g, bool on) { g->free_in_backward = on; }
 
+bool lv_graph_free_in_backward(const lv_graph *g) { return g->free_in_backward; }
+
 void lv_graph_reset(lv_graph *g) {
   /* Kernels of this step may still run; an error they found belongs to this step. */
   g->be->sync(g->be->ctx);
@@ -170,6 +184,7 @@ void lv_graph_reset(lv_graph *g) {
   g->backward_done = false;
   g->err[0] = 0;
   g->n_bufs = g->n_free = g->n_temps = 0;
+  g->n_outs = 0;
   memset(g->live, 0, sizeof g->live);
   g->live_total = 0;
   memset(&g->cur, 0, sizeof g->cur);
@@ -218,6 +233,8 @@ void lv_graph_failf(lv_graph *g, lv_op op, const char *fmt, ...) {
   va_end(ap);
 }
 
+static bool inputs_live(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);
+
 bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
   if (!g) return false;
   if (g->failed) return false;
@@ -226,7 +243,7 @@ bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
       lv_graph_failf(g, op, "input %d is NULL", i);
       return false;
     }
-  return true;
+  return inputs_live(g, op, n, ins);
 }
 
 const lv_backend *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
@@ -268,6 +285,7 @@ static void *alloc_in(lv_graph *g, lv_arena *a, const char *what, size_t bytes) 
 static void *grow_array(void *p, int n, int *cap, size_t elem, int first) {
   if (n < *cap) return p;
   int c = *cap ? 2 * *cap : first;
+  while (c <= n) c *= 2;
   void *np = realloc(p, elem * (size_t)c);
   LV_ASSERT(np);
   *cap = c;
@@ -368,6 +386,7 @@ static void buf_unref(lv_graph *g, int buf) {
   g->live[b->kind] -= b->bytes;
   g->live_total -= b->bytes;
   g->cur.released += b->bytes;
+  if (!g->in_backward) g->cur.released_forward += b->bytes;
   put_free(g, b->p, b->bytes, b->blk);
 }
 
@@ -412,6 +431,26 @@ static lv_tensor *new_header(lv_graph *g, const char *what, lv_dtype dtype, lv_s
   return t;
 }
 
+/* ---- Forward scopes (graph.h: lv_graph_scope_begin) ---- */
+
+static bool tracking(const lv_graph *g) { return g->free_in_backward && g->training && !g->in_backward; }
+
+/* Op output t, made in forward, gets its number. */
+static void number_out(lv_graph *g, lv_tensor *t) {
+  if (!tracking(g)) return;
+  g->outs = grow_array(g->outs, g->n_outs, &g->cap_outs, sizeof *g->outs, 256);
+  g->outs[g->n_outs++] = (out_info){t, t->data, false, false};
+  t->out_seq = g->n_outs;
+}
+
+/* t's entry among this step's op outputs, or NULL (not one, or a copy from another step). */
+static out_info *out_of(lv_graph *g, const lv_tensor *t) {
+  int k = t->out_seq;
+  if (k < 1 || k > g->n_outs) return NULL;
+  out_info *o = &g->outs[k - 1];
+  return o->data == t->data || o->t == t ? o : NULL;
+}
+
 static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_shape shape, int kind) {
   for (int i = 0; i < shape.rank; i++)
     if (shape.d[i] < 0) {
@@ -428,7 +467,9 @@ static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_s
 }
 
 lv_tensor *lv_graph_out(lv_graph *g, lv_op op, lv_dtype dtype, lv_shape shape) {
-  return new_tensor(g, lv_op_names[op], dtype, shape, LV_GRAPH_MEM_ACTIVATIONS);
+  lv_tensor *t = new_tensor(g, lv_op_names[op], dtype, shape, LV_GRAPH_MEM_ACTIVATIONS);
+  if (t) number_out(g, t);
+  return t;
 }
 
 lv_tensor *lv_graph_view_of(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape) {
@@ -442,6 +483,7 @@ lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape,
   t->data = (char *)x->data + offset;
   share_buf(g, t, x);
   if (t->buf && g->in_backward) note_temp(g, t->buf);
+  number_out(g, t);
   return t;
 }
 
@@ -672,6 +714,75 @@ static int saved_tensors(const lv_node *n, lv_tensor **out) {
     default: break;
   }
   return k;
+}
+
+/* The tensors whose data node n's backward reads: bit j for input j, bit 31 for the
+ * output (saved tensors always). An op not listed reads them all; list an op here only
+ * after reading its backward function and kernels. */
+static uint32_t backward_reads(const lv_node *n) {
+  enum { OUT = 1u << 31, ALL = ~0u };
+  switch (n->op) {
+    case LV_OP_ADD: case LV_OP_SUB: case LV_OP_SCALE: case LV_OP_ADD_SCALAR: case LV_OP_RESHAPE:
+    case LV_OP_TRANSPOSE: case LV_OP_CONCAT: case LV_OP_SLICE: case LV_OP_DROPOUT:
+      return 0;
+    case LV_OP_REDUCE_SUM: case LV_OP_REDUCE_MEAN: return n->s.red.kind == LV_RED_MAX ? ALL : 0;
+    case LV_OP_MATMUL: case LV_OP_BATCH_MATMUL: case LV_OP_MUL: return 3;
+    case LV_OP_ADDMM: return 6;                  /* a and b, not c */
+    case LV_OP_DIV: return 2 | OUT;              /* b and the quotient */
+    case LV_OP_SOFTMAX: case LV_OP_LOG_SOFTMAX: return OUT;
+    case LV_OP_LAYER_NORM: case LV_OP_LAYER_NORM_PLUS1: return ALL & ~OUT;
+    case LV_OP_SPARSE_SOFTMAX_XENT: case LV_OP_GATHER: return 2; /* the ids */
+    default: return ALL;
+  }
+}
+
+static void mark_needed(lv_graph *g, lv_tensor *t) {
+  out_info *o = t ? out_of(g, t) : NULL;
+  if (o) o->needed = true;
+}
+
+/* An op reading a tensor that a scope gave back is a caller's error (a tensor used past
+ * its scope without being among the scope's outputs): an error naming the op, never a
+ * read of memory that is another tensor's. */
+static bool inputs_live(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
+  if (!g->n_outs) return true;
+  for (int i = 0; i < n; i++) {
+    const out_info *o = ins[i]->data ? NULL : out_of(g, ins[i]);
+    if (o && o->released) {
+      lv_graph_failf(g, op, "input %d was given back at the end of a forward scope (lv_graph_scope_end) that did not "
+                     "name it among its outputs", i);
+      return false;
+    }
+  }
+  return true;
+}
+
+lv_graph_scope lv_graph_scope_begin(const lv_graph *g) {
+  lv_graph_scope m = {g->n_outs, g->n_nodes};
+  return m;
+}
+
+void lv_graph_scope_end(lv_graph *g, const lv_graph_scope *m, lv_tensor *const *keep, int n_keep) {
+  if (!tracking(g) || g->failed || m->outs >= g->n_outs) return;
+  /* Only nodes recorded in the scope can read what the scope made. */
+  for (int i = m->nodes; i < g->n_nodes; i++) {
+    const lv_node *n = &g->nodes[i];
+    lv_tensor *ts[4];
+    int k = saved_tensors(n, ts);
+    for (int j = 0; j < k; j++) mark_needed(g, ts[j]);
+    uint32_t r = backward_reads(n);
+    if (r >> 31) mark_needed(g, n->out);
+    for (int j = 0; j < n->n_in; j++)
+      if (j >= 31 || (r >> j & 1)) mark_needed(g, n->in[j]);
+  }
+  for (int k = m->outs; k < g->n_outs; k++) {
+    out_info *o = &g->outs[k];
+    bool kept = o->needed || o->released;
+    for (int i = 0; !kept && i < n_keep; i++) kept = keep[i] && out_of(g, keep[i]) == o;
+    if (kept) continue;
+    release_data(g, o->t);
+    o->released = true;
+  }
 }
 
 /* Which tape tensors die after which node's backward: dead[start[i], start[i + 1]) are

@@ -71,6 +71,7 @@ typedef struct lv_graph_mem_stats {
   size_t at_peak[LV_GRAPH_MEM_COUNT];   /* live bytes of each kind at that moment (they sum to live_peak) */
   size_t allocated[LV_GRAPH_MEM_COUNT]; /* all bytes allocated in the step, by kind */
   size_t released;                      /* bytes given back during backward (lv_graph_set_free_in_backward) */
+  size_t released_forward;              /* of those, given back in forward (lv_graph_scope_end) */
   size_t reused;                        /* bytes served again from what was given back */
   size_t arena_peak;                    /* the arena's high-water mark in the step: live_peak + gaps between freed pieces */
   size_t arena_reserved;                /* bytes of arena blocks held at the step's end */
@@ -88,6 +89,20 @@ void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *o
  * but after backward a tape tensor's data is gone (NULL), except the loss's and what a
  * deferred update reads: read every value you need (metrics) before backward. */
 void lv_graph_set_free_in_backward(lv_graph *g, bool on);
+bool lv_graph_free_in_backward(const lv_graph *g);
+/* Forward scopes, as a Python function's locals die when it returns: a layer's fprop
+ * between lv_graph_scope_begin and lv_graph_scope_end(keep: its outputs, NULL entries
+ * skipped) promises that the op outputs made in between and not kept are read by no
+ * later op and not by the host. With lv_graph_set_free_in_backward on, in training, the
+ * scope's end gives back those whose data no backward function recorded in the scope
+ * reads (an addition's output, a matmul's, a dropout's input: what PyTorch's autograd
+ * does not save); backward gives back the rest as it goes. An op given such a tensor
+ * later fails with an error naming it. Otherwise both calls do nothing. */
+typedef struct lv_graph_scope {
+  int outs, nodes;
+} lv_graph_scope;
+lv_graph_scope lv_graph_scope_begin(const lv_graph *g);
+void lv_graph_scope_end(lv_graph *g, const lv_graph_scope *scope, lv_tensor *const *keep, int n_keep);
 /* Called by lv_graph_backward after each tape node's backward, with the node's index
  * (descending from the loss's): once node i is done, a leaf whose consumers all have
  * indices >= i has its final gradient (sync replicas start reducing it then). NULL: none.

@@ -40,6 +40,7 @@ typedef struct lv_tensor {
    * it (buf_owner == the header): a struct copy of a graph tensor holds none. */
   int buf;
   const struct lv_tensor *buf_owner;
+  int out_seq; /* graph: its number among the step's op outputs made in forward (1, 2, ...; 0 none) */
 } lv_tensor;
 
 /* Heap tensor owning zeroed, 64-byte aligned host data. Returns NULL if out of memory. */

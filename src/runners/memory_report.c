@@ -90,7 +90,8 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
     row(out, name, st.at_peak[k], note);
   }
   row(out, "  gaps between freed pieces", st.arena_peak - st.live_peak, "high-water minus live peak");
-  row(out, "  given back in backward", st.released, "");
+  row(out, "  given back", st.released, "during the step");
+  row(out, "  given back in forward", st.released_forward, "at the end of layers' forward scopes");
   row(out, "  reused from what was given", st.reused, "");
   row(out, "step arena blocks held", st.arena_reserved, "untouched room is not resident");
   row(out, "tensor headers and tape", st.meta_peak, "host");
