@@ -14,6 +14,11 @@ const char *const lv_op_names[LV_OP_COUNT] = {
 #undef X
 };
 _Static_assert(LV_ARRAY_LEN(lv_op_names) == LV_OP_COUNT, "ops.def and lv_op_names disagree");
+_Static_assert(LV_OP_COUNT < LV_GRAPH_MEM_OPS, "lv_graph_mem_stats.peak_by_op has no room for every op");
+
+const char *lv_graph_mem_op_name(int i) {
+  return i >= 0 && i < LV_OP_COUNT ? lv_op_names[i] : i == LV_OP_COUNT ? "(no op: inputs)" : "(not forward memory)";
+}
 
 const char *const lv_graph_mem_kind_names[LV_GRAPH_MEM_COUNT] = {"activations", "forward scratch", "gradients",
                                                                  "backward temporaries"};
@@ -31,6 +36,7 @@ typedef struct step_buf {
   uint64_t blk; /* lv_arena_block_id */
   int refs;
   int kind; /* lv_graph_mem_kind */
+  int op;   /* the op that made it in forward; LV_OP_COUNT: no op; LV_GRAPH_MEM_OPS - 1: not forward memory */
 } step_buf;
 
 typedef struct free_range {
@@ -85,6 +91,7 @@ struct lv_graph {
   int *temps;            /* buffers (index) the running backward function made, gradients aside */
   int n_temps, cap_temps;
   size_t live[LV_GRAPH_MEM_COUNT], live_total;
+  size_t live_by_op[LV_GRAPH_MEM_OPS];
   lv_graph_mem_stats cur, worst;
   /* Op outputs made in forward this step (training with free_in_backward only). */
   out_info *outs;
@@ -186,6 +193,7 @@ void lv_graph_reset(lv_graph *g) {
   g->n_bufs = g->n_free = g->n_temps = 0;
   g->n_outs = 0;
   memset(g->live, 0, sizeof g->live);
+  memset(g->live_by_op, 0, sizeof g->live_by_op);
   g->live_total = 0;
   memset(&g->cur, 0, sizeof g->cur);
   lv_arena_reset(g->arena);
@@ -351,7 +359,7 @@ static void note_temp(lv_graph *g, int buf) {
 /* Device memory for tensor data and scratch: a buffer with one reference (its index + 1
  * in *buf), counted as kind; a backward function's own buffers (not gradients) are noted
  * as temporaries. */
-static void *arena_alloc(lv_graph *g, const char *what, size_t bytes, int kind, int *buf) {
+static void *arena_alloc(lv_graph *g, const char *what, size_t bytes, int kind, int op, int *buf) {
   *buf = 0;
   bytes = arena_round(bytes);
   uint64_t blk = 0;
@@ -366,14 +374,17 @@ static void *arena_alloc(lv_graph *g, const char *what, size_t bytes, int kind, 
   }
   if (g->in_backward && kind != LV_GRAPH_MEM_GRADS) kind = LV_GRAPH_MEM_BWD_TEMPS;
   g->bufs = grow_array(g->bufs, g->n_bufs, &g->cap_bufs, sizeof *g->bufs, 256);
-  g->bufs[g->n_bufs++] = (step_buf){p, bytes, blk, 1, kind};
+  if (kind != LV_GRAPH_MEM_ACTIVATIONS && kind != LV_GRAPH_MEM_FWD_SCRATCH) op = LV_GRAPH_MEM_OPS - 1;
+  g->bufs[g->n_bufs++] = (step_buf){p, bytes, blk, 1, kind, op};
   *buf = g->n_bufs;
   g->cur.allocated[kind] += bytes;
   g->live[kind] += bytes;
+  g->live_by_op[op] += bytes;
   g->live_total += bytes;
   if (g->live_total > g->cur.live_peak) {
     g->cur.live_peak = g->live_total;
     memcpy(g->cur.at_peak, g->live, sizeof g->live);
+    memcpy(g->cur.peak_by_op, g->live_by_op, sizeof g->live_by_op);
   }
   if (kind == LV_GRAPH_MEM_BWD_TEMPS) note_temp(g, *buf);
   return p;
@@ -384,6 +395,7 @@ static void buf_unref(lv_graph *g, int buf) {
   LV_ASSERT(b->refs > 0);
   if (--b->refs) return;
   g->live[b->kind] -= b->bytes;
+  g->live_by_op[b->op] -= b->bytes;
   g->live_total -= b->bytes;
   g->cur.released += b->bytes;
   if (!g->in_backward) g->cur.released_forward += b->bytes;
@@ -451,7 +463,7 @@ static out_info *out_of(lv_graph *g, const lv_tensor *t) {
   return o->data == t->data || o->t == t ? o : NULL;
 }
 
-static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_shape shape, int kind) {
+static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_shape shape, int kind, int op) {
   for (int i = 0; i < shape.rank; i++)
     if (shape.d[i] < 0) {
       char b[128];
@@ -461,13 +473,13 @@ static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_s
     }
   lv_tensor *t = new_header(g, what, dtype, shape);
   if (!t) return NULL;
-  t->data = arena_alloc(g, what, (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype), kind, &t->buf);
+  t->data = arena_alloc(g, what, (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype), kind, op, &t->buf);
   t->buf_owner = t;
   return t->data ? t : NULL;
 }
 
 lv_tensor *lv_graph_out(lv_graph *g, lv_op op, lv_dtype dtype, lv_shape shape) {
-  lv_tensor *t = new_tensor(g, lv_op_names[op], dtype, shape, LV_GRAPH_MEM_ACTIVATIONS);
+  lv_tensor *t = new_tensor(g, lv_op_names[op], dtype, shape, LV_GRAPH_MEM_ACTIVATIONS, (int)op);
   if (t) number_out(g, t);
   return t;
 }
@@ -489,12 +501,12 @@ lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape,
 
 void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes) {
   int buf;
-  return arena_alloc(g, lv_op_names[op], bytes, LV_GRAPH_MEM_FWD_SCRATCH, &buf);
+  return arena_alloc(g, lv_op_names[op], bytes, LV_GRAPH_MEM_FWD_SCRATCH, (int)op, &buf);
 }
 
 lv_tensor *lv_graph_tensor(lv_graph *g, lv_dtype dtype, lv_shape shape) {
   if (!g || g->failed) return NULL;
-  return new_tensor(g, "tensor", dtype, shape, LV_GRAPH_MEM_ACTIVATIONS);
+  return new_tensor(g, "tensor", dtype, shape, LV_GRAPH_MEM_ACTIVATIONS, LV_OP_COUNT);
 }
 
 lv_tensor *lv_graph_zeros(lv_graph *g, lv_dtype dtype, lv_shape shape) {
@@ -526,7 +538,7 @@ lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host) {
     if (t) t->data = host->data;
     return t;
   }
-  lv_tensor *t = new_tensor(g, "from_host", host->dtype, host->shape, LV_GRAPH_MEM_ACTIVATIONS);
+  lv_tensor *t = new_tensor(g, "from_host", host->dtype, host->shape, LV_GRAPH_MEM_ACTIVATIONS, LV_OP_COUNT);
   if (t) g->be->copy(g->be->ctx, t->data, host->data, lv_tensor_nbytes(t), LV_COPY_HOST_TO_DEVICE);
   return t;
 }
@@ -572,6 +584,7 @@ void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m) {
   for (int i = m->n_bufs; i < g->n_bufs; i++)
     if (g->bufs[i].refs > 0) {
       g->live[g->bufs[i].kind] -= g->bufs[i].bytes;
+      g->live_by_op[g->bufs[i].op] -= g->bufs[i].bytes;
       g->live_total -= g->bufs[i].bytes;
     }
   g->n_bufs = m->n_bufs;
@@ -644,7 +657,7 @@ lv_node *lv_graph_node(lv_graph *g, int i) {
 }
 
 static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
-  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape, LV_GRAPH_MEM_GRADS);
+  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape, LV_GRAPH_MEM_GRADS, LV_OP_COUNT);
   if (!gr) return NULL;
   if (t->node < 0) {
     if (g->n_heap_leaves == g->cap_heap_leaves) {
@@ -732,6 +745,10 @@ static uint32_t backward_reads(const lv_node *n) {
     case LV_OP_SOFTMAX: case LV_OP_LOG_SOFTMAX: return OUT;
     case LV_OP_LAYER_NORM: case LV_OP_LAYER_NORM_PLUS1: return ALL & ~OUT;
     case LV_OP_SPARSE_SOFTMAX_XENT: case LV_OP_GATHER: return 2; /* the ids */
+    case LV_OP_ACTIVATION: {
+      const unsigned r = lv_act_bwd_reads(n->s.act.act);
+      return (r & 1 ? 1u : 0u) | (r & 2 ? OUT : 0u);
+    }
     default: return ALL;
   }
 }

@@ -66,9 +66,14 @@ typedef enum {
   LV_GRAPH_MEM_COUNT
 } lv_graph_mem_kind;
 extern const char *const lv_graph_mem_kind_names[LV_GRAPH_MEM_COUNT];
+#define LV_GRAPH_MEM_OPS 64
+/* Op i's name for peak_by_op (also "(no op: inputs)"; the last entry is the memory of
+ * other kinds). */
+const char *lv_graph_mem_op_name(int i);
 typedef struct lv_graph_mem_stats {
   size_t live_peak;                     /* most bytes allocated and not given back at once */
   size_t at_peak[LV_GRAPH_MEM_COUNT];   /* live bytes of each kind at that moment (they sum to live_peak) */
+  size_t peak_by_op[LV_GRAPH_MEM_OPS];  /* of them, activations and forward scratch by the op that made them */
   size_t allocated[LV_GRAPH_MEM_COUNT]; /* all bytes allocated in the step, by kind */
   size_t released;                      /* bytes given back during backward (lv_graph_set_free_in_backward) */
   size_t released_forward;              /* of those, given back in forward (lv_graph_scope_end) */

@@ -72,6 +72,19 @@ typedef struct {
   bool reverse, finished;
 } lv_saved_rnn_seq;
 
+/* What an activation's backward reads: its input x (1), its output y (2) or both. The
+ * derivative of the ones that read one is a function of it alone (relu's y > 0 is x > 0),
+ * so the kernel is given that one for both, and the other may be given back (graph.c:
+ * backward_reads). */
+static inline unsigned lv_act_bwd_reads(lv_activation a) {
+  switch (a) {
+    case LV_ACT_RELU: case LV_ACT_SIGMOID: case LV_ACT_TANH: case LV_ACT_EXP: case LV_ACT_SQRT: return 2;
+    case LV_ACT_RELU6: case LV_ACT_GELU: case LV_ACT_SILU: case LV_ACT_SOFTPLUS: case LV_ACT_LEAKY_RELU:
+    case LV_ACT_LOG: case LV_ACT_SQUARE: return 1;
+    default: return 3;
+  }
+}
+
 /* One recorded op: inputs, output, and whatever its backward needs. */
 struct lv_node {
   lv_op op;

@@ -89,6 +89,18 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
     snprintf(note, sizeof note, "%.2f MB allocated in the step", (double)st.allocated[k] / 1e6);
     row(out, name, st.at_peak[k], note);
   }
+  /* The forward memory at the peak by op, largest first (the first 8). */
+  bool shown[LV_GRAPH_MEM_OPS] = {false};
+  for (int r = 0; r < 8; r++) {
+    int best = -1;
+    for (int i = 0; i < LV_GRAPH_MEM_OPS - 1; i++)
+      if (!shown[i] && st.peak_by_op[i] && (best < 0 || st.peak_by_op[i] > st.peak_by_op[best])) best = i;
+    if (best < 0) break;
+    shown[best] = true;
+    char name[64];
+    snprintf(name, sizeof name, "      of it by %s", lv_graph_mem_op_name(best));
+    row(out, name, st.peak_by_op[best], "forward memory this op made, live at the peak");
+  }
   row(out, "  gaps between freed pieces", st.arena_peak - st.live_peak, "high-water minus live peak");
   row(out, "  given back", st.released, "during the step");
   row(out, "  given back in forward", st.released_forward, "at the end of layers' forward scopes");
