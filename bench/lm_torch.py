@@ -23,6 +23,7 @@ usage: lm_torch.py FILE THREADS STEPS [WARMUP] [rnn|transformer]
    or: RACE_SECONDS=S RACE_EVERY=E TEST_FILE=F lm_torch.py FILE THREADS 0 0 KIND
        (bench/lm_race.sh: train for S seconds, then the Test log_pplx of the weights
        every E seconds)
+TRAIN_ONLY=1 stops after the training figures (bench/bench_mem.sh).
 INIT_CKPT=PREFIX starts from the weights of a lingvoc checkpoint of the same model (read
 with CKPT_INSPECT, default bin/ckpt_inspect) instead of PyTorch's own draws of the same
 initializers: bench/lm_race.sh's SAME_INIT=1, so one race is not decided by the luck of one
@@ -319,6 +320,8 @@ for step in range(STEPS):
 dt = time.perf_counter() - t0
 print("torch_lm train %d steps %.0f tokens/s log_pplx %.3f -> %.3f" % (STEPS - WARMUP, tokens / dt, first, loss.item()))
 print("torch_lm rss_train %.0f MB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+if os.environ.get("TRAIN_ONLY"):  # bench/bench_mem.sh: no scoring or sampling
+    sys.exit(0)
 
 model.eval()
 with torch.no_grad():

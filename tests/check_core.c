@@ -1285,6 +1285,96 @@ END_TEST
 
 /* ---- graph behaviour ------------------------------------------------------------ */
 
+/* A small network over every op backward_reads (graph.c) lists, inside a forward scope
+ * that keeps only its output: in free mode the scope gives back what no backward reads,
+ * backward gives back the rest as it goes, and every gradient keeps its bits. */
+static lv_tensor *free_net(lv_graph *g, lv_tensor *const *p, lv_tensor *ids) {
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  lv_tensor *x = p[0], *w = p[1], *b = p[2], *sc_ln = p[3], *tab = p[4];
+  lv_tensor *h = lv_op_addmm(g, lv_op_reshape(g, lv_op_add(g, x, x), lv_shape2(6, 4)), x, w); /* [6,4] */
+  h = lv_op_matmul(g, lv_op_scale(g, h, 0.5f), w, false, true);
+  h = lv_op_div(g, lv_op_mul(g, h, lv_op_add_scalar(g, h, 2.0f)), lv_op_add_scalar(g, lv_op_mul(g, h, h), 1.0f));
+  int perm[2] = {1, 0};
+  lv_tensor *t = lv_op_transpose(g, lv_op_sub(g, h, b), perm);                 /* [4,6] */
+  lv_tensor *parts[2] = {lv_op_slice(g, t, 1, 0, 3), lv_op_slice(g, t, 1, 3, 3)};
+  lv_tensor *c = lv_op_concat(g, parts, 2, 0);                                   /* [8,3] */
+  c = lv_op_layer_norm(g, lv_op_dropout(g, c, 0.75f, 7, 1), sc_ln, NULL, 1e-6f);
+  lv_tensor *s1 = lv_op_softmax(g, c), *s2 = lv_op_log_softmax(g, c);
+  lv_tensor *r = lv_op_add(g, lv_op_reduce_mean(g, s1, 1, true), lv_op_reduce_max(g, s2, 1, true));
+  r = lv_op_add(g, lv_op_reduce_sum(g, c, 1, true), r);                          /* [8,1] */
+  lv_tensor *y = lv_op_mul(g, lv_op_gather(g, tab, ids), r);                    /* [8,3] */
+  lv_graph_scope_end(g, &sc, &y, 1);
+  return y;
+}
+
+START_TEST(graph_free_in_backward_same_bits) {
+  float grads[2][5][32];
+  size_t peak[2], fwd[2];
+  lv_shape shapes[5] = {lv_shape2(6, 4), lv_shape2(4, 4), lv_shape1(4), lv_shape1(3), lv_shape2(5, 3)};
+  int32_t ids[8] = {0, 4, 1, 1, 3, 2, 0, 4};
+  lv_tensor *kept = NULL;
+  for (int mode = 0; mode < 2; mode++) {
+    lv_rng st;
+    lv_rng_init(&st, 99, 0);
+    lv_graph *g = lv_graph_create(0);
+    lv_graph_set_free_in_backward(g, mode == 1);
+    lv_tensor *p[5];
+    for (int i = 0; i < 5; i++) {
+      p[i] = lv_graph_tensor(g, LV_F32, shapes[i]);
+      for (int64_t j = 0; j < lv_tensor_numel(p[i]); j++) lv_f32(p[i])[j] = (float)lv_rng_uniform(&st) - 0.5f;
+      p[i]->requires_grad = true;
+    }
+    lv_tensor *idt = lv_graph_tensor(g, LV_I32, lv_shape1(8));
+    memcpy(idt->data, ids, sizeof ids);
+    lv_tensor *y = free_net(g, p, idt);
+    ck_assert_ptr_nonnull(y);
+    /* The classes of the xent: the gather's ids, mod 3. */
+    lv_tensor *cls = lv_graph_tensor(g, LV_I32, lv_shape1(8));
+    for (int i = 0; i < 8; i++) lv_i32(cls)[i] = ids[i] % 3;
+    lv_tensor *loss = lv_op_sparse_softmax_xent(g, y, cls);
+    loss = lv_op_reduce_sum(g, loss, LV_ALL_AXES, false);
+    EXPECT_OK(lv_graph_backward(g, loss));
+    for (int i = 0; i < 5; i++) memcpy(grads[mode][i], p[i]->grad->data, lv_tensor_nbytes(p[i]));
+    lv_graph_mem_stats ms;
+    lv_graph_mem_stats_get(g, false, &ms);
+    peak[mode] = ms.arena_peak;
+    fwd[mode] = ms.released_forward;
+    size_t sum = 0;
+    for (int k = 0; k < LV_GRAPH_MEM_COUNT; k++) sum += ms.at_peak[k];
+    ck_assert_uint_eq(sum, ms.live_peak);
+    ck_assert_uint_le(ms.live_peak, ms.arena_peak);
+    if (mode == 1) {
+      ck_assert_uint_gt(ms.released, ms.released_forward);
+      ck_assert_uint_gt(ms.reused, 0);
+      /* A tensor given back at a scope's end is an error for any op that reads it. */
+      lv_graph_reset(g);
+      for (int i = 0; i < 5; i++) {
+        p[i] = lv_graph_fill(g, shapes[i], 0.5f);
+        p[i]->requires_grad = true;
+      }
+      lv_graph_scope sc = lv_graph_scope_begin(g);
+      lv_tensor *a = lv_op_add(g, p[0], p[0]);
+      kept = lv_op_scale(g, a, 2.0f);
+      lv_graph_scope_end(g, &sc, &kept, 1);
+      ck_assert_ptr_null(a->data);
+      ck_assert_ptr_nonnull(kept->data);
+      ck_assert_ptr_null(lv_op_add(g, a, p[0]));
+      lv_status s = lv_graph_status(g);
+      ck_assert_ptr_nonnull(s);
+      ck_assert_msg(strstr(lv_status_msg(s), "given back at the end of a forward scope"), "%s", lv_status_msg(s));
+      lv_status_free(s);
+    }
+    lv_graph_destroy(g);
+  }
+  for (int i = 0; i < 5; i++)
+    ck_assert_msg(!memcmp(grads[0][i], grads[1][i], sizeof(float) * (size_t)lv_shape_numel(&shapes[i])),
+                  "gradient %d differs with free_in_backward", i);
+  ck_assert_uint_eq(fwd[0], 0);
+  ck_assert_uint_gt(fwd[1], 0);
+  ck_assert_uint_lt(peak[1], peak[0]);
+}
+END_TEST
+
 START_TEST(graph_sticky_errors) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape2(256, 2450));
@@ -1579,6 +1669,7 @@ int main(void) {
   tcase_add_test(gr, graph_arena_exhaustion_and_reuse);
   tcase_add_test(gr, graph_backward_rules);
   tcase_add_test(gr, graph_device_dispatch);
+  tcase_add_test(gr, graph_free_in_backward_same_bits);
   suite_add_tcase(s, gr);
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);

@@ -8,12 +8,14 @@
 typedef struct block {
   struct block *next;
   size_t size, used;
+  uint64_t id;
   char *data;
 } block;
 
 struct lv_arena {
   block *head; /* current block; older blocks follow */
   size_t cap, total, used, peak;
+  uint64_t next_id;
   lv_arena_mem mem;
 };
 
@@ -71,6 +73,7 @@ void *lv_arena_alloc(lv_arena *a, size_t bytes) {
       return NULL;
     }
     nb->size = sz;
+    nb->id = ++a->next_id;
     nb->next = b;
     a->head = nb;
     a->total += sz;
@@ -100,6 +103,7 @@ void lv_arena_reset(lv_arena *a) {
     block *nb = calloc(1, sizeof *nb);
     if (nb && (nb->data = a->mem.alloc(a->mem.user, want))) {
       nb->size = want;
+      nb->id = ++a->next_id;
       a->head = nb;
       a->total = want;
     } else {
@@ -129,4 +133,6 @@ void lv_arena_rewind(lv_arena *a, const lv_arena_mark *m) {
 
 size_t lv_arena_used(const lv_arena *a) { return a->used; }
 size_t lv_arena_peak(const lv_arena *a) { return a->peak; }
+size_t lv_arena_reserved(const lv_arena *a) { return a->total; }
+uint64_t lv_arena_block_id(const lv_arena *a) { return a->head ? a->head->id : 0; }
 size_t lv_arena_cap(const lv_arena *a) { return a->cap; }

@@ -6,6 +6,7 @@
 #define LV_BASE_ARENA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct lv_arena lv_arena;
 
@@ -41,6 +42,11 @@ typedef struct lv_arena_mark {
 lv_arena_mark lv_arena_get_mark(const lv_arena *a);
 void lv_arena_rewind(lv_arena *a, const lv_arena_mark *m);
 size_t lv_arena_used(const lv_arena *a);
+/* Bytes of the blocks the arena holds (used or not). */
+size_t lv_arena_reserved(const lv_arena *a);
+/* The block the last allocation came from, as a number no other block of this arena has
+ * had: two allocations with different numbers are never one range of memory. */
+uint64_t lv_arena_block_id(const lv_arena *a);
 size_t lv_arena_peak(const lv_arena *a);
 size_t lv_arena_cap(const lv_arena *a);
 

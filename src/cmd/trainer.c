@@ -30,7 +30,9 @@ static const char kUsage[] =
     "--mode=inspect_model prints the variables and their sizes; --mode=inspect_evaler prints\n"
     "the datasets; --mode=inspect_input prints the first batches of --dataset (default Train);\n"
     "--mode=write_inference_graph writes the latest checkpoint as one model file,\n"
-    "DIR/inference_graphs/model.lvm (as bin/export; --dataset, default Test, gives its tokenizer).\n";
+    "DIR/inference_graphs/model.lvm (as bin/export; --dataset, default Test, gives its tokenizer);\n"
+    "--mode=memory_report trains --memory_report_steps steps in DIR (as sync), then prints where the\n"
+    "memory went: variables, gradients, optimizer slots, the step arena by kind, peak RSS.\n";
 
 static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
   if (!*c->logdir) return lv_status_make(LV_ERR_INVALID, "--logdir is required with --mode=inspect_params");
@@ -122,7 +124,7 @@ static lv_status run(int argc, char **argv) {
   int64_t log_interval = 100;
   lv_flag flags[LV_CLI_MAX_FLAGS];
   int n = lv_cli_add_flags(&c, flags, 0);
-  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync (default), async (one worker replica: the same updates), inspect_params, inspect_model, inspect_evaler, inspect_input, write_inference_graph.");
+  flags[n++] = (lv_flag)LV_FLAG_STR("mode", &c.mode, "sync (default), async (one worker replica: the same updates), inspect_params, inspect_model, inspect_evaler, inspect_input, write_inference_graph, memory_report.");
   flags[n++] = (lv_flag)LV_FLAG_I64("log_interval_steps", &log_interval, "Log a progress line every this many steps.");
   const char *dataset = "Train";
   int64_t inspect_batches = 3;
@@ -133,6 +135,10 @@ static lv_status run(int argc, char **argv) {
   flags[n++] = (lv_flag)LV_FLAG_BOOL("allow_partial_restore", &partial_restore, "Resume from a checkpoint whose tensors differ from this run's (e.g. another task.train.optimizer): restore those that match, initialize the others (without it that is an error listing them). The checkpoint itself is kept.");
   double bucket_mb = 4.0;
   flags[n++] = (lv_flag)LV_FLAG_F64("allreduce_bucket_mb", &bucket_mb, "Sync replicas (mpirun -np N): sum the gradients in buckets of about this many MB, each started while backward still runs (as PyTorch DDP's buckets); 0: one all-reduce of the whole gradient buffer after backward. Same sums either way.");
+  int64_t report_steps = 3;
+  flags[n++] = (lv_flag)LV_FLAG_I64("memory_report_steps", &report_steps, "With --mode=memory_report: how many steps to train before the report (its arena figures are the worst step's).");
+  bool free_in_backward = true;
+  flags[n++] = (lv_flag)LV_FLAG_BOOL("free_in_backward", &free_in_backward, "Give each step tensor's memory (its data, its gradient) back as soon as backward no longer reads it, for the rest of backward to reuse (the same bits; --nofree_in_backward keeps every tensor until the step ends).");
   bool help = false;
   LV_TRY(lv_flags_parse(flags, n, argc, argv, kUsage, &help));
   if (!(bucket_mb >= 0 && bucket_mb <= 1 << 20))
@@ -147,6 +153,15 @@ static lv_status run(int argc, char **argv) {
     return lv_status_make(LV_ERR_INVALID, "--mode=%s runs in one process, not under mpirun with %d processes (the "
                           "other ranks would wait for this one); run it without mpirun", c.mode, launched);
   if (!strcmp(c.mode, "inspect_params")) return inspect_params(&c, flags, n);
+  const bool memory_report = !strcmp(c.mode, "memory_report");
+  if (memory_report) {
+    if (under_mpi)
+      return lv_status_make(LV_ERR_INVALID, "--mode=memory_report runs in one process, not under mpirun with %d "
+                            "processes", launched);
+    if (report_steps < 1)
+      return lv_status_make(LV_ERR_INVALID, "--memory_report_steps=%lld: expected >= 1", (long long)report_steps);
+    c.mode = "sync";
+  }
   if (!strcmp(c.mode, "inspect_model")) return inspect_model(&c, flags, n);
   if (!strcmp(c.mode, "inspect_evaler")) return inspect_evaler(&c, flags, n);
   if (!strcmp(c.mode, "inspect_input")) return inspect_input(&c, flags, n, dataset, inspect_batches);
@@ -174,7 +189,9 @@ static lv_status run(int argc, char **argv) {
   lv_trainer_options o = {.log_interval_steps = log_interval, .install_signal_handlers = true,
                           .check_numerics = c.enable_check_numerics, .rebuild_checkpoint_state = rebuild_state,
                           .allow_partial_restore = partial_restore, .comm = comm,
-                          .allreduce_bucket_bytes = (int64_t)(bucket_mb * (1 << 20))};
+                          .allreduce_bucket_bytes = (int64_t)(bucket_mb * (1 << 20)),
+                          .free_in_backward = free_in_backward,
+                          .memory_report_steps = memory_report ? report_steps : 0};
   s = lv_trainer_run(p, &o);
   lv_params_free(p);
   /* A failed rank's peers may wait in a collective: stop them all. */

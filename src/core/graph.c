@@ -15,6 +15,14 @@ const char *const lv_op_names[LV_OP_COUNT] = {
 #undef X
 };
 _Static_assert(LV_ARRAY_LEN(lv_op_names) == LV_OP_COUNT, "ops.def and lv_op_names disagree");
+_Static_assert(LV_OP_COUNT < LV_GRAPH_MEM_OPS, "lv_graph_mem_stats.peak_by_op has no room for every op");
+
+const char *lv_graph_mem_op_name(int i) {
+  return i >= 0 && i < LV_OP_COUNT ? lv_op_names[i] : i == LV_OP_COUNT ? "(no op: inputs)" : "(not forward memory)";
+}
+
+const char *const lv_graph_mem_kind_names[LV_GRAPH_MEM_COUNT] = {"activations", "forward scratch", "gradients",
+                                                                 "backward temporaries"};
 
 /* How a bad id found by a kernel is reported (lv_graph_id_check). */
 typedef struct id_check {
@@ -22,6 +30,29 @@ typedef struct id_check {
   const char *what;
   char detail[160];
 } id_check;
+
+typedef struct step_buf {
+  char *p;
+  size_t bytes; /* as the arena rounds */
+  uint64_t blk; /* lv_arena_block_id */
+  int refs;
+  int kind; /* lv_graph_mem_kind */
+  int op;   /* the op that made it in forward; LV_OP_COUNT: no op; LV_GRAPH_MEM_OPS - 1: not forward memory */
+} step_buf;
+
+typedef struct free_range {
+  char *p;
+  size_t bytes;
+  uint64_t blk;
+} free_range;
+
+/* An op output made in forward (lv_tensor.out_seq - 1), for forward scopes. */
+typedef struct out_info {
+  lv_tensor *t;
+  void *data;    /* at creation: a struct copy with other data is another step's */
+  bool needed;   /* a backward function reads its data (as far as a scope end looked) */
+  bool released; /* given back at a scope's end */
+} out_info;
 
 struct lv_graph {
   lv_device device;
@@ -49,6 +80,24 @@ struct lv_graph {
   char err[1024];
   lv_graph_backward_hook bwd_hook; /* lv_graph_set_backward_hook */
   void *bwd_hook_ctx;
+  /* Every arena allocation of the step (a tensor's data, scratch), with the references
+   * to it: the headers that point into it, the step itself for scratch. */
+  step_buf *bufs;
+  int n_bufs, cap_bufs;
+  /* Memory given back during backward, sorted by address; adjacent pieces of one arena
+   * block merge. */
+  free_range *free;
+  int n_free, cap_free;
+  bool free_in_backward; /* lv_graph_set_free_in_backward */
+  bool in_backward;      /* allocations are backward temporaries unless gradients */
+  int *temps;            /* buffers (index) the running backward function made, gradients aside */
+  int n_temps, cap_temps;
+  size_t live[LV_GRAPH_MEM_COUNT], live_total;
+  size_t live_by_op[LV_GRAPH_MEM_OPS];
+  lv_graph_mem_stats cur, worst;
+  /* Op outputs made in forward this step (training with free_in_backward only). */
+  out_info *outs;
+  int n_outs, cap_outs;
 };
 
 static void *device_alloc(void *user, size_t bytes) {
@@ -91,8 +140,41 @@ void lv_graph_destroy(lv_graph *g) {
   free(g->heap_leaves);
   free(g->checks);
   free(g->updates);
+  free(g->bufs);
+  free(g->free);
+  free(g->temps);
+  free(g->outs);
   free(g);
 }
+
+static void finish_stats(const lv_graph *g, lv_graph_mem_stats *st) {
+  *st = g->cur;
+  st->arena_reserved = lv_arena_reserved(g->arena);
+  st->arena_lifetime_peak = lv_arena_peak(g->arena);
+  st->meta_peak = lv_arena_used(g->meta);
+  st->nodes = g->n_nodes;
+}
+
+static void update_worst(lv_graph *g) {
+  lv_graph_mem_stats st;
+  finish_stats(g, &st);
+  if (st.arena_peak > g->worst.arena_peak || (st.arena_peak == g->worst.arena_peak && st.live_peak > g->worst.live_peak))
+    g->worst = st;
+}
+
+void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *out) {
+  finish_stats(g, out);
+  if (worst && (g->worst.arena_peak > out->arena_peak ||
+                (g->worst.arena_peak == out->arena_peak && g->worst.live_peak > out->live_peak))) {
+    size_t lifetime = out->arena_lifetime_peak;
+    *out = g->worst;
+    out->arena_lifetime_peak = lifetime;
+  }
+}
+
+void lv_graph_set_free_in_backward(lv_graph *g, bool on) { g->free_in_backward = on; }
+
+bool lv_graph_free_in_backward(const lv_graph *g) { return g->free_in_backward; }
 
 void lv_graph_reset(lv_graph *g) {
   /* Kernels of this step may still run; an error they found belongs to this step. */
@@ -100,6 +182,7 @@ void lv_graph_reset(lv_graph *g) {
   lv_kerror e;
   while (LV_K(g->be, error_take, &e)) {
   }
+  update_worst(g);
   for (int i = 0; i < g->n_heap_leaves; i++) g->heap_leaves[i]->grad = NULL;
   g->n_heap_leaves = 0;
   g->n_nodes = 0;
@@ -110,6 +193,12 @@ void lv_graph_reset(lv_graph *g) {
   g->failed = false;
   g->backward_done = false;
   g->err[0] = 0;
+  g->n_bufs = g->n_free = g->n_temps = 0;
+  g->n_outs = 0;
+  memset(g->live, 0, sizeof g->live);
+  memset(g->live_by_op, 0, sizeof g->live_by_op);
+  g->live_total = 0;
+  memset(&g->cur, 0, sizeof g->cur);
   lv_arena_reset(g->arena);
   lv_arena_reset(g->meta);
 }
@@ -156,6 +245,8 @@ void lv_graph_failf(lv_graph *g, lv_op op, const char *fmt, ...) {
   va_end(ap);
 }
 
+static bool inputs_live(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);
+
 bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
   if (!g) return false;
   if (g->failed) return false;
@@ -164,7 +255,7 @@ bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
       lv_graph_failf(g, op, "input %d is NULL", i);
       return false;
     }
-  return true;
+  return inputs_live(g, op, n, ins);
 }
 
 const lv_backend *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
@@ -201,9 +292,142 @@ static void *alloc_in(lv_graph *g, lv_arena *a, const char *what, size_t bytes) 
   return p;
 }
 
-/* Device memory for tensor data and scratch. */
-static void *arena_alloc(lv_graph *g, const char *what, size_t bytes) {
-  return alloc_in(g, g->arena, what, bytes);
+/* Room for element n of a doubling array of *cap elements (aborts when out of memory:
+ * host bookkeeping, a few bytes per tensor). */
+static void *grow_array(void *p, int n, int *cap, size_t elem, int first) {
+  if (n < *cap) return p;
+  int c = *cap ? 2 * *cap : first;
+  while (c <= n) c *= 2;
+  void *np = realloc(p, elem * (size_t)c);
+  LV_ASSERT(np);
+  *cap = c;
+  return np;
+}
+
+static size_t arena_round(size_t bytes) {
+  bytes = (bytes + 63) & ~(size_t)63;
+  return bytes ? bytes : 64;
+}
+
+/* The smallest given-back piece that holds bytes, cut from its front. */
+static void *take_free(lv_graph *g, size_t bytes, uint64_t *blk) {
+  int best = -1;
+  for (int i = 0; i < g->n_free; i++)
+    if (g->free[i].bytes >= bytes && (best < 0 || g->free[i].bytes < g->free[best].bytes)) {
+      best = i;
+      if (g->free[i].bytes == bytes) break;
+    }
+  if (best < 0) return NULL;
+  free_range *f = &g->free[best];
+  char *p = f->p;
+  *blk = f->blk;
+  if (f->bytes == bytes) {
+    memmove(f, f + 1, sizeof *f * (size_t)(g->n_free - best - 1));
+    g->n_free--;
+  } else {
+    f->p += bytes;
+    f->bytes -= bytes;
+  }
+  return p;
+}
+
+static void put_free(lv_graph *g, char *p, size_t bytes, uint64_t blk) {
+  int i = 0;
+  while (i < g->n_free && g->free[i].p < p) i++;
+  bool prev = i > 0 && g->free[i - 1].blk == blk && g->free[i - 1].p + g->free[i - 1].bytes == p;
+  bool next = i < g->n_free && g->free[i].blk == blk && p + bytes == g->free[i].p;
+  if (prev && next) {
+    g->free[i - 1].bytes += bytes + g->free[i].bytes;
+    memmove(&g->free[i], &g->free[i + 1], sizeof *g->free * (size_t)(g->n_free - i - 1));
+    g->n_free--;
+  } else if (prev) {
+    g->free[i - 1].bytes += bytes;
+  } else if (next) {
+    g->free[i].p = p;
+    g->free[i].bytes += bytes;
+  } else {
+    g->free = grow_array(g->free, g->n_free, &g->cap_free, sizeof *g->free, 64);
+    memmove(&g->free[i + 1], &g->free[i], sizeof *g->free * (size_t)(g->n_free - i));
+    g->free[i] = (free_range){p, bytes, blk};
+    g->n_free++;
+  }
+}
+
+/* A reference to buf that the running backward function holds until it returns. */
+static void note_temp(lv_graph *g, int buf) {
+  if (!g->free_in_backward) return;
+  g->temps = grow_array(g->temps, g->n_temps, &g->cap_temps, sizeof *g->temps, 64);
+  g->temps[g->n_temps++] = buf;
+}
+
+/* Device memory for tensor data and scratch: a buffer with one reference (its index + 1
+ * in *buf), counted as kind; a backward function's own buffers (not gradients) are noted
+ * as temporaries. */
+static void *arena_alloc(lv_graph *g, const char *what, size_t bytes, int kind, int op, int *buf) {
+  *buf = 0;
+  bytes = arena_round(bytes);
+  uint64_t blk = 0;
+  char *p = g->n_free ? take_free(g, bytes, &blk) : NULL;
+  if (p) {
+    g->cur.reused += bytes;
+  } else {
+    if (!(p = alloc_in(g, g->arena, what, bytes))) return NULL;
+    blk = lv_arena_block_id(g->arena);
+    size_t used = lv_arena_used(g->arena);
+    if (used > g->cur.arena_peak) g->cur.arena_peak = used;
+  }
+  if (g->in_backward && kind != LV_GRAPH_MEM_GRADS) kind = LV_GRAPH_MEM_BWD_TEMPS;
+  g->bufs = grow_array(g->bufs, g->n_bufs, &g->cap_bufs, sizeof *g->bufs, 256);
+  if (kind != LV_GRAPH_MEM_ACTIVATIONS && kind != LV_GRAPH_MEM_FWD_SCRATCH) op = LV_GRAPH_MEM_OPS - 1;
+  g->bufs[g->n_bufs++] = (step_buf){p, bytes, blk, 1, kind, op};
+  *buf = g->n_bufs;
+  g->cur.allocated[kind] += bytes;
+  g->live[kind] += bytes;
+  g->live_by_op[op] += bytes;
+  g->live_total += bytes;
+  if (g->live_total > g->cur.live_peak) {
+    g->cur.live_peak = g->live_total;
+    memcpy(g->cur.at_peak, g->live, sizeof g->live);
+    memcpy(g->cur.peak_by_op, g->live_by_op, sizeof g->live_by_op);
+  }
+  if (kind == LV_GRAPH_MEM_BWD_TEMPS) note_temp(g, *buf);
+  return p;
+}
+
+static void buf_unref(lv_graph *g, int buf) {
+  step_buf *b = &g->bufs[buf - 1];
+  LV_ASSERT(b->refs > 0);
+  if (--b->refs) return;
+  g->live[b->kind] -= b->bytes;
+  g->live_by_op[b->op] -= b->bytes;
+  g->live_total -= b->bytes;
+  g->cur.released += b->bytes;
+  if (!g->in_backward) g->cur.released_forward += b->bytes;
+  put_free(g, b->p, b->bytes, b->blk);
+}
+
+/* The buffer of t's data if t's reference to it is still good (a struct copy's index
+ * may be another step's): 0 if none. */
+static int buf_of(const lv_graph *g, const lv_tensor *t) {
+  if (t->buf <= 0 || t->buf > g->n_bufs) return 0;
+  const step_buf *b = &g->bufs[t->buf - 1];
+  const char *d = t->data;
+  return b->refs > 0 && d >= b->p && d < b->p + b->bytes ? t->buf : 0;
+}
+
+/* Header t shares src's memory: one more reference to its buffer. */
+static void share_buf(lv_graph *g, lv_tensor *t, const lv_tensor *src) {
+  t->buf = buf_of(g, src);
+  t->buf_owner = t;
+  if (t->buf) g->bufs[t->buf - 1].refs++;
+}
+
+/* Gives back t's reference (the header the graph made only) and forgets its data. */
+static void release_data(lv_graph *g, lv_tensor *t) {
+  if (t->buf_owner != t || !buf_of(g, t)) return;
+  buf_unref(g, t->buf);
+  t->buf = 0;
+  t->data = NULL;
 }
 
 /* Host memory for tensor headers and tape inputs. */
@@ -223,7 +447,27 @@ static lv_tensor *new_header(lv_graph *g, const char *what, lv_dtype dtype, lv_s
   return t;
 }
 
-static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_shape shape) {
+/* ---- Forward scopes (graph.h: lv_graph_scope_begin) ---- */
+
+static bool tracking(const lv_graph *g) { return g->free_in_backward && g->training && !g->in_backward; }
+
+/* Op output t, made in forward, gets its number. */
+static void number_out(lv_graph *g, lv_tensor *t) {
+  if (!tracking(g)) return;
+  g->outs = grow_array(g->outs, g->n_outs, &g->cap_outs, sizeof *g->outs, 256);
+  g->outs[g->n_outs++] = (out_info){t, t->data, false, false};
+  t->out_seq = g->n_outs;
+}
+
+/* t's entry among this step's op outputs, or NULL (not one, or a copy from another step). */
+static out_info *out_of(lv_graph *g, const lv_tensor *t) {
+  int k = t->out_seq;
+  if (k < 1 || k > g->n_outs) return NULL;
+  out_info *o = &g->outs[k - 1];
+  return o->data == t->data || o->t == t ? o : NULL;
+}
+
+static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_shape shape, int kind, int op) {
   for (int i = 0; i < shape.rank; i++)
     if (shape.d[i] < 0) {
       char b[128];
@@ -233,12 +477,15 @@ static lv_tensor *new_tensor(lv_graph *g, const char *what, lv_dtype dtype, lv_s
     }
   lv_tensor *t = new_header(g, what, dtype, shape);
   if (!t) return NULL;
-  t->data = arena_alloc(g, what, (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype));
+  t->data = arena_alloc(g, what, (size_t)lv_shape_numel(&shape) * lv_dtype_size(dtype), kind, op, &t->buf);
+  t->buf_owner = t;
   return t->data ? t : NULL;
 }
 
 lv_tensor *lv_graph_out(lv_graph *g, lv_op op, lv_dtype dtype, lv_shape shape) {
-  return new_tensor(g, lv_op_names[op], dtype, shape);
+  lv_tensor *t = new_tensor(g, lv_op_names[op], dtype, shape, LV_GRAPH_MEM_ACTIVATIONS, (int)op);
+  if (t) number_out(g, t);
+  return t;
 }
 
 lv_tensor *lv_graph_view_of(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape) {
@@ -250,16 +497,20 @@ lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape,
   if (!t) return NULL;
   t->device = x->device;
   t->data = (char *)x->data + offset;
+  share_buf(g, t, x);
+  if (t->buf && g->in_backward) note_temp(g, t->buf);
+  number_out(g, t);
   return t;
 }
 
 void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes) {
-  return arena_alloc(g, lv_op_names[op], bytes);
+  int buf;
+  return arena_alloc(g, lv_op_names[op], bytes, LV_GRAPH_MEM_FWD_SCRATCH, (int)op, &buf);
 }
 
 lv_tensor *lv_graph_tensor(lv_graph *g, lv_dtype dtype, lv_shape shape) {
   if (!g || g->failed) return NULL;
-  return new_tensor(g, "tensor", dtype, shape);
+  return new_tensor(g, "tensor", dtype, shape, LV_GRAPH_MEM_ACTIVATIONS, LV_OP_COUNT);
 }
 
 lv_tensor *lv_graph_zeros(lv_graph *g, lv_dtype dtype, lv_shape shape) {
@@ -291,7 +542,7 @@ lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host) {
     if (t) t->data = host->data;
     return t;
   }
-  lv_tensor *t = new_tensor(g, "from_host", host->dtype, host->shape);
+  lv_tensor *t = new_tensor(g, "from_host", host->dtype, host->shape, LV_GRAPH_MEM_ACTIVATIONS, LV_OP_COUNT);
   if (t) g->be->copy(g->be->ctx, t->data, host->data, lv_tensor_nbytes(t), LV_COPY_HOST_TO_DEVICE);
   return t;
 }
@@ -321,7 +572,7 @@ bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const l
 
 lv_graph_mark lv_graph_get_mark(const lv_graph *g) {
   lv_graph_mark m = {lv_arena_get_mark(g->arena), lv_arena_get_mark(g->meta), g->n_nodes, g->n_checks,
-                     g->n_heap_leaves, g->n_updates};
+                     g->n_heap_leaves, g->n_updates, g->n_bufs};
   return m;
 }
 
@@ -334,18 +585,19 @@ void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m) {
   g->n_heap_leaves = m->n_heap_leaves;
   g->n_checks = m->n_checks;
   g->n_updates = m->n_updates;
+  for (int i = m->n_bufs; i < g->n_bufs; i++)
+    if (g->bufs[i].refs > 0) {
+      g->live[g->bufs[i].kind] -= g->bufs[i].bytes;
+      g->live_by_op[g->bufs[i].op] -= g->bufs[i].bytes;
+      g->live_total -= g->bufs[i].bytes;
+    }
+  g->n_bufs = m->n_bufs;
   lv_arena_rewind(g->arena, &m->arena);
   lv_arena_rewind(g->meta, &m->meta);
 }
 
 uint64_t lv_graph_id_check(lv_graph *g, lv_op op, const char *what, const char *detail) {
-  if (g->n_checks == g->cap_checks) {
-    int cap = g->cap_checks ? 2 * g->cap_checks : 16;
-    id_check *nc = realloc(g->checks, sizeof *nc * (size_t)cap);
-    LV_ASSERT(nc);
-    g->checks = nc;
-    g->cap_checks = cap;
-  }
+  g->checks = grow_array(g->checks, g->n_checks, &g->cap_checks, sizeof *g->checks, 16);
   id_check *c = &g->checks[g->n_checks];
   c->op = op;
   c->what = what;
@@ -409,7 +661,7 @@ lv_node *lv_graph_node(lv_graph *g, int i) {
 }
 
 static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
-  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape);
+  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape, LV_GRAPH_MEM_GRADS, LV_OP_COUNT);
   if (!gr) return NULL;
   if (t->node < 0) {
     if (g->n_heap_leaves == g->cap_heap_leaves) {
@@ -450,6 +702,7 @@ bool lv_graph_grad_alias(lv_graph *g, lv_tensor *t, lv_tensor *src) {
   lv_tensor *gr = meta_alloc(g, "backward", sizeof *gr);
   if (!gr) return true;
   *gr = *src;
+  share_buf(g, gr, src);
   gr->shape = t->shape;
   gr->grad = NULL;
   gr->node = -1;
@@ -463,6 +716,151 @@ void lv_graph_grad_pass(lv_graph *g, const lv_backend *be, lv_tensor *t, lv_tens
   bool acc;
   lv_tensor *gt = lv_graph_grad(g, t, &acc);
   if (gt) LV_K(be, axpy, lv_tensor_numel(gt), 1.0f, lv_f32(gy), lv_f32(gt), acc);
+}
+
+/* Tensors node n's backward reads besides its inputs and its output (graph_impl.h). */
+static int saved_tensors(const lv_node *n, lv_tensor **out) {
+  int k = 0;
+  switch (n->op) {
+    case LV_OP_SOFTMAX_XENT: out[k++] = n->s.sm.target; break;
+    case LV_OP_LSTM_STEP: out[k++] = n->s.lstm.m_out; break;
+    case LV_OP_RNN_SEQ_ANCHOR:
+      out[k++] = n->s.rnn.act;
+      out[k++] = n->s.rnn.m0;
+      break;
+    default: break;
+  }
+  return k;
+}
+
+/* The tensors whose data node n's backward reads: bit j for input j, bit 31 for the
+ * output (saved tensors always). An op not listed reads them all; list an op here only
+ * after reading its backward function and kernels. */
+static uint32_t backward_reads(const lv_node *n) {
+  enum { OUT = 1u << 31, ALL = ~0u };
+  switch (n->op) {
+    case LV_OP_ADD: case LV_OP_SUB: case LV_OP_SCALE: case LV_OP_ADD_SCALAR: case LV_OP_RESHAPE:
+    case LV_OP_TRANSPOSE: case LV_OP_CONCAT: case LV_OP_SLICE: case LV_OP_DROPOUT:
+      return 0;
+    case LV_OP_REDUCE_SUM: case LV_OP_REDUCE_MEAN: return n->s.red.kind == LV_RED_MAX ? ALL : 0;
+    case LV_OP_MATMUL: case LV_OP_BATCH_MATMUL: case LV_OP_MUL: return 3;
+    case LV_OP_ADDMM: return 6;                  /* a and b, not c */
+    case LV_OP_DIV: return 2 | OUT;              /* b and the quotient */
+    case LV_OP_SOFTMAX: case LV_OP_LOG_SOFTMAX: return OUT;
+    case LV_OP_LAYER_NORM: case LV_OP_LAYER_NORM_PLUS1: return ALL & ~OUT;
+    case LV_OP_SPARSE_SOFTMAX_XENT: case LV_OP_GATHER: return 2; /* the ids */
+    case LV_OP_ACTIVATION: {
+      const unsigned r = lv_act_bwd_reads(n->s.act.act);
+      return (r & 1 ? 1u : 0u) | (r & 2 ? OUT : 0u);
+    }
+    default: return ALL;
+  }
+}
+
+static void mark_needed(lv_graph *g, lv_tensor *t) {
+  out_info *o = t ? out_of(g, t) : NULL;
+  if (o) o->needed = true;
+}
+
+/* An op reading a tensor that a scope gave back is a caller's error (a tensor used past
+ * its scope without being among the scope's outputs): an error naming the op, never a
+ * read of memory that is another tensor's. */
+static bool inputs_live(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
+  if (!g->n_outs) return true;
+  for (int i = 0; i < n; i++) {
+    const out_info *o = ins[i]->data ? NULL : out_of(g, ins[i]);
+    if (o && o->released) {
+      lv_graph_failf(g, op, "input %d was given back at the end of a forward scope (lv_graph_scope_end) that did not "
+                     "name it among its outputs", i);
+      return false;
+    }
+  }
+  return true;
+}
+
+lv_graph_scope lv_graph_scope_begin(const lv_graph *g) {
+  lv_graph_scope m = {g->n_outs, g->n_nodes};
+  return m;
+}
+
+void lv_graph_scope_end(lv_graph *g, const lv_graph_scope *m, lv_tensor *const *keep, int n_keep) {
+  if (!tracking(g) || g->failed || m->outs >= g->n_outs) return;
+  /* Only nodes recorded in the scope can read what the scope made. */
+  for (int i = m->nodes; i < g->n_nodes; i++) {
+    const lv_node *n = &g->nodes[i];
+    lv_tensor *ts[4];
+    int k = saved_tensors(n, ts);
+    for (int j = 0; j < k; j++) mark_needed(g, ts[j]);
+    uint32_t r = backward_reads(n);
+    if (r >> 31) mark_needed(g, n->out);
+    for (int j = 0; j < n->n_in; j++)
+      if (j >= 31 || (r >> j & 1)) mark_needed(g, n->in[j]);
+  }
+  for (int k = m->outs; k < g->n_outs; k++) {
+    out_info *o = &g->outs[k];
+    bool kept = o->needed || o->released;
+    for (int i = 0; !kept && i < n_keep; i++) kept = keep[i] && out_of(g, keep[i]) == o;
+    if (kept) continue;
+    release_data(g, o->t);
+    o->released = true;
+  }
+}
+
+/* Which tape tensors die after which node's backward: dead[start[i], start[i + 1]) are
+ * the tensors (outputs of nodes) that no node below i reads. */
+typedef struct release_plan {
+  int *start;
+  lv_tensor **dead;
+} release_plan;
+
+static bool plan_releases(lv_graph *g, int root, release_plan *p) {
+  size_t refs = 0;
+  for (int i = 0; i <= root; i++) refs += (size_t)g->nodes[i].n_in + 3;
+  size_t cap = 64;
+  while (cap < 2 * refs) cap *= 2;
+  lv_tensor **keys = calloc(cap, sizeof *keys);
+  int *last = malloc(sizeof *last * cap);
+  p->start = calloc((size_t)root + 2, sizeof *p->start);
+  if (!keys || !last || !p->start) goto fail;
+  int n_keys = 0;
+  /* Ascending, so the first node to note a tensor is the lowest that reads it. */
+  for (int i = 0; i <= root; i++) {
+    const lv_node *n = &g->nodes[i];
+    lv_tensor *ts[4 + 1];
+    int k = saved_tensors(n, ts);
+    ts[k++] = n->out;
+    for (int j = -k; j < n->n_in; j++) {
+      lv_tensor *t = j < 0 ? ts[-j - 1] : n->in[j];
+      if (!t || t->node < 0) continue;
+      size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+      while (keys[h] && keys[h] != t) h = (h + 1) & (cap - 1);
+      if (keys[h]) continue;
+      keys[h] = t;
+      last[h] = i;
+      n_keys++;
+      p->start[i + 1]++;
+    }
+  }
+  for (int i = 0; i <= root; i++) p->start[i + 1] += p->start[i];
+  p->dead = malloc(sizeof *p->dead * (size_t)(n_keys ? n_keys : 1));
+  int *fill = malloc(sizeof *fill * ((size_t)root + 1));
+  if (!p->dead || !fill) {
+    free(fill);
+    goto fail;
+  }
+  memcpy(fill, p->start, sizeof *fill * ((size_t)root + 1));
+  for (size_t h = 0; h < cap; h++)
+    if (keys[h]) p->dead[fill[last[h]]++] = keys[h];
+  free(fill);
+  free(keys);
+  free(last);
+  return true;
+fail:
+  free(keys);
+  free(last);
+  free(p->start);
+  p->start = NULL;
+  return false;
 }
 
 lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
@@ -487,11 +885,28 @@ lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
     LV_K(g->be, scale_add, 1, lv_f32(gl), 1.0f, 1.0f, lv_f32(gl));
   else
     LV_K(g->be, fill, 1, 1.0f, lv_f32(gl));
+  release_plan plan = {0};
+  if (g->free_in_backward && !plan_releases(g, loss->node, &plan))
+    return lv_status_make(LV_ERR_RESOURCE, "backward: out of memory planning the release of %d nodes' tensors",
+                          loss->node + 1);
+  g->in_backward = true;
   for (int i = loss->node; i >= 0 && !g->failed; i--) {
     lv_node *n = &g->nodes[i];
+    g->n_temps = 0;
     if (n->out->grad) n->backward(g, n);
     if (g->bwd_hook) g->bwd_hook(g->bwd_hook_ctx, i);
+    if (!plan.start) continue;
+    for (int k = 0; k < g->n_temps; k++) buf_unref(g, g->temps[k]);
+    for (int k = plan.start[i]; k < plan.start[i + 1]; k++) {
+      lv_tensor *t = plan.dead[k];
+      if (t->grad) release_data(g, t->grad);
+      if (t != loss) release_data(g, t);
+    }
   }
+  g->in_backward = false;
+  g->n_temps = 0;
+  free(plan.start);
+  free(plan.dead);
   return lv_graph_status(g);
 }
 
@@ -526,6 +941,9 @@ bool lv_graph_defer_update(lv_graph *g, lv_op op, const lv_deferred_update *u) {
     g->cap_updates = cap;
   }
   g->updates[g->n_updates++] = *u;
+  /* Read after backward: its memory stays until the reset. */
+  int b = buf_of(g, u->x);
+  if (b) g->bufs[b - 1].refs++;
   return true;
 }
 

@@ -57,6 +57,60 @@ void lv_graph_fail(lv_graph *g, const char *fmt, ...) __attribute__((format(prin
 /* Backpropagates from a float32 scalar; grads of every requires_grad leaf accumulate. */
 lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss);
 size_t lv_graph_arena_peak(const lv_graph *g);
+
+/* Memory of a step, counted by the graph as it allocates from its step arena (every
+ * tensor, gradient and scratch buffer is one arena allocation, rounded as the arena
+ * rounds): what each byte was for, and when it was given back. */
+typedef enum {
+  LV_GRAPH_MEM_ACTIVATIONS, /* tensors made in forward: op outputs, inputs brought in */
+  LV_GRAPH_MEM_FWD_SCRATCH, /* ops' scratch in forward (softmax probabilities, dropout masks kept for backward) */
+  LV_GRAPH_MEM_GRADS,       /* gradient buffers of tensors (not of variables: those are the varstore's) */
+  LV_GRAPH_MEM_BWD_TEMPS,   /* tensors and scratch a backward function makes for itself */
+  LV_GRAPH_MEM_COUNT
+} lv_graph_mem_kind;
+extern const char *const lv_graph_mem_kind_names[LV_GRAPH_MEM_COUNT];
+#define LV_GRAPH_MEM_OPS 64
+/* Op i's name for peak_by_op (also "(no op: inputs)"; the last entry is the memory of
+ * other kinds). */
+const char *lv_graph_mem_op_name(int i);
+typedef struct lv_graph_mem_stats {
+  size_t live_peak;                     /* most bytes allocated and not given back at once */
+  size_t at_peak[LV_GRAPH_MEM_COUNT];   /* live bytes of each kind at that moment (they sum to live_peak) */
+  size_t peak_by_op[LV_GRAPH_MEM_OPS];  /* of them, activations and forward scratch by the op that made them */
+  size_t allocated[LV_GRAPH_MEM_COUNT]; /* all bytes allocated in the step, by kind */
+  size_t released;                      /* bytes given back during backward (lv_graph_set_free_in_backward) */
+  size_t released_forward;              /* of those, given back in forward (lv_graph_scope_end) */
+  size_t reused;                        /* bytes served again from what was given back */
+  size_t arena_peak;                    /* the arena's high-water mark in the step: live_peak + gaps between freed pieces */
+  size_t arena_reserved;                /* bytes of arena blocks held at the step's end */
+  size_t arena_lifetime_peak;           /* the arena's own count: its highest use since the graph was made */
+  size_t meta_peak;                     /* host memory of the step's tensor headers and tape inputs */
+  int nodes;                            /* tape nodes */
+} lv_graph_mem_stats;
+/* The step since the last reset (worst false), or the step with the highest arena_peak
+ * since the graph was made (worst true; the current step counts). */
+void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *out);
+/* Off by default. On: lv_graph_backward gives a tensor's memory (its data and its
+ * gradient) back to the arena as soon as the last backward function that reads it has
+ * run, and a backward function's own temporaries when it returns; later allocations of
+ * the step reuse that memory (best fit). The values computed are the same, bit for bit;
+ * but after backward a tape tensor's data is gone (NULL), except the loss's and what a
+ * deferred update reads: read every value you need (metrics) before backward. */
+void lv_graph_set_free_in_backward(lv_graph *g, bool on);
+bool lv_graph_free_in_backward(const lv_graph *g);
+/* Forward scopes, as a Python function's locals die when it returns: a layer's fprop
+ * between lv_graph_scope_begin and lv_graph_scope_end(keep: its outputs, NULL entries
+ * skipped) promises that the op outputs made in between and not kept are read by no
+ * later op and not by the host. With lv_graph_set_free_in_backward on, in training, the
+ * scope's end gives back those whose data no backward function recorded in the scope
+ * reads (an addition's output, a matmul's, a dropout's input: what PyTorch's autograd
+ * does not save); backward gives back the rest as it goes. An op given such a tensor
+ * later fails with an error naming it. Otherwise both calls do nothing. */
+typedef struct lv_graph_scope {
+  int outs, nodes;
+} lv_graph_scope;
+lv_graph_scope lv_graph_scope_begin(const lv_graph *g);
+void lv_graph_scope_end(lv_graph *g, const lv_graph_scope *scope, lv_tensor *const *keep, int n_keep);
 /* Called by lv_graph_backward after each tape node's backward, with the node's index
  * (descending from the loss's): once node i is done, a leaf whose consumers all have
  * indices >= i has its final gradient (sync replicas start reducing it then). NULL: none.
@@ -97,7 +151,7 @@ bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const l
  * tensor made after the mark; it needs eval mode (no tape). */
 typedef struct lv_graph_mark {
   lv_arena_mark arena, meta;
-  int n_nodes, n_checks, n_heap_leaves, n_updates;
+  int n_nodes, n_checks, n_heap_leaves, n_updates, n_bufs;
 } lv_graph_mark;
 lv_graph_mark lv_graph_get_mark(const lv_graph *g);
 void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m);

@@ -23,7 +23,9 @@ extern const char *const lv_op_names[LV_OP_COUNT];
 typedef struct lv_node lv_node;
 typedef void (*lv_backward_fn)(lv_graph *g, lv_node *n);
 
-/* What each op's backward keeps from its forward (arena pointers are device memory). */
+/* What each op's backward keeps from its forward (arena pointers are device memory).
+ * A tensor pointer kept here must be listed in saved_tensors (graph.c), so that its
+ * memory lives until this node's backward has run. */
 typedef struct { lv_activation act; } lv_saved_activation;
 typedef struct { float s; } lv_saved_scalar;                     /* scale, max_scalar */
 typedef struct { float lo, hi; } lv_saved_clip;
@@ -71,6 +73,19 @@ typedef struct {
   lv_tensor *act, *m0;
   bool reverse, finished;
 } lv_saved_rnn_seq;
+
+/* What an activation's backward reads: its input x (1), its output y (2) or both. The
+ * derivative of the ones that read one is a function of it alone (relu's y > 0 is x > 0),
+ * so the kernel is given that one for both, and the other may be given back (graph.c:
+ * backward_reads). */
+static inline unsigned lv_act_bwd_reads(lv_activation a) {
+  switch (a) {
+    case LV_ACT_RELU: case LV_ACT_SIGMOID: case LV_ACT_TANH: case LV_ACT_EXP: case LV_ACT_SQRT: return 2;
+    case LV_ACT_RELU6: case LV_ACT_GELU: case LV_ACT_SILU: case LV_ACT_SOFTPLUS: case LV_ACT_LEAKY_RELU:
+    case LV_ACT_LOG: case LV_ACT_SQUARE: return 1;
+    default: return 3;
+  }
+}
 
 /* One recorded op: inputs, output, and whatever its backward needs. */
 struct lv_node {

@@ -29,8 +29,10 @@ static void act_bwd(lv_graph *g, lv_node *nd) {
   bool acc;
   lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
   if (!gx) return;
-  LV_K(nd->be, act_bwd, (int)nd->s.act.act, lv_tensor_numel(gx), lv_f32(nd->in[0]), lv_f32(nd->out),
-                 lv_f32(nd->out->grad), lv_f32(gx), acc);
+  const unsigned r = lv_act_bwd_reads(nd->s.act.act);
+  const lv_tensor *x = r & 1 ? nd->in[0] : nd->out, *y = r & 2 ? nd->out : nd->in[0];
+  LV_K(nd->be, act_bwd, (int)nd->s.act.act, lv_tensor_numel(gx), lv_f32(x), lv_f32(y), lv_f32(nd->out->grad),
+       lv_f32(gx), acc);
 }
 
 lv_tensor *lv_op_activation(lv_graph *g, lv_tensor *x, lv_activation act) {

@@ -39,6 +39,12 @@ typedef struct lv_tensor {
    * by a quantized model file, and on a row slice of one; forward matmuls of graphs that
    * record no gradients multiply with it. NULL everywhere else. */
   const struct lv_qweight *qw;
+  /* Step-arena bookkeeping of the graph (core/graph.c): the buffer whose memory this
+   * header holds a reference to (index + 1; 0 none). Only the header the graph made holds
+   * it (buf_owner == the header): a struct copy of a graph tensor holds none. */
+  int buf;
+  const struct lv_tensor *buf_owner;
+  int out_seq; /* graph: its number among the step's op outputs made in forward (1, 2, ...; 0 none) */
 } lv_tensor;
 
 /* Heap tensor owning zeroed, 64-byte aligned host data. Returns NULL if out of memory. */

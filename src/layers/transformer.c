@@ -143,8 +143,8 @@ bool lv_tr_atten_layer_pack_source(lv_tr_atten_layer *l, lv_graph *g, lv_tensor 
   return lv_attention_pack_source(&l->atten->a, g, source_vecs, source_vecs, source_paddings, packed);
 }
 
-bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query,
-                                    const lv_atten_packed *packed, lv_tensor **out, lv_tensor **probs) {
+static bool atten_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, const lv_atten_packed *packed,
+                         lv_tensor **out, lv_tensor **probs) {
   *out = NULL;
   if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
   lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
@@ -163,14 +163,28 @@ bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor
   return *out != NULL;
 }
 
-bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
-                             lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs) {
+/* The layer's own tensors die at its end (graph.h: lv_graph_scope_end): all but the
+ * output and the probabilities asked for. */
+static bool end_scope(lv_graph *g, const lv_graph_scope *sc, bool ok, lv_tensor **out, lv_tensor **probs) {
+  lv_tensor *keep[2] = {*out, probs ? *probs : NULL};
+  if (ok) lv_graph_scope_end(g, sc, keep, 2);
+  return ok;
+}
+
+bool lv_tr_atten_layer_fprop_packed(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query,
+                                    const lv_atten_packed *packed, lv_tensor **out, lv_tensor **probs) {
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  return end_scope(g, &sc, atten_packed(l, g, query, packed, out, probs), out, probs);
+}
+
+static bool atten_self(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
+                       lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs) {
   *out = NULL;
   if (probs) *probs = NULL;
   if (source_vecs) {
     lv_atten_packed src;
     return lv_tr_atten_layer_pack_source(l, g, source_vecs, source_paddings, &src) &&
-           lv_tr_atten_layer_fprop_packed(l, g, query, &src, out, probs);
+           atten_packed(l, g, query, &src, out, probs);
   }
   if (!check_dims(&l->base, g, "query", query, 3, l->source_dim)) return false;
   lv_tensor *xn = tr_atten_norm(l, g, query), *ctx;
@@ -180,6 +194,12 @@ bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query
     return false;
   *out = tr_atten_residual(l, g, query, xn, ctx);
   return *out != NULL;
+}
+
+bool lv_tr_atten_layer_fprop(lv_tr_atten_layer *l, lv_graph *g, lv_tensor *query, lv_tensor *source_paddings,
+                             lv_tensor *source_vecs, lv_tensor **out, lv_tensor **probs) {
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  return end_scope(g, &sc, atten_self(l, g, query, source_paddings, source_vecs, out, probs), out, probs);
 }
 
 static lv_tensor buf_view(const lv_tensor *buf, int64_t t) {
@@ -455,7 +475,7 @@ static lv_tensor *apply_keep(lv_graph *g, lv_tensor *h, lv_tensor *keep, int64_t
   return k && k->shape.d[0] == rows ? lv_op_mul(g, h, lv_op_reshape(g, k, h->shape)) : NULL;
 }
 
-lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
+static lv_tensor *ff_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
   if (!x) return NULL;
   if (x->shape.rank < 2 || x->shape.d[x->shape.rank - 1] != l->input_dim) {
     check_dims(&l->base, g, "act", x, x->shape.rank < 2 ? 2 : x->shape.rank, l->input_dim);
@@ -491,6 +511,13 @@ lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv
   h = dropout(&l->base, g, h, l->residual_dropout_prob);
   if (l->add_skip_connection) h = lv_op_add(g, x, l->residual_weight == 1.0f ? h : lv_op_scale(g, h, l->residual_weight));
   if (!l->pre_layer_norm) h = lv_layer_norm_layer_fprop(l->ln, g, h);
+  return h;
+}
+
+lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  lv_tensor *h = ff_fprop(l, g, x, paddings);
+  if (h) lv_graph_scope_end(g, &sc, &h, 1);
   return h;
 }
 

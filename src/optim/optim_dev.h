@@ -20,11 +20,11 @@ static inline void lv_optim_free(const lv_backend *be, void *p) {
 static inline void lv_optim_to_host(const lv_backend *be, void *dst, const void *src,
                                     size_t bytes) {
   be->sync(be->ctx);
-  be->copy(be->ctx, dst, src, bytes, LV_COPY_DEVICE_TO_HOST);
+  if (dst != src) be->copy(be->ctx, dst, src, bytes, LV_COPY_DEVICE_TO_HOST);
 }
 static inline void lv_optim_from_host(const lv_backend *be, void *dst, const void *src,
                                       size_t bytes) {
-  be->copy(be->ctx, dst, src, bytes, LV_COPY_HOST_TO_DEVICE);
+  if (dst != src) be->copy(be->ctx, dst, src, bytes, LV_COPY_HOST_TO_DEVICE);
 }
 
 static inline void lv_optim_copy(const lv_backend *be, void *dst, const void *src, size_t bytes) {

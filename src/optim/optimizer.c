@@ -322,8 +322,8 @@ lv_status lv_optimizer_create(const lv_optimizer_config *cfg, const lv_backend *
 static void free_var(const lv_optimizer *o, opt_var *v) {
   free(v->name);
   for (int k = 0; k < LV_OPT_MAX_SLOTS; k++) {
+    if (v->host[k] != v->slot[k]) free(v->host[k]);
     lv_optim_free(o->be, v->slot[k]);
-    free(v->host[k]);
     free(v->slot_name[k]);
   }
 }
@@ -386,7 +386,9 @@ lv_status lv_optimizer_add_var_shaped(lv_optimizer *o, const char *var_name, int
     const char *suffix = o->cls->slot_shapes ? o->cls->slot_names[0] : o->cls->slot_names[k];
     size_t bytes = (size_t)sn * sizeof(float);
     v->slot[k] = lv_optim_alloc(o->be, bytes);
-    v->host[k] = malloc(bytes ? bytes : 1);
+    /* On the host the slot is its own host copy (a second copy would double the slots'
+     * memory); the copies below are then no-ops. */
+    v->host[k] = lv_device_is_host(o->be->device) ? v->slot[k] : malloc(bytes ? bytes : 1);
     ok = v->slot[k] && v->host[k] &&
          (o->cls->slot_shapes && k > 0 ? asprintf(&v->slot_name[k], "%s/%s_%d", var_name, suffix, k)
                                        : asprintf(&v->slot_name[k], "%s/%s", var_name, suffix)) >= 0;

@@ -21,6 +21,7 @@
 #include "optim/optim_params.h"
 #include "optim/vn.h"
 #include "runners/instance.h"
+#include "runners/memory_report.h"
 #include "runners/replicas.h"
 
 static volatile sig_atomic_t g_stop_signal;
@@ -662,6 +663,7 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   }
   s = lv_instance_create(cfg, true, (lv_input_shard){lv_comm_rank(comm), nrep}, &t.m);
   if (s) return s;
+  lv_graph_set_free_in_backward(t.m->graph, opt->free_in_backward);
   int lock_fd = -1;
   if (chief) s = lock_train_dir(t.m->train_dir, &lock_fd);
   if (s) {
@@ -746,7 +748,9 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
             lv_grad_overlap_num_buckets(t.ov), lv_grad_overlap_num_buckets(t.ov) == 1 ? "" : "s",
             (double)opt->allreduce_bucket_bytes / (1 << 20));
   bool early_stopped = false;
-  while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal)) {
+  const int64_t report_steps = opt->memory_report_steps;
+  while (step < max_steps && !stop && !(nrep == 1 && g_stop_signal) &&
+         !(report_steps > 0 && step - start_step >= report_steps)) {
     if (t.es.window > 0) {
       if ((s = early_stop_check(&t, &early_stopped))) goto done;
       if (early_stopped) break;
@@ -837,6 +841,8 @@ lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt) {
   if (t.ck && lv_checkpointer_last_step(t.ck) != step) s = save(&t, step);
   if (!s) lv_info("trained to step %lld in %.1f s (%lld steps skipped: NaN/Inf, a gradient norm over grad_norm_to_clip_to_zero, or one the GradNormTracker rejected)", (long long)step,
                   lv_now_monotonic() - t_start, (long long)skipped);
+  if (!s && report_steps > 0)
+    lv_memory_report_print(stdout, t.m, t.learner, t.ema, &t.batch, step - start_step, opt->free_in_backward);
 done:
   acc_free(&acc);
   lv_grad_overlap_destroy(t.ov);

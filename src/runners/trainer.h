@@ -30,6 +30,12 @@ typedef struct lv_trainer_options {
    * (buckets of about this many bytes; runners/replicas.h, lv_grad_overlap); 0: one
    * all-reduce of the whole buffer after backward. */
   int64_t allreduce_bucket_bytes;
+  /* Give each step tensor's memory back during backward once no later backward function
+   * reads it (core/graph.h: lv_graph_set_free_in_backward); the same bits either way. */
+  bool free_in_backward;
+  /* --mode=memory_report: stop after this many steps of this run and print where the
+   * memory went to stdout (runners/memory_report.h); 0: train as usual. */
+  int64_t memory_report_steps;
 } lv_trainer_options;
 
 lv_status lv_trainer_run(const lv_params *cfg, const lv_trainer_options *opt);
