@@ -202,7 +202,7 @@ static bool quantized_step(lv_lstm_cell *l, lv_graph *g, const lv_rnn_seq *seq, 
   lv_tensor *gate[4];
   if (l->layer_norm) { /* LayerNormalizedLSTMCellSimple._Gates: each gate's own "add_bias_<i>" */
     for (int i = 0; i < 4; i++) {
-      char act[16];
+      char act[24]; /* "add_bias_" and any int */
       snprintf(act, sizeof act, "add_bias_%d", i);
       gate[i] = lv_qlayer_act(q, g, act, lv_op_slice(g, gates, 1, i * h, h));
     }
