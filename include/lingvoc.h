@@ -116,6 +116,9 @@ typedef struct lv_load_options {
   lv_log_callback log;         /* NULL: the library logs nothing */
   void *log_user;
   int log_level;               /* lines of at least this level reach log (default 2: warnings) */
+  int gpu;                     /* 1: the model's variables and every session's search on the first
+                                  GPU (cuda:0: a CUDA build, make CUDA=1, on a machine with a GPU;
+                                  elsewhere lv_model_load says so); 0: the CPU */
 } lv_load_options;
 LINGVOC_API void lv_load_options_init(lv_load_options *o);
 

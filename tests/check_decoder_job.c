@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "check_util.h"
 #include "io/bundle.h"
+#include "lingvoc.h"
 #include "metrics/metrics.h"
 #include "models/model.h"
 #include "models/task.h"
@@ -120,6 +121,18 @@ static lv_status toy_out_line(lv_task *t, const lv_decode_out *o, char **line) {
              : NULL;
 }
 
+/* The library's n-best of item i: its one hypothesis, score 0 (none for an empty line). */
+static lv_status toy_nbest(lv_task *t, const lv_decode_out *o, int i, int k, char **texts, float *scores, int *n) {
+  (void)t, (void)k;
+  *n = 0;
+  if (!o) return NULL;
+  if (asprintf(&texts[0], "hyp=%d", lv_i32(lv_decode_out_get(o, "hyp"))[i]) < 0)
+    return lv_status_make(LV_ERR_RESOURCE, "out of memory");
+  scores[0] = 0;
+  *n = 1;
+  return NULL;
+}
+
 static const lv_task_class kToy = {.cls = "test.ToyDecoder",
                                    .params = toy_params,
                                    .create = toy_create,
@@ -130,7 +143,8 @@ static const lv_task_class kToy = {.cls = "test.ToyDecoder",
                                    .post_process_decode_out = toy_post,
                                    .line_describe = toy_describe,
                                    .line_to_batch = toy_line,
-                                   .decode_out_to_line = toy_out_line};
+                                   .decode_out_to_line = toy_out_line,
+                                   .decode_out_nbest = toy_nbest};
 
 enum { N = 5 };
 static const uint8_t kData[N][4] = {{1, 2, 3, 0}, {0, 0, 0, 1}, {3, 3, 3, 3}, {2, 2, 2, 1}, {9, 0, 0, 0}};
@@ -208,25 +222,34 @@ START_TEST(test_decoder_job_runs_a_new_task) {
 }
 END_TEST
 
+/* A task registered at run time decodes lines through the library (bin/decoder's
+ * --decode_text is its client), with no line of the runners or the library naming it. */
 START_TEST(test_decoder_lines_through_the_task) {
-  lv_params *p = prepare("Test");
-  char in[400], ck[400];
-  snprintf(in, sizeof in, "%s/lines.txt", g_dir);
+  lv_params_free(prepare("Test"));
+  char ck[400], exp[300], logdir[300];
   snprintf(ck, sizeof ck, "%s/log/train/ckpt-00000007", g_dir);
-  const char *lines = "1 2 3 0\n\n9 9 9 1\n";
-  EXPECT_OK(lv_file_write_atomic(in, lines, strlen(lines)));
-  char *got = NULL;
-  size_t n = 0;
-  FILE *out = open_memstream(&got, &n);
-  lv_decoder_options opt = {.checkpoint = ck, .decode_input = in, .decode_kind = "decode_text", .out = out};
-  EXPECT_OK(lv_decoder_run(p, &opt));
-  fclose(out);
-  ck_assert_str_eq(got, "hyp=2\n\nhyp=0\n");
-  free(got);
-  /* A kind the task does not take is its error, not the runner's. */
-  opt = (lv_decoder_options){.checkpoint = ck, .decode_input = in, .decode_kind = "decode_audio"};
-  EXPECT_ERR(lv_decoder_run(p, &opt), LV_ERR_INVALID, "--decode_audio", "test.ToyDecoder decodes text");
-  lv_params_free(p);
+  snprintf(exp, sizeof exp, "%s/exp", g_dir);
+  snprintf(logdir, sizeof logdir, "%s/log", g_dir);
+  lv_load_options o;
+  lv_load_options_init(&o);
+  o.model = "test.toy.Toy", o.logdir = logdir, o.experiments_dir = exp, o.checkpoint = ck;
+  lv_model *m = NULL;
+  EXPECT_OK(lv_model_load(&o, &m));
+  const char *lines[3] = {"1 2 3 0", "", "9 9 9 1"};
+  lv_nbest *r = NULL;
+  EXPECT_OK(lv_translate(m, NULL, lines, 3, 1, &r));
+  ck_assert_int_eq(r->n_items, 3);
+  ck_assert_int_eq(r->n[0], 1);
+  ck_assert_str_eq(r->text[0][0], "hyp=2");
+  ck_assert_int_eq(r->n[1], 0);
+  ck_assert_int_eq(r->n[2], 1);
+  ck_assert_str_eq(r->text[2][0], "hyp=0");
+  lv_nbest_free(r);
+  /* A call the task does not take is said to be so, naming what it takes. */
+  const float samples[16] = {0};
+  EXPECT_ERR(lv_transcribe(m, NULL, samples, 16, 1, &r), LV_ERR_INVALID, "lv_transcribe", "test.ToyDecoder",
+             "it takes lv_translate");
+  lv_model_free(m);
 }
 END_TEST
 

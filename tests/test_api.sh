@@ -148,6 +148,11 @@ try:
     sys.exit("a missing checkpoint did not raise")
 except lingvoc.Error as e:
     assert T + "/none/ckpt-1" in str(e) and e.code == lingvoc.NOT_FOUND, str(e)
+try:  # this library has no CUDA (make CUDA=1 builds no shared library)
+    lingvoc.Model(model="$LM", logdir=T + "/lm", params_override='''$LMOV''', gpu=True)
+    sys.exit("gpu=True without CUDA did not raise")
+except lingvoc.Error as e:
+    assert "gpu = 1: this library was built without CUDA" in str(e) and e.code == lingvoc.INVALID, str(e)
 lm = lingvoc.Model(model="$LM", logdir=T + "/lm", params_override='''$LMOV''')
 dev = open(T + "/dev.txt").read().split("\n")[:-1]
 want = [l.split("\t") for l in open(T + "/score.decoder").read().split("\n")[:-1] if not l.startswith("corpus:")]

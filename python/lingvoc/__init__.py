@@ -69,7 +69,7 @@ class _LoadOptions(ctypes.Structure):
                 ("experiments_dir", ctypes.c_char_p), ("dataset", ctypes.c_char_p),
                 ("params_override", ctypes.c_char_p), ("params_file_override", ctypes.c_char_p),
                 ("num_threads", ctypes.c_int), ("decode", _DecodeOptions), ("log", _LOG_FN),
-                ("log_user", ctypes.c_void_p), ("log_level", ctypes.c_int)]
+                ("log_user", ctypes.c_void_p), ("log_level", ctypes.c_int), ("gpu", ctypes.c_int)]
 
 
 class _NBest(ctypes.Structure):
@@ -172,14 +172,15 @@ class Model:
     checkpoint=None, params_override=None, experiments_dir=None, dataset=None,
     num_threads=0, num_hyps=0, length_normalization=-1, beam_size=-1,
     target_seq_len=0, fusion_lm_weight=-1, temperature=0, top_k=-1, seed=-1,
-    batch_size=0, scorers=(), log=None). Options left at their defaults keep the
+    batch_size=0, scorers=(), log=None, gpu=False). Options left at their defaults keep the
     experiment's values. scorers: (language Model, weight) pairs added to beam search
     (shallow fusion), kept open while this model is. log: a callable(level, message) for
-    the library's log lines (none by default)."""
+    the library's log lines (none by default). gpu: the model on the first GPU (a CUDA
+    build of the library)."""
 
     def __init__(self, path=None, *, model=None, logdir=None, checkpoint=None, params_override=None,
                  params_file_override=None, experiments_dir=None, dataset=None, num_threads=0, log=None,
-                 log_level=2, scorers=(), **decode):
+                 log_level=2, scorers=(), gpu=False, **decode):
         lib = _load()
         self._m = None
         self._sessions = {}
@@ -191,6 +192,7 @@ class Model:
         (o.model, o.logdir, o.checkpoint, o.experiments_dir, o.dataset, o.params_override,
          o.params_file_override) = self._keep
         o.num_threads = num_threads
+        o.gpu = 1 if gpu else 0
         for k, v in decode.items():
             if k not in dict(_DecodeOptions._fields_) or k in _NOT_KEYWORDS:
                 raise TypeError("Model(): unknown option %r (decode options: %s)"

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "input/batch.h"
 #include "io/png_decode.h"
+#include "kernels/kernels.h"
 #include "models/model.h"
 #include "models/task.h"
 #include "runners/cli.h"
@@ -42,6 +43,7 @@ struct lv_model {
   lv_model_file *file; /* lv_model_load_file's, else NULL */
   char assets_dir[LV_PATH_MAX]; /* the file's assets, removed with the model */
   int num_threads;
+  bool gpu;                 /* lv_load_options.gpu: cluster.worker.gpus_per_replica 1 */
   lv_decode_options decode; /* the load options' (lv_session_new's NULL); scorers: a copy */
   lv_log_sink sink;
   char task_cls[128];
@@ -127,6 +129,14 @@ static lv_status decode_overrides(const lv_decode_options *o, char **text) {
 static lv_status session_params(const lv_model *m, const lv_decode_options *o, lv_params **out) {
   char *flag_params = NULL;
   LV_TRY(decode_overrides(o, &flag_params));
+  if (m->gpu) { /* as --run_locally=gpu: the variables and the step on cuda:0 */
+    static const char kGpu[] = "cluster.worker.gpus_per_replica: 1\n";
+    size_t n = strlen(flag_params);
+    char *t = realloc(flag_params, n + sizeof kGpu);
+    LV_ASSERT(t);
+    memcpy(t + n, kGpu, sizeof kGpu);
+    flag_params = t;
+  }
   lv_model_options mo;
   lv_model_options_init(&mo);
   mo.model = m->model;
@@ -244,7 +254,18 @@ static lv_status model_common(const lv_load_options *o, lv_model *m) {
                           LV_CLI_MAX_THREADS);
   m->params_override = dup_or_null(o->params_override);
   m->params_file_override = dup_or_null(o->params_file_override);
+  if (o->gpu != 0 && o->gpu != 1) return lv_status_make(LV_ERR_INVALID, "gpu = %d: expected 0 (the CPU) or 1 (the first GPU)", o->gpu);
+  if (o->gpu) {
+    const int gpus = lv_cuda_device_count();
+    if (gpus < 0)
+      return lv_status_make(LV_ERR_INVALID, "gpu = 1: this library was built without CUDA (build it with `make "
+                            "CUDA=1`); or load with gpu = 0, the CPU");
+    if (gpus == 0)
+      return lv_status_make(LV_ERR_INVALID, "gpu = 1: no GPU is visible to this process (CUDA found no device: check "
+                            "nvidia-smi and CUDA_VISIBLE_DEVICES); or load with gpu = 0, the CPU");
+  }
   m->num_threads = o->num_threads;
+  m->gpu = o->gpu == 1;
   m->decode = o->decode;
   m->decode.scorers = NULL;
   if (o->decode.n_scorers > 0 && o->decode.scorers) {

@@ -87,6 +87,7 @@ static lv_status api_load(const lv_cli *c, const char *model_file, const char *c
   o.params_override = c->model_params_override;
   o.params_file_override = c->model_params_file_override;
   o.num_threads = (int)c->num_threads;
+  o.gpu = !strcmp(c->run_locally, "gpu"); /* lv_cli_build_params checked it and the build's CUDA */
   o.log = api_log;
   o.log_level = LV_LOG_DEBUG;
   if (*model_file) return lv_model_load_file(model_file, &o, m);
@@ -486,10 +487,8 @@ static lv_status run(int argc, char **argv) {
     free(ovr);
     return bs;
   }
-  /* The line flags are the library's clients; on a GPU (which the library does not
-   * drive yet) the decoder's own loop runs them. */
-  if ((*decode_text || *score_text || nsample || *decode_audio) &&
-      lv_params_int(p, "cluster.worker.gpus_per_replica") == 0) {
+  /* The line flags are the library's clients (on the GPU too: lv_load_options.gpu). */
+  if (*decode_text || *score_text || nsample || *decode_audio) {
     lv_params_free(p);
     lv_model_file_free(mf);
     lv_model_file_assets_remove(assets);
@@ -506,30 +505,12 @@ static lv_status run(int argc, char **argv) {
     }
     return translate_lines(&c, model_file, checkpoint, dataset, decode_text);
   }
-  const char **lines = NULL;
-  if (nsample) {
-    lines = malloc(sizeof *lines * (size_t)nsample);
-    LV_ASSERT(lines);
-    for (int64_t i = 0; i < nsample; i++) lines[i] = prefix;
-  }
   lv_decoder_options o = {.dataset = dataset, .once = once, .checkpoint = checkpoint, .max_poll_secs = max_poll,
-                          .timeout_secs = timeout, .decode_input = *decode_text ? decode_text : NULL,
-                          .decode_kind = "decode_text", .batch_size = (int)batch, .model_file = mf};
-  if (*score_text) o.decode_input = score_text, o.decode_kind = "score_text";
-  /* --decode_audio=FILE is a one-line input; @LIST and - are files of paths. */
-  if (*decode_audio) {
-    o.decode_kind = "decode_audio";
-    if (decode_audio[0] == '@') o.decode_input = decode_audio + 1;
-    else if (!strcmp(decode_audio, "-")) o.decode_input = decode_audio;
-    else o.decode_input = decode_audio, o.lines = &decode_audio, o.n_lines = 1;
-  }
-  if (nsample)
-    o.decode_input = "--sample", o.decode_kind = "sample", o.lines = lines, o.n_lines = (int)nsample, o.item = "sample";
+                          .timeout_secs = timeout};
   lv_status s = lv_decoder_run(p, &o);
   lv_params_free(p);
   lv_model_file_free(mf);
   lv_model_file_assets_remove(assets);
-  free(lines);
   free(ovr);
   return s;
 }

@@ -37,9 +37,7 @@ extern const lv_seq_decode_ops lv_asr_decode_ops;
  * runner's batch of lines becomes one batch of utterances padded to the longest (rows
  * in line order, each with its own paddings, so each decodes as it would alone); a
  * silent file (no sample above -60 dBFS) gives an empty text without decoding. A file
- * that cannot be read is logged with its error and gives an empty output line; after
- * the last line the real-time factor is logged and, if any file failed, line_summary
- * fails the run (LV_ERR_INVALID) saying how many. */
+ * that cannot be read is that item's error (decode_out_nbest), and the others go on. */
 lv_status lv_asr_decoder_setup(lv_task *t, const lv_params *cfg);
 lv_status lv_asr_create_decoder_metrics(lv_task *t, lv_metric_set *metrics);
 lv_status lv_asr_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *out);
@@ -54,8 +52,6 @@ int lv_asr_line_batch_limit(lv_task *t, const char *kind);
 double lv_asr_item_seconds(lv_task *t, int i);
 lv_status lv_asr_lines_to_batch(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                                 int64_t first_lineno, lv_batch *b, bool *empty);
-lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines);
-lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line);
 lv_status lv_asr_samples_to_batch(lv_task *t, const float *const *samples, const int64_t *lens, int n, lv_batch *b,
                                   bool *empty);
 lv_status lv_asr_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,

@@ -291,9 +291,6 @@ typedef struct lm_decode_state {
   int64_t lineno;
   bool sampling;     /* the line is a prefix to continue (kind "sample") */
   lv_tok_ids prefix; /* then: <s> and the prefix's tokens */
-  /* --score_text totals */
-  int64_t lines;
-  double tokens, log_prob;
   float *probs; /* [V] sampling scratch */
   int32_t *order;
 } lm_decode_state;
@@ -577,23 +574,7 @@ static lv_status lm_decode_out_to_line(lv_task *t, const lv_decode_out *o, char 
   }
   if (!sc) return lv_status_make(LV_ERR_INTERNAL, "lm decoder: no score or sample in the decode output");
   double lp = lv_f32(sc)[0], n = lv_f32(sc)[1];
-  d->lines++;
-  d->tokens += n;
-  d->log_prob += lp;
   return asprintf(line, "%.6f\t%.0f\t%.6g", lp, n, exp(-lp / fmax(n, 1.0))) < 0
-             ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
-             : NULL;
-}
-
-static lv_status lm_line_summary(lv_task *t, const char *kind, char **line) {
-  lm_decode_state *d = t->decode_state;
-  *line = NULL;
-  if (strcmp(kind, "score_text")) return NULL;
-  /* No token scored (an empty input): no perplexity, where 1 would read as a perfect model. */
-  double lp = d->tokens > 0 ? -d->log_prob / d->tokens : NAN;
-  if (!(d->tokens > 0)) lv_warn("score_text: no token was scored: log_pplx and perplexity are nan");
-  return asprintf(line, "corpus: %lld lines, %.0f tokens, log_pplx %.6f, perplexity %.6g", (long long)d->lines,
-                  d->tokens, lp, exp(lp)) < 0
              ? lv_status_make(LV_ERR_RESOURCE, "out of memory")
              : NULL;
 }
@@ -611,6 +592,5 @@ const lv_task_class lv_lm_language_model = {
     .line_describe = lm_line_describe,
     .line_to_batch = lm_line_to_batch,
     .decode_out_to_line = lm_decode_out_to_line,
-    .line_summary = lm_line_summary,
 };
 

@@ -187,18 +187,6 @@ lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char *
   return s;
 }
 
-lv_status lv_task_decode_lines(lv_task *t, lv_graph *g, const lv_batch *b, char **lines) {
-  const lv_task_class *c = t->cls;
-  if (!c->decode || !c->decode_out_to_lines)
-    return lv_status_make(LV_ERR_INVALID, "task %s does not decode batches of lines", c->cls);
-  if (!b) return c->decode_out_to_lines(t, NULL, lines);
-  lv_decode_out dec_out;
-  lv_status s = decode(t, g, b, &dec_out);
-  if (!s) s = c->decode_out_to_lines(t, &dec_out, lines);
-  lv_decode_out_free(&dec_out);
-  return s;
-}
-
 /* Classes added at run time (lv_task_class_register), after tasks.def's. */
 #define MAX_EXTRA_TASKS 16
 static const lv_task_class *g_extra[MAX_EXTRA_TASKS];

@@ -132,21 +132,14 @@ typedef struct lv_task_class {
                              lv_batch *b, bool *empty);
   /* The decoded example of a one-example batch as its output line (malloc'd). */
   lv_status (*decode_out_to_line)(lv_task *t, const lv_decode_out *dec_out, char **line);
-  /* Optional, instead of line_to_batch and decode_out_to_line: n input lines (n >= 1, up
-   * to --decode_batch_size) into one batch of the lines that have something to decode,
-   * in input order (the task's tensors until its next call; the task keeps which row is
-   * which line); *empty: none has. Then decode_out_to_lines gives the n output lines
-   * (malloc'd, in input order; dec_out NULL when *empty was set). Each row is masked by
+  /* Optional, instead of line_to_batch: n input lines (n >= 1, up to the caller's batch
+   * size) into one batch of the lines that have something to decode, in input order (the
+   * task's tensors until its next call; the task keeps which row is which line); *empty:
+   * none has. decode_out_nbest then gives each line's hypotheses. Each row is masked by
    * its paddings, but a model's strided SAME convolutions align frames by the padded
    * length, so a row may decode otherwise than alone. */
   lv_status (*lines_to_batch)(lv_task *t, const char *kind, const char *const *lines, const size_t *lens, int n,
                               int64_t first_lineno, lv_batch *b, bool *empty);
-  lv_status (*decode_out_to_lines)(lv_task *t, const lv_decode_out *dec_out, char **lines);
-  /* Optional: after the last line of kind, a closing line for the output (*line
-   * malloc'd, NULL for none), e.g. the corpus totals of --score_text. An error fails the
-   * run after every line was written: how a task reports lines it logged and left empty
-   * (--decode_audio's files that could not be read) with a non-zero exit. */
-  lv_status (*line_summary)(lv_task *t, const char *kind, char **line);
   /* Optional, with lines_to_batch: the most lines of kind one batch may hold within the
    * task's memory budget (0: no limit); a larger --decode_batch_size is cut to it. */
   int (*line_batch_limit)(lv_task *t, const char *kind);
@@ -183,9 +176,6 @@ struct lv_task {
    * decode_state_free by lv_task_free_decode_state (NULL outside a decoder job). */
   void *decode_state;
   void (*decode_state_free)(void *state);
-  /* Where the lines of an interactive decode come from (the flag's file, "-"), for the
-   * task's messages about a line; set by the decoder runner, NULL otherwise. */
-  const char *line_source;
   /* The scorers the task's beam searches add to its decoder's, in order (n_scorers; e.g.
    * fused language models), set with lv_task_set_scorers by whoever sets the task up for
    * decoding; not owned. */
@@ -218,9 +208,6 @@ lv_status lv_task_decode_batch(lv_task *t, lv_graph *g, const lv_batch *b, lv_me
 lv_status lv_task_decode(lv_task *t, lv_graph *g, const lv_batch *b, lv_decode_out *dec_out);
 /* One decode of a one-example batch made by the task's line_to_batch into *line. */
 lv_status lv_task_decode_line(lv_task *t, lv_graph *g, const lv_batch *b, char **line);
-/* One decode of a batch made by the task's lines_to_batch into its n output lines
- * (b NULL: nothing to decode, the task fills the lines alone). */
-lv_status lv_task_decode_lines(lv_task *t, lv_graph *g, const lv_batch *b, char **lines);
 
 /* BaseTask._UpdateVnConfig: the weight-noise settings of the task's scope (the root of
  * vs, which every layer without a vn of its own inherits): with train.vn_std > 0 and

@@ -198,18 +198,6 @@ lv_status lv_decoder_read_line(FILE *in, const char *name, char **line, size_t *
   return NULL;
 }
 
-/* s, saying which input lines (first..last) it is about: the flag's file and line, or
- * the caller's items (opt->item: what its lines are, e.g. "sample"). */
-static lv_status wrap_lines(lv_status s, const lv_decoder_options *opt, int64_t first, int64_t last) {
-  const char *kind = opt->decode_kind;
-  if (opt->item)
-    return first == last ? lv_status_wrap(s, "--%s: %s %lld", kind, opt->item, (long long)first)
-                         : lv_status_wrap(s, "--%s: %ss %lld-%lld", kind, opt->item, (long long)first, (long long)last);
-  return first == last ? lv_status_wrap(s, "--%s=%s line %lld", kind, opt->decode_input, (long long)first)
-                       : lv_status_wrap(s, "--%s=%s lines %lld-%lld", kind, opt->decode_input, (long long)first,
-                                        (long long)last);
-}
-
 /* Writes one output line and flushes it; a failed write (a full disk) is an error, so no
  * output line is lost silently. */
 lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, int64_t lineno) {
@@ -217,110 +205,6 @@ lv_status lv_decoder_write_line(const char *kind, FILE *out, const char *text, i
     return lv_status_make(LV_ERR_IO, "--%s: writing the output of line %lld failed: %s", kind, (long long)lineno,
                           strerror(errno));
   return NULL;
-}
-
-/* One input line (its bytes) -> one output line. */
-static lv_status decode_one(dec_state *d, const lv_decoder_options *opt, lv_batch *b, const char *line, size_t len,
-                            int64_t lineno, FILE *out) {
-  lv_task *t = d->m->task;
-  const char *kind = opt->decode_kind;
-  bool empty = true;
-  char *res = NULL;
-  lv_status s = t->cls->line_to_batch(t, kind, line, len, lineno, b, &empty);
-  if (!s && !empty) s = lv_task_decode_line(t, d->m->graph, b, &res);
-  if (s) return wrap_lines(s, opt, lineno, lineno);
-  s = lv_decoder_write_line(kind, out, res ? res : "", lineno);
-  free(res);
-  return s;
-}
-
-/* Lines waiting to be decoded as one batch (tasks with lines_to_batch). */
-typedef struct pending_lines {
-  char **line;
-  size_t *len;
-  int n, cap;
-  int64_t first; /* line number of line[0] */
-} pending_lines;
-
-/* The pending lines as one batch -> their output lines, in order. */
-static lv_status decode_pending(dec_state *d, const lv_decoder_options *opt, lv_batch *b, pending_lines *pl,
-                                FILE *out) {
-  if (!pl->n) return NULL;
-  lv_task *t = d->m->task;
-  const char *kind = opt->decode_kind;
-  bool empty = true;
-  char **res = calloc((size_t)pl->n, sizeof *res);
-  LV_ASSERT(res);
-  lv_status s = t->cls->lines_to_batch(t, kind, (const char *const *)pl->line, pl->len, pl->n, pl->first, b, &empty);
-  if (!s) s = lv_task_decode_lines(t, d->m->graph, empty ? NULL : b, res);
-  if (s) s = wrap_lines(s, opt, pl->first, pl->first + pl->n - 1);
-  for (int i = 0; i < pl->n; i++) {
-    if (!s) s = lv_decoder_write_line(kind, out, res[i] ? res[i] : "", pl->first + i);
-    free(res[i]);
-    free(pl->line[i]);
-  }
-  free(res);
-  pl->first += pl->n;
-  pl->n = 0;
-  return s;
-}
-
-/* One input line: decoded now, or queued for the next batch (decoded when it is full). */
-static lv_status take_line(dec_state *d, const lv_decoder_options *opt, lv_batch *b, pending_lines *pl,
-                           const char *line, size_t len, int64_t lineno, FILE *out) {
-  const int batch = opt->batch_size > 0 ? opt->batch_size : 1;
-  if (!d->m->task->cls->lines_to_batch) return decode_one(d, opt, b, line, len, lineno, out);
-  if (!pl->n) pl->first = lineno;
-  if (pl->n == pl->cap) {
-    pl->cap = pl->cap ? 2 * pl->cap : 16;
-    pl->line = realloc(pl->line, sizeof *pl->line * (size_t)pl->cap);
-    pl->len = realloc(pl->len, sizeof *pl->len * (size_t)pl->cap);
-    LV_ASSERT(pl->line && pl->len);
-  }
-  pl->line[pl->n] = strndup(line, len);
-  LV_ASSERT(pl->line[pl->n]);
-  pl->len[pl->n++] = len;
-  return pl->n >= batch ? decode_pending(d, opt, b, pl, out) : NULL;
-}
-
-/* The --decode_<kind> loop: one output line per input line (from in, or opt->lines),
- * then the task's closing line if it has one. */
-static lv_status decode_lines(dec_state *d, const lv_decoder_options *opt, FILE *in, FILE *out) {
-  lv_task *t = d->m->task;
-  const char *kind = opt->decode_kind;
-  lv_batch b;
-  lv_batch_init(&b);
-  pending_lines pl = {0};
-  char *line = NULL;
-  size_t cap = 0;
-  int64_t lineno = 0;
-  lv_status s = NULL;
-  if (opt->lines) {
-    for (int i = 0; !s && i < opt->n_lines; i++)
-      s = take_line(d, opt, &b, &pl, opt->lines[i], strlen(opt->lines[i]), ++lineno, out);
-  } else {
-    const char *name = strcmp(opt->decode_input, "-") ? opt->decode_input : "stdin";
-    for (ssize_t len = 0; !s;) {
-      bool cut = false;
-      s = lv_decoder_read_line(in, name, &line, &cap, &len, &cut);
-      if (s || len < 0) break;
-      if (cut)
-        lv_warn("%s: line %lld: longer than %zu bytes: only its first %zu are decoded", kind,
-                (long long)lineno + 1, MAX_LINE_BYTES, MAX_LINE_BYTES);
-      s = take_line(d, opt, &b, &pl, line, (size_t)len, ++lineno, out);
-    }
-  }
-  if (!s) s = decode_pending(d, opt, &b, &pl, out);
-  for (int i = 0; i < pl.n; i++) free(pl.line[i]);
-  free(pl.line);
-  free(pl.len);
-  free(line);
-  lv_batch_free(&b);
-  char *sum = NULL;
-  if (!s && t->cls->line_summary) s = t->cls->line_summary(t, kind, &sum);
-  if (sum && !s) s = lv_decoder_write_line(kind, out, sum, lineno + 1);
-  free(sum);
-  return s;
 }
 
 lv_status lv_decoder_open_input(const char *kind, const char *path, FILE **in) {
@@ -405,49 +289,7 @@ void lv_line_decoder_close(lv_line_decoder *ld) {
   free(ld);
 }
 
-static lv_status decode_interactive(const lv_params *cfg, const lv_decoder_options *opt) {
-  const char *kind = opt->decode_kind;
-  FILE *in = NULL;
-  if (!opt->lines) LV_TRY(lv_decoder_open_input(kind, opt->decode_input, &in));
-  dec_state d = {0};
-  char prefix[LV_PATH_MAX];
-  lv_status s = setup(cfg, false, false, &d);
-  lv_task *t = d.m ? d.m->task : NULL;
-  if (!s && (!((t->cls->line_to_batch && t->cls->decode_out_to_line) ||
-                (t->cls->lines_to_batch && t->cls->decode_out_to_lines)) || !t->cls->line_describe))
-    s = lv_status_make(LV_ERR_INVALID, "--%s: task %s does not decode lines", kind, t->cls->cls);
-  const char *verb = "", *note = "";
-  if (!s) s = t->cls->line_describe(t, kind, &verb, &note);
-  lv_decoder_options o = *opt;
-  if (!s) {
-    t->line_source = o.decode_input;
-    int lim = t->cls->lines_to_batch && t->cls->line_batch_limit ? t->cls->line_batch_limit(t, kind) : 0;
-    if (lim > 0 && o.batch_size > lim) {
-      lv_info("%s: --decode_batch_size=%d: at most %d lines a batch, what the decoder's memory budget holds",
-              kind, o.batch_size, lim);
-      o.batch_size = lim;
-    }
-  }
-  if (opt->model_file) {
-    if (!s) s = lv_instance_restore_model_file(d.m, opt->model_file);
-    if (!s) s = lv_path_fmt(prefix, sizeof prefix, "%s", opt->model_file->path);
-  } else {
-    char flag[80];
-    snprintf(flag, sizeof flag, "--%s", kind);
-    if (!s) s = lv_decoder_checkpoint_prefix(cfg, opt->checkpoint, flag, prefix, sizeof prefix);
-    if (!s) s = lv_status_wrap(lv_instance_restore(d.m, prefix, NULL), "%s", flag);
-    if (!s) lv_warn_model_params_drift(prefix, cfg);
-  }
-  if (!s)
-    lv_info("%s: %s with %s (step %lld)%s", kind, verb, prefix, (long long)lv_instance_step(d.m), note);
-  if (!s) s = decode_lines(&d, &o, in, opt->out ? opt->out : stdout);
-  if (in && in != stdin) fclose(in);
-  teardown(&d);
-  return s;
-}
-
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
-  if (opt->decode_input) return decode_interactive(cfg, opt);
   dec_state d = {0};
   const char *logdir = lv_params_str(cfg, "cluster.logdir");
   LV_TRY(lv_job_dir_prepare(cfg, "decoder", opt->dataset, d.dir, sizeof d.dir, d.job, sizeof d.job));

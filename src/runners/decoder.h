@@ -7,16 +7,8 @@
  * decoder metrics (sorted by tag) and examples/sec, params.txt and processed_ckpts.txt.
  * The runner knows no task: what is decoded, how and how it is scored is the task's.
  *
- * Interactive decoding (decode_input; bin/decoder keeps it for --run_locally=gpu, as the
- * library drives no GPU yet): the lines of a file or "-" (stdin) with one checkpoint (the
- * given one or the latest) to out, one output line per input line, flushed per line; the
- * task's line hooks turn a line of kind decode_kind into a batch and the decoded example
- * into the output line; the task's optional line_summary closes the output. The kind is
- * the task's business: the runner passes it on and names it in messages as the flag
- * --<kind>. Instead of a file, the caller may give the input lines themselves (lines:
- * e.g. N copies of a prompt; item names them in messages, "sample 3"). A task with
- * lines_to_batch decodes batch_size lines at a time (their output lines follow once the
- * batch is decoded). */
+ * The line flags of bin/decoder (--decode_text, --score_text, ...) are clients of the
+ * library (src/api/), which decodes lines with the pieces below. */
 #ifndef LV_RUNNERS_DECODER_H
 #define LV_RUNNERS_DECODER_H
 
@@ -27,20 +19,14 @@
 #include "base/status.h"
 #include "params/params.h"
 
+struct lv_model_file;
+
 typedef struct lv_decoder_options {
   const char *dataset;     /* "Test" */
   bool once;
-  const char *checkpoint;  /* with once / decode_input: a prefix or directory; NULL = latest */
+  const char *checkpoint;  /* with once: a prefix or directory; NULL = latest */
   double max_poll_secs;
   double timeout_secs;
-  const char *decode_input; /* NULL: the decoder job; else a file name or "-" */
-  const char *decode_kind;  /* with decode_input: what its lines are, for the task; also the flag's name */
-  FILE *out;               /* decode_text's output; NULL = stdout */
-  const char *const *lines; /* with decode_input: n_lines input lines instead of its file */
-  int n_lines;
-  const char *item;         /* with lines: what a line is called in messages (NULL: "--kind=input line N") */
-  int batch_size;           /* lines decoded as one batch by tasks that batch lines (0 = 1) */
-  const struct lv_model_file *model_file; /* with decode_input: the weights (checkpoint is not read) */
 } lv_decoder_options;
 
 lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt);

@@ -228,14 +228,10 @@ lv_status lv_asr_line_describe(lv_task *t, const char *kind, const char **verb, 
   return NULL;
 }
 
-/* A file that cannot be transcribed (s says why, naming it): its output line left empty,
- * and the others go on; line_summary fails the run. The library API reads the message
- * back as the item's error (its caller says which line it was); the decoder's own loop
- * (line_source set) logs it here with the input and line. */
+/* A file that cannot be transcribed (s says why, naming it): its item's error, which the
+ * library API reads back (its caller says which line it was), and the others go on. */
 static lv_status file_failed(lv_task *t, asr_decoder *d, asr_file *f, int64_t lineno, lv_status s) {
-  if (t->line_source)
-    lv_error("--decode_audio=%s line %lld: %s: not transcribed (empty output line)", t->line_source, (long long)lineno,
-             lv_status_msg(s));
+  (void)t, (void)lineno;
   free(f->error);
   f->error = strdup(lv_status_msg(s));
   f->error_code = lv_status_code(s);
@@ -426,27 +422,6 @@ static lv_status files_batch(asr_decoder *d, lv_batch *b, bool *empty) {
   return NULL;
 }
 
-lv_status lv_asr_decode_out_to_lines(lv_task *t, const lv_decode_out *dec_out, char **lines) {
-  asr_decoder *d = decoder_of(t);
-  const lv_tensor *ids = dec_out ? lv_decode_out_get(dec_out, "topk_ids") : NULL;
-  const lv_tensor *lens = dec_out ? lv_decode_out_get(dec_out, "topk_lens") : NULL;
-  const int H = d->bp.num_hyps_per_beam;
-  for (int i = 0; i < d->nfiles; i++) {
-    const asr_file *f = &d->file[i];
-    char *text = NULL;
-    if (f->row >= 0) {
-      if (!ids || !lens)
-        return lv_status_make(LV_ERR_INTERNAL, "%s: the decode gave no topk_ids / topk_lens", t->cls->cls);
-      const int64_t r = (int64_t)f->row * H, L = ids->shape.d[1];
-      LV_TRY(lv_seq_row_text(d->tok, lv_i32(ids) + r * L, (int)L, lv_i32(lens)[r], &text));
-    }
-    int rc = f->blank ? asprintf(&lines[i], "%s", "") : asprintf(&lines[i], "%s\t%s", f->path, text ? text : "");
-    free(text);
-    LV_ASSERT(rc >= 0);
-  }
-  return NULL;
-}
-
 int lv_asr_line_batch_limit(lv_task *t, const char *kind) {
   asr_decoder *d = decoder_of(t);
   (void)kind;
@@ -455,20 +430,6 @@ int lv_asr_line_batch_limit(lv_task *t, const char *kind) {
   const int64_t per = d->max_frames * d->frame_size * (int64_t)sizeof(float) * 2;
   const int64_t lim = LV_SEQ_SEARCH_BUDGET_BYTES / (per > 0 ? per : 1);
   return lim < 1 ? 1 : lim > 1 << 20 ? 1 << 20 : (int)lim;
-}
-
-lv_status lv_asr_line_summary(lv_task *t, const char *kind, char **line) {
-  asr_decoder *d = decoder_of(t);
-  (void)kind;
-  *line = NULL;
-  double secs = d->files ? lv_now_monotonic() - d->start : 0;
-  lv_info("decode_audio: %lld files, %.2f s of audio in %.2f s: real-time factor %.4f", (long long)d->files,
-          d->audio_secs, secs, d->audio_secs > 0 ? secs / d->audio_secs : 0.0);
-  if (d->failed)
-    return lv_status_make(LV_ERR_INVALID, "--decode_audio: %lld of %lld files could not be read (the errors above "
-                          "name them; their output lines are empty); the others were transcribed",
-                          (long long)d->failed, (long long)d->files);
-  return NULL;
 }
 
 lv_status lv_asr_decode_out_nbest(lv_task *t, const lv_decode_out *dec_out, int i, int k, char **texts, float *scores,
