@@ -90,6 +90,7 @@ START_TEST(grad_binary_broadcast) {
       {{2, {3, 4}}, {2, {3, 4}}},          {{2, {3, 4}}, {1, {4}}},
       {{3, {2, 3, 4}}, {3, {2, 1, 4}}},    {{2, {3, 1}}, {2, {1, 4}}},
       {{1, {1}}, {3, {2, 3, 2}}},          {{0, {0}}, {2, {2, 3}}},
+      {{2, {3, 4}}, {2, {3, 1}}},          {{3, {2, 3, 4}}, {3, {2, 3, 1}}},
   };
   for (int op = 0; op < 4; op++)
     for (size_t p = 0; p < LV_ARRAY_LEN(pairs); p++) {
@@ -99,6 +100,35 @@ START_TEST(grad_binary_broadcast) {
         for (int64_t i = 0; i < lv_shape_numel(&pairs[p][1]); i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
       }
       gradcheck(op == 0 ? "add" : op == 1 ? "sub" : op == 2 ? "mul" : "div", 2, in, fs[op], NULL, 1e-3, TOL);
+    }
+}
+END_TEST
+
+/* b of one value per row ([rows, 1], [B, T, 1]: the padding masks' shape) takes the
+ * kernel's column path: each element is exactly a op b[row], for every op. */
+START_TEST(binary_column_broadcast_exact) {
+  const lv_shape as[] = {lv_shape2(5, 7), lv_shape3(2, 3, 33), lv_shape2(1, 9)};
+  const lv_shape bs[] = {lv_shape2(5, 1), lv_shape3(2, 3, 1), lv_shape2(1, 1)};
+  lv_tensor *(*ops[])(lv_graph *, lv_tensor *, lv_tensor *) = {lv_op_mul, lv_op_add, lv_op_sub, lv_op_div};
+  for (size_t k = 0; k < LV_ARRAY_LEN(as); k++)
+    for (size_t op = 0; op < LV_ARRAY_LEN(ops); op++) {
+      lv_graph *g = lv_graph_create(0);
+      lv_tensor *a = lv_graph_tensor(g, LV_F32, as[k]), *b = lv_graph_tensor(g, LV_F32, bs[k]);
+      float *ra = rand_floats(lv_tensor_numel(a), 40 + k, -2, 2), *rb = rand_floats(lv_tensor_numel(b), 50 + k, 0.5, 2);
+      memcpy(a->data, ra, sizeof(float) * (size_t)lv_tensor_numel(a));
+      memcpy(b->data, rb, sizeof(float) * (size_t)lv_tensor_numel(b));
+      lv_tensor *y = ops[op](g, a, b);
+      ck_assert_ptr_nonnull(y);
+      const int64_t in = as[k].d[as[k].rank - 1];
+      for (int64_t i = 0; i < lv_tensor_numel(a); i++) {
+        const float x = ra[i], c = rb[i / in];
+        const float want = op == 0 ? x * c : op == 1 ? x + c : op == 2 ? x - c : x / c;
+        ck_assert_msg(lv_f32(y)[i] == want, "shape %zu op %zu element %lld: %g, want %g", k, op, (long long)i,
+                      lv_f32(y)[i], want);
+      }
+      free(ra);
+      free(rb);
+      lv_graph_destroy(g);
     }
 }
 END_TEST
@@ -1632,6 +1662,7 @@ int main(void) {
   tcase_set_timeout(gc, 120);
   tcase_add_test(gc, grad_matmul);
   tcase_add_test(gc, grad_binary_broadcast);
+  tcase_add_test(gc, binary_column_broadcast_exact);
   tcase_add_test(gc, grad_scale);
   tcase_add_test(gc, grad_activations);
   tcase_add_test(gc, grad_conv2d);

@@ -464,15 +464,15 @@ static void tr_ff_destroy(lv_layer *base) {
   for (int i = 0; i < 2; i++) lv_params_free(l->fc_p[i]);
 }
 
-/* h [..., F] * keep [rows, 1] (Lingvo's ApplyPadding on a projection's output). The
- * mask is spread to h's shape by an outer product (a GEMM) so the multiply is a dense
- * elementwise op rather than a per-element broadcast over the last dim. */
+/* h [..., F] * keep [rows, 1] (Lingvo's ApplyPadding on a projection's output), the mask
+ * broadcast along F: the products are those of a dense [rows, F] mask (keep * 1 is keep),
+ * without holding that mask for backward. */
 static lv_tensor *apply_keep(lv_graph *g, lv_tensor *h, lv_tensor *keep, int64_t rows) {
   if (!h) return NULL;
   int64_t f = h->shape.d[h->shape.rank - 1];
-  lv_tensor *ones = lv_graph_fill(g, lv_shape2(1, f), 1.0f);
-  lv_tensor *k = lv_op_matmul(g, keep, ones, false, false); /* [rows, f] */
-  return k && k->shape.d[0] == rows ? lv_op_mul(g, h, lv_op_reshape(g, k, h->shape)) : NULL;
+  if (lv_tensor_numel(h) != rows * f) return NULL;
+  lv_tensor *y = lv_op_mul(g, lv_op_reshape(g, h, lv_shape2(rows, f)), keep);
+  return y ? lv_op_reshape(g, y, h->shape) : NULL;
 }
 
 static lv_tensor *ff_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings) {

@@ -50,6 +50,25 @@ static bool is_row(const lv_bcast *bc, const int64_t *s, int64_t *inner) {
   return true;
 }
 
+/* Operand b holds one value per `inner` consecutive elements (a [rows, 1] column spread
+ * along the last dims: a padding mask): its trailing dims have stride 0, the leading
+ * ones are dense over the rows. */
+static bool is_col(const lv_bcast *bc, const int64_t *s, int64_t *inner) {
+  int d = bc->rank - 1;
+  int64_t in = 1;
+  while (d >= 0 && (bc->shape[d] == 1 || s[d] == 0)) {
+    in *= bc->shape[d];
+    d--;
+  }
+  int64_t st = 1;
+  for (int e = d; e >= 0; e--) {
+    if (bc->shape[e] != 1 && s[e] != st) return false;
+    st *= bc->shape[e];
+  }
+  *inner = in;
+  return in > 1 && d >= 0;
+}
+
 /* What the parallel loops below read. */
 typedef struct ew {
   int op, a;
@@ -93,6 +112,22 @@ LV_CPU_PAR_LOOP(bin_strided, ew, i,
                 J->out[i] = lv_kbin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
 LV_CPU_PAR_LOOP(bin_row_b, ew, r, bin_vec(J->op, J->inner, J->x + r * J->inner, J->b, J->out + r * J->inner);)
 LV_CPU_PAR_LOOP(bin_row_a, ew, r, bin_vec(J->op, J->inner, J->x, J->b + r * J->inner, J->out + r * J->inner);)
+/* Row r of a op its one value b[r] (is_col); the common ops vectorize along the row. */
+static void bin_col_b(void *arg, int64_t lo, int64_t hi, int slot) {
+  const ew *J = arg;
+  (void)slot;
+  const int64_t in = J->inner;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = J->x + r * in, c = J->b[r];
+    float *o = J->out + r * in;
+    switch (J->op) {
+      case LV_BIN_MUL: _Pragma("omp simd") for (int64_t i = 0; i < in; i++) o[i] = x[i] * c; break;
+      case LV_BIN_ADD: _Pragma("omp simd") for (int64_t i = 0; i < in; i++) o[i] = x[i] + c; break;
+      default:
+        for (int64_t i = 0; i < in; i++) o[i] = lv_kbin(J->op, x[i], c);
+    }
+  }
+}
 
 /* dst[j] (+)= alpha * sum over r of src[r][j], for the columns [lo, hi). Rows are read in
  * order, a strip of columns at a time, into per-column sums: each column adds its rows in
@@ -135,6 +170,10 @@ void lv_cpu_binary(lv_kctx *ctx, lv_binary_op op, const lv_bcast *bc, const floa
     e.inner = inner;
     int64_t rows = n / inner;
     lv_cpu_par(ctx, rows, n > PAR_MIN ? lv_cpu_grain(rows, (4096 + inner - 1) / inner) : rows, bin_row_a, &e);
+  } else if (da && is_col(bc, bc->sb, &inner)) {
+    e.inner = inner;
+    int64_t rows = n / inner;
+    lv_cpu_par(ctx, rows, n > PAR_MIN ? lv_cpu_grain(rows, (4096 + inner - 1) / inner) : rows, bin_col_b, &e);
   } else {
     e.bc = bc;
     lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, bin_strided, &e);
