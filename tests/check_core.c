@@ -1632,6 +1632,24 @@ START_TEST(var_store_share) {
 }
 END_TEST
 
+/* An evaluation store has no gradient buffer; its values are those of a training store. */
+START_TEST(var_store_no_grads) {
+  lv_varstore *a = lenet_store(1), *b = lv_varstore_create();
+  lv_var_init xav = {LV_INIT_XAVIER, 1.000001};
+  lv_var *w = NULL;
+  ck_assert_ptr_null(lv_varstore_add(b, "lenet5/conv0/w/var", LV_F32, lv_shape4(5, 5, 1, 20), xav, true, &w));
+  lv_varstore_set_no_grads(b);
+  ck_assert_ptr_null(lv_varstore_finalize(b, 1));
+  int64_t n;
+  ck_assert_ptr_null(lv_varstore_grads(b, &n));
+  ck_assert_ptr_null(w->grad.data);
+  lv_varstore_zero_grads(b); /* nothing to zero */
+  ck_assert(memcmp(w->value.data, lv_varstore_find(a, "lenet5/conv0/w/var")->value.data, 500 * sizeof(float)) == 0);
+  lv_varstore_destroy(a);
+  lv_varstore_destroy(b);
+}
+END_TEST
+
 START_TEST(var_grads_flow_into_store) {
   lv_varstore *vs = lv_varstore_create();
   lv_var *w;
@@ -1705,6 +1723,7 @@ int main(void) {
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);
   tcase_add_test(vt, var_store_share);
+  tcase_add_test(vt, var_store_no_grads);
   tcase_add_test(vt, var_grads_flow_into_store);
   suite_add_tcase(s, vt);
   return lv_test_run(s);

@@ -50,6 +50,7 @@ struct lv_varstore {
   int n, cap;
   bool finalized;
   bool borrowed;         /* values, grads and other are another store's (lv_varstore_share_values) */
+  bool no_grads;         /* lv_varstore_set_no_grads: no gradient buffer */
   float *values, *grads; /* trainable float32 */
   int64_t n_train;
   void *other;           /* every other variable */
@@ -223,13 +224,14 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   const lv_backend *be = vs->be;
   void *host = NULL;
   size_t hb = fb > ob ? fb : ob;
-  if (!(vs->values = be->alloc(be->ctx, fb ? fb : 64)) || !(vs->grads = be->alloc(be->ctx, fb ? fb : 64)) ||
+  if (!(vs->values = be->alloc(be->ctx, fb ? fb : 64)) ||
+      (!vs->no_grads && !(vs->grads = be->alloc(be->ctx, fb ? fb : 64))) ||
       !(vs->other = be->alloc(be->ctx, ob ? ob : 64)) || !(host = calloc(1, hb ? hb : 64))) {
     free(host);
     return lv_status_make(LV_ERR_RESOURCE, "out of memory allocating %lld variable floats on %s",
                           (long long)nt, be->name);
   }
-  be->kernels->zero(be->ctx, fb, vs->grads);
+  if (vs->grads) be->kernels->zero(be->ctx, fb, vs->grads);
   vs->n_train = nt;
   vs->other_bytes = ob;
   vs->finalized = true;
@@ -238,7 +240,7 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
     lv_var *v = &e->var;
     if (v->trainable) {
       v->value.data = vs->values + e->offset;
-      v->grad.data = vs->grads + e->offset;
+      v->grad.data = vs->grads ? vs->grads + e->offset : NULL;
       v->value.requires_grad = true;
       v->value.grad = &v->grad;
       init_floats(v, e->init, seed, (float *)host + e->offset);
@@ -256,6 +258,8 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   return NULL;
 }
 
+void lv_varstore_set_no_grads(lv_varstore *vs) { vs->no_grads = true; }
+
 bool lv_varstore_share_values(lv_varstore *dst, lv_varstore *src) {
   if (!dst->finalized || !src->finalized || dst->borrowed || dst == src || dst->be != src->be || dst->n != src->n ||
       dst->n_train != src->n_train || dst->other_bytes != src->other_bytes)
@@ -268,7 +272,7 @@ bool lv_varstore_share_values(lv_varstore *dst, lv_varstore *src) {
   }
   const lv_backend *be = dst->be;
   be->free(be->ctx, dst->values);
-  be->free(be->ctx, dst->grads);
+  if (dst->grads) be->free(be->ctx, dst->grads);
   be->free(be->ctx, dst->other);
   dst->values = src->values;
   dst->grads = src->grads;

@@ -86,6 +86,9 @@ lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_
  * others). After this no variable may be added. Non-float variables take the constant
  * init's scale (global_step: LV_INIT_CONSTANT, 0). */
 lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed);
+/* Before finalize: no gradient buffer (a store for evaluation or decoding, which run no
+ * backward pass): every variable's grad.data stays NULL and lv_varstore_grads gives NULL. */
+void lv_varstore_set_no_grads(lv_varstore *vs);
 /* Makes dst's variables read src's memory (the sessions of one loaded model keep one copy
  * of its weights) and frees dst's own. Both stores must be finalized from the same
  * declarations (names, dtypes, shapes, trainability, in order) on the same backend; false,

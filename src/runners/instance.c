@@ -72,6 +72,10 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
    * missing data) and before the variables are allocated (missing data is reported before
    * lm.one_billion_wds' 13 GB of them). */
   if (!s && with_input) s = lv_instance_create_input(m, shard);
+  /* The evaler's and the decoder's jobs (and export's, the library's, a fusion LM's) run
+   * no backward pass: no gradient buffer, so they take the weights' memory once. */
+  const char *job = lv_params_str(cfg, "cluster.job");
+  if (!strncmp(job, "evaler", 6) || !strncmp(job, "decoder", 7)) lv_varstore_set_no_grads(m->vs);
   if (!s) s = lv_varstore_finalize(m->vs, seed);
   if (s) {
     lv_instance_destroy(m);
