@@ -11,7 +11,8 @@
 #              (no PyTorch counterpart; reported beside greedy).
 # Prints per-run figures, medians, spread (min..max), the ratios against the issue's
 # targets (training >= 1.5x, greedy >= 2x) and training GFLOP/s (matmul FLOPs, the same
-# count for both sides).
+# count for both sides), and each side's peak RSS (/usr/bin/time: the whole process,
+# whose peak is the training steps') with their ratio (the memory issue's figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/peer_env.sh   # the peers get the OpenBLAS kernels lingvoc selects
@@ -26,12 +27,16 @@ bench_build mt_bench
 have_torch=1
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { have_torch=0; echo "SKIP torch side: /usr/bin/python3 cannot import torch"; }
 lv=() ; pt=()
+rss=$(mktemp)
+trap 'rm -f "$rss"' EXIT
+# peak CMD...: runs CMD under /usr/bin/time, its stdout followed by " rss_mb=N".
+peak() { local o; o=$(/usr/bin/time -f %M -o "$rss" "$@") && echo "$o rss_mb=$(( $(tail -1 "$rss") / 1024 ))"; }
 for r in $(seq "$RUNS"); do
-  out=$("$bench_dir/mt_bench" "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS" "$HYPS")
+  out=$(peak "$bench_dir/mt_bench" "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS" "$HYPS")
   echo "run $r: $out"
   lv+=("$out")
   if [ $have_torch = 1 ]; then
-    out=$(/usr/bin/python3 bench/mt_torch.py "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS")
+    out=$(peak /usr/bin/python3 bench/mt_torch.py "$THREADS" "$STEPS" "$BATCH" "$SRC_LEN" "$TGT_LEN" "$DEC_BATCH" "$DEC_STEPS")
     echo "run $r: $out"
     pt+=("$out")
   fi
@@ -94,4 +99,12 @@ if pt:
 m, lo, hi, ms = stat(lv, "beam_ms", "beam_tok")
 print("beam search, %d hyps x %d sentences x %d steps" % (H, DB, DN))
 print("  lingvoc  median %8.0f target tok/s  spread %.0f..%.0f  %.0f ms/search (%.0f hyp tok/s)" % (m, lo, hi, ms, m * H))
+print("peak RSS (the whole process: training, then decoding)")
+for name, runs in (("lingvoc", lv), ("pytorch", pt)):
+    if runs:
+        r = [x["rss_mb"] for x in runs]
+        res[name, "rss"] = statistics.median(r)
+        print("  %-8s median %6.0f MB  spread %.0f..%.0f" % (name, statistics.median(r), min(r), max(r)))
+if pt:
+    print("  lingvoc / pytorch: %.2fx (target <= 0.8x)" % (res["lingvoc", "rss"] / res["pytorch", "rss"]))
 PY

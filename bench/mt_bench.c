@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
   lv_instance *m = NULL;
   /* The model only: the batch is synthetic, so the dataset's files are not needed. */
   if ((s = lv_instance_create(cfg, false, lv_input_no_shard(), &m))) die(s);
+  lv_graph_set_free_in_backward(m->graph, true); /* as bin/trainer does by default */
   int nv = lv_varstore_count(m->vs);
   lv_var **vars = calloc((size_t)nv, sizeof *vars);
   LV_ASSERT(vars);
