@@ -18,7 +18,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-100} RUNS=${RUNS:-1} WORK=${WORK:-/tmp/lingvo_peer_asr}
-BIN=$ROOT/bin M=asr.bible_tts.TinyTest
+BIN=${LV_BIN:-$ROOT/bin} M=asr.bible_tts.TinyTest
 rm -rf "$WORK"; mkdir -p "$WORK/wavs" "$WORK/rec"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions

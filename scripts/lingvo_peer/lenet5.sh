@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-300} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_lenet5}
 EVAL_N=${EVAL_N:-9984}   # 39 full batches of 256: see the note under the table
-BIN=$ROOT/bin M=image.mnist.LeNet5Fashion
+BIN=${LV_BIN:-$ROOT/bin} M=image.mnist.LeNet5Fashion
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"

@@ -20,7 +20,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODEL=${MODEL:-RNMTTinyTest} STEPS=${STEPS:-300} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_punctuator}
-BIN=$ROOT/bin M=punctuator.codelab.$MODEL
+BIN=${LV_BIN:-$ROOT/bin} M=punctuator.codelab.$MODEL
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions
