@@ -19,7 +19,7 @@ if [ $# -ne 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-enc="$root/bin/wpm_encode_file"
+enc="${LV_BIN:-$root/bin}/wpm_encode_file"
 [ -x "$enc" ] || { echo "prepare_bible_en_es.sh: $enc is missing; run make first" >&2; exit 1; }
 out=$1
 vocab_size=${VOCAB_SIZE:-8000}
