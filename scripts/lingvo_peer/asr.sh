@@ -19,6 +19,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-100} RUNS=${RUNS:-1} WORK=${WORK:-/tmp/lingvo_peer_asr}
 BIN=${LV_BIN:-$ROOT/bin} M=asr.bible_tts.TinyTest
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 rm -rf "$WORK"; mkdir -p "$WORK/wavs" "$WORK/rec"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions

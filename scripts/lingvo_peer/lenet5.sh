@@ -14,6 +14,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-300} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_lenet5}
 EVAL_N=${EVAL_N:-9984}   # 39 full batches of 256: see the note under the table
 BIN=${LV_BIN:-$ROOT/bin} M=image.mnist.LeNet5Fashion
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"

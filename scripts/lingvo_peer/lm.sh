@@ -22,6 +22,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-100} RUNS=${RUNS:-1} WORK=${WORK:-/tmp/lingvo_peer_lm}
 BIN=${LV_BIN:-$ROOT/bin} M=lm.bible.${MODEL:-RnnLmTinyTest}
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 # The attention key biases' true gradient is zero (the softmax cancels a bias added to
 # every key): each side's is rounding noise, which Adam's first step makes a full step.
 case $M in *Transformer*) ONE_STEP_EXEMPT=/source_proj_b/ ;; esac

@@ -19,6 +19,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-200} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_mt} BIBLE=${BIBLE:-}
 SMALL_STEPS=${SMALL_STEPS:-60}
 BIN=${LV_BIN:-$ROOT/bin} M=mt.bible_en_es.TinyTest
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 rm -rf "$WORK"; mkdir -p "$WORK/data"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"

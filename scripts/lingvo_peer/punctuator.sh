@@ -21,6 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODEL=${MODEL:-RNMTTinyTest} STEPS=${STEPS:-300} RUNS=${RUNS:-3} WORK=${WORK:-/tmp/lingvo_peer_punctuator}
 BIN=${LV_BIN:-$ROOT/bin} M=punctuator.codelab.$MODEL
+export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 rm -rf "$WORK"; mkdir -p "$WORK"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions
