@@ -354,6 +354,67 @@ START_TEST(test_input_needs_pcm) {
 }
 END_TEST
 
+/* The curriculum params: short_first_epochs leaves the long utterances out of its epochs,
+ * augment_start_epoch reads the stored frames before its epoch; both resume bit-identically. */
+START_TEST(test_input_curriculum) {
+  write_utts("a.tfrecord", 5, true); /* keys 26, 36, 46, 56, 66 */
+  lv_params *ps = params("a.tfrecord", 0), *pall = params("a.tfrecord", 0), *pla = params("a.tfrecord", 0),
+            *poff = params("a.tfrecord", 0);
+  EXPECT_OK(lv_params_set_int(ps, "short_first_epochs", 1000));
+  EXPECT_OK(lv_params_set_int(ps, "short_first_max_frames", 40));
+  set_all_on(pla);
+  EXPECT_OK(lv_params_set_int(pla, "augment_start_epoch", 1000));
+  lv_input *is = create(ps), *iall = create(pall), *ila = create(pla), *ioff = create(poff);
+  lv_batch b;
+  lv_batch_init(&b);
+  bool long_seen = false;
+  for (int step = 0; step < 6; step++) {
+    EXPECT_OK(lv_input_train_batch(is, step, &b));
+    const lv_tensor *k = lv_batch_get(&b, "bucket_keys");
+    for (int64_t i = 0; i < lv_tensor_numel(k); i++) ck_assert_int_le(((const int32_t *)k->data)[i], 40);
+    EXPECT_OK(lv_input_train_batch(iall, step, &b));
+    k = lv_batch_get(&b, "bucket_keys");
+    for (int64_t i = 0; i < lv_tensor_numel(k); i++) long_seen |= ((const int32_t *)k->data)[i] > 40;
+  }
+  ck_assert(long_seen);
+  lv_batch_free(&b);
+  /* augmentation from a later epoch: the stored frames until then */
+  float *a, *d;
+  size_t na = train_batches(ila, 0, 6, &a), nd = train_batches(ioff, 0, 6, &d);
+  ck_assert(na == nd && !memcmp(a, d, sizeof(float) * na));
+  free(a);
+  free(d);
+  /* both switching within the run (records of epochs 0, 1 short; augmented from epoch 1):
+   * the same batches from step 5 whether resumed there or not */
+  lv_params *pc[2] = {params("a.tfrecord", 0), params("a.tfrecord", 2)};
+  for (int i = 0; i < 2; i++) {
+    set_all_on(pc[i]);
+    EXPECT_OK(lv_params_set_int(pc[i], "augment_start_epoch", 1));
+    EXPECT_OK(lv_params_set_int(pc[i], "short_first_epochs", 2));
+    EXPECT_OK(lv_params_set_int(pc[i], "short_first_max_frames", 50));
+  }
+  lv_input *ic0 = create(pc[0]), *ic1 = create(pc[1]);
+  float *full, *resumed;
+  size_t nf = train_batches(ic0, 0, 12, &full), nr = train_batches(ic1, 5, 12, &resumed);
+  ck_assert(nr <= nf && !memcmp(full + nf - nr, resumed, sizeof(float) * nr));
+  free(full);
+  free(resumed);
+  lv_input *inputs[] = {is, iall, ila, ioff, ic0, ic1};
+  lv_params *params_[] = {ps, pall, pla, poff, pc[0], pc[1]};
+  for (int i = 0; i < 6; i++) {
+    lv_input_destroy(inputs[i]);
+    lv_params_free(params_[i]);
+  }
+  /* short_first_epochs without a length */
+  lv_params *pbad = params("a.tfrecord", 0);
+  EXPECT_OK(lv_params_set_int(pbad, "short_first_epochs", 1));
+  lv_params_freeze(pbad);
+  lv_input *in = NULL;
+  EXPECT_ERR(lv_input_create(pbad, lv_input_no_shard(), &in), LV_ERR_INVALID, "short_first_max_frames");
+  lv_params_free(pbad);
+}
+END_TEST
+
 /* Lingvo's noise_scale: Gaussian dither of that stddev in int16 units, before the window;
  * doubling it doubles every magnitude of silence: log-mels up by ln 2. */
 START_TEST(test_frontend_dither_scale) {
@@ -391,6 +452,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_input_off_identical);
   tcase_add_test(tc, test_input_deterministic_and_resumable);
   tcase_add_test(tc, test_input_needs_pcm);
+  tcase_add_test(tc, test_input_curriculum);
   tcase_add_test(tc, test_frontend_dither_scale);
   suite_add_tcase(s, tc);
   return s;

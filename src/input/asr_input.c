@@ -62,6 +62,8 @@ typedef struct asr_input {
   bool augment;
   lv_augment_opts aug;
   uint64_t aug_seed;
+  int64_t augment_start_epoch;
+  int64_t short_epochs, short_max; /* short_first_epochs, short_first_max_frames */
   lv_mel_frontend *fe; /* the training stream's: one batcher thread at a time, fe_mu for safety */
   pthread_mutex_t fe_mu;
 } asr_input;
@@ -105,6 +107,15 @@ static lv_params *asr_params(void) {
                          "lingvoc: probability of each of reverberation, noise and gain per training utterance.");
   lv_params_define_int(p, "augment_seed", 0,
                        "lingvoc: seed of the augmentation draws (0: file_random_seed).");
+  lv_params_define_int(p, "augment_start_epoch", 0,
+                       "lingvoc: the waveform augmentation above applies to the records of this epoch (0-based) on; "
+                       "earlier epochs read the stored frames (a curriculum).");
+  lv_params_define_int(p, "short_first_epochs", 0,
+                       "lingvoc: curriculum: in the training stream's first short_first_epochs epochs, utterances "
+                       "longer than short_first_max_frames (bucket key) are left out (counted as dropped).");
+  lv_params_define_int(p, "short_first_max_frames", 0,
+                       "lingvoc: the longest utterance (frames, with the eos frame) read while short_first_epochs "
+                       "lasts.");
   lv_params_define_float(p, "frontend_noise_scale", 0.0,
                          "lingvoc: MelAsrFrontend noise_scale (Gaussian dither, int16 LSB units) of the features "
                          "recomputed from pcm16 for training; > 0 turns the recomputation on by itself.");
@@ -217,6 +228,17 @@ static lv_status asr_process_augment(void *ctx, const lv_record *rec, lv_sample 
   free(x);
   lv_example_free(e);
   return s;
+}
+
+/* The training stream's processor: the curriculum of augment_start_epoch and
+ * short_first_epochs, functions of the record's epoch only, so that a resumed run
+ * (resume_replay) reads and draws what an uninterrupted one did. */
+static lv_status asr_process_train(void *ctx, const lv_record *rec, lv_sample *out, int64_t *key) {
+  asr_input *in = ctx;
+  bool aug = in->augment && rec->epoch >= in->augment_start_epoch;
+  LV_TRY(aug ? asr_process_augment(ctx, rec, out, key) : asr_process(ctx, rec, out, key));
+  if (rec->epoch < in->short_epochs && *key > in->short_max) *key = -1;
+  return NULL;
 }
 
 /* input.<name>: an empty list (off, *on false) or [lo, hi]. */
@@ -373,6 +395,15 @@ static lv_status asr_create(const lv_params *p, lv_input_shard shard, lv_input *
   if (!s && in->pad_to_max && (in->smax <= 0 || in->tmax <= 0))
     s = lv_status_make(LV_ERR_INVALID, "input.pad_to_max_seq_length needs source_max_length and target_max_length > 0");
   if (!s) s = read_augment(in, p);
+  in->augment_start_epoch = lv_params_int(p, "augment_start_epoch");
+  in->short_epochs = lv_params_int(p, "short_first_epochs");
+  in->short_max = lv_params_int(p, "short_first_max_frames");
+  if (!s && (in->augment_start_epoch < 0 || in->short_epochs < 0))
+    s = lv_status_make(LV_ERR_INVALID, "input.augment_start_epoch %lld and short_first_epochs %lld: expected >= 0",
+                       (long long)in->augment_start_epoch, (long long)in->short_epochs);
+  if (!s && in->short_epochs > 0 && in->short_max < 1)
+    s = lv_status_make(LV_ERR_INVALID, "input.short_first_epochs %lld needs short_first_max_frames >= 1 (got %lld)",
+                       (long long)in->short_epochs, (long long)in->short_max);
   if (s) {
     asr_destroy(&in->st.base);
     return s;
@@ -386,7 +417,7 @@ static lv_status asr_create(const lv_params *p, lv_input_shard shard, lv_input *
   o->process = asr_process;
   o->ctx = in;
   in->st.finish = asr_finish;
-  if (in->augment) in->st.train_process = asr_process_augment;
+  if (in->augment || in->short_epochs > 0) in->st.train_process = asr_process_train;
   *out = &in->st.base;
   return NULL;
 }

@@ -22,6 +22,9 @@ lv_params *lv_asr_encoder_params(void) {
   lv_params_define_params(p, "specaugment_network", lv_params_instantiate("SpectrumAugmenter"),
                           "Configs template for the augmentation network.");
   lv_params_define_bool(p, "use_specaugment", false, "Use specaugmentation or not.");
+  lv_params_define_int(p, "specaugment_start_step", 0,
+                       "lingvoc: with use_specaugment, the global step from which the masks apply (a curriculum: "
+                       "the attention aligns sooner on unmasked features); 0: from the start.");
   lv_params_define_bool(p, "highway_skip", false, "If set, residual connections from different layers are gated. "
                         "Will only be used if residual_start is enabled (not implemented in lingvoc).");
   lv_pvalue *shapes = lv_pvalue_list(), *strides = lv_pvalue_list();
@@ -122,6 +125,10 @@ lv_status lv_asr_encoder_init(lv_asr_encoder *e, const lv_params *ep, const char
     if (strcmp(l->cls->cls, "SpectrumAugmenter"))
       return lv_status_make(LV_ERR_INVALID, "%s.cls must be SpectrumAugmenter, got %s", k, l->cls->cls);
     e->specaug = (lv_spectrum_augmenter *)l;
+    e->specaug_start_step = lv_params_int(ep, "specaugment_start_step");
+    if (e->specaug_start_step < 0)
+      return lv_status_make(LV_ERR_INVALID, "%s.specaugment_start_step %lld: expected a step >= 0", path,
+                            (long long)e->specaug_start_step);
   }
   int64_t freq = e->freq, ch = e->channels;
   for (int i = 0; i < ncnn; i++) {
@@ -200,8 +207,9 @@ bool lv_asr_encoder_fprop(lv_asr_encoder *e, lv_graph *g, lv_tensor *x, lv_tenso
     return false;
   }
   const int64_t B = x->shape.d[0];
-  /* Lingvo: `if p.use_specaugment and not self.do_eval`. */
-  if (e->specaug && lv_graph_is_training(g)) x = lv_spectrum_augmenter_fprop(e->specaug, g, x, pads);
+  /* Lingvo: `if p.use_specaugment and not self.do_eval` (lingvoc: from specaugment_start_step on). */
+  if (e->specaug && lv_graph_is_training(g) && lv_graph_step(g) >= e->specaug_start_step)
+    x = lv_spectrum_augmenter_fprop(e->specaug, g, x, pads);
   if (e->pad_steps > 0) {
     x = concat2(g, x, lv_graph_zeros(g, LV_F32, lv_shape4(B, e->pad_steps, e->freq, e->channels)), 1);
     pads = concat2(g, pads, lv_graph_fill(g, lv_shape2(B, e->pad_steps), 1.0f), 1);

@@ -33,6 +33,7 @@
 typedef struct lv_asr_encoder {
   lv_layer_owner own;
   lv_spectrum_augmenter *specaug; /* `specaugment`, with use_specaugment; NULL otherwise */
+  int64_t specaug_start_step;     /* specaugment_start_step: masks from this global step on */
   int64_t pad_steps, freq, channels; /* input_shape's F and C */
   int cnn_layers, lstm_layers;
   lv_conv_layer *conv[LV_ASR_ENC_MAX_LAYERS];
