@@ -100,7 +100,11 @@ for set in $sets; do
     eta=$(awk -v e="$el" -v m="$made" -v r="$((total - n))" 'BEGIN { if (m > 0) printf "%d", e / m * r; else print "?" }')
     echo "prepare_asr_synth.sh: $set: $n/$total utterances ($((100 * n / total))%), ${el} s, ETA ${eta} s" >&2
   done
-  awk -F '\t' -v s="$set" '{ printf "wav/%s/%s.wav\t%s\n", s, $1, $6 }' "$out/$set.jobs" >"$out/$set.tsv"
+  # The utterances a synthesizer failed on (asr_synth_one.sh's ID.failed) are left out.
+  failed=$(find "$d" -name '*.failed' | wc -l)
+  [ "$failed" -eq 0 ] || echo "prepare_asr_synth.sh: $set: $failed utterances left out: the synthesizer failed ($d/*.failed)" >&2
+  awk -F '\t' -v s="$set" -v d="$d" '{ f = d "/" $1 ".failed"; if ((getline l < f) > 0) { close(f); next }
+    printf "wav/%s/%s.wav\t%s\n", s, $1, $6 }' "$out/$set.jobs" >"$out/$set.tsv"
   nsh=1 pcm=""
   [ "$set" = train ] && nsh=$shards && pcm=--write_pcm
   "$caf" --input_list="$out/$set.tsv" --generate_tfrecords --num_output_shards="$nsh" $pcm \

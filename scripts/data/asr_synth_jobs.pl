@@ -11,6 +11,9 @@
 #     prints SET's jobs, id<TAB>synth<TAB>voice<TAB>rate<TAB>text<TAB>transcript, taking the
 #     TEXT files' lines in turn (one of each, then the next of each: a cut keeps the mix) up to
 #     MAX (0: all). The synthesizer, voice and rate of line i depend on SET and i only.
+#   asr_synth_jobs.pl lmtext TEXT...
+#     prints the TEXT files' lines as the records' transcripts hold them (normalised as the
+#     jobs' transcripts, lower-cased): the text of a language model for shallow fusion.
 use strict;
 use warnings;
 
@@ -150,6 +153,17 @@ if ($cmd eq 'texts') {
     printf "%s-%06d\t%s\t%s\t%s\t%s\t%s\n", $set, $n, $synth, $voice, $rate, $text, $tr;
     $n++;
   }
+} elsif ($cmd eq 'lmtext') {
+  for my $t (@ARGV) {
+    open(my $f, '<', $t) or die "$t: $!";
+    while (my $line = <$f>) {
+      chomp $line;
+      $line =~ s/[\x{201C}\x{201D}]/"/g;
+      my $tr = transcript($line);
+      print lc($tr), "\n" if $tr ne '';
+    }
+    close $f;
+  }
 } else {
-  die "usage: $0 texts OUT BIBLE_TRAIN BIBLE_TEST FORTUNES... | jobs SET MAX TEXT...\n";
+  die "usage: $0 texts OUT BIBLE_TRAIN BIBLE_TEST FORTUNES... | jobs SET MAX TEXT... | lmtext TEXT...\n";
 }
