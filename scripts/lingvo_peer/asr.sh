@@ -10,6 +10,7 @@
 #
 #   scripts/lingvo_peer/asr.sh             # STEPS=100 RUNS=1 WORK=/tmp/lingvo_peer_asr
 #   RUNS=0 STEPS=40 scripts/lingvo_peer/asr.sh   # no race: the crossings only
+#   EMA=0.99 RUNS=0 STEPS=40 scripts/lingvo_peer/asr.sh   # with moving averages (see below)
 #
 # The data: eight utterances of two words spoken by espeak-ng (as tests/test_asr_e2e.sh
 # makes them), one record file of lingvoc's create_asr_features (Lingvo's layout: uttid,
@@ -20,6 +21,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-100} RUNS=${RUNS:-1} WORK=${WORK:-/tmp/lingvo_peer_asr}
 BIN=${LV_BIN:-$ROOT/bin} M=asr.bible_tts.TinyTest
 export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
+# EMA=DECAY: both train with task.train.ema_decay DECAY (the moving averages in the
+# checkpoints as <var>/ExponentialMovingAverage, batch-norm statistics included), and both
+# evalers and decoders read the averages.
+if [ -n "${EMA:-}" ]; then
+  LV_OV="task.train.ema_decay: $EMA; train.ema_decay: $EMA" LC_OV="task.train.ema_decay: $EMA"
+fi
 rm -rf "$WORK"; mkdir -p "$WORK/wavs" "$WORK/rec"
 cd "$WORK"
 . "$ROOT/scripts/lingvo_peer/lib.sh"   # PY, say, rate, median, spread, versions
@@ -35,6 +42,7 @@ export LINGVO_PEER_ASR_TRAIN=$WORK/rec/utt-00000-of-00001 LINGVO_PEER_ASR_TEST=$
 LC_DATA="input.file_pattern: \"$WORK/rec/utt@1\""
 say "# LAS ($M): $(versions) and lingvoc, $(nproc) cores, $(date -u +%F)"
 say ""
+[ -z "${EMA:-}" ] || say "- task.train.ema_decay $EMA in both: the evalers and decoders read the moving averages"
 say "- data: 8 espeak-ng utterances ($(grep -o '[0-9.]* s of audio' features.log)), one record file of create_asr_features, train = test"
 
 # 1. One step from Lingvo's step-0 checkpoint on the same batch: the 8 utterances are one
@@ -47,8 +55,10 @@ say "  (Lingvo regularizes every embedding row its lookup read, the padded targe
 
 # 2. Checkpoints both ways: STEPS steps of each trainer, then both evalers and both
 #    decoders (beam search, 4 hyps, as configured) on each checkpoint.
-lingvo --logdir="$WORK/tr_lingvo" --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >tr_lingvo.log 2>&1
-"$BIN/trainer" --model=$M --logdir="$WORK/tr_lingvoc" --model_params_override="$LC_DATA; train.max_steps: $STEPS" >tr_lingvoc.log 2>&1
+lingvo --logdir="$WORK/tr_lingvo" \
+  --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS${LV_OV:+; $LV_OV}" >tr_lingvo.log 2>&1
+"$BIN/trainer" --model=$M --logdir="$WORK/tr_lingvoc" \
+  --model_params_override="$LC_DATA; train.max_steps: $STEPS${LC_OV:+; $LC_OV}" >tr_lingvoc.log 2>&1
 CK=$(printf %08d "$STEPS")
 LV_CK=$WORK/tr_lingvo/train/ckpt-$CK LC_CK=$WORK/tr_lingvoc/train/ckpt-$CK
 CKSTEP=$STEPS LC_EVAL=$LC_DATA AGREE_REL=log_pplx AGREE_ABS=fraction_of_correct_next_step_preds
@@ -64,9 +74,10 @@ for pair in "Lingvo:$LV_CK" "lingvoc:$LC_CK"; do
   who=${pair%%:*} ck=${pair#*:}
   logdir_of "$ck" "$WORK/lvdec_$who"
   lingvo --logdir="$WORK/lvdec_$who" --job=decoder_test \
-    --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >"decode_lingvo_of_$who.log" 2>&1
+    --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS${LV_OV:+; $LV_OV}" \
+    >"decode_lingvo_of_$who.log" 2>&1
   "$BIN/decoder" --model=$M --logdir="$WORK/lcdec_$who" --dataset=Test --once --checkpoint="$ck" \
-    --model_params_override="$LC_DATA" >"decode_lingvoc_of_$who.log" 2>&1
+    --model_params_override="$LC_DATA${LC_OV:+; $LC_OV}" >"decode_lingvoc_of_$who.log" 2>&1
   lv_sc=$(ls "$WORK"/lvdec_$who/decoder_test/score-*.txt) lc_sc=$(ls "$WORK"/lcdec_$who/decoder_test/score-*.txt)
   for e in "Lingvo:$lv_sc" "lingvoc:$lc_sc"; do
     say "| $who | ${e%%:*} |$(for m in norm_wer sacc ter corpus_bleu; do printf ' %s |' "$(score "${e#*:}" $m)"; done)"
@@ -86,7 +97,8 @@ done
 # Lingvo's decoder as it is (PeerAsrModel's repair off): its references end in </s>.
 logdir_of "$LC_CK" "$WORK/lvdec_ref_eos"
 LINGVO_PEER_ASR_REF_EOS=1 lingvo --logdir="$WORK/lvdec_ref_eos" --job=decoder_test \
-  --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >decode_lingvo_ref_eos.log 2>&1
+  --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS${LV_OV:+; $LV_OV}" \
+  >decode_lingvo_ref_eos.log 2>&1
 sc=$(ls "$WORK"/lvdec_ref_eos/decoder_test/score-*.txt)
 say "| lingvoc | Lingvo as it is (references with </s>) |$(for m in norm_wer sacc ter corpus_bleu; do printf ' %s |' "$(score "$sc" $m)"; done)"
 say ""
