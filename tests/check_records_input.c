@@ -313,6 +313,61 @@ START_TEST(test_shuffle_buffer_repeats) {
 }
 END_TEST
 
+/* file_buffer_max_mb's byte cap: the buffer never holds more record bytes than the cap
+ * (but always one record), each epoch is still every record once, the order is
+ * reproducible, and a cap that never binds gives the uncapped order. */
+START_TEST(test_shuffle_buffer_bytes) {
+  write_records("r50.tfrecord", "r", 50); /* "r-0" .. "r-49": 3 or 4 bytes */
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/r50.tfrecord", g_dir);
+  lv_record_yielder_opts o = opts_for(pat);
+  o.sequential = false;
+  o.buffer_size = 1000;
+  o.repeat_count = 3;
+  rec_list free_order, capped, again, huge;
+  drain(&o, &free_order);
+  o.buffer_max_bytes = (int64_t)1 << 30;
+  drain(&o, &huge);
+  ck_assert(same_order(&free_order, &huge));
+  o.buffer_max_bytes = 20;
+  lv_record_yielder *y = NULL;
+  EXPECT_OK(lv_record_yielder_create(&o, &y));
+  capped.n = 0;
+  for (;;) {
+    lv_record r;
+    bool eof;
+    EXPECT_OK(lv_record_yielder_next(y, &r, &eof));
+    if (eof) break;
+    capped.r[capped.n++] = strndup((const char *)r.data, r.len);
+  }
+  int64_t peak = lv_record_yielder_buffer_peak_bytes(y);
+  lv_record_yielder_destroy(y);
+  ck_assert_msg(peak > 12 && peak <= 20, "peak %lld bytes", (long long)peak);
+  ck_assert_int_eq(capped.n, 150);
+  for (int e = 0; e < 3; e++) {
+    int count[50] = {0};
+    for (int i = 50 * e; i < 50 * e + 50; i++) {
+      int k = -1;
+      ck_assert(sscanf(capped.r[i], "r-%d", &k) == 1 && k >= 0 && k < 50);
+      count[k]++;
+    }
+    for (int k = 0; k < 50; k++) ck_assert_msg(count[k] == 1, "epoch %d has record %d %d times", e, k, count[k]);
+  }
+  ck_assert(!same_order(&free_order, &capped));
+  drain(&o, &again);
+  ck_assert(same_order(&capped, &again));
+  o.buffer_max_bytes = 1; /* smaller than any record: one record at a time, file order */
+  rec_list one, seq;
+  drain(&o, &one);
+  o.buffer_size = 1;
+  o.buffer_max_bytes = 0;
+  drain(&o, &seq);
+  ck_assert(same_order(&one, &seq));
+  rec_list *all[] = {&free_order, &capped, &again, &huge, &one, &seq};
+  for (int i = 0; i < 6; i++) rec_list_free(all[i]);
+}
+END_TEST
+
 START_TEST(test_sharding_covers_once) {
   write_three_files();
   char pat[600];
@@ -1150,6 +1205,7 @@ int main(void) {
   tcase_add_test(tc, test_shuffle_determinism);
   tcase_add_test(tc, test_sharding_covers_once);
   tcase_add_test(tc, test_shuffle_buffer_repeats);
+  tcase_add_test(tc, test_shuffle_buffer_bytes);
   tcase_add_test(tc, test_corrupt_record);
   tcase_add_test(tc, test_nmt_bad_features);
   tcase_add_test(tc, test_yielder_cancel);

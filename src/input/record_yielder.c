@@ -326,6 +326,7 @@ struct lv_record_yielder {
   lv_status error;     /* the reader's error, delivered after the queued records */
   int64_t skipped;
   int64_t pass_records; /* records of one whole pass (all replicas' shares); -1 until read */
+  int64_t buf_peak_bytes; /* the shuffle buffer's largest byte count so far */
   char *pattern;        /* for messages */
   item cur; /* the record the consumer holds */
 };
@@ -363,8 +364,26 @@ typedef struct reader_state {
   lv_rng rng;
   item *buf; /* shuffle buffer: at most one epoch's records (it drains at each epoch's end) */
   int64_t buf_n, buf_cap;
+  int64_t buf_bytes;  /* the records' bytes in buf */
   uint64_t position; /* records seen in the global order (for sharding) */
 } reader_state;
+
+/* The buffer's bytes changed: its peak for lv_record_yielder_buffer_peak_bytes. */
+static void note_bytes(reader_state *rs) {
+  lv_record_yielder *y = rs->y;
+  pthread_mutex_lock(&y->mu);
+  if (rs->buf_bytes > y->buf_peak_bytes) y->buf_peak_bytes = rs->buf_bytes;
+  pthread_mutex_unlock(&y->mu);
+}
+
+/* Takes a uniformly chosen record out of the shuffle buffer. */
+static item buffer_take(reader_state *rs) {
+  int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
+  item out = rs->buf[j];
+  rs->buf[j] = rs->buf[--rs->buf_n];
+  rs->buf_bytes -= (int64_t)out.len;
+  return out;
+}
 
 /* Passes one record of the global order on: sharding, then the shuffle buffer. */
 static bool emit(reader_state *rs, item it) {
@@ -375,6 +394,13 @@ static bool emit(reader_state *rs, item it) {
     return true;
   }
   if (y->o.sequential || y->o.buffer_size <= 1) return queue_push(y, it);
+  /* The byte cap: records leave in a random order until the new one fits (or the buffer
+   * is empty). Without a cap this never runs, and the order is the slots' alone. */
+  while (y->o.buffer_max_bytes > 0 && rs->buf_n > 0 && rs->buf_bytes + (int64_t)it.len > y->o.buffer_max_bytes)
+    if (!queue_push(y, buffer_take(rs))) {
+      free(it.data);
+      return false;
+    }
   if (rs->buf_n < y->o.buffer_size) {
     if (rs->buf_n == rs->buf_cap) {
       int64_t cap = rs->buf_cap ? rs->buf_cap * 2 : 64;
@@ -385,11 +411,15 @@ static bool emit(reader_state *rs, item it) {
       rs->buf_cap = cap;
     }
     rs->buf[rs->buf_n++] = it;
+    rs->buf_bytes += (int64_t)it.len;
+    note_bytes(rs);
     return true;
   }
   int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
   item out = rs->buf[j];
   rs->buf[j] = it;
+  rs->buf_bytes += (int64_t)it.len - (int64_t)out.len;
+  note_bytes(rs);
   return queue_push(y, out);
 }
 
@@ -459,12 +489,8 @@ static lv_status read_epoch(reader_state *rs, int64_t epoch, bool *stopped) {
 
 /* Empties the shuffle buffer in a random order; false when the yielder is stopping. */
 static bool drain(reader_state *rs) {
-  while (rs->buf_n > 0) {
-    int64_t j = (int64_t)lv_rng_below(&rs->rng, (uint64_t)rs->buf_n);
-    item out = rs->buf[j];
-    rs->buf[j] = rs->buf[--rs->buf_n];
-    if (!queue_push(rs->y, out)) return false;
-  }
+  while (rs->buf_n > 0)
+    if (!queue_push(rs->y, buffer_take(rs))) return false;
   return true;
 }
 
@@ -595,6 +621,13 @@ bool lv_record_yielder_repeats_forever(const lv_record_yielder *y) { return y->o
 
 int lv_record_yielder_num_replicas(const lv_record_yielder *y) { return y->o.num_replicas; }
 bool lv_record_yielder_fixed_order(const lv_record_yielder *y) { return y->o.sequential || y->files.n_files == 1; }
+
+int64_t lv_record_yielder_buffer_peak_bytes(lv_record_yielder *y) {
+  pthread_mutex_lock(&y->mu);
+  int64_t n = y->buf_peak_bytes;
+  pthread_mutex_unlock(&y->mu);
+  return n;
+}
 
 int64_t lv_record_yielder_skipped(lv_record_yielder *y) {
   pthread_mutex_lock(&y->mu);

@@ -24,7 +24,10 @@
  *    through a shuffle buffer of `buffer_size` slots (each incoming record evicts a
  *    uniformly chosen one once the buffer is full) that drains in a random order at the
  *    end of every epoch before the next one starts (Lingvo's epoch barrier: a buffer as
- *    large as an epoch shuffles each epoch as a whole).
+ *    large as an epoch shuffles each epoch as a whole). With buffer_max_bytes the buffer
+ *    also holds at most that many bytes of records (at least one record): while an
+ *    incoming record would take it over, uniformly chosen records leave it first, so large
+ *    records (speech with its samples) shuffle in fewer slots instead of taking gigabytes.
  * repeat_count epochs (-1: forever), then end of data.
  *
  * Sharding (replica r of R): record-level. Every replica computes the same record order
@@ -92,6 +95,7 @@ typedef struct lv_record_yielder_opts {
   uint64_t seed;      /* file_random_seed */
   uint64_t stream;    /* e.g. the global step a training run starts (or resumes) at */
   int64_t buffer_size; /* file_buffer_size: shuffle-buffer slots (<= 1: no shuffling) */
+  int64_t buffer_max_bytes; /* > 0: the shuffle buffer also holds at most this many record bytes */
   int parallelism;     /* file_parallelism: files read at once (>= 1) */
   int64_t repeat_count; /* epochs; -1 = forever */
   bool sequential;      /* require_sequential_order */
@@ -122,6 +126,8 @@ lv_status lv_record_yielder_next(lv_record_yielder *y, lv_record *rec, bool *eof
  * waking a call blocked in it. The one call that may come from another thread than the
  * consumer's (a prefetch thread's owner shutting it down); destroy still follows. */
 void lv_record_yielder_cancel(lv_record_yielder *y);
+/* The largest number of record bytes the shuffle buffer has held so far. */
+int64_t lv_record_yielder_buffer_peak_bytes(lv_record_yielder *y);
 /* Corrupt regions skipped so far (skip_corrupt). */
 int64_t lv_record_yielder_skipped(lv_record_yielder *y);
 /* How many records one whole pass over the files holds (before sharding: every

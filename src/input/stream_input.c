@@ -17,6 +17,10 @@ void lv_stream_input_define_params(lv_params *p, int n_buckets, const int64_t *b
   lv_params_define_int(p, "file_random_seed", 301, "Random seed for shuffling the records (0: random).");
   lv_params_define_int(p, "file_buffer_size", 10000, "How many records are buffered for random shuffling.");
   lv_params_define_int(p, "file_buffer_size_in_seconds", 0, "Not supported; must be 0.");
+  lv_params_define_int(p, "file_buffer_max_mb", 0,
+                       "lingvoc: > 0: the shuffle buffer also holds at most this many MiB of records (records "
+                       "leave it in a random order to make room), so that large records (speech with its samples) "
+                       "do not make file_buffer_size records several GB; 0: no limit.");
   lv_params_define_int(p, "file_parallelism", 16, "How many files to read concurrently.");
   lv_params_define_int(p, "flush_every_n", 0,
                        "If non-zero, flushes all batching buckets every n records are yielded.");
@@ -93,6 +97,11 @@ lv_status lv_stream_input_init(lv_stream_input *in, const char *cls, const lv_pa
   in->replay = lv_params_bool(p, "resume_replay") && lv_params_int(p, "file_random_seed") != 0;
   y->seed = (uint64_t)seed;
   y->buffer_size = lv_params_int(p, "file_buffer_size");
+  int64_t mb = lv_params_int(p, "file_buffer_max_mb");
+  if (mb < 0 || mb > ((int64_t)1 << 40))
+    return lv_status_make(LV_ERR_INVALID, "input.file_buffer_max_mb %lld: expected 0 (no limit) or a size in MiB",
+                          (long long)mb);
+  y->buffer_max_bytes = mb << 20;
   int64_t par = lv_params_int(p, "file_parallelism");
   y->parallelism = par < 1 ? 0 : par > 4096 ? 4096 : (int)par;
   y->repeat_count = lv_params_int(p, "repeat_count");
