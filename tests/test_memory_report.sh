@@ -30,13 +30,16 @@ for M in TransformerLmTinyTest RnnLmTinyTest; do
     check "$M $f: the gaps are high-water minus live peak" test "$(fig "$R" "gaps between freed pieces")" -eq $((hw - live))
     parts=$(( $(fig "$R" variables) + $(fig "$R" "variable gradients") + $(fig "$R" "optimizer slots") +
       $(fig "$R" "optimizer slot host copies") + $(fig "$R" "gradient accumulators") + $(fig "$R" "moving averages") +
-      $(fig "$R" "input batch") + hw + $(fig "$R" "tensor headers and tape") ))
+      $(fig "$R" "input batch") + $(fig "$R" "input shuffle buffer peak") + hw + $(fig "$R" "tensor headers and tape") ))
     check "$M $f: accounted is the sum of its rows ($parts)" test "$(fig "$R" accounted)" -eq "$parts"
     held=$(( $(fig "$R" variables) + $(fig "$R" "variable gradients") + $(fig "$R" "optimizer slots") + hw ))
     check "$M $f: peak RSS $(fig "$R" "process peak RSS (VmHWM)") >= variables + gradients + slots + arena ($held)" \
       test "$(fig "$R" "process peak RSS (VmHWM)")" -ge "$held"
     # Adam: two slots per trainable float, as many floats as the gradient buffer.
     check "$M $f: Adam's slots are twice the gradients" test "$(fig "$R" "optimizer slots")" -eq $((2 * $(fig "$R" "variable gradients")))
+    # 400 lines of at most ~90 bytes, all in the 10,000-record buffer by the fourth step
+    buf=$(fig "$R" "input shuffle buffer peak")
+    check "$M $f: the shuffle buffer held the training lines ($buf bytes)" test "$buf" -gt 4000 -a "$buf" -lt 40000
     check "$M $f: host slots need no host copies" test "$(fig "$R" "optimizer slot host copies")" -eq 0
   done
   A=$T/$M.free.txt B=$T/$M.nofree.txt

@@ -55,6 +55,9 @@ void lv_input_destroy(lv_input *in) {
 }
 int64_t lv_input_num_samples(const lv_input *in) { return in->cls->num_samples(in); }
 int64_t lv_input_batch_size(const lv_input *in) { return in->cls->batch_size(in); }
+int64_t lv_input_buffer_peak_bytes(const lv_input *in) {
+  return in->cls->buffer_peak_bytes ? in->cls->buffer_peak_bytes(in) : 0;
+}
 lv_status lv_input_train_batch(lv_input *in, int64_t step, lv_batch *out) {
   return in->cls->train_batch(in, step, out);
 }

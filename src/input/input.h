@@ -53,6 +53,9 @@ typedef struct lv_input_class {
   /* Examples in a full batch of this shard. */
   int64_t (*batch_size)(const lv_input *in);
   void (*destroy)(lv_input *in);
+  /* Optional: the largest number of record bytes the training stream's shuffle buffer has
+   * held so far (NULL: the class has none). */
+  int64_t (*buffer_peak_bytes)(const lv_input *in);
 } lv_input_class;
 
 /* Every input struct starts with this. */
@@ -69,6 +72,8 @@ lv_status lv_input_create(const lv_params *p, lv_input_shard shard, lv_input **o
 void lv_input_destroy(lv_input *in);
 int64_t lv_input_num_samples(const lv_input *in);
 int64_t lv_input_batch_size(const lv_input *in);
+/* The class's buffer_peak_bytes, or 0 when it has none. */
+int64_t lv_input_buffer_peak_bytes(const lv_input *in);
 lv_status lv_input_train_batch(lv_input *in, int64_t step, lv_batch *out);
 lv_status lv_input_reset(lv_input *in);
 lv_status lv_input_next_eval(lv_input *in, lv_batch *out, bool *done);

@@ -174,4 +174,5 @@ const lv_input_class lv_punctuator_input = {.cls = "PunctuatorInput",
                                             .next_eval = lv_stream_input_next_eval,
                                             .num_samples = lv_stream_input_num_samples,
                                             .batch_size = lv_stream_input_batch_size,
+                                            .buffer_peak_bytes = lv_stream_input_buffer_peak_bytes,
                                             .destroy = punct_destroy};

@@ -445,6 +445,11 @@ int64_t lv_stream_input_num_samples(const lv_input *in) {
 }
 int64_t lv_stream_input_batch_size(const lv_input *in) { return ((const lv_stream_input *)in)->batch_size; }
 
+int64_t lv_stream_input_buffer_peak_bytes(const lv_input *in) {
+  const lv_stream_input *si = (const lv_stream_input *)in;
+  return si->train && si->train->b ? lv_record_yielder_buffer_peak_bytes(lv_batcher_yielder(si->train->b)) : 0;
+}
+
 /* ---- text inputs ---- */
 
 lv_status lv_text_pattern(const char *cls, const char *pattern, bool text_only, char **out) {

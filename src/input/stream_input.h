@@ -93,6 +93,8 @@ lv_status lv_stream_input_reset(lv_input *in);
 lv_status lv_stream_input_next_eval(lv_input *in, lv_batch *out, bool *done);
 int64_t lv_stream_input_num_samples(const lv_input *in);
 int64_t lv_stream_input_batch_size(const lv_input *in);
+/* The training stream's shuffle buffer's peak record bytes (0 before it starts). */
+int64_t lv_stream_input_buffer_peak_bytes(const lv_input *in);
 /* Finished training batches waiting in the queue now (0 before the first train_batch
  * and without prefetch): for tests and benchmarks, which poll it. */
 int lv_stream_input_train_ready(lv_input *in);

@@ -68,7 +68,9 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
   size_t kinds = 0;
   for (int k = 0; k < LV_GRAPH_MEM_COUNT; k++) kinds += st.at_peak[k];
   const size_t hwm = proc_status_bytes("VmHWM:"), rss = proc_status_bytes("VmRSS:");
-  const size_t accounted = vars + grads + slots + slot_host + accum + avg + st.arena_peak + st.meta_peak + in_batch;
+  const size_t in_buffer = (size_t)lv_input_buffer_peak_bytes(m->input);
+  const size_t accounted =
+      vars + grads + slots + slot_host + accum + avg + st.arena_peak + st.meta_peak + in_batch + in_buffer;
   fprintf(out, "memory report: %s, %lld training step%s, free_in_backward %s\n", lv_params_str(m->cfg, "model"),
           (long long)steps, steps == 1 ? "" : "s", free_in_backward ? "on" : "off");
   row(out, "variables", vars, "");
@@ -78,6 +80,7 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
   row(out, "gradient accumulators", accum, "with their host copies");
   row(out, "moving averages", avg, "with their host copies");
   row(out, "input batch", in_batch, "the step's batch (host)");
+  row(out, "input shuffle buffer peak", in_buffer, "training records (file_buffer_size, file_buffer_max_mb)");
   char note[160];
   snprintf(note, sizeof note, "worst of the steps: %d tape nodes", st.nodes);
   row(out, "step arena high-water", st.arena_peak, note);
@@ -111,7 +114,7 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
   row(out, "process peak RSS (VmHWM)", hwm, "");
   row(out, "process RSS now (VmRSS)", rss, "");
   row(out, "peak RSS not accounted", hwm > accounted ? hwm - accounted : 0,
-      "code, libraries, thread stacks, OpenBLAS buffers, the dataset and input queues, malloc");
+      "code, libraries, thread stacks, OpenBLAS buffers, input queues, mapped record files, malloc");
   fflush(out);
   LV_ASSERT(kinds == st.live_peak);
 }
