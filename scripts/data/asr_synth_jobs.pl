@@ -52,7 +52,9 @@ sub say_num {
 }
 
 my $lcg = 12345;
-sub rnd { $lcg = ($lcg * 1103515245 + 12345) % 2147483648; return $lcg % $_[0]; }
+# The LCG's high bits (bits 16-30): its low bits have short periods (taken modulo a small
+# number they made 2,696 of 2,700 training sentences the same template).
+sub rnd { $lcg = ($lcg * 1103515245 + 12345) % 2147483648; return int($lcg / 65536) % $_[0]; }
 
 sub numbers_sentence {
   my @t = (
@@ -62,7 +64,7 @@ sub numbers_sentence {
     sub { 'call me at ' . join(' ', map { $ones[rnd(10)] } 1 .. 7) },
     sub { 'there were ' . say_num(2 + rnd(998)) . ' people in the ' . (qw(room city hall square market))[rnd(5)] },
     sub { 'the meeting starts at ' . say_num(1 + rnd(12)) . ' ' . say_num(10 + rnd(50)) },
-    sub { 'add ' . say_num(rnd(100)) . ' and ' . say_num(rnd(100)) . ' to get ' . say_num(rnd(200)) },
+    sub { my ($a, $b) = (rnd(100), rnd(100)); 'add ' . say_num($a) . ' and ' . say_num($b) . ' to get ' . say_num($a + $b) },
     sub { 'page ' . say_num(1 + rnd(500)) . ' of ' . say_num(500 + rnd(500)) },
   );
   return $t[rnd(scalar @t)]->();
