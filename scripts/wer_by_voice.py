@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""wer_by_voice.py DECODER_OUT JOBS... - word error rate of an ASR decode per voice and per
+"""wer_by_voice.py [--only-listed] DECODER_OUT JOBS... - word error rate of an ASR decode per voice and per
 synthesizer: the top hypothesis against the reference of each utterance of bin/decoder's
 decoder_out_%09d file (key line = utterance id, "ref: ...", "hyp 0: score S: ...", blank
 line), grouped by the synthesizer and voice that scripts/prepare_asr_synth.sh's jobs files
 (id, synth, voice, rate, text, transcript) give each id. Utterances of no jobs file (e.g.
-the LibriVox recordings) count under "other". Python's standard library only.
+the LibriVox recordings) count under "other", or not at all with --only-listed (to score
+the same subset of a set as another recognizer). Python's standard library only.
 
 Prints one line per voice, then per synthesizer, then the total (which equals the decoder's
 norm_wer when no hypothesis holds <noise> or <epsilon>): errors (sub + ins + del), reference
@@ -53,6 +54,12 @@ def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(argv) > 1 else 2
+    only_listed = argv[1] == "--only-listed"
+    if only_listed:
+        argv = argv[:1] + argv[2:]
+        if len(argv) < 3:
+            print("wer_by_voice.py: --only-listed needs a DECODER_OUT and JOBS files", file=sys.stderr)
+            return 2
     try:
         entries = read_decoder_out(argv[1])
         voice = {}
@@ -69,6 +76,8 @@ def main(argv):
     by_voice, by_synth = defaultdict(lambda: [0, 0, 0]), defaultdict(lambda: [0, 0, 0])
     total = [0, 0, 0]
     for key, (ref, hyp) in entries.items():
+        if only_listed and key not in voice:
+            continue
         synth, v = voice.get(key, ("other", "other"))
         e = edits(ref, hyp)
         for acc in (by_voice[(synth, v)], by_synth[synth], total):
