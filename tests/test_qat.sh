@@ -11,7 +11,12 @@
 # RnnLmTinyTest has no q variables; TransformerLmTinyTest (multi-headed attention,
 # feed-forward, softmax), the punctuator's RNMTTinyTest (layer-normalized LSTM cells; its
 # decoder runs on the stored ranges) and LeNet5 (conv, FC, softmax) train under the task's
-# domain with Lingvo's names.
+# domain with Lingvo's names. bin/export --quantize=int8 (runners/model_export.h) stores the
+# QAT weights at their inference values: PassiveAsymQDomain's model with most channels on
+# its grid (one scale, the grid's step), SymmetricScheduledClipQDomain's (RnnLmTinyTest
+# trained with a clip schedule and fake quantization from step 10) with every channel on
+# the end cap's grid, scale 1/128; each int8 file scores Dev within 1% of its float32
+# file, without float copies of its weights, on the int8 GEMMs.
 . "$(dirname "$0")/lib.sh"
 awk -v out="$T" 'BEGIN { n = split("the lord said unto moses and aaron speak to the children of israel saying this is the thing which god hath commanded", w, " "); x = 7
   for (l = 0; l < 400; l++) { x = (x * 16807) % 2147483647; nw = 3 + x % 8; s = ""; st = 1 + x % n
@@ -51,6 +56,73 @@ check "an inference-only act (zero_m) keeps its default range" [ "$zmax" = 1.0 ]
 
 expect_exit 0 "evaler on Dev with the stored ranges" "$LV_BIN/evaler" --model=$M --logdir="$T/q" --dataset=Dev --once \
   --model_params_override="input.file_pattern: \"text:$T/dev.txt\""
+
+# ---- bin/export --quantize=int8 with the ranges QAT learned (runners/model_export.h) ----
+# scales FILE NAME: the per-channel scales of qint8 tensor NAME, one a line.
+scales() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+off, nsec = 40, struct.unpack_from("<I", d, 16)[0]
+for _ in range(nsec):
+    tag, n = d[off:off + 4], struct.unpack_from("<Q", d, off + 8)[0]
+    if tag == b"TENS":
+        p = off + 24
+        ln = struct.unpack_from("<I", d, p)[0]; name = d[p + 4:p + 4 + ln].decode(); p += 4 + ln
+        ln = struct.unpack_from("<I", d, p)[0]; dt = d[p + 4:p + 4 + ln].decode(); p += 4 + ln
+        rank = struct.unpack_from("<I", d, p)[0]; p += 4 + 8 * rank
+        size = struct.unpack_from("<Q", d, p)[0]; p = (p + 8 + 7) & ~7
+        p = (p + size + 7) & ~7
+        if name == sys.argv[2] and dt == "qint8":
+            axis, count = struct.unpack_from("<II", d, p)
+            print("\n".join(repr(v) for v in struct.unpack_from("<%df" % count, d, p + 8)))
+    off = (off + 24 + n + 7) & ~7
+PY
+}
+# corpus_pplx FILE: the corpus perplexity of a --score_text output.
+corpus_pplx() { sed -n 's/^corpus:.*perplexity \([0-9.]*\).*/\1/p' "$1"; }
+# qat_export NAME LOGDIR MODEL: float32 and int8 exports, --score_text of dev.txt with each
+# (int8: its own GEMMs, and float32 GEMMs on the same weights); the export's log line.
+qat_export() {
+  local n=$1 dir=$2 model=$3 ov="input.file_pattern: \"text:$T/train.txt\"; ${4:-}"
+  expect_exit 0 "$n: bin/export (float32)" "$LV_BIN/export" --model=$model --logdir="$dir" --model_params_override="$ov" \
+    --out="$T/$n.lvm"
+  expect_exit 0 "$n: bin/export --quantize=int8" "$LV_BIN/export" --model=$model --logdir="$dir" \
+    --model_params_override="$ov" --quantize=int8 --out="$T/$n.q.lvm"
+  grep -o 'export: [0-9]* weights of quantization domains.*' "$T/err" >"$T/$n.xlog"
+  "$LV_BIN/decoder" --model_file="$T/$n.lvm" --score_text="$T/dev.txt" >"$T/$n.float" 2>/dev/null
+  "$LV_BIN/decoder" --model_file="$T/$n.q.lvm" --score_text="$T/dev.txt" >"$T/$n.int8" 2>"$T/err"
+  LINGVOC_INT8=float "$LV_BIN/decoder" --model_file="$T/$n.q.lvm" --score_text="$T/dev.txt" >"$T/$n.deq" 2>/dev/null
+  echo "  $n: $(cat "$T/$n.xlog"); Dev perplexity float32 $(corpus_pplx "$T/$n.float"), int8 $(corpus_pplx "$T/$n.int8")"
+  check "$n: the int8 model's Dev perplexity within 1% of float32's" awk -v a="$(corpus_pplx "$T/$n.float")" \
+    -v b="$(corpus_pplx "$T/$n.int8")" 'BEGIN { r = b / a - 1; exit !(a > 0 && r <= 0.01 && r >= -0.01) }'
+  check "$n: its weights have no float copies, and the int8 GEMMs ran (float32 GEMMs score otherwise)" sh -c \
+    'grep -q "quantized weights without float copies" "$0" && ! cmp -s "$1" "$2"' "$T/err" "$T/$n.int8" "$T/$n.deq"
+}
+# PassiveAsymQDomain ($M, 30 steps above): the cells' wm and the softmax's weight stored
+# at their fake-quantized values, most channels on the domain's grid (the rest, whose
+# values reach past 127 steps from zero, rescaled).
+qat_export passive "$T/q" $M
+check "passive: the 3 weights at their inference values, most of their channels on the grid" awk '{
+  for (i = 1; i <= NF; i++) if ($i == "of" && $(i + 1) == "their") { on = $(i - 1); all = $(i + 2) }
+  exit !($2 == 3 && on >= all / 2 && all > 0) }' "$T/passive.xlog"
+scales "$T/passive.q.lvm" lm/lm/rnns_0/wm/var | sort | uniq -c | sort -rn | head -1 >"$T/mode"
+check "passive: most of rnns_0/wm's 128 column scales are one grid step ($(cat "$T/mode"))" \
+  awk '{ exit !($1 >= 64 && $2 > 0) }' "$T/mode"
+# SymmetricScheduledClipQDomain (clipping to a cap from 8 down to 1 over steps 0-10, fake
+# quantization from step 10): every channel on the grid of the final cap 1, step 1/128.
+SC="task.qdomain.default.cls: 'SymmetricScheduledClipQDomain'; task.qdomain.default.cc_schedule.clip_end_step: 10; \
+task.qdomain.default.cc_schedule.quant_start_step: 10"
+expect_exit 0 "trainer: 30 steps of RnnLmTinyTest with SymmetricScheduledClipQDomain" "$LV_BIN/trainer" \
+  --model=lm.bible.RnnLmTinyTest --logdir="$T/sc" --model_params_override="$TR; $SC"
+qat_export scheduled "$T/sc" lm.bible.RnnLmTinyTest "$SC"
+check "scheduled: every channel of the 3 weights on the grid ($(cat "$T/scheduled.xlog"))" awk '{
+  for (i = 1; i <= NF; i++) if ($i == "of" && $(i + 1) == "their") { on = $(i - 1); all = $(i + 2) }
+  exit !($2 == 3 && on == all && all > 0) }' "$T/scheduled.xlog"
+{ scales "$T/scheduled.q.lvm" lm/lm/rnns_1/wm/var; scales "$T/scheduled.q.lvm" lm/lm/softmax/weight_0/var; } |
+  sort | uniq -c >"$T/sc_scales"
+check "scheduled: rnns_1/wm's 128 and the softmax's scales are all 1/128, the end cap's step ($(tr -s ' ' <"$T/sc_scales"))" \
+  awk '{ n++; c = $1; v = $2 } END { exit !(n == 1 && v == "0.0078125" && c > 128) }' "$T/sc_scales"
 
 expect_exit 0 "inspect_params of $M" "$LV_BIN/trainer" --model=$M --logdir="$T/insp" --mode=inspect_params
 P=$T/insp/train-params.txt

@@ -213,7 +213,7 @@ static lv_status session_make(lv_model *m, const lv_decode_options *o, const cha
   s->batch_size = o->batch_size > 0 ? o->batch_size : API_DEFAULT_BATCH;
   s->keep_going = o->keep_going != 0;
   lv_status st = session_params(m, o, &s->cfg);
-  if (!st) st = lv_line_decoder_open(s->cfg, &s->ld);
+  if (!st) st = lv_line_decoder_open(s->cfg, m->file, &s->ld);
   /* A later session of m reads the weights of m's own (the model's first) session. */
   if (!st && !(m->own && lv_line_decoder_share(s->ld, m->own->ld)))
     st = m->file ? lv_line_decoder_restore_file(s->ld, m->file) : lv_line_decoder_restore(s->ld, checkpoint, "checkpoint");

@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/log.h"
 #include "core/backend.h"
 #include "core/graph_impl.h"
+#include "kernels/qweight.h"
 
 const char *const lv_op_names[LV_OP_COUNT] = {
 #define X(id, name) name,
@@ -247,7 +249,23 @@ void lv_graph_failf(lv_graph *g, lv_op op, const char *fmt, ...) {
 
 static bool inputs_live(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);
 
-bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
+bool lv_graph_floats(lv_graph *g, lv_op op, lv_tensor *t) {
+  if (!lv_tensor_floatless(t)) return true;
+  bool made = false;
+  const float *x = lv_qweight_floats(t->qw, &made);
+  const lv_qweight *r = t->qw->root ? t->qw->root : t->qw;
+  if (!x) {
+    lv_graph_failf(g, op, "out of memory dequantizing a [%lld, %lld] weight", (long long)r->k, (long long)r->n);
+    return false;
+  }
+  if (made)
+    lv_info("%s: a quantized [%lld, %lld] weight gets float values (this op has no int8 path; kept from now on)",
+            lv_op_names[op], (long long)r->k, (long long)r->n);
+  t->data = (void *)x;
+  return true;
+}
+
+bool lv_graph_inputs_ok_q(lv_graph *g, lv_op op, int n, lv_tensor *const *ins, int keep) {
   if (!g) return false;
   if (g->failed) return false;
   for (int i = 0; i < n; i++)
@@ -255,7 +273,13 @@ bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
       lv_graph_failf(g, op, "input %d is NULL", i);
       return false;
     }
+  for (int i = 0; i < n; i++)
+    if (i != keep && !lv_graph_floats(g, op, ins[i])) return false;
   return inputs_live(g, op, n, ins);
+}
+
+bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
+  return lv_graph_inputs_ok_q(g, op, n, ins, -1);
 }
 
 const lv_backend *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
@@ -496,7 +520,7 @@ lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape,
   lv_tensor *t = new_header(g, lv_op_names[op], x->dtype, shape);
   if (!t) return NULL;
   t->device = x->device;
-  t->data = (char *)x->data + offset;
+  t->data = x->data ? (char *)x->data + offset : NULL; /* NULL: a float-less weight's (qweight.h) */
   share_buf(g, t, x);
   if (t->buf && g->in_backward) note_temp(g, t->buf);
   number_out(g, t);

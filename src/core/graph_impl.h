@@ -117,8 +117,17 @@ struct lv_node {
 };
 
 /* False (after recording an error unless one is already there) if the graph has failed
- * or any of the n inputs is NULL. */
+ * or any of the n inputs is NULL. An input without floats (a quantized weight restored
+ * without them, kernels/qweight.h) gets them here (lv_graph_floats). */
 bool lv_graph_inputs_ok(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);
+/* The same, leaving input `keep` without floats: an op that reads it through its twin
+ * where it can, and calls lv_graph_floats where it cannot. */
+bool lv_graph_inputs_ok_q(lv_graph *g, lv_op op, int n, lv_tensor *const *ins, int keep);
+/* Whether t is a quantized weight without float values (data NULL, a twin). */
+static inline bool lv_tensor_floatless(const lv_tensor *t) { return !t->data && t->qw; }
+/* Gives a float-less t its floats (lv_qweight_floats: its root's, made once); false with
+ * the graph's error if out of memory. True at once for any other t. */
+bool lv_graph_floats(lv_graph *g, lv_op op, lv_tensor *t);
 /* The backend of the inputs' common device, which must be the graph's; an error if they
  * differ or the device has no backend. */
 const lv_backend *lv_graph_kernels(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);

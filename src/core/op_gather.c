@@ -4,6 +4,7 @@
  * gradient buffer yet (an arena leaf) gets a fresh zeroed one. */
 #include "core/graph_impl.h"
 #include "core/ops.h"
+#include "kernels/qweight.h"
 
 static void gather_bwd(lv_graph *g, lv_node *nd) {
   lv_tensor *gt = lv_graph_grad_zeroed(g, nd->in[0]);
@@ -16,7 +17,7 @@ static void gather_bwd(lv_graph *g, lv_node *nd) {
 lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids) {
   const lv_op op = LV_OP_GATHER;
   lv_tensor *ins[2] = {table, ids};
-  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, op, 2, ins, 0)) return NULL;
   char s1[128], s2[128];
   if (table->dtype != LV_F32 || table->shape.rank != 2 || ids->dtype != LV_I32 ||
       ids->shape.rank >= LV_MAX_RANK) {
@@ -34,6 +35,14 @@ lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids) {
   char detail[160];
   snprintf(detail, sizeof detail, "(table %s)", LV_SHP(table, s1));
   uint64_t tag = lv_graph_id_check(g, op, "id", detail);
+  /* A float-less table quantized per row (kernels/qweight.h) on the host: its rows from
+   * the twin, the same floats as from its dequantized table. */
+  if (lv_tensor_floatless(table) && table->qw->axis == 0 && lv_device_is_host(k->device)) {
+    lv_qtype_traits_of(table->qw->type)->gather(k->ctx, table->qw, lv_tensor_numel(ids), lv_i32(ids), lv_f32(out),
+                                                tag);
+    return lv_graph_poll_errors(g) ? out : NULL;
+  }
+  if (!lv_graph_floats(g, op, table)) return NULL;
   LV_K(k, gather_fwd, table->shape.d[0], table->shape.d[1], lv_f32(table), lv_tensor_numel(ids),
        lv_i32(ids), lv_f32(out), tag);
   if (!lv_graph_poll_errors(g)) return NULL;

@@ -119,7 +119,8 @@ lv_tensor *lv_op_rnn_seq_anchor(lv_graph *g, lv_tensor *xw, lv_tensor *w, lv_ten
   const lv_op op = LV_OP_RNN_SEQ_ANCHOR;
   *w_nograd = NULL;
   lv_tensor *ins[2] = {xw, w};
-  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  /* w (a float-less quantized weight's rows at inference) passes through untouched. */
+  if (!lv_graph_inputs_ok_q(g, op, 2, ins, 1)) return NULL;
   char s1[128], s2[128];
   if (xw->dtype != LV_F32 || w->dtype != LV_F32 || xw->shape.rank != 3 || w->shape.rank != 2 ||
       xw->shape.d[2] != w->shape.d[1]) {
@@ -137,6 +138,7 @@ lv_tensor *lv_op_rnn_seq_anchor(lv_graph *g, lv_tensor *xw, lv_tensor *w, lv_ten
     return out;
   }
   nd->be = k;
+  if (!lv_graph_floats(g, op, w)) return NULL;
   *w_nograd = lv_graph_view_of(g, op, w, w->shape); /* a new header: requires no gradient */
   return *w_nograd ? out : NULL;
 }

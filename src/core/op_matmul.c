@@ -5,10 +5,15 @@
 #include "kernels/qweight.h"
 
 /* Whether a [M, K] x b [K, N] runs on b's quantized twin: a forward-only graph on the
- * host, b not transposed, the twin b's shape. */
-static bool use_twin(lv_graph *g, const lv_backend *k, const lv_tensor *b, bool ta, bool tb, int64_t kk, int64_t n) {
-  return b->qw && !ta && !tb && !lv_graph_is_training(g) && lv_device_is_host(k->device) && b->qw->k == kk &&
-         b->qw->n == n && lv_qweights_enabled();
+ * host, b not transposed, a matmul twin of b's shape. Otherwise b must have floats (a
+ * float-less b gets them: lv_graph_floats). */
+static bool use_twin(lv_graph *g, lv_op op, const lv_backend *k, lv_tensor *b, bool ta, bool tb, int64_t kk,
+                     int64_t n) {
+  if (b->qw && b->qw->axis == 1 && !ta && !tb && !lv_graph_is_training(g) && lv_device_is_host(k->device) &&
+      b->qw->k == kk && b->qw->n == n && lv_qweights_enabled())
+    return true;
+  lv_graph_floats(g, op, b);
+  return false;
 }
 
 static void twin_matmul(const lv_backend *k, int64_t m, const lv_tensor *a, const lv_tensor *b, const lv_tensor *bias,
@@ -55,7 +60,7 @@ static void matmul_bwd(lv_graph *g, lv_node *nd) {
 static lv_tensor *matmul_common(lv_graph *g, lv_op op, lv_tensor *a, lv_tensor *b, bool ta,
                                 bool tb) {
   lv_tensor *ins[2] = {a, b};
-  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, op, 2, ins, 1)) return NULL;
   char s1[128], s2[128];
   if (a->dtype != LV_F32 || b->dtype != LV_F32) {
     lv_graph_failf(g, op, "float32 inputs required, got %s and %s", lv_dtype_names[a->dtype],
@@ -90,10 +95,11 @@ static lv_tensor *matmul_common(lv_graph *g, lv_op op, lv_tensor *a, lv_tensor *
   if (!k) return NULL;
   lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
   if (!out) return NULL;
-  if (use_twin(g, k, b, ta, tb, kk, n)) {
+  if (use_twin(g, op, k, b, ta, tb, kk, n)) {
     twin_matmul(k, m, a, b, NULL, false, out);
     return out;
   }
+  if (lv_graph_failed(g)) return NULL;
   for (int64_t i = 0; i < batch; i++)
     LV_K(k, gemm, ta, tb, m, n, kk, 1.0f, lv_f32(a) + i * m * kk, ta ? m : kk, lv_f32(b) + i * kk * n,
             tb ? kk : n, 0.0f, lv_f32(out) + i * m * n, n);
@@ -111,13 +117,13 @@ lv_tensor *lv_op_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, b
 
 lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor *bias) {
   lv_tensor *ins[3] = {a, w, bias};
-  if (!lv_graph_inputs_ok(g, LV_OP_MATMUL, 3, ins)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, LV_OP_MATMUL, 3, ins, 1)) return NULL;
   const lv_backend *k = lv_graph_kernels(g, LV_OP_MATMUL, 3, ins);
   if (!k) return NULL;
   const int r = a->shape.rank;
   const bool fused = r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 && bias->dtype == LV_F32 &&
                      bias->shape.rank == 1 && bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] &&
-                     use_twin(g, k, w, false, false, w->shape.d[0], w->shape.d[1]);
+                     use_twin(g, LV_OP_MATMUL, k, w, false, false, w->shape.d[0], w->shape.d[1]);
   if (!fused) return lv_op_add(g, lv_op_matmul(g, a, w, false, false), bias);
   lv_shape os = a->shape;
   os.d[r - 1] = w->shape.d[1];
@@ -143,7 +149,7 @@ static void addmm_bwd(lv_graph *g, lv_node *nd) {
 lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b) {
   const lv_op op = LV_OP_ADDMM;
   lv_tensor *ins[3] = {c, a, b};
-  if (!lv_graph_inputs_ok(g, op, 3, ins)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, op, 3, ins, 2)) return NULL;
   char s1[128], s2[128], s3[128];
   if (c->dtype != LV_F32 || a->dtype != LV_F32 || b->dtype != LV_F32 || a->shape.rank != 2 || b->shape.rank != 2 ||
       c->shape.rank != 2 || a->shape.d[1] != b->shape.d[0] || c->shape.d[0] != a->shape.d[0] ||
@@ -158,10 +164,11 @@ lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b) {
   lv_tensor *out = lv_graph_out(g, op, LV_F32, c->shape);
   if (!out) return NULL;
   LV_K(k, axpy, m * n, 1.0f, lv_f32(c), lv_f32(out), false);
-  if (use_twin(g, k, b, false, false, kk, n)) {
+  if (use_twin(g, op, k, b, false, false, kk, n)) {
     twin_matmul(k, m, a, b, NULL, true, out);
     return out;
   }
+  if (lv_graph_failed(g)) return NULL;
   LV_K(k, gemm, false, false, m, n, kk, 1.0f, lv_f32(a), kk, lv_f32(b), n, 1.0f, lv_f32(out), n);
   lv_node *nd = lv_graph_record(g, op, addmm_bwd, out, 3, ins);
   if (nd) {
@@ -205,7 +212,7 @@ static void bmm_bwd(lv_graph *g, lv_node *nd) {
 lv_tensor *lv_op_batch_matmul(lv_graph *g, lv_tensor *a, lv_tensor *b, bool trans_a, bool trans_b) {
   const lv_op op = LV_OP_BATCH_MATMUL;
   lv_tensor *ins[2] = {a, b};
-  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, op, 2, ins, 1)) return NULL;
   char s1[128], s2[128];
   if (a->dtype != LV_F32 || b->dtype != LV_F32) {
     lv_graph_failf(g, op, "float32 inputs required, got %s and %s", lv_dtype_names[a->dtype],

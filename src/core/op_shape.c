@@ -176,12 +176,16 @@ static void *arena_alloc(void *g, size_t bytes) { return lv_graph_scratch(g, LV_
 /* Rows [start, start + len) of a quantized twin as a twin in the step arena (an LSTM's
  * input and recurrent rows of its weight), or NULL where the type cannot view them. */
 static const lv_qweight *slice_twin(lv_graph *g, const lv_qweight *w, int64_t start, int64_t len) {
+  if (w->axis != 1) return NULL;
   lv_qweight *t = lv_graph_scratch(g, LV_OP_SLICE, sizeof *t);
-  return t && lv_qtype_traits_of(w->type)->slice_rows(w, start, len, arena_alloc, g, t) ? t : NULL;
+  if (!t || !lv_qtype_traits_of(w->type)->slice_rows(w, start, len, arena_alloc, g, t)) return NULL;
+  t->root = w->root ? w->root : w;
+  t->r0 = w->r0 + start;
+  return t;
 }
 
 lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64_t len) {
-  if (!lv_graph_inputs_ok(g, LV_OP_SLICE, 1, &x)) return NULL;
+  if (!lv_graph_inputs_ok_q(g, LV_OP_SLICE, 1, &x, 0)) return NULL;
   char s1[128];
   int r = x->shape.rank;
   if (axis < 0) axis += r;
@@ -198,6 +202,12 @@ lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64
   os.d[axis] = len;
   int64_t outer, inner;
   split3(&x->shape, axis, &outer, &inner);
+  const lv_qweight *twin = x->qw && axis == 0 && r == 2 && !lv_graph_is_training(g) ? slice_twin(g, x->qw, start, len)
+                                                                                    : NULL;
+  /* A float-less x sliced into a twin stays float-less (its rows' floats, if an op wants
+   * them, are its root's); any other slice of it reads its floats. */
+  const bool floatless = lv_tensor_floatless(x) && twin;
+  if (!floatless && !lv_graph_floats(g, LV_OP_SLICE, x)) return NULL;
   /* Every dimension before axis is 1: the slice is one contiguous block of x, so a view
    * (no copy: a step's slice of a weight matrix or of a sequence's precomputed inputs). */
   lv_tensor *out = outer == 1 ? lv_graph_view_at(g, LV_OP_SLICE, x, os, sizeof(float) * (size_t)(start * inner))
@@ -205,7 +215,7 @@ lv_tensor *lv_op_slice(lv_graph *g, lv_tensor *x, int axis, int64_t start, int64
   if (!out) return NULL;
   if (outer != 1)
     LV_K(k, copy_block, outer, len, inner, lv_f32(x), x->shape.d[axis], start, lv_f32(out), len, 0, false);
-  if (x->qw && axis == 0 && r == 2 && !lv_graph_is_training(g)) out->qw = slice_twin(g, x->qw, start, len);
+  if (twin) out->qw = twin;
   lv_node *nd = lv_graph_record(g, LV_OP_SLICE, slice_bwd, out, 1, &x);
   if (nd) {
     nd->be = k;

@@ -99,6 +99,10 @@ void lv_var_set_quant(lv_var *v, struct lv_qweight *q) {
   v->value.qw = q;
 }
 
+void lv_var_defer(lv_var *v) {
+  if (v->value.dtype == LV_F32 && v->trainable) v->deferred = true;
+}
+
 lv_status lv_varstore_add(lv_varstore *vs, const char *name, lv_dtype dtype, lv_shape shape,
                           lv_var_init init, bool trainable, lv_var **out) {
   if (vs->finalized)
@@ -211,7 +215,9 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   for (int i = 0; i < vs->n; i++) {
     lv_var *v = &vs->vars[i]->var;
     int64_t n = lv_shape_numel(&v->value.shape);
-    if (v->trainable) {
+    if (v->deferred) {
+      vs->vars[i]->offset = -1;
+    } else if (v->trainable) {
       vs->vars[i]->offset = nt;
       /* 16-float alignment keeps every variable on its own 64-byte line boundary. */
       nt += (n + 15) & ~(int64_t)15;
@@ -238,7 +244,9 @@ lv_status lv_varstore_finalize(lv_varstore *vs, uint64_t seed) {
   for (int i = 0; i < vs->n; i++) {
     entry *e = vs->vars[i];
     lv_var *v = &e->var;
-    if (v->trainable) {
+    if (v->deferred) {
+      v->value.data = v->grad.data = NULL;
+    } else if (v->trainable) {
       v->value.data = vs->values + e->offset;
       v->grad.data = vs->grads ? vs->grads + e->offset : NULL;
       v->value.requires_grad = true;
@@ -266,7 +274,8 @@ bool lv_varstore_share_values(lv_varstore *dst, lv_varstore *src) {
     return false;
   for (int i = 0; i < dst->n; i++) {
     const entry *a = dst->vars[i], *b = src->vars[i];
-    if (strcmp(a->var.name, b->var.name) || a->var.trainable != b->var.trainable || a->offset != b->offset ||
+    if (strcmp(a->var.name, b->var.name) || a->var.trainable != b->var.trainable || a->var.deferred != b->var.deferred ||
+        a->offset != b->offset ||
         a->var.value.dtype != b->var.value.dtype || !lv_shape_eq(&a->var.value.shape, &b->var.value.shape))
       return false;
   }

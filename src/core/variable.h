@@ -47,6 +47,12 @@ typedef struct lv_var {
   lv_var_vn vn; /* set by the owning layer for Lingvo's AddGlobalVN / AddVN targets */
   /* The quantized twin value.qw points at (owned; NULL for a float model). */
   struct lv_qweight *quant;
+  /* No float storage (lv_var_defer): value.data stays NULL and the values are the twin's,
+   * made as floats only where an op needs them (kernels/qweight.h). */
+  bool deferred;
+  /* The quantization domain a quantizable layer fake-quantizes this weight with in
+   * training (layers/qdomain.h's lv_qdomain, owned by the layer; NULL: none), for export. */
+  const struct lv_qdomain *qdomain;
 } lv_var;
 
 /* How to fill a new variable (Lingvo's py_utils.WeightInit). */
@@ -111,6 +117,9 @@ void lv_varstore_zero_grads(lv_varstore *vs);
 /* Gives v the quantized twin q (taken over; replaces and frees any earlier one; NULL
  * drops it): value.qw then points at it. */
 void lv_var_set_quant(lv_var *v, struct lv_qweight *q);
+/* Before finalize: v (float32, trainable) gets no float storage; its values come with
+ * the twin lv_var_set_quant gives it (a quantized model file's weight on the host). */
+void lv_var_defer(lv_var *v);
 
 /* Weight-noise settings by layer scope (Lingvo's CopyBaseParams: a layer whose vn is the
  * default takes its parent's): scope "" is the root (the task's, from train.vn_std).

@@ -1,6 +1,7 @@
 /* The quantized types' table (qweight.h). */
 #include "kernels/qweight.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "base/names.h"
 #include "base/status.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 const char *const lv_qtype_names[LV_QTYPE_COUNT] = {"int8"};
 const char *const lv_qtype_dtype_names[LV_QTYPE_COUNT] = {"qint8"};
@@ -38,6 +40,34 @@ static void q8_quantize(const float *x, int64_t rows, int64_t cols, int axis, vo
     lv_q8_quantize(x, cols, rows, 1, cols, q, scales);
 }
 
+static int64_t q8_quantize_grid(const float *x, int64_t rows, int64_t cols, int axis, float step, void *q,
+                                float *scales, int64_t *clamped) {
+  int8_t *v = q;
+  const int64_t nch = axis ? cols : rows, len = axis ? rows : cols, cs = axis ? 1 : cols, es = axis ? cols : 1;
+  int64_t kept = 0;
+  for (int64_t c = 0; c < nch; c++) {
+    bool on = step > 0 && isfinite(step);
+    int64_t past = 0;
+    for (int64_t i = 0; on && i < len; i++) {
+      const float y = x[c * cs + i * es], l = nearbyintf(y / step);
+      /* On the grid: within float rounding of a level (fake quantization computes a
+       * level as (k - zero point) * step + its nudged minimum, in float). */
+      on = fabsf(y - l * step) <= 1e-4f * step && fabsf(l) <= 128.0f;
+      past += fabsf(l) > 127.0f;
+    }
+    if (!on) {
+      lv_q8_quantize(x + c * cs, 1, len, 0, es, v + c * cs, scales + c);
+      continue;
+    }
+    for (int64_t i = 0; i < len; i++)
+      v[c * cs + i * es] = (int8_t)fmaxf(-127.0f, fminf(127.0f, nearbyintf(x[c * cs + i * es] / step)));
+    scales[c] = step;
+    *clamped += past;
+    kept++;
+  }
+  return kept;
+}
+
 static void q8_dequantize(const void *q, const float *scales, int64_t rows, int64_t cols, int axis, float *x) {
   const int8_t *v = q;
   for (int64_t r = 0; r < rows; r++)
@@ -59,13 +89,57 @@ static void q8_free(lv_qweight *w) {
   free(w->packed);
 }
 
+/* An axis-0 table's values and scales (packed holds k * n values, then the scales at a
+ * 4-byte aligned offset). */
+static size_t rows_scales_at(int64_t k, int64_t n, size_t elem) { return ((size_t)(k * n) * elem + 3) & ~(size_t)3; }
+
+static void q8_unpack(const lv_qweight *w, float *x) {
+  if (w->axis == 0) {
+    const float *s = (const float *)((const char *)w->packed + rows_scales_at(w->k, w->n, 1));
+    q8_dequantize(w->packed, s, w->k, w->n, 0, x);
+  } else {
+    lv_q8_mat_unpack(w->packed, x);
+  }
+}
+
+typedef struct q8_gather_job {
+  const int8_t *q;
+  const float *s;
+  int64_t d;
+  const int32_t *ids;
+  float *out;
+} q8_gather_job;
+
+static void q8_gather_rows(void *arg, int64_t lo, int64_t hi, int slot) {
+  const q8_gather_job *J = arg;
+  (void)slot;
+  for (int64_t i = lo; i < hi; i++) {
+    const int64_t r = J->ids[i];
+    const int8_t *q = J->q + r * J->d;
+    const float s = J->s[r];
+    float *y = J->out + i * J->d;
+    for (int64_t c = 0; c < J->d; c++) y[c] = (float)q[c] * s;
+  }
+}
+
+static void q8_gather(lv_kctx *ctx, const lv_qweight *w, int64_t n_ids, const int32_t *ids, float *out, uint64_t tag) {
+  for (int64_t i = 0; i < n_ids; i++)
+    if (ids[i] < 0 || ids[i] >= w->k) {
+      lv_cpu_record_error(ctx, (lv_kerror){tag, i, ids[i], w->k});
+      return;
+    }
+  q8_gather_job j = {.q = w->packed, .s = (const float *)((const char *)w->packed + rows_scales_at(w->k, w->n, 1)),
+                     .d = w->n, .ids = ids, .out = out};
+  lv_cpu_par(ctx, n_ids, n_ids * w->n > 65536 ? lv_cpu_grain(n_ids, 16) : n_ids, q8_gather_rows, &j);
+}
+
 static bool q8_slice_rows(const lv_qweight *w, int64_t r0, int64_t len, void *(*alloc)(void *, size_t), void *actx,
                           lv_qweight *out) {
   const lv_q8_mat *m = w->packed;
   lv_q8_mat *v = alloc(actx, sizeof *v);
   int32_t *colsum = v ? alloc(actx, (size_t)m->np * sizeof *colsum) : NULL;
   if (!colsum || !lv_q8_mat_rows(m, r0, len, colsum, v)) return false;
-  *out = (lv_qweight){.type = LV_QTYPE_INT8, .k = len, .n = w->n, .packed = v, .owned = false};
+  *out = (lv_qweight){.type = LV_QTYPE_INT8, .k = len, .n = w->n, .axis = 1, .packed = v, .owned = false};
   return true;
 }
 
@@ -79,27 +153,74 @@ static const char *q8_path(void) { return lv_int8_isa_names[lv_cpu_int8_isa()]; 
 const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT] = {
     [LV_QTYPE_INT8] = {.elem_bytes = 1,
                        .quantize = q8_quantize,
+                       .quantize_grid = q8_quantize_grid,
                        .dequantize = q8_dequantize,
                        .pack = q8_pack,
                        .free_packed = q8_free,
+                       .unpack = q8_unpack,
+                       .gather = q8_gather,
                        .slice_rows = q8_slice_rows,
                        .matmul = q8_matmul,
                        .path = q8_path},
 };
 
-lv_qweight *lv_qweight_new(lv_qtype type, const void *q, const float *scales, int64_t k, int64_t n) {
+static lv_qweight *root_new(lv_qtype type, int axis, int64_t k, int64_t n) {
   lv_qweight *w = calloc(1, sizeof *w);
   if (!w) return NULL;
-  *w = (lv_qweight){.type = type, .k = k, .n = n, .owned = true};
-  if (!lv_qtype_traits_of(type)->pack(w, q, scales, k, n)) {
+  *w = (lv_qweight){.type = type, .k = k, .n = n, .axis = axis, .owned = true};
+  pthread_mutex_init(&w->mu, NULL);
+  return w;
+}
+
+lv_qweight *lv_qweight_new(lv_qtype type, const void *q, const float *scales, int64_t k, int64_t n) {
+  lv_qweight *w = root_new(type, 1, k, n);
+  if (w && !lv_qtype_traits_of(type)->pack(w, q, scales, k, n)) {
+    pthread_mutex_destroy(&w->mu);
     free(w);
     return NULL;
   }
   return w;
 }
 
+lv_qweight *lv_qweight_new_rows(lv_qtype type, const void *q, const float *scales, int64_t k, int64_t n) {
+  const size_t at = rows_scales_at(k, n, lv_qtype_traits_of(type)->elem_bytes);
+  lv_qweight *w = root_new(type, 0, k, n);
+  char *b = w ? malloc(at + sizeof(float) * (size_t)k + 1) : NULL;
+  if (!b) {
+    if (w) pthread_mutex_destroy(&w->mu);
+    free(w);
+    return NULL;
+  }
+  memcpy(b, q, (size_t)(k * n) * lv_qtype_traits_of(type)->elem_bytes);
+  memcpy(b + at, scales, sizeof(float) * (size_t)k);
+  w->packed = b;
+  return w;
+}
+
 void lv_qweight_free(lv_qweight *w) {
   if (!w) return;
-  if (w->owned) lv_qtype_traits_of(w->type)->free_packed(w);
+  if (w->owned) {
+    if (w->axis == 0)
+      free(w->packed);
+    else
+      lv_qtype_traits_of(w->type)->free_packed(w);
+    free(w->floats);
+    pthread_mutex_destroy(&w->mu);
+  }
   free(w);
+}
+
+const float *lv_qweight_floats(const lv_qweight *w, bool *made) {
+  /* The cache is the root's own: made once under its lock, whatever const view asks. */
+  lv_qweight *r = (lv_qweight *)(w->root ? w->root : w);
+  pthread_mutex_lock(&r->mu);
+  *made = !r->floats;
+  if (!r->floats) {
+    float *x = malloc(sizeof(float) * (size_t)(r->k * r->n) + 1);
+    if (x) lv_qtype_traits_of(r->type)->unpack(r, x);
+    r->floats = x;
+  }
+  const float *f = r->floats;
+  pthread_mutex_unlock(&r->mu);
+  return f ? f + w->r0 * w->n : NULL;
 }

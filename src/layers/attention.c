@@ -657,6 +657,8 @@ static lv_status mha_create(lv_layer *base, const lv_params *p, const char *pare
     if (use_bias) LV_TRY(lv_layer_add_var(base, "ctx_post_proj_b", lv_shape1(post_dim), &pb, true, &m->ctx_post_proj_b));
   }
 #undef PROJ_INIT
+  lv_var *const qw[] = {m->source_proj, m->query_proj, m->ctx_proj, m->ctx_post_proj};
+  for (size_t i = 0; i < LV_ARRAY_LEN(qw); i++) lv_qlayer_bind_weight(&m->a.q, "default", qw[i]);
   return NULL;
 }
 

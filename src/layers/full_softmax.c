@@ -75,6 +75,7 @@ lv_status lv_softmax_layer_create(lv_softmax_layer *l, const lv_params *p, const
     l->b = NULL;
   }
   LV_TRY(lv_qlayer_setup(&l->q, &l->base));
+  for (int i = 0; i < l->num_shards; i++) lv_qlayer_bind_weight(&l->q, "weight", l->w[i]);
   LV_TRY(lv_qlayer_track(&l->q, "default", "inputs"));
   LV_TRY(lv_qlayer_track(&l->q, "logits", "logits"));
   return NULL;

@@ -60,6 +60,7 @@ lv_status lv_projection_layer_create(lv_projection_layer *l, const lv_params *p,
     LV_TRY(lv_layer_add_var(&l->base, "b", lv_shape1(l->output_dim), &bi, true, &l->b));
   }
   LV_TRY(lv_qlayer_setup(&l->q, &l->base));
+  lv_qlayer_bind_weight(&l->q, "weight", l->w);
   if (lv_qlayer_on(&l->q) && l->has_bn)
     return lv_status_make(LV_ERR_INVALID, "%s: batch_norm with a qdomain: Lingvo folds the batch norm into the "
                           "weights (bn_fold_weights), which lingvoc does not yet; set batch_norm = false or no "

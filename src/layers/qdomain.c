@@ -327,9 +327,18 @@ lv_status lv_qlayer_track(lv_qlayer *q, const char *domain, const char *act) {
   return NULL;
 }
 
+void lv_qlayer_bind_weight(const lv_qlayer *q, const char *domain, lv_var *v) {
+  const int di = domain_index(q, domain);
+  LV_ASSERT(di >= 0); /* the layer's own domain names */
+  if (v) v->qdomain = q->use[di] && q->use[di]->kind != LV_QD_IDENTITY ? q->use[di] : NULL;
+}
+
 lv_tensor *lv_qlayer_weight(lv_qlayer *q, lv_graph *g, const char *domain, lv_tensor *w) {
   const int di = domain_index(q, domain);
   if (di < 0 || !q->use[di]) return w;
+  /* A weight restored from a quantized model file is already quantized (export put it on
+   * the domain's grid where it could, model_export.h): its twin runs as it is. */
+  if (w && w->qw && !lv_graph_is_training(g)) return w;
   return lv_qdomain_weight(q->use[di], g, w);
 }
 
@@ -464,7 +473,10 @@ bool lv_qlayer_act_range(const lv_qlayer *q, const char *act, float *min, float 
 bool lv_qlayer_weight_range(const lv_qlayer *q, const char *domain, const lv_tensor *w, float *min, float *max,
                             int *bits) {
   const int di = domain_index(q, domain);
-  const lv_qdomain *d = di >= 0 ? q->use[di] : NULL;
+  return lv_qdomain_weight_range(di >= 0 ? q->use[di] : NULL, w, min, max, bits);
+}
+
+bool lv_qdomain_weight_range(const lv_qdomain *d, const lv_tensor *w, float *min, float *max, int *bits) {
   if (!d || !w || w->dtype != LV_F32) return false;
   if (d->kind == LV_QD_SCHEDULED_CLIP) return end_range(d, min, max, bits);
   if (d->kind != LV_QD_PASSIVE_ASYM) return false;

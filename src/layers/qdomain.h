@@ -123,8 +123,13 @@ bool lv_qlayer_on(const lv_qlayer *q);
  * domain, an act tracked twice, too many. */
 lv_status lv_qlayer_track(lv_qlayer *q, const char *domain, const char *act);
 
-/* QWeight(w, domain): w as the domain quantizes it (w itself when off). NULL with the
- * graph's error on failure. */
+/* Records that v (NULL: nothing) goes through QWeight(v, domain) (lv_var.qdomain: the
+ * domain when it quantizes, NULL otherwise), for an exporter; in create, after
+ * lv_qlayer_setup. */
+void lv_qlayer_bind_weight(const lv_qlayer *q, const char *domain, lv_var *v);
+/* QWeight(w, domain): w as the domain quantizes it (w itself when off, and on a graph that
+ * records no gradients when w has a quantized twin: export put such a weight on the
+ * domain's grid already, runners/model_export.h). NULL with the graph's error on failure. */
 lv_tensor *lv_qlayer_weight(lv_qlayer *q, lv_graph *g, const char *domain, lv_tensor *w);
 /* QAct(act, x) of a tracked act. */
 lv_tensor *lv_qlayer_act(lv_qlayer *q, lv_graph *g, const char *act, lv_tensor *x);
@@ -161,5 +166,7 @@ bool lv_qlayer_act_range(const lv_qlayer *q, const char *act, float *min, float 
  * scheduled domain's final range. */
 bool lv_qlayer_weight_range(const lv_qlayer *q, const char *domain, const lv_tensor *w, float *min, float *max,
                             int *bits);
+/* The same for domain d (NULL: false). */
+bool lv_qdomain_weight_range(const lv_qdomain *d, const lv_tensor *w, float *min, float *max, int *bits);
 
 #endif

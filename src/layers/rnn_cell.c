@@ -140,6 +140,8 @@ static lv_status lstm_create(lv_layer *base, const lv_params *p, const char *par
     lv_layer_vn_target(base, l->ln_scale, false);
   }
   LV_TRY(lv_qlayer_setup(&l->q, base));
+  lv_qlayer_bind_weight(&l->q, "weight", l->wm);
+  lv_qlayer_bind_weight(&l->q, "m_state", l->w_proj);
   if (!lv_qlayer_on(&l->q)) return NULL;
   if (l->cell_value_cap > 0.0f && lv_params_is_set(p, "qdomain.default"))
     return lv_status_make(LV_ERR_INVALID, "%s: cell_value_cap must be None with qdomain.default set (Lingvo's "

@@ -144,8 +144,8 @@ static lv_status decode_checkpoint(dec_state *d, const char *prefix) {
 /* with_input: the decoder job (its input made here); else interactive decoding, which
  * needs only decode and the line hooks (checked by its caller), or with any_task the
  * library API, which also takes a task without a decode path (set up without decoding). */
-static lv_status setup(const lv_params *cfg, bool with_input, bool any_task, dec_state *d) {
-  LV_TRY(lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
+static lv_status setup(const lv_params *cfg, bool with_input, bool any_task, const lv_model_file *f, dec_state *d) {
+  LV_TRY(f ? lv_instance_create_for_file(cfg, f, &d->m) : lv_instance_create(cfg, false, lv_input_no_shard(), &d->m));
   lv_task *t = d->m->task;
   if (any_task && !t->cls->decode) return NULL;
   if (with_input ? !lv_task_class_decodes(t->cls) || !t->cls->create_decoder_metrics : !t->cls->decode)
@@ -248,10 +248,10 @@ struct lv_line_decoder {
   char prefix[LV_PATH_MAX];
 };
 
-lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out) {
+lv_status lv_line_decoder_open(const lv_params *cfg, const lv_model_file *f, lv_line_decoder **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return lv_status_make(LV_ERR_RESOURCE, "out of memory");
-  lv_status s = setup(cfg, false, true, &(*out)->d);
+  lv_status s = setup(cfg, false, true, f, &(*out)->d);
   if (s) {
     lv_line_decoder_close(*out);
     *out = NULL;
@@ -316,7 +316,7 @@ lv_status lv_decoder_run(const lv_params *cfg, const lv_decoder_options *opt) {
                             .timeout_secs = opt->timeout_secs};
   lv_follower *f = NULL;
   LV_TRY(lv_follower_create(&fo, &f));
-  s = setup(cfg, true, false, &d);
+  s = setup(cfg, true, false, NULL, &d);
   char prefix[LV_PATH_MAX];
   int64_t step;
   bool done = false;

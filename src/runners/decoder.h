@@ -57,9 +57,12 @@ lv_status lv_decoder_checkpoint_prefix(const lv_params *cfg, const char *checkpo
  * params name (runners/scorers.h); a task without a decode path (the classifier) is set up without decoding. Then
  * lv_line_decoder_restore restores checkpoint (a prefix or a directory's latest; NULL or
  * "": the latest in <logdir>/train), errors starting with what. cfg must outlive it. */
+struct lv_model_file;
 typedef struct lv_line_decoder lv_line_decoder;
 typedef struct lv_instance lv_instance;
-lv_status lv_line_decoder_open(const lv_params *cfg, lv_line_decoder **out);
+/* f: the model file lv_line_decoder_restore_file will restore (its quantized weights then
+ * get no float storage on the host: runners/instance.h), or NULL. */
+lv_status lv_line_decoder_open(const lv_params *cfg, const struct lv_model_file *f, lv_line_decoder **out);
 lv_status lv_line_decoder_restore(lv_line_decoder *ld, const char *checkpoint, const char *what);
 /* The same from a model file (runners/model_export.h); the checkpoint is its path. */
 lv_status lv_line_decoder_restore_file(lv_line_decoder *ld, const struct lv_model_file *f);

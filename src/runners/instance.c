@@ -7,13 +7,17 @@
 #include "base/path.h"
 #include "io/bundle.h"
 #include "kernels/kernels.h"
+#include "kernels/qweight.h"
 #include "layers/qdomain.h"
 
 /* cluster.worker.gpus_per_replica > 0 (--run_locally=gpu): variables and steps on cuda:0. */
+static lv_device cfg_device(const lv_params *cfg) {
+  return lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0 ? lv_device_make(LV_DEVICE_CUDA, 0)
+                                                                   : lv_device_host();
+}
+
 lv_status lv_instance_create(const lv_params *cfg, bool with_input, lv_input_shard shard, lv_instance **out) {
-  lv_device dev = lv_params_int(cfg, "cluster.worker.gpus_per_replica") > 0 ? lv_device_make(LV_DEVICE_CUDA, 0)
-                                                                            : lv_device_host();
-  return lv_instance_create_on(cfg, dev, with_input, shard, out);
+  return lv_instance_create_on(cfg, cfg_device(cfg), with_input, shard, out);
 }
 
 lv_status lv_instance_create_input(lv_instance *m, lv_input_shard shard) {
@@ -31,8 +35,17 @@ lv_status lv_instance_create_input(lv_instance *m, lv_input_shard shard) {
   return s;
 }
 
-lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
-                                lv_instance **out) {
+/* Before finalize: the variables f holds quantized get no float storage (model_export.h). */
+static void defer_quantized(lv_instance *m, const lv_model_file *f) {
+  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
+    lv_var *v = lv_varstore_get(m->vs, i);
+    const lv_mf_tensor *t = lv_model_file_tensor(f, v->name);
+    if (t && t->quantized && t->dtype == v->value.dtype && lv_shape_eq(&t->shape, &v->value.shape)) lv_var_defer(v);
+  }
+}
+
+static lv_status create(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
+                        const lv_model_file *weights, lv_instance **out) {
   *out = NULL;
   lv_instance *m = calloc(1, sizeof *m);
   LV_ASSERT(m);
@@ -76,6 +89,7 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
    * no backward pass: no gradient buffer, so they take the weights' memory once. */
   const char *job = lv_params_str(cfg, "cluster.job");
   if (!strncmp(job, "evaler", 6) || !strncmp(job, "decoder", 7)) lv_varstore_set_no_grads(m->vs);
+  if (!s && weights && lv_device_is_host(dev) && lv_qweights_enabled()) defer_quantized(m, weights);
   if (!s) s = lv_varstore_finalize(m->vs, seed);
   if (s) {
     lv_instance_destroy(m);
@@ -85,6 +99,15 @@ lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_i
   LV_ASSERT(m->graph);
   *out = m;
   return NULL;
+}
+
+lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
+                                lv_instance **out) {
+  return create(cfg, dev, with_input, shard, NULL, out);
+}
+
+lv_status lv_instance_create_for_file(const lv_params *cfg, const lv_model_file *f, lv_instance **out) {
+  return create(cfg, cfg_device(cfg), false, lv_input_no_shard(), f, out);
 }
 
 void lv_instance_destroy(lv_instance *m) {

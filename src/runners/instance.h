@@ -13,6 +13,7 @@
 #include "core/graph.h"
 #include "core/variable.h"
 #include "input/input.h"
+#include "io/model_file.h"
 #include "kernels/kernels.h"
 #include "models/task.h"
 #include "runners/checkpointer.h"
@@ -40,6 +41,11 @@ lv_status lv_instance_create_input(lv_instance *m, lv_input_shard shard);
  * each batch is copied in by lv_instance_fprop). */
 lv_status lv_instance_create_on(const lv_params *cfg, lv_device dev, bool with_input, lv_input_shard shard,
                                 lv_instance **out);
+/* An instance (no input) for the weights of model file f, which
+ * lv_instance_restore_model_file then restores: on the host, unless LINGVOC_INT8=float,
+ * every variable f holds quantized gets no float storage (lv_var_defer; kernels/qweight.h
+ * says when its floats are made). */
+lv_status lv_instance_create_for_file(const lv_params *cfg, const lv_model_file *f, lv_instance **out);
 void lv_instance_destroy(lv_instance *m);
 int64_t lv_instance_step(const lv_instance *m);
 /* Saveables for every model variable (including global_step), in var-store order;

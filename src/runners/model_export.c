@@ -12,7 +12,9 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "core/variable.h"
+#include "kernels/kernel_math.h"
 #include "kernels/qweight.h"
+#include "layers/qdomain.h"
 #include "models/model.h"
 #include "runners/decoder.h"
 #include "runners/scorers.h"
@@ -120,18 +122,25 @@ static lv_status export_params(const lv_params *cfg, export_state *e) {
   return NULL;
 }
 
-/* Quantizes e->t[i] (a float32 [rows, cols] on the host) in place as type qt; an error
- * for a variable with a NaN or an infinity (its scales would be NaN). */
-static lv_status quantize_tensor(export_state *e, int i, lv_qtype qt, int axis) {
+/* Quantizes e->t[i] (a float32 [rows, cols] on the host) in place as type qt: per channel
+ * (symmetric, from each channel's largest value), or with grid > 0 each channel whose
+ * values lie on that grid as its levels (a QAT grid, lv_qtype_traits.quantize_grid;
+ * *grid_channels and *clamped count). An error for a variable with a NaN or an infinity
+ * (its scales would be NaN). */
+static lv_status quantize_tensor(export_state *e, int i, lv_qtype qt, int axis, float grid, int64_t *grid_channels,
+                                 int64_t *clamped) {
   lv_mf_tensor *t = &e->t[i];
   const lv_qtype_traits *tr = lv_qtype_traits_of(qt);
-  const int64_t rows = t->shape.d[0], cols = t->shape.d[1];
+  const int64_t rows = t->shape.d[0], cols = t->shape.d[1], nch = axis ? cols : rows;
   const size_t qbytes = (size_t)(rows * cols) * tr->elem_bytes, at = (qbytes + 3) & ~(size_t)3;
   /* The scales live in the same allocation, after the values. */
-  char *buf = malloc(at + sizeof(float) * (size_t)(axis ? cols : rows));
+  char *buf = malloc(at + sizeof(float) * (size_t)nch);
   LV_ASSERT(buf);
   float *scales = (float *)(buf + at);
-  tr->quantize(e->host[i], rows, cols, axis, buf, scales);
+  if (grid > 0)
+    *grid_channels += tr->quantize_grid(e->host[i], rows, cols, axis, grid, buf, scales, clamped);
+  else
+    tr->quantize(e->host[i], rows, cols, axis, buf, scales);
   for (int64_t c = 0; c < (axis ? cols : rows); c++)
     if (!isfinite(scales[c])) {
       free(buf);
@@ -172,14 +181,45 @@ static lv_status export_tensors(lv_instance *m, export_state *e) {
   return s;
 }
 
+/* A QAT weight v's values at inference into host (its domain's QWeight on an eval graph
+ * at the checkpoint's step, as the decoder computes them) and the step of the grid they
+ * lie on (0: none, a clip-only schedule). */
+static lv_status qat_weight(lv_instance *m, lv_var *v, float *host, float *step) {
+  lv_graph *g = m->graph;
+  lv_graph_reset(g);
+  lv_graph_set_training(g, false);
+  lv_graph_set_step(g, lv_instance_step(m));
+  lv_tensor *y = lv_qdomain_weight(v->qdomain, g, &v->value);
+  lv_status s = y ? lv_tensor_to_host(y, host) : lv_graph_status(g);
+  lv_graph_reset(g);
+  float mn = 0, mx = 0;
+  int bits = 0;
+  *step = 0;
+  if (!s && lv_qdomain_weight_range(v->qdomain, &v->value, &mn, &mx, &bits) && bits > 0 && bits <= 16)
+    *step = lv_kfq_nudge(mn, mx, 0, (1 << bits) - 1, true).scale;
+  return lv_status_wrap(s, "--quantize: %s's quantization domain", v->name);
+}
+
 /* Every rank-2 float32 variable quantized as qt (model_export.h). */
-static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, int *n_quantized) {
+static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, lv_export_info *info) {
+  int64_t clamped = 0, channels = 0;
   for (int i = 0; i < e->nt; i++) {
-    const lv_var *v = lv_varstore_get(m->vs, i);
+    lv_var *v = lv_varstore_get(m->vs, i);
     if (e->t[i].dtype != LV_F32 || e->t[i].shape.rank != 2 || strcmp(v->name, e->t[i].name)) continue;
-    LV_TRY(quantize_tensor(e, i, qt, v->lp_looked_up_rows ? 0 : 1));
-    (*n_quantized)++;
+    float step = 0;
+    if (v->qdomain) LV_TRY(qat_weight(m, v, e->host[i], &step));
+    const int axis = v->lp_looked_up_rows ? 0 : 1;
+    LV_TRY(quantize_tensor(e, i, qt, axis, step, &info->n_qat_grid_channels, &clamped));
+    info->n_quantized++;
+    if (v->qdomain) {
+      info->n_qat++;
+      channels += e->t[i].shape.d[axis ? 1 : 0];
+    }
   }
+  if (info->n_qat)
+    lv_info("export: %d weights of quantization domains at their inference values; %lld of their %lld channels on "
+            "the domain's grid (%lld values clamped into int8 from one level past it), the others rescaled",
+            info->n_qat, (long long)info->n_qat_grid_channels, (long long)channels, (long long)clamped);
   return NULL;
 }
 
@@ -243,7 +283,7 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   if (!s) s = lv_instance_create(cfg, false, lv_input_no_shard(), &m);
   if (!s) s = lv_instance_restore(m, info->checkpoint, &info->n_averages);
   if (!s) s = export_tensors(m, &e);
-  if (!s && quantized) s = quantize_tensors(m, &e, qt, &info->n_quantized);
+  if (!s && quantized) s = quantize_tensors(m, &e, qt, info);
   char *text = NULL;
   if (!s) {
     text = lv_params_to_text(e.p);
@@ -342,11 +382,25 @@ lv_status lv_model_file_params(const lv_model_file *f, const char *assets_dir, c
   return NULL;
 }
 
-/* A quantized tensor into variable v (item it): its float values, and a host matmul
- * weight's twin. */
+static lv_status pack_error(const lv_model_file *f, const lv_mf_tensor *t) {
+  return lv_status_make(LV_ERR_RESOURCE, "model file %s: cannot pack %s %s [%lld, %lld] (out of memory, or more rows "
+                        "than the int8 GEMM sums exactly)", f->path, lv_qtype_dtype_names[t->qtype], t->name,
+                        (long long)t->shape.d[0], (long long)t->shape.d[1]);
+}
+
+/* A quantized tensor into variable v (item it): a deferred variable's twin alone (a
+ * matmul weight's packed form, a gather table's rows), else its float values and, for a
+ * host matmul weight, its twin. */
 static lv_status restore_quantized(const lv_model_file *f, const lv_mf_tensor *t, lv_var *v, const lv_saveable *it) {
   const lv_qtype_traits *tr = lv_qtype_traits_of(t->qtype);
   const int64_t rows = t->shape.d[0], cols = t->shape.d[1];
+  if (v->deferred) {
+    lv_qweight *q = t->axis ? lv_qweight_new(t->qtype, t->data, t->scales, rows, cols)
+                            : lv_qweight_new_rows(t->qtype, t->data, t->scales, rows, cols);
+    if (!q) return pack_error(f, t);
+    lv_var_set_quant(v, q);
+    return NULL;
+  }
   float *x = malloc(sizeof(float) * (size_t)(rows * cols) + 1);
   LV_ASSERT(x);
   tr->dequantize(t->data, t->scales, rows, cols, t->axis, x);
@@ -356,10 +410,7 @@ static lv_status restore_quantized(const lv_model_file *f, const lv_mf_tensor *t
   free(x);
   if (s || t->axis != 1 || !lv_device_is_host(it->device)) return s;
   lv_qweight *q = lv_qweight_new(t->qtype, t->data, t->scales, rows, cols);
-  if (!q)
-    return lv_status_make(LV_ERR_RESOURCE, "model file %s: cannot pack %s %s [%lld, %lld] (out of memory, or more "
-                          "rows than the int8 GEMM sums exactly)", f->path, lv_qtype_dtype_names[t->qtype], t->name,
-                          (long long)rows, (long long)cols);
+  if (!q) return pack_error(f, t);
   lv_var_set_quant(v, q);
   return NULL;
 }
@@ -387,15 +438,21 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
       s = lv_tensor_from_host(&v, t->data);
     }
   }
-  int twins[LV_QTYPE_COUNT] = {0};
+  int twins[LV_QTYPE_COUNT] = {0}, tables[LV_QTYPE_COUNT] = {0}, deferred = 0;
   for (int i = 0; !s && i < n; i++) {
     const lv_var *v = lv_varstore_get(m->vs, i);
-    if (v->quant) twins[v->quant->type]++;
+    if (v->quant) (v->quant->axis ? twins : tables)[v->quant->type]++;
+    deferred += v->deferred;
   }
-  for (int q = 0; q < LV_QTYPE_COUNT; q++)
+  for (int q = 0; q < LV_QTYPE_COUNT; q++) {
     if (twins[q])
       lv_info("model file %s: %d %s weight matrices, their matmuls on %s", f->path, twins[q], lv_qtype_names[q],
               lv_qweights_enabled() ? lv_qtype_traits_of((lv_qtype)q)->path() : "float32 GEMMs (LINGVOC_INT8=float)");
+    if (tables[q]) lv_info("model file %s: %d %s gather tables", f->path, tables[q], lv_qtype_names[q]);
+  }
+  if (deferred)
+    lv_info("model file %s: %d quantized weights without float copies (floats only for an op that needs them)",
+            f->path, deferred);
   if (!s && f->n_tensors != n)
     lv_warn("model file %s holds %d variables, the model %d: the others are not used", f->path, f->n_tensors, n);
   free(items);

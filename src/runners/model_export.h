@@ -23,6 +23,10 @@ typedef struct lv_export_info {
   int64_t step;
   int n_tensors, n_averages, n_assets;
   int n_quantized; /* tensors written quantized */
+  /* Of those, weights a quantization domain fake-quantizes (QAT), and how many of their
+   * channels were stored on the domain's grid (the others rescaled). */
+  int n_qat;
+  int64_t n_qat_grid_channels;
   uint64_t bytes; /* the file's size */
 } lv_export_info;
 
@@ -32,7 +36,23 @@ typedef struct lv_export_info {
  * inside, as task.decoder.fusion.lm_model_file's asset (a model file in the model file).
  * quantize: NULL or "" keeps float32; a type name (kernels/qweight.h: "int8") quantizes
  * every rank-2 float32 variable, symmetric per channel: per output column for a
- * matmul's weight, per row for a table read by gathers (lv_var.lp_looked_up_rows). */
+ * matmul's weight, per row for a table read by gathers (lv_var.lp_looked_up_rows).
+ * A weight that a quantization domain fake-quantizes (quantization-aware training,
+ * layers/qdomain.h; lv_var.qdomain) is first given the values its domain's QWeight gives
+ * at inference, at the checkpoint's step: SymmetricScheduledClipQDomain's clip to the
+ * learned cap and fake quantization to its end range, PassiveAsymQDomain's fake
+ * quantization to [min(w), max(w)]. Every output channel whose values lie on the
+ * domain's grid within int8's range is stored as the grid's levels with the grid's step
+ * as its scale (the one level past [-127, 127] clamped to it), so the int8 model
+ * multiplies the very weights QAT evaluated: all of them for the scheduled domain (its
+ * (-cap, cap 127/128) has step cap/128), the passive domain's where a channel stays
+ * within 127 steps of zero (its grid's zero point sits where [min(w), max(w)] puts it);
+ * the other channels are quantized per channel from those values as above. At
+ * inference such a weight skips its QWeight (lv_qlayer_weight). Activations: the model
+ * file keeps the domains and PassiveAsymQDomain's learned ranges (q/<act>_min|max), and
+ * the decoder fake-quantizes the tracked activations with them as the evaler does; the
+ * int8 GEMMs then quantize their inputs per row on the fly (a finer scale than a range
+ * fixed for the whole tensor). */
 lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, const char *quantize,
                                const char *out_path, lv_export_info *info);
 

@@ -164,8 +164,9 @@ static lv_status open_fusion(const lv_params *cfg, const lv_task *t, lv_scorers 
   } else {
     LV_TRY(lv_scorers_fusion_lm(cfg, &d->lm_cfg, prefix, sizeof prefix));
   }
-  LV_TRY(lv_status_wrap(lv_instance_create(d->lm_cfg, false, lv_input_no_shard(), &d->lm), "task.decoder.fusion: "
-                        "the LM %s", name));
+  LV_TRY(lv_status_wrap(d->lm_file ? lv_instance_create_for_file(d->lm_cfg, d->lm_file, &d->lm)
+                                   : lv_instance_create(d->lm_cfg, false, lv_input_no_shard(), &d->lm),
+                        "task.decoder.fusion: the LM %s", name));
   LV_TRY(lv_status_wrap(d->lm_file ? lv_instance_restore_model_file(d->lm, d->lm_file)
                                    : lv_instance_restore(d->lm, prefix, NULL),
                         "task.decoder.fusion: the LM %s", name));

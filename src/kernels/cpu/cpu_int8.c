@@ -85,6 +85,13 @@ bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k
   return true;
 }
 
+void lv_q8_mat_unpack(const lv_q8_mat *m, float *x) {
+  for (int64_t p = 0; p < m->k; p++)
+    for (int64_t j = 0; j < m->n; j++)
+      x[p * m->n + j] = (float)m->q[(j / LV_Q8_NB) * m->bstride + (p / LV_Q8_KG) * (LV_Q8_NB * LV_Q8_KG) +
+                                    (j % LV_Q8_NB) * LV_Q8_KG + p % LV_Q8_KG] * m->scale[j];
+}
+
 bool lv_q8_mat_rows(const lv_q8_mat *m, int64_t r0, int64_t len, int32_t *colsum, lv_q8_mat *out) {
   if (r0 < 0 || len <= 0 || r0 + len > m->k || r0 % LV_Q8_KG || ((r0 + len) % LV_Q8_KG && r0 + len != m->k))
     return false;

@@ -48,6 +48,8 @@ void lv_q8_quantize(const float *x, int64_t n_ch, int64_t len, int64_t ch_stride
  * or k > LV_Q8_MAX_K. */
 bool lv_q8_mat_pack(lv_q8_mat *m, const int8_t *q, const float *scale, int64_t k, int64_t n);
 void lv_q8_mat_free(lv_q8_mat *m);
+/* x [k, n] (row-major) = q [p][j] * scale[j]: the floats m's values stand for. */
+void lv_q8_mat_unpack(const lv_q8_mat *m, float *x);
 /* Rows [r0, r0 + len) of m as a view (r0 a multiple of 4, and r0 + len one too or m's
  * k): its q and scale point into m's, its colsum (np values) is the caller's memory.
  * False for other rows. */
