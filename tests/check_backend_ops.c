@@ -608,6 +608,12 @@ static void cases_reduce_softmax(void) {
       RUN("smoothed_xent_bwd", ELEM)
       KT->smoothed_xent_bwd(CTX, r, c, PF(p), PI(ids), acc ? NULL : PF(w), 0.2f, PF(gl), PF(gx), acc);
     }
+    {
+      DESC("[%lld, %lld], in place", (long long)r, (long long)c);
+      int p = fslot(r * c, 0, 1, false), ids = iin(r, 0, (int)c), w = fin(r, 0, 2), gl = fin(r, -1, 1);
+      RUN("smoothed_xent_bwd", ELEM)
+      KT->smoothed_xent_bwd(CTX, r, c, PF(p), PI(ids), PF(w), 0.2f, PF(gl), PF(p), false);
+    }
   }
   /* Masked softmax: x [2, 3, 6] with pad [2, 1, 6] (one row fully padded) and [1, 1, 6]. */
   for (int v = 0; v < 2; v++) {

@@ -1313,6 +1313,90 @@ START_TEST(training_step_deterministic_across_threads) {
 }
 END_TEST
 
+/* ---- matmul_ones_col ----------------------------------------------------------- */
+
+static lv_tensor *f_ones_col(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  return lv_op_matmul_ones_col(g, in[0], in[1]);
+}
+
+/* x [rows, k] . w + b through [x, 1] . [w; b], fused or as matmul(concat), then times a
+ * function of x again (so that x's gradient accumulates). */
+static lv_tensor *ones_col_net(lv_graph *g, lv_tensor *x, lv_tensor *w, lv_tensor *b, bool fused) {
+  const int64_t k = w->shape.d[0], h = w->shape.d[1], rows = lv_tensor_numel(x) / k;
+  lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(rows, k));
+  lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
+  lv_tensor *wbc = lv_op_concat(g, wb, 2, 0), *y;
+  if (fused) {
+    y = lv_op_matmul_ones_col(g, x2, wbc);
+  } else {
+    lv_tensor *x1[2] = {x2, lv_graph_fill(g, lv_shape2(rows, 1), 1.0f)};
+    y = lv_op_matmul(g, lv_op_concat(g, x1, 2, 1), wbc, false, false);
+  }
+  return lv_op_mul(g, y, lv_op_reduce_sum(g, lv_op_mul(g, x2, x2), 1, true));
+}
+
+/* The same bits as matmul(concat([x, 1]), wb), forward and backward, with memory given back
+ * in backward or not; given back, the [x, 1] copy is not kept, so the step's peak is lower. */
+START_TEST(matmul_ones_col_same_bits) {
+  spec gc[2] = {fspec(lv_shape3(2, 3, 4), 31), fspec(lv_shape2(5, 2), 32)};
+  gradcheck("matmul_ones_col", 2, gc, f_ones_col, NULL, EPS, TOL);
+  const int64_t dims[2][3] = {{6, 4, 5}, {300, 64, 96}}; /* rows, k, h */
+  for (int d = 0; d < 2; d++) {
+    const int64_t rows = dims[d][0], k = dims[d][1], h = dims[d][2];
+    const lv_shape sh[3] = {lv_shape2(rows, k), lv_shape2(k, h), lv_shape1(h)};
+    float *ref[4] = {0}, *got[4];
+    size_t peak[2] = {0};
+    for (int v = 0; v < 4; v++) { /* v & 1: fused; v & 2: free_in_backward */
+      lv_graph *g = lv_graph_create(0);
+      lv_graph_set_free_in_backward(g, v & 2);
+      lv_tensor *p[3];
+      for (int i = 0; i < 3; i++) {
+        p[i] = lv_graph_tensor(g, LV_F32, sh[i]);
+        float *r = rand_floats(lv_shape_numel(&sh[i]), 40 + (uint64_t)i, -1, 1);
+        memcpy(p[i]->data, r, lv_tensor_nbytes(p[i]));
+        free(r);
+        p[i]->requires_grad = true;
+      }
+      lv_tensor *y = ones_col_net(g, p[0], p[1], p[2], v & 1);
+      ck_assert_ptr_nonnull(y);
+      got[0] = malloc(lv_tensor_nbytes(y));
+      memcpy(got[0], y->data, lv_tensor_nbytes(y));
+      EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, y, LV_ALL_AXES, false)));
+      for (int i = 0; i < 3; i++) {
+        got[i + 1] = malloc(lv_tensor_nbytes(p[i]));
+        memcpy(got[i + 1], p[i]->grad->data, lv_tensor_nbytes(p[i]));
+      }
+      for (int i = 0; i < 4; i++) {
+        const size_t n = i ? lv_tensor_nbytes(p[i - 1]) : sizeof(float) * (size_t)(rows * h);
+        if (!v) {
+          ref[i] = got[i];
+          continue;
+        }
+        ck_assert_msg(!memcmp(ref[i], got[i], n), "[%lld, %lld] . [%lld, %lld], variant %d: %s differs",
+                      (long long)rows, (long long)k, (long long)k, (long long)h, v, i ? "a gradient" : "the output");
+        free(got[i]);
+      }
+      lv_graph_mem_stats ms;
+      lv_graph_mem_stats_get(g, false, &ms);
+      if (v & 2) peak[v & 1] = ms.live_peak;
+      lv_graph_destroy(g);
+    }
+    ck_assert_uint_lt(peak[1], peak[0]);
+    for (int i = 0; i < 4; i++) free(ref[i]);
+  }
+  lv_graph *g = lv_graph_create(0);
+  ck_assert_ptr_null(lv_op_matmul_ones_col(g, lv_graph_zeros(g, LV_F32, lv_shape2(3, 4)),
+                                           lv_graph_zeros(g, LV_F32, lv_shape2(4, 2))));
+  lv_status st = lv_graph_status(g);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_str_eq(lv_status_msg(st), "matmul_ones_col: float32 x [..., K] (rank >= 2) and wb [K + 1, N] required, "
+                                      "got x float32 [3,4] and wb float32 [4,2]");
+  lv_status_free(st);
+  lv_graph_destroy(g);
+}
+END_TEST
+
 /* ---- graph behaviour ------------------------------------------------------------ */
 
 /* A small network over every op backward_reads (graph.c) lists, inside a forward scope
@@ -1679,6 +1763,7 @@ int main(void) {
   TCase *gc = tcase_create("gradients");
   tcase_set_timeout(gc, 120);
   tcase_add_test(gc, grad_matmul);
+  tcase_add_test(gc, matmul_ones_col_same_bits);
   tcase_add_test(gc, grad_binary_broadcast);
   tcase_add_test(gc, binary_column_broadcast_exact);
   tcase_add_test(gc, grad_scale);

@@ -12,6 +12,7 @@
 #include "gradcheck.h"
 #include "core/graph.h"
 #include "core/ops.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 
 #define EPS 1e-2
@@ -691,6 +692,38 @@ START_TEST(smoothed_xent_values_errors_and_gradients) {
 }
 END_TEST
 
+/* The logits' first gradient is made in place of the softmax the forward kept; the bits
+ * are the kernel's out of place (a second loss on the same logits adds into it). */
+START_TEST(smoothed_xent_gradient_in_place) {
+  const int R = 7, C = 9;
+  float *xv = rand_floats(R * C, 180, -3, 3), wv[7] = {1, 0.5f, 0, 2, 1, 1, 3};
+  int32_t id1[7] = {0, 8, 2, 1, 3, 3, 5}, id2[7] = {4, 4, 0, 7, 6, 1, 2};
+  float ones[7] = {1, 1, 1, 1, 1, 1, 1}, loss[7];
+  float *p1 = malloc(sizeof(float) * R * C), *p2 = malloc(sizeof(float) * R * C), *want = malloc(sizeof(float) * R * C);
+  lv_cpu_smoothed_xent_fwd(NULL, R, C, xv, id1, wv, 0.2f, loss, p1, 0);
+  lv_cpu_smoothed_xent_fwd(NULL, R, C, xv, id2, NULL, 0.1f, loss, p2, 0);
+  lv_cpu_smoothed_xent_bwd(NULL, R, C, p2, id2, NULL, 0.1f, ones, want, false);
+  lv_cpu_smoothed_xent_bwd(NULL, R, C, p1, id1, wv, 0.2f, ones, want, true);
+  for (int free_mode = 0; free_mode < 2; free_mode++) {
+    lv_graph *g = lv_graph_create(0);
+    lv_graph_set_free_in_backward(g, free_mode);
+    lv_tensor *x = tensor_of(g, lv_shape2(R, C), xv);
+    x->requires_grad = true;
+    lv_tensor *s1 = lv_op_reduce_sum(g, lv_op_smoothed_xent(g, x, ids_of(g, lv_shape1(R), id1),
+                                                            tensor_of(g, lv_shape1(R), wv), 0.2f), LV_ALL_AXES, false);
+    lv_tensor *s2 = lv_op_reduce_sum(g, lv_op_smoothed_xent(g, x, ids_of(g, lv_shape1(R), id2), NULL, 0.1f),
+                                     LV_ALL_AXES, false);
+    EXPECT_OK(lv_graph_backward(g, lv_op_add(g, s1, s2)));
+    ck_assert_msg(!memcmp(lv_f32(x->grad), want, sizeof(float) * R * C), "free_in_backward %d", free_mode);
+    lv_graph_destroy(g);
+  }
+  free(xv);
+  free(p1);
+  free(p2);
+  free(want);
+}
+END_TEST
+
 /* ---- embedding gradient ------------------------------------------------------------ */
 
 static lv_tensor *f_gather2(lv_graph *g, lv_tensor **in, const void *c) {
@@ -1034,6 +1067,7 @@ int main(void) {
   TCase *xe = tcase_create("xent");
   tcase_set_timeout(xe, 120);
   tcase_add_test(xe, smoothed_xent_values_errors_and_gradients);
+  tcase_add_test(xe, smoothed_xent_gradient_in_place);
   tcase_add_test(xe, projected_xent_matches_explicit_logits);
   tcase_add_test(xe, projected_xent_gradients_and_errors);
   tcase_add_test(xe, projected_xent_memory_is_per_chunk);

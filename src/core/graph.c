@@ -532,6 +532,14 @@ void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes) {
   return arena_alloc(g, lv_op_names[op], bytes, LV_GRAPH_MEM_FWD_SCRATCH, (int)op, &buf);
 }
 
+void *lv_graph_scratch_buf(lv_graph *g, lv_op op, size_t bytes, int *buf) {
+  return arena_alloc(g, lv_op_names[op], bytes, LV_GRAPH_MEM_FWD_SCRATCH, (int)op, buf);
+}
+
+void lv_graph_scratch_done(lv_graph *g, int buf) {
+  if (buf > 0 && tracking(g)) buf_unref(g, buf);
+}
+
 lv_tensor *lv_graph_tensor(lv_graph *g, lv_dtype dtype, lv_shape shape) {
   if (!g || g->failed) return NULL;
   return new_tensor(g, "tensor", dtype, shape, LV_GRAPH_MEM_ACTIVATIONS, LV_OP_COUNT);
@@ -684,9 +692,8 @@ lv_node *lv_graph_node(lv_graph *g, int i) {
   return &g->nodes[i];
 }
 
-static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
-  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape, LV_GRAPH_MEM_GRADS, LV_OP_COUNT);
-  if (!gr) return NULL;
+/* t's gradient gr (its data set): a leaf's is cleared at the reset. */
+static lv_tensor *set_grad(lv_graph *g, lv_tensor *t, lv_tensor *gr) {
   if (t->node < 0) {
     if (g->n_heap_leaves == g->cap_heap_leaves) {
       int cap = g->cap_heap_leaves ? 2 * g->cap_heap_leaves : 16;
@@ -702,6 +709,30 @@ static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
   }
   t->grad = gr;
   return gr;
+}
+
+static lv_tensor *alloc_grad(lv_graph *g, lv_tensor *t) {
+  lv_tensor *gr = new_tensor(g, "backward", LV_F32, t->shape, LV_GRAPH_MEM_GRADS, LV_OP_COUNT);
+  return gr ? set_grad(g, t, gr) : NULL;
+}
+
+lv_tensor *lv_graph_grad_from_scratch(lv_graph *g, lv_tensor *t, int buf) {
+  if (!t->requires_grad || t->dtype != LV_F32 || t->grad || buf <= 0 || buf > g->n_bufs) return NULL;
+  step_buf *b = &g->bufs[buf - 1];
+  if (b->refs != 1 || b->kind != LV_GRAPH_MEM_FWD_SCRATCH || b->bytes < lv_tensor_nbytes(t)) return NULL;
+  lv_tensor *gr = new_header(g, "backward", LV_F32, t->shape);
+  if (!gr) return NULL;
+  gr->data = b->p;
+  gr->buf = buf;
+  gr->buf_owner = gr;
+  /* From forward scratch of its op to gradient memory, in the counts as in the buffer. */
+  g->live[b->kind] -= b->bytes;
+  g->live_by_op[b->op] -= b->bytes;
+  b->kind = LV_GRAPH_MEM_GRADS;
+  b->op = LV_GRAPH_MEM_OPS - 1;
+  g->live[b->kind] += b->bytes;
+  g->live_by_op[b->op] += b->bytes;
+  return set_grad(g, t, gr);
 }
 
 lv_tensor *lv_graph_grad(lv_graph *g, lv_tensor *t, bool *acc) {
@@ -767,12 +798,13 @@ static uint32_t backward_reads(const lv_node *n) {
     case LV_OP_TRANSPOSE: case LV_OP_CONCAT: case LV_OP_SLICE: case LV_OP_DROPOUT:
       return 0;
     case LV_OP_REDUCE_SUM: case LV_OP_REDUCE_MEAN: return n->s.red.kind == LV_RED_MAX ? ALL : 0;
-    case LV_OP_MATMUL: case LV_OP_BATCH_MATMUL: case LV_OP_MUL: return 3;
+    case LV_OP_MATMUL: case LV_OP_BATCH_MATMUL: case LV_OP_MUL: case LV_OP_MATMUL_ONES_COL: return 3;
     case LV_OP_ADDMM: return 6;                  /* a and b, not c */
     case LV_OP_DIV: return 2 | OUT;              /* b and the quotient */
     case LV_OP_SOFTMAX: case LV_OP_LOG_SOFTMAX: return OUT;
     case LV_OP_LAYER_NORM: case LV_OP_LAYER_NORM_PLUS1: return ALL & ~OUT;
     case LV_OP_SPARSE_SOFTMAX_XENT: case LV_OP_GATHER: return 2; /* the ids */
+    case LV_OP_SMOOTHED_XENT: return 6;                          /* the ids and weights; the softmax is scratch */
     case LV_OP_ACTIVATION: {
       const unsigned r = lv_act_bwd_reads(n->s.act.act);
       return (r & 1 ? 1u : 0u) | (r & 2 ? OUT : 0u);

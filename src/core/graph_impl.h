@@ -32,7 +32,13 @@ typedef struct { float lo, hi; } lv_saved_clip;
 /* fake_quant: inputs x, min, max ([1] each); the levels and which of TF's two ops. */
 typedef struct { int quant_min, quant_max; bool vars; } lv_saved_fake_quant;
 /* smoothed_xent: the softmax, the smoothing; weights (if any) are in[2]. */
-typedef struct { int64_t rows, c; float *probs; float smoothing; bool has_weights; } lv_saved_xent;
+typedef struct {
+  int64_t rows, c;
+  float *probs;
+  int probs_buf; /* lv_graph_scratch_buf: the logits' gradient is made in it */
+  float smoothing;
+  bool has_weights;
+} lv_saved_xent;
 /* projected_smoothed_xent: inputs x, w, [b], ids, [weights]; z is the forward's [n, chunk]
  * scratch, reused by the backward; max and ls [n] the rows' log-sum-exp parts. */
 typedef struct {
@@ -139,6 +145,14 @@ lv_tensor *lv_graph_view_of(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape)
 lv_tensor *lv_graph_view_at(lv_graph *g, lv_op op, lv_tensor *x, lv_shape shape, size_t offset);
 /* Device scratch in the step arena for op; NULL with an error. */
 void *lv_graph_scratch(lv_graph *g, lv_op op, size_t bytes);
+/* The same, with *buf naming the scratch for one of the two calls below. */
+void *lv_graph_scratch_buf(lv_graph *g, lv_op op, size_t bytes, int *buf);
+/* Scratch op needs only while it runs, given back once the kernels that read it are
+ * queued (a device runs them in order, so whatever reuses the memory is written after
+ * them): at once in a training forward with lv_graph_set_free_in_backward on; in backward
+ * when the backward function returns, as all its scratch; otherwise (nothing is given
+ * back) at the reset. */
+void lv_graph_scratch_done(lv_graph *g, int buf);
 /* Records a tape node for out if training and any input requires a gradient. */
 lv_node *lv_graph_record(lv_graph *g, lv_op op, lv_backward_fn bw, lv_tensor *out, int n,
                          lv_tensor *const *ins);
@@ -148,6 +162,11 @@ lv_node *lv_graph_node(lv_graph *g, int i);
  * *acc tells the kernel whether to add (existing buffer) or overwrite (fresh, not
  * zeroed). */
 lv_tensor *lv_graph_grad(lv_graph *g, lv_tensor *t, bool *acc);
+/* In backward: t's gradient over forward scratch buf (lv_graph_scratch_buf, at least t's
+ * size) when t has none yet, for a backward kernel that turns what its forward kept into
+ * the gradient in place: the scratch is the gradient from then on, given back with it.
+ * NULL when t needs no gradient or already has one (then add into lv_graph_grad's). */
+lv_tensor *lv_graph_grad_from_scratch(lv_graph *g, lv_tensor *t, int buf);
 /* Same, but a fresh buffer is zeroed, for kernels that write only part of it. */
 lv_tensor *lv_graph_grad_zeroed(lv_graph *g, lv_tensor *t);
 /* t's gradient as an alias of src's buffer when t has none yet (reshape); returns false

@@ -132,6 +132,78 @@ lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor 
   return out;
 }
 
+/* ---- matmul_ones_col: [x, 1] wb ---- */
+
+/* [x, 1] for x [m, kk - 1] in op scratch of [m, kk] (*buf for lv_graph_scratch_done),
+ * written as concat writes it: x's block, then the ones column. */
+static float *ones_col_copy(lv_graph *g, const lv_backend *k, const float *x, int64_t m, int64_t kk, int *buf) {
+  const lv_op op = LV_OP_MATMUL_ONES_COL;
+  int ones_buf = 0;
+  float *x1 = lv_graph_scratch_buf(g, op, sizeof(float) * (size_t)(m * kk), buf);
+  float *ones = x1 ? lv_graph_scratch_buf(g, op, sizeof(float) * (size_t)m, &ones_buf) : NULL;
+  if (!ones) return NULL;
+  LV_K(k, fill, m, 1.0f, ones);
+  LV_K(k, copy_block, m, kk - 1, 1, x, kk - 1, 0, x1, kk, 0, false);
+  LV_K(k, copy_block, m, 1, 1, ones, 1, 0, x1, kk, kk - 1, false);
+  lv_graph_scratch_done(g, ones_buf);
+  return x1;
+}
+
+/* matmul_bwd's GEMMs for a = [x, 1] (mm_grads, ta = tb = false), then concat_bwd's copy of
+ * the x columns of d[x, 1]; d[x, 1] overwrites [x, 1] once d wb has read it. */
+static void ones_col_bwd(lv_graph *g, lv_node *nd) {
+  lv_tensor *x = nd->in[0], *wb = nd->in[1];
+  bool wa = false;
+  lv_tensor *gw = lv_graph_grad(g, wb, &wa);
+  if (lv_graph_failed(g)) return;
+  const lv_backend *k = nd->be;
+  const int64_t m = nd->s.mm.m, n = nd->s.mm.n, kk = nd->s.mm.k;
+  const float *gy = lv_f32(nd->out->grad);
+  int buf;
+  float *x1 = ones_col_copy(g, k, lv_f32(x), m, kk, &buf);
+  if (!x1) return;
+  if (gw) LV_K(k, gemm, true, false, kk, n, m, 1.0f, x1, kk, gy, n, wa ? 1.0f : 0.0f, lv_f32(gw), n);
+  if (!x->requires_grad) return;
+  LV_K(k, gemm, false, true, m, kk, n, 1.0f, gy, n, lv_f32(wb), n, 0.0f, x1, kk);
+  bool xa;
+  lv_tensor *gx = lv_graph_grad(g, x, &xa);
+  if (gx) LV_K(k, copy_block, m, kk - 1, 1, x1, kk, 0, lv_f32(gx), kk - 1, 0, xa);
+}
+
+lv_tensor *lv_op_matmul_ones_col(lv_graph *g, lv_tensor *x, lv_tensor *wb) {
+  const lv_op op = LV_OP_MATMUL_ONES_COL;
+  lv_tensor *ins[2] = {x, wb};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return NULL;
+  char s1[128], s2[128];
+  const int r = x->shape.rank;
+  if (x->dtype != LV_F32 || wb->dtype != LV_F32 || r < 2 || wb->shape.rank != 2 ||
+      wb->shape.d[0] != x->shape.d[r - 1] + 1) {
+    lv_graph_failf(g, op, "float32 x [..., K] (rank >= 2) and wb [K + 1, N] required, got x %s %s and wb %s %s",
+                   lv_dtype_names[x->dtype], LV_SHP(x, s1), lv_dtype_names[wb->dtype], LV_SHP(wb, s2));
+    return NULL;
+  }
+  const int64_t kk = wb->shape.d[0], n = wb->shape.d[1];
+  int64_t m = 1;
+  for (int i = 0; i < r - 1; i++) m *= x->shape.d[i];
+  const lv_backend *k = lv_graph_kernels(g, op, 2, ins);
+  if (!k) return NULL;
+  lv_shape os = x->shape;
+  os.d[r - 1] = n;
+  lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
+  if (!out) return NULL;
+  int buf;
+  float *x1 = ones_col_copy(g, k, lv_f32(x), m, kk, &buf);
+  if (!x1) return NULL;
+  LV_K(k, gemm, false, false, m, n, kk, 1.0f, x1, kk, lv_f32(wb), n, 0.0f, lv_f32(out), n);
+  lv_graph_scratch_done(g, buf);
+  lv_node *nd = lv_graph_record(g, op, ones_col_bwd, out, 2, ins);
+  if (nd) {
+    nd->be = k;
+    nd->s.mm = (lv_saved_matmul){m, n, kk, 1, false, false};
+  }
+  return out;
+}
+
 /* ---- addmm: c + a b ---- */
 
 static void addmm_bwd(lv_graph *g, lv_node *nd) {

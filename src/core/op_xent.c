@@ -4,11 +4,14 @@
 #include "core/graph_impl.h"
 #include "core/ops.h"
 
+/* The logits' first gradient is made in place of the softmax (each element read, then
+ * written: the same values), which is then no longer kept beside it. */
 static void smoothed_xent_bwd(lv_graph *g, lv_node *nd) {
-  bool acc;
-  lv_tensor *gx = lv_graph_grad(g, nd->in[0], &acc);
-  if (!gx) return;
   const lv_saved_xent *sv = &nd->s.xent;
+  bool acc = false;
+  lv_tensor *gx = lv_graph_grad_from_scratch(g, nd->in[0], sv->probs_buf);
+  if (!gx) gx = lv_graph_grad(g, nd->in[0], &acc);
+  if (!gx) return;
   LV_K(nd->be, smoothed_xent_bwd, sv->rows, sv->c, sv->probs, lv_i32(nd->in[1]),
        sv->has_weights ? lv_f32(nd->in[2]) : NULL, sv->smoothing, lv_f32(nd->out->grad), lv_f32(gx), acc);
 }
@@ -53,7 +56,8 @@ lv_tensor *lv_op_smoothed_xent(lv_graph *g, lv_tensor *logits, lv_tensor *ids, l
   if (!k) return NULL;
   int64_t c = logits->shape.d[logits->shape.rank - 1], rows = lv_shape_numel(&os);
   lv_tensor *out = lv_graph_out(g, op, LV_F32, os);
-  float *probs = lv_graph_scratch(g, op, sizeof(float) * (size_t)(rows * c));
+  int probs_buf;
+  float *probs = lv_graph_scratch_buf(g, op, sizeof(float) * (size_t)(rows * c), &probs_buf);
   if (!out || !probs) return NULL;
   char detail[160];
   snprintf(detail, sizeof detail, "(logits %s)", LV_SHP(logits, s1));
@@ -65,7 +69,7 @@ lv_tensor *lv_op_smoothed_xent(lv_graph *g, lv_tensor *logits, lv_tensor *ids, l
   lv_node *nd = logits->requires_grad ? lv_graph_record(g, op, smoothed_xent_bwd, out, n, ins) : NULL;
   if (nd) {
     nd->be = k;
-    nd->s.xent = (lv_saved_xent){rows, c, probs, smoothing, weights != NULL};
+    nd->s.xent = (lv_saved_xent){rows, c, probs, probs_buf, smoothing, weights != NULL};
   }
   return out;
 }

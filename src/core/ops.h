@@ -26,6 +26,12 @@ lv_tensor *lv_op_addmm(lv_graph *g, lv_tensor *c, lv_tensor *a, lv_tensor *b);
  * a quantized w (its twin, kernels/qweight.h) on a graph that records no gradients
  * multiplies and adds the bias in one kernel. matmul and addmm use the twin likewise. */
 lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor *bias);
+/* [x, 1] wb for x [..., K] (rank >= 2) and wb [K + 1, N] -> [..., N]: x w + b as one GEMM
+ * when wb is [w; b]. The values and gradients are matmul(concat([x, ones], -1), wb)'s bit
+ * for bit (the same GEMM calls on the same operands), but the [M, K + 1] copy is not
+ * kept for backward: it is built in scratch for the forward GEMM and given back at once
+ * (lv_graph_scratch_done), and backward builds it again from x, which it keeps instead. */
+lv_tensor *lv_op_matmul_ones_col(lv_graph *g, lv_tensor *x, lv_tensor *wb);
 /* [...,M,K] x [...,K,N] -> [...,M,N] (after optional transposes of the last two dims;
  * equal leading dims, rank >= 3): one strided batched GEMM kernel call for all of them
  * (all heads of an attention at once), not a loop of GEMMs. */

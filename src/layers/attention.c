@@ -308,10 +308,9 @@ static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tens
   if (!b) return lv_op_matmul(g, x, w, false, false);
   /* A quantized w multiplies on its own and adds b in the same kernel. */
   if (w->qw && !lv_graph_is_training(g)) return lv_op_matmul_bias(g, x, w, b);
-  int64_t rows = lv_tensor_numel(x) / k;
-  lv_tensor *x1[2] = {lv_op_reshape(g, x, lv_shape2(rows, k)), lv_graph_fill(g, lv_shape2(rows, 1), 1.0f)};
+  lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(lv_tensor_numel(x) / k, k));
   lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
-  lv_tensor *y = lv_op_matmul(g, lv_op_concat(g, x1, 2, 1), lv_op_concat(g, wb, 2, 0), false, false);
+  lv_tensor *y = lv_op_matmul_ones_col(g, x2, lv_op_concat(g, wb, 2, 0));
   lv_shape os = x->shape;
   os.d[os.rank - 1] = h;
   return y ? lv_op_reshape(g, y, os) : NULL;

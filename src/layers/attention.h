@@ -116,7 +116,8 @@ bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_pac
 /* x [..., K] . w [K, H] + b [H] (b may be NULL), failing the graph naming layer l when
  * x's last dim is not K. With a bias it is one GEMM [x, 1] . [w; b]: the bias costs a
  * copy of x (K wide) instead of an add over the output (H wide), and its gradient comes
- * out of the weight GEMM rather than a row reduction. */
+ * out of the weight GEMM rather than a row reduction. The copy lives only while a GEMM
+ * runs (lv_op_matmul_ones_col): backward keeps x and builds it again. */
 lv_tensor *lv_atten_affine(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_var *w, lv_var *b);
 
 /* Softmax over the last axis ignoring positions where pad (broadcast to logits) is

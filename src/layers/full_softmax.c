@@ -116,7 +116,11 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
   }
   lv_qlayer *q = &l->q;
   if (!lv_qlayer_on(q)) {
-    return b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
+    /* The GEMM's output dies once the bias is added, before a loss allocates its softmax. */
+    const lv_graph_scope scope = lv_graph_scope_begin(g);
+    lv_tensor *y = b ? lv_op_matmul_bias(g, x, w, b) : lv_op_matmul(g, x, w, false, false);
+    lv_graph_scope_end(g, &scope, &y, 1);
+    return y;
   }
   lv_tensor *y = lv_op_matmul(g, lv_qlayer_act(q, g, "inputs", x), lv_qlayer_weight(q, g, "weight", w), false, false);
   if (b) y = lv_op_add(g, y, lv_qlayer_weight(q, g, "weight", b));
@@ -134,9 +138,9 @@ static lv_shape with_last(lv_shape s, int64_t c) {
   return s;
 }
 
-bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
-                            lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
-                            lv_xent_output *out) {
+static bool xent_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
+                       lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing, bool loss_only,
+                       lv_xent_output *out) {
   memset(out, 0, sizeof *out);
   if (!x || !class_weights || (!class_ids && !class_probs)) {
     lv_graph_fail(g, "%s: missing input (x, class_weights and one of class_ids / class_probabilities are needed)",
@@ -182,16 +186,23 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
     if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) return false;
     xent = lv_op_projected_smoothed_xent(g, x2, w, b, ids, NULL, label_smoothing, chunk, &argmax);
   } else {
+    /* Without logits among the outputs the logits are read by no backward
+     * (smoothed_xent's reads its softmax): they die here. */
+    const lv_graph_scope scope = lv_graph_scope_begin(g);
     lv_tensor *logits = lv_softmax_layer_logits(l, g, x2);
-    lv_tensor *log_probs = lv_op_log_softmax(g, logits);
+    lv_tensor *log_probs = loss_only ? NULL : lv_op_log_softmax(g, logits);
     argmax = lv_op_argmax(g, logits);
     if (ids)
       xent = lv_op_smoothed_xent(g, logits, ids, NULL, label_smoothing);
     else
       xent = lv_op_softmax_xent(g, logits, lv_op_reshape(g, class_probs, lv_shape2(n, l->num_classes)));
-    if (!log_probs) return false;
-    out->logits = lv_op_reshape(g, logits, with_last(ps, l->num_classes));
-    out->log_probs = lv_op_reshape(g, log_probs, with_last(ps, l->num_classes));
+    if (!loss_only) {
+      if (!log_probs) return false;
+      out->logits = lv_op_reshape(g, logits, with_last(ps, l->num_classes));
+      out->log_probs = lv_op_reshape(g, log_probs, with_last(ps, l->num_classes));
+    }
+    lv_tensor *keep[4] = {xent, argmax, out->logits, out->log_probs};
+    lv_graph_scope_end(g, &scope, keep, 4);
   }
   if (!xent || !argmax) return false;
   out->per_example_xent = lv_op_reshape(g, xent, ps);
@@ -204,6 +215,18 @@ bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_t
   lv_tensor *inv = lv_op_div(g, lv_graph_fill(g, lv_shape0(), 1.0f), lv_op_maximum_scalar(g, out->total_weight, 1e-6f));
   out->avg_xent = lv_op_mul(g, out->total_xent, inv);
   return out->avg_xent != NULL;
+}
+
+bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
+                            lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
+                            lv_xent_output *out) {
+  return xent_fprop(l, g, x, class_weights, class_ids, class_probs, label_smoothing, false, out);
+}
+
+bool lv_softmax_layer_fprop_loss(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
+                                 lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
+                                 lv_xent_output *out) {
+  return xent_fprop(l, g, x, class_weights, class_ids, class_probs, label_smoothing, true, out);
 }
 
 static lv_status softmax_create(lv_layer *l, const lv_params *p, const char *parent_scope, lv_varstore *vs) {

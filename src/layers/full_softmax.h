@@ -75,6 +75,12 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
 bool lv_softmax_layer_fprop(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
                             lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
                             lv_xent_output *out);
+/* The same without logits and log_probs (NULL, as chunked): for a caller that reads only
+ * the losses and the argmax. The log-softmax is not computed, and in a training step
+ * that gives memory back the [N, C] logits are not kept to the end of forward. */
+bool lv_softmax_layer_fprop_loss(lv_softmax_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *class_weights,
+                                 lv_tensor *class_ids, lv_tensor *class_probs, float label_smoothing,
+                                 lv_xent_output *out);
 
 /* UniformLabelSmoother (Lingvo layers.UniformLabelSmoother): class-probability targets
  * one_hot(labels, on = 1 - uncertainty, off = uncertainty / (num_classes - 1)), with

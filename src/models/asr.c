@@ -139,7 +139,8 @@ static bool asr_fprop(lv_task *t, lv_graph *g, lv_batch *b, bool is_eval, int64_
   lv_tensor *x = lv_atten_lstm_decoder_fprop(&m->dec, g, enc, epads, tgt_ids, tgt_pads, NULL);
   lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [L, B] */
   lv_xent_output xo;
-  if (!x || !labels || !weights || !lv_softmax_layer_fprop(m->dec.softmax, g, x, weights, labels, NULL, m->smoothing, &xo))
+  if (!x || !labels || !weights ||
+      !lv_softmax_layer_fprop_loss(m->dec.softmax, g, x, weights, labels, NULL, m->smoothing, &xo))
     return false;
   double total_weight = 0;
   if (lv_tensor_item(xo.total_weight, &total_weight)) {

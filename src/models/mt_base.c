@@ -79,7 +79,7 @@ bool lv_mt_softmax_metrics(lv_softmax_layer *sm, lv_graph *g, lv_tensor *x, lv_t
                            float smoothing, bool per_word_avg_loss, bool is_eval, const char *who, lv_metrics *mt) {
   lv_tensor *labels = transpose2(g, tgt_labels), *weights = transpose2(g, tgt_w); /* [T, B] */
   lv_xent_output xo;
-  if (!labels || !weights || !lv_softmax_layer_fprop(sm, g, x, weights, labels, NULL, smoothing, &xo))
+  if (!labels || !weights || !lv_softmax_layer_fprop_loss(sm, g, x, weights, labels, NULL, smoothing, &xo))
     return false;
   double total_weight = 0;
   if (lv_tensor_item(xo.total_weight, &total_weight)) {
