@@ -47,7 +47,7 @@ for f in "$SRC" "$REF" "$VOCAB"; do
   [ -f "$f" ] || { echo "SKIP bench_ct2.sh: no $f (scripts/prepare_bible_en_es.sh /tmp/bible)"; exit 77; }
 done
 . bench/peer_env.sh
-export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS PYTHONDONTWRITEBYTECODE=1
 make -s -j2 bin/export bin/decoder bin/sacrebleu_score
 tmp=$(mktemp -d /tmp/bench_ct2.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
