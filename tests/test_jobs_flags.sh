@@ -23,6 +23,16 @@ expect_exit 2 "override task.cls: 'Adam'" "$TR" --model=$M --logdir="$T/x" --mod
 err_has "task.cls is 'Adam', which is not a task class"
 expect_exit 2 "evaler --dataset=Train.cls" "$EV" --model=$M --logdir="$T/x" --dataset=Train.cls --once
 err_has "has no dataset Train.cls"
+expect_exit 2 "evaler --dataset=Train.tokenizer (a group, not a dataset)" "$EV" --model=$M --logdir="$T/x" \
+  --dataset=Train.tokenizer --once
+err_has "has no dataset Train.tokenizer"
+# Datasets beyond Lingvo's six names (an experiment's own, as Lingvo's params-class methods).
+expect_exit 0 "inspect_evaler lists an experiment's own datasets" "$TR" --model=asr.synth_en.LasSmall \
+  --logdir="$T/synth" --mode=inspect_evaler
+check "own datasets after Lingvo's" grep -q "^dev,test,real,testgeneral,heldoutespeak,heldoutflite,heldoutfestival$" "$T/out"
+expect_exit 2 "a dataset the experiment lacks lists its own" "$EV" --model=asr.synth_en.LasSmall --logdir="$T/synth" \
+  --dataset=HeldoutNone --once
+err_has "available datasets are: [Train, Dev, Test, Real, testgeneral, heldoutespeak, heldoutflite, heldoutfestival]"
 expect_exit 2 "trainer --task=3" "$TR" --model=$M --logdir="$T/x" --task=3
 err_has "--task may only be 0"
 expect_exit 2 "evaler --checkpoint without --once" "$EV" --model=$M --logdir="$T/x" --model_params_override="$OV" \

@@ -41,9 +41,9 @@ static lv_status inspect_params(lv_cli *c, lv_flag *flags, int n) {
   c->job = "controller";
   lv_model_options o;
   LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
-  const char *names[8];
+  char names[LV_MAX_DATASETS][LV_DATASET_NAME_MAX];
   int nd = 0;
-  LV_TRY(lv_model_datasets(&o, names, &nd));
+  LV_TRY(lv_model_datasets(&o, names, LV_MAX_DATASETS, &nd));
   LV_TRY(lv_file_mkdirs(c->logdir));
   for (int i = 0; i < nd; i++) {
     lv_params *p = NULL;
@@ -98,9 +98,9 @@ static lv_status write_inference_graph(lv_cli *c, lv_flag *flags, int n, const c
 static lv_status inspect_evaler(lv_cli *c, lv_flag *flags, int n) {
   lv_model_options o;
   LV_TRY(lv_cli_model_options(c, flags, n, "Train", &o));
-  const char *names[8];
+  char names[LV_MAX_DATASETS][LV_DATASET_NAME_MAX];
   int nd = 0;
-  LV_TRY(lv_model_datasets(&o, names, &nd));
+  LV_TRY(lv_model_datasets(&o, names, LV_MAX_DATASETS, &nd));
   for (int i = 0; i < nd; i++) {
     if (!strcmp(names[i], "Train")) continue;
     char lower[32];

@@ -272,22 +272,41 @@ static void dataset_key(const char *dataset, char *key, size_t n) {
   snprintf(key, n, "datasets.%s", l);
 }
 
-/* The datasets an experiment defines, in kDatasets order; returns the count. */
-static int defined_datasets(const lv_params *p, const char **names) {
+/* A dataset name as --dataset takes it: a letter, then letters, digits or '_', shorter
+ * than LV_DATASET_NAME_MAX (so "Train.tokenizer" is no dataset, though it names a group). */
+static bool dataset_name_ok(const char *ds) {
+  size_t n = strlen(ds);
+  if (n == 0 || n >= LV_DATASET_NAME_MAX || !isalpha((unsigned char)ds[0])) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)ds[i]) && ds[i] != '_') return false;
+  return true;
+}
+
+/* The datasets an experiment defines (the groups under `datasets`, as Lingvo's are the
+ * methods of its params class): Lingvo's names first, in kDatasets order and spelling,
+ * then the experiment's others as written; returns the count (at most cap). */
+static int defined_datasets(const lv_params *p, char (*names)[LV_DATASET_NAME_MAX], int cap) {
   int n = 0;
-  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) {
+  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets) && n < cap; i++) {
     char key[64];
     dataset_key(kDatasets[i], key, sizeof key);
-    if (lv_params_sub(p, key)) names[n++] = kDatasets[i];
+    if (is_group(p, key)) snprintf(names[n++], LV_DATASET_NAME_MAX, "%s", kDatasets[i]);
+  }
+  const lv_params *d = lv_params_sub(p, "datasets");
+  for (int i = 0; d && i < lv_params_num_keys(d) && n < cap; i++) {
+    const char *k = lv_params_key(d, i);
+    bool lingvo = false;
+    for (size_t j = 0; j < LV_ARRAY_LEN(kDatasets); j++) lingvo |= !strcasecmp(k, kDatasets[j]);
+    if (!lingvo && dataset_name_ok(k) && is_group(d, k)) snprintf(names[n++], LV_DATASET_NAME_MAX, "%s", k);
   }
   return n;
 }
 
-lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n) {
+lv_status lv_model_datasets(const lv_model_options *o, char (*names)[LV_DATASET_NAME_MAX], int cap, int *n) {
   lv_params *p = NULL;
   char path[4096];
   LV_TRY(load(o, &p, path, sizeof path));
-  *n = defined_datasets(p, names);
+  *n = defined_datasets(p, names, cap);
   lv_params_free(p);
   return NULL;
 }
@@ -341,13 +360,16 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out) {
   char path[4096];
   LV_TRY(load(o, &p, path, sizeof path));
   lv_status s = NULL;
-  char key[64], avail[128];
-  const char *defined[LV_ARRAY_LEN(kDatasets)];
+  char key[64], avail[512];
+  char defined[LV_MAX_DATASETS][LV_DATASET_NAME_MAX];
+  const char *defined_ptr[LV_MAX_DATASETS];
   const char *ds = o->dataset ? o->dataset : "Train";
-  bool known = false; /* one of Lingvo's dataset names: "Train.cls" is no dataset, not a key */
-  for (size_t i = 0; i < LV_ARRAY_LEN(kDatasets); i++) known |= !strcasecmp(ds, kDatasets[i]);
+  /* A name, not a key path: "Train.cls" or "Train.tokenizer" is no dataset. */
+  bool known = dataset_name_ok(ds);
   dataset_key(ds, key, sizeof key);
-  lv_names_join(defined, defined_datasets(p, defined), ", ", avail, sizeof avail);
+  int nd = defined_datasets(p, defined, LV_MAX_DATASETS);
+  for (int i = 0; i < nd; i++) defined_ptr[i] = defined[i];
+  lv_names_join(defined_ptr, nd, ", ", avail, sizeof avail);
   if (!known || !is_group(p, key))
     s = lv_status_make(LV_ERR_NOT_FOUND, "model %s has no dataset %s; available datasets are: [%s]", o->model,
                        o->dataset ? o->dataset : "Train", avail);

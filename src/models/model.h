@@ -37,7 +37,12 @@ lv_status lv_model_params_build(const lv_model_options *o, lv_params **out);
  * inspect_params writes it and a model file keeps it): the default tree without its
  * datasets, then the text (each cls line instantiating its class). Errors name source. */
 lv_status lv_model_params_from_text(const char *text, const char *source, lv_params **out);
-/* The dataset names an experiment defines ("Train", "Dev", "Test"), for inspect_params. */
-lv_status lv_model_datasets(const lv_model_options *o, const char **names, int *n);
+/* The dataset names an experiment defines, for inspect_params and inspect_evaler: Lingvo's
+ * ("Train", "Dev", "Test", "DevOther", "TestOther", "Real") first, then any other group
+ * under `datasets` (e.g. asr.synth_en's "heldoutespeak"; --dataset matches names
+ * case-insensitively), at most cap of them. */
+#define LV_DATASET_NAME_MAX 32
+#define LV_MAX_DATASETS 32
+lv_status lv_model_datasets(const lv_model_options *o, char (*names)[LV_DATASET_NAME_MAX], int cap, int *n);
 
 #endif
