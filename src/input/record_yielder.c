@@ -365,14 +365,18 @@ typedef struct reader_state {
   item *buf; /* shuffle buffer: at most one epoch's records (it drains at each epoch's end) */
   int64_t buf_n, buf_cap;
   int64_t buf_bytes;  /* the records' bytes in buf */
+  int64_t peak_bytes; /* buf_bytes' largest value (published to the yielder when it grows) */
   uint64_t position; /* records seen in the global order (for sharding) */
 } reader_state;
 
-/* The buffer's bytes changed: its peak for lv_record_yielder_buffer_peak_bytes. */
+/* The buffer's bytes changed: a new peak goes to lv_record_yielder_buffer_peak_bytes (the
+ * lock is taken only then, not once per record). */
 static void note_bytes(reader_state *rs) {
+  if (rs->buf_bytes <= rs->peak_bytes) return;
+  rs->peak_bytes = rs->buf_bytes;
   lv_record_yielder *y = rs->y;
   pthread_mutex_lock(&y->mu);
-  if (rs->buf_bytes > y->buf_peak_bytes) y->buf_peak_bytes = rs->buf_bytes;
+  y->buf_peak_bytes = rs->peak_bytes;
   pthread_mutex_unlock(&y->mu);
 }
 
