@@ -37,7 +37,7 @@ secs() { awk '{ split($2, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[
 for i in $(seq 1 "$RUNS"); do
   rm -rf "$tmp/run"
   O="input.file_pattern: \"text:$DATA/train.txt\"; train.max_steps: $STEPS; train.summary_interval_steps: 1; train.save_interval_seconds: 100000"
-  /usr/bin/time -f %M -o "$tmp/rss" "$BIN/trainer" --model=$M --logdir="$tmp/run" --model_params_override="$O" \
+  /usr/bin/time -f %M -o "$tmp/rss" "$BIN/trainer" --model=$M --logdir="$tmp/run" --num_threads="$THREADS" --model_params_override="$O" \
     2>"$tmp/train.log" >/dev/null
   awk '{ printf "lingvoc_lm rss_train %.0f MB\n", $1 / 1024 }' "$tmp/rss" | tee -a "$out"
   grep 'step: *[0-9]*, steps/sec' "$tmp/train.log" >"$tmp/steps"
@@ -47,7 +47,7 @@ for i in $(seq 1 "$RUNS"); do
   lp=$(grep -o 'log_pplx:[0-9.]*' "$tmp/steps" | sed -n '1p;$p' | cut -d: -f2 | paste -sd' ')
   awk -v n="$tok" -v a="$t0" -v b="$t1" -v s=$((STEPS - WARMUP)) -v lp="$lp" \
     'BEGIN { split(lp, l, " "); printf "lingvoc_lm train %d steps %.0f tokens/s log_pplx %.3f -> %.3f\n", s, n / (b - a), l[1], l[2] }' | tee -a "$out"
-  D=("$BIN/decoder" --model=$M --logdir="$tmp/run" --dataset=Test)
+  D=("$BIN/decoder" --model=$M --logdir="$tmp/run" --dataset=Test --num_threads="$THREADS")
   TO="input.file_pattern: \"text:$DATA/test.txt\""
   a=$(date +%s.%N); "${D[@]}" --model_params_override="$TO" --score_text="$tmp/score.txt" >"$tmp/score.out" 2>/dev/null
   b=$(date +%s.%N)

@@ -8,7 +8,10 @@
 # (user + system, the whole run: start-up and STEPS steps), which a busy machine moves far
 # less. Prints each run, then per side the medians with their spread (min-max), the RSS
 # ratios to PyTorch and the after/before ratios, and the load average.
-#   BASE_BIN (none), BIN (bin), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
+# A param change is measured the same way: BASE_BIN=bin OVERRIDE='task.lm.trans_tpl.remat:
+# true' runs the same build plain ("before") and with the override ("after").
+#   BASE_BIN (none), BIN (bin), OVERRIDE / BASE_OVERRIDE (params added to the after /
+#   before runs' --model_params_override), DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh),
 #   MODELS ("TransformerLmSmall RnnLmSmall"), THREADS (2), RUNS (3), STEPS (12), WARMUP (2),
 #   TORCH_THREADS (THREADS)
 set -euo pipefail
@@ -25,10 +28,10 @@ trap 'rm -rf "$tmp"' EXIT
 secs() { awk '{ split($2, t, ":"); printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] }'; }
 # lingvoc SIDE BINDIR MODEL: one training run, "SIDE MODEL rss N MB" and "SIDE MODEL train N tokens/s".
 lingvoc() {
-  local side=$1 bin=$2 m=$3
+  local side=$1 bin=$2 m=$3 extra=$4
   rm -rf "$tmp/run"
-  O="input.file_pattern: \"text:$DATA/train.txt\"; train.max_steps: $STEPS; train.summary_interval_steps: 1; train.save_interval_seconds: 100000"
-  /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$bin/trainer" --model=lm.bible.$m --logdir="$tmp/run" --model_params_override="$O" \
+  O="input.file_pattern: \"text:$DATA/train.txt\"; train.max_steps: $STEPS; train.summary_interval_steps: 1; train.save_interval_seconds: 100000${extra:+; $extra}"
+  /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$bin/trainer" --model=lm.bible.$m --logdir="$tmp/run" --num_threads="$THREADS" --model_params_override="$O" \
     2>"$tmp/train.log" >/dev/null
   awk -v s="$side" -v m="$m" '{ printf "%s %s rss %.0f MB\n%s %s cpu %.2f s\n", s, m, $1 / 1024, s, m, $2 + $3 }' "$tmp/rss"
   grep 'step: *[0-9]*, steps/sec' "$tmp/train.log" >"$tmp/steps"
@@ -43,8 +46,8 @@ for i in $(seq 1 "$RUNS"); do
   for m in $MODELS; do
     case $m in TransformerLmSmall) kind=transformer ;; RnnLmSmall) kind=rnn ;; *) echo "bench_mem.sh: unknown model $m" >&2; exit 2 ;; esac
     echo "run $i $m: load $(cut -d' ' -f1-3 /proc/loadavg)"
-    [ -z "$BASE_BIN" ] || lingvoc before "$BASE_BIN" "$m" | tee -a "$out"
-    lingvoc after "$BIN" "$m" | tee -a "$out"
+    [ -z "$BASE_BIN" ] || lingvoc before "$BASE_BIN" "$m" "${BASE_OVERRIDE:-}" | tee -a "$out"
+    lingvoc after "$BIN" "$m" "${OVERRIDE:-}" | tee -a "$out"
     OMP_NUM_THREADS=$TORCH_THREADS OPENBLAS_NUM_THREADS=$TORCH_THREADS \
       TRAIN_ONLY=1 /usr/bin/python3 bench/lm_torch.py "$DATA/train.txt" "$TORCH_THREADS" "$STEPS" "$WARMUP" "$kind" |
       awk -v m="$m" '/^torch_lm train/ { printf "pytorch %s train %s tokens/s\n", m, $5 } /^torch_lm rss_train/ { printf "pytorch %s rss %s MB\n", m, $3 }' | tee -a "$out"

@@ -1489,6 +1489,99 @@ START_TEST(graph_free_in_backward_same_bits) {
 }
 END_TEST
 
+/* A residual block for lv_graph_remat: x + dropout(relu(LN(x) . w1)) . w2 + a scaled
+ * add; reads x (in[0]) and the variables in ctx. bad: also reads ctx's other tensor,
+ * which is not among the inputs. */
+typedef struct remat_ctx {
+  lv_tensor *w1, *w2, *s, *b, *other;
+  bool bad;
+} remat_ctx;
+static lv_tensor *remat_block(lv_graph *g, const void *c, lv_tensor *const *in) {
+  const remat_ctx *r = c;
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  lv_tensor *h = lv_op_layer_norm(g, in[0], r->s, r->b, 1e-6f);
+  h = lv_op_relu(g, lv_op_matmul(g, h, r->w1, false, false));
+  h = lv_op_dropout(g, h, 0.75f, 7, lv_graph_next_stream(g));
+  h = lv_op_matmul(g, h, r->w2, false, false);
+  if (r->bad) h = lv_op_add(g, h, r->other);
+  lv_tensor *y = lv_op_add(g, in[0], lv_op_scale(g, h, 0.5f));
+  lv_graph_scope_end(g, &sc, &y, 1);
+  return y;
+}
+
+START_TEST(graph_remat_same_bits) {
+  enum { N = 24, D = 8, H = 32, L = 4, NP = 5 };
+  lv_shape shapes[NP] = {lv_shape2(N, D), lv_shape2(D, H), lv_shape2(H, D), lv_shape1(D), lv_shape1(D)};
+  static float grads[2][NP][N * H];
+  float loss_v[2];
+  size_t live[2], acts[2];
+  for (int mode = 0; mode < 2; mode++) {
+    lv_rng st;
+    lv_rng_init(&st, 5, 0);
+    lv_graph *g = lv_graph_create(0);
+    lv_graph_set_free_in_backward(g, true);
+    lv_graph_set_step(g, 3);
+    lv_tensor *p[NP];
+    for (int i = 0; i < NP; i++) {
+      p[i] = lv_graph_tensor(g, LV_F32, shapes[i]);
+      for (int64_t j = 0; j < lv_tensor_numel(p[i]); j++) lv_f32(p[i])[j] = (float)lv_rng_uniform(&st) - 0.5f;
+      p[i]->requires_grad = true;
+    }
+    remat_ctx rc = {p[1], p[2], p[3], p[4], NULL, false};
+    /* x0 is not a leaf of the tape: the first block reads a tape tensor through in[0]. */
+    lv_tensor *x = lv_op_scale(g, p[0], 1.5f);
+    for (int l = 0; l < L; l++)
+      x = mode ? lv_graph_remat(g, remat_block, &rc, sizeof rc, 1, &x) : remat_block(g, &rc, &x);
+    /* A dropout after the blocks draws the same stream in both modes. */
+    x = lv_op_dropout(g, x, 0.5f, 9, lv_graph_next_stream(g));
+    lv_tensor *cls = lv_graph_tensor(g, LV_I32, lv_shape1(N));
+    for (int i = 0; i < N; i++) lv_i32(cls)[i] = (i * 5) % D;
+    lv_tensor *loss = lv_op_reduce_sum(g, lv_op_sparse_softmax_xent(g, x, cls), LV_ALL_AXES, false);
+    ck_assert_ptr_nonnull(loss);
+    loss_v[mode] = lv_f32(loss)[0];
+    EXPECT_OK(lv_graph_backward(g, loss));
+    for (int i = 0; i < NP; i++) memcpy(grads[mode][i], p[i]->grad->data, lv_tensor_nbytes(p[i]));
+    lv_graph_mem_stats ms;
+    lv_graph_mem_stats_get(g, false, &ms);
+    live[mode] = ms.live_peak;
+    acts[mode] = ms.at_peak[LV_GRAPH_MEM_ACTIVATIONS] + ms.at_peak[LV_GRAPH_MEM_FWD_SCRATCH];
+    if (mode == 1) {
+      /* A tensor the function reads but was not given is an error naming the rule. */
+      lv_graph_reset(g);
+      for (int i = 0; i < NP; i++) {
+        p[i] = lv_graph_fill(g, shapes[i], 0.25f);
+        p[i]->requires_grad = true;
+      }
+      lv_tensor *a = lv_op_scale(g, p[0], 1.0f);
+      lv_tensor *other = lv_op_scale(g, p[0], 2.0f);
+      remat_ctx bad = {p[1], p[2], p[3], p[4], other, true};
+      ck_assert_ptr_null(lv_graph_remat(g, remat_block, &bad, sizeof bad, 1, &a));
+      lv_status s = lv_graph_status(g);
+      ck_assert_ptr_nonnull(s);
+      ck_assert_msg(strstr(lv_status_msg(s), "not among the remat function's inputs"), "%s", lv_status_msg(s));
+      lv_status_free(s);
+      /* In eval it is the function itself. */
+      lv_graph_reset(g);
+      lv_graph_set_training(g, false);
+      for (int i = 0; i < NP; i++) p[i] = lv_graph_fill(g, shapes[i], 0.25f);
+      rc = (remat_ctx){p[1], p[2], p[3], p[4], NULL, false};
+      ck_assert_ptr_nonnull(lv_graph_remat(g, remat_block, &rc, sizeof rc, 1, &p[0]));
+      EXPECT_OK(lv_graph_status(g));
+    }
+    lv_graph_destroy(g);
+  }
+  ck_assert_msg(!memcmp(&loss_v[0], &loss_v[1], sizeof(float)), "loss %.9g vs %.9g", (double)loss_v[0],
+                (double)loss_v[1]);
+  for (int i = 0; i < NP; i++)
+    ck_assert_msg(!memcmp(grads[0][i], grads[1][i], sizeof(float) * (size_t)lv_shape_numel(&shapes[i])),
+                  "gradient %d differs with remat", i);
+  /* The blocks' hidden activations ([N, H] x 3 per block) are not kept: the peak holds
+   * far less than without. */
+  ck_assert_msg(acts[1] * 2 < acts[0], "activations at the peak: %zu with remat, %zu without", acts[1], acts[0]);
+  ck_assert_uint_lt(live[1], live[0]);
+}
+END_TEST
+
 START_TEST(graph_sticky_errors) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape2(256, 2450));
@@ -1804,6 +1897,7 @@ int main(void) {
   tcase_add_test(gr, graph_backward_rules);
   tcase_add_test(gr, graph_device_dispatch);
   tcase_add_test(gr, graph_free_in_backward_same_bits);
+  tcase_add_test(gr, graph_remat_same_bits);
   suite_add_tcase(s, gr);
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);

@@ -57,6 +57,27 @@ for M in TransformerLmTinyTest RnnLmTinyTest; do
   check "$M: both runs' checkpoints are bit-identical" cmp -s "$T/a.dump" "$T/b.dump"
   check "$M: the checkpoint has tensors" test "$(wc -l <"$T/a.dump")" -gt 10
 done
+# Rematerialized Transformer layers (task.lm.trans_tpl.remat): the same bits, a lower
+# high-water, fewer tape nodes (each layer is one node until its backward runs it again).
+M=TransformerLmTinyTest
+expect_exit 0 "$M: memory_report with remat" "$LV_BIN/trainer" --model=lm.bible.$M --logdir="$T/$M.remat" \
+  --mode=memory_report --memory_report_steps=4 --model_params_override="$TR; task.lm.trans_tpl.remat: true"
+cp "$T/out" "$T/$M.remat.txt"
+ha=$(fig "$T/$M.free.txt" "step arena high-water") hr=$(fig "$T/$M.remat.txt" "step arena high-water")
+check "$M: remat lowers the arena high-water ($hr < $ha)" test "$hr" -lt "$ha"
+na=$(grep -o 'worst of the steps: [0-9]* tape nodes' "$T/$M.free.txt" | grep -o '[0-9]*')
+nr=$(grep -o 'worst of the steps: [0-9]* tape nodes' "$T/$M.remat.txt" | grep -o '[0-9]*')
+check "$M: remat keeps fewer tape nodes ($nr < $na)" test "${nr:-0}" -gt 0 -a "${nr:-0}" -lt "${na:-0}"
+ckpt_dump "$T/$M.free/train/ckpt-00000004" >"$T/a.dump"
+ckpt_dump "$T/$M.remat/train/ckpt-00000004" >"$T/r.dump"
+check "$M: remat's checkpoint is bit-identical to the plain run's" cmp -s "$T/a.dump" "$T/r.dump"
+# The evaler's log says what its pass held: peak RSS = weights + step arena + input + other.
+expect_exit 0 "$M: evaler --once on the plain run" "$LV_BIN/evaler" --model=lm.bible.$M --logdir="$T/$M.free" \
+  --dataset=Train --once --model_params_override="$TR"
+check "the evaler logs its memory" grep -q 'eval_train: memory: peak RSS [0-9.]* MB: weights [0-9.]* MB, step arena [0-9.]* MB (worst batch), input buffer [0-9.]* MB, other' "$T/err"
+w=$(sed -n 's/.*memory: peak RSS [0-9.]* MB: weights \([0-9.]*\) MB.*/\1/p' "$T/err")
+wr=$(awk -v b="$(fig "$T/$M.free.txt" variables)" 'BEGIN { printf "%.1f", b / 1e6 }')
+check "... its weights are the trainer's variables ($w = $wr MB)" test "$w" = "$wr"
 expect_exit 2 "--memory_report_steps=0 is a usage error" "$LV_BIN/trainer" --model=lm.bible.RnnLmTinyTest \
   --logdir="$T/zero" --mode=memory_report --memory_report_steps=0 --model_params_override="$TR"
 err_has "--memory_report_steps=0: expected >= 1"

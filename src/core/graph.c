@@ -91,6 +91,8 @@ struct lv_graph {
   free_range *free;
   int n_free, cap_free;
   bool free_in_backward; /* lv_graph_set_free_in_backward */
+  bool free_in_eval;     /* lv_graph_set_free_in_eval */
+  bool marked;           /* a mark was taken since the reset (lv_graph_get_mark) */
   bool in_backward;      /* allocations are backward temporaries unless gradients */
   int *temps;            /* buffers (index) the running backward function made, gradients aside */
   int n_temps, cap_temps;
@@ -100,7 +102,19 @@ struct lv_graph {
   /* Op outputs made in forward this step (training with free_in_backward only). */
   out_info *outs;
   int n_outs, cap_outs;
+  /* lv_graph_remat: the segment running without a tape (NULL: none); how deep calls nest. */
+  struct remat_seg *remat;
+  int remat_depth;
 };
+
+/* A segment of lv_graph_remat in its first, tape-less run: its inputs, where the step's
+ * op outputs stood when it began, and the variables it read. */
+typedef struct remat_seg {
+  lv_tensor *const *in;
+  int n_in, outs0;
+  lv_tensor **leaves;
+  int n_leaves, cap_leaves;
+} remat_seg;
 
 static void *device_alloc(void *user, size_t bytes) {
   const lv_backend *be = user;
@@ -177,6 +191,7 @@ void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *o
 void lv_graph_set_free_in_backward(lv_graph *g, bool on) { g->free_in_backward = on; }
 
 bool lv_graph_free_in_backward(const lv_graph *g) { return g->free_in_backward; }
+void lv_graph_set_free_in_eval(lv_graph *g, bool on) { g->free_in_eval = on; }
 
 void lv_graph_reset(lv_graph *g) {
   /* Kernels of this step may still run; an error they found belongs to this step. */
@@ -197,6 +212,7 @@ void lv_graph_reset(lv_graph *g) {
   g->err[0] = 0;
   g->n_bufs = g->n_free = g->n_temps = 0;
   g->n_outs = 0;
+  g->marked = false;
   memset(g->live, 0, sizeof g->live);
   memset(g->live_by_op, 0, sizeof g->live_by_op);
   g->live_total = 0;
@@ -391,7 +407,9 @@ static void *arena_alloc(lv_graph *g, const char *what, size_t bytes, int kind, 
   *buf = 0;
   bytes = arena_round(bytes);
   uint64_t blk = 0;
-  char *p = g->n_free ? take_free(g, bytes, &blk) : NULL;
+  /* After a mark nothing is taken from what was given back: a rewind forgets the
+   * allocations since the mark, and a piece they took would be lost with them. */
+  char *p = g->n_free && !g->marked ? take_free(g, bytes, &blk) : NULL;
   if (p) {
     g->cur.reused += bytes;
   } else {
@@ -473,7 +491,9 @@ static lv_tensor *new_header(lv_graph *g, const char *what, lv_dtype dtype, lv_s
 
 /* ---- Forward scopes (graph.h: lv_graph_scope_begin) ---- */
 
-static bool tracking(const lv_graph *g) { return g->free_in_backward && g->training && !g->in_backward; }
+static bool tracking(const lv_graph *g) {
+  return g->training ? g->free_in_backward && !g->in_backward : g->free_in_eval && !g->marked;
+}
 
 /* Op output t, made in forward, gets its number. */
 static void number_out(lv_graph *g, lv_tensor *t) {
@@ -602,7 +622,8 @@ bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const l
   return true;
 }
 
-lv_graph_mark lv_graph_get_mark(const lv_graph *g) {
+lv_graph_mark lv_graph_get_mark(lv_graph *g) {
+  g->marked = true;
   lv_graph_mark m = {lv_arena_get_mark(g->arena), lv_arena_get_mark(g->meta), g->n_nodes, g->n_checks,
                      g->n_heap_leaves, g->n_updates, g->n_bufs};
   return m;
@@ -656,9 +677,15 @@ static bool take_errors(lv_graph *g) {
 
 bool lv_graph_poll_errors(lv_graph *g) { return !take_errors(g); }
 
+static void remat_note(lv_graph *g, lv_op op, int n, lv_tensor *const *ins);
+
 lv_node *lv_graph_record(lv_graph *g, lv_op op, lv_backward_fn bw, lv_tensor *out, int n,
                          lv_tensor *const *ins) {
   if (!g->training || !out) return NULL;
+  if (g->remat) {
+    remat_note(g, op, n, ins);
+    return NULL;
+  }
   bool need = false;
   for (int i = 0; i < n; i++) need |= ins[i]->requires_grad;
   if (!need) return NULL;
@@ -805,6 +832,7 @@ static uint32_t backward_reads(const lv_node *n) {
     case LV_OP_LAYER_NORM: case LV_OP_LAYER_NORM_PLUS1: return ALL & ~OUT;
     case LV_OP_SPARSE_SOFTMAX_XENT: case LV_OP_GATHER: return 2; /* the ids */
     case LV_OP_SMOOTHED_XENT: return 6;                          /* the ids and weights; the softmax is scratch */
+    case LV_OP_REMAT: return ALL & ~OUT; /* the inputs, to run fn again; not y */
     case LV_OP_ACTIVATION: {
       const unsigned r = lv_act_bwd_reads(n->s.act.act);
       return (r & 1 ? 1u : 0u) | (r & 2 ? OUT : 0u);
@@ -869,42 +897,45 @@ typedef struct release_plan {
   lv_tensor **dead;
 } release_plan;
 
-static bool plan_releases(lv_graph *g, int root, release_plan *p) {
+/* Over the nodes [lo, root] (start and dead indexed from lo): a tensor of a node below lo
+ * is another plan's. */
+static bool plan_releases(lv_graph *g, int lo, int root, release_plan *p) {
+  const int m = root - lo + 1;
   size_t refs = 0;
-  for (int i = 0; i <= root; i++) refs += (size_t)g->nodes[i].n_in + 3;
+  for (int i = lo; i <= root; i++) refs += (size_t)g->nodes[i].n_in + 3;
   size_t cap = 64;
   while (cap < 2 * refs) cap *= 2;
   lv_tensor **keys = calloc(cap, sizeof *keys);
   int *last = malloc(sizeof *last * cap);
-  p->start = calloc((size_t)root + 2, sizeof *p->start);
+  p->start = calloc((size_t)m + 1, sizeof *p->start);
   if (!keys || !last || !p->start) goto fail;
   int n_keys = 0;
   /* Ascending, so the first node to note a tensor is the lowest that reads it. */
-  for (int i = 0; i <= root; i++) {
+  for (int i = lo; i <= root; i++) {
     const lv_node *n = &g->nodes[i];
     lv_tensor *ts[4 + 1];
     int k = saved_tensors(n, ts);
     ts[k++] = n->out;
     for (int j = -k; j < n->n_in; j++) {
       lv_tensor *t = j < 0 ? ts[-j - 1] : n->in[j];
-      if (!t || t->node < 0) continue;
+      if (!t || t->node < lo) continue;
       size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
       while (keys[h] && keys[h] != t) h = (h + 1) & (cap - 1);
       if (keys[h]) continue;
       keys[h] = t;
-      last[h] = i;
+      last[h] = i - lo;
       n_keys++;
-      p->start[i + 1]++;
+      p->start[i - lo + 1]++;
     }
   }
-  for (int i = 0; i <= root; i++) p->start[i + 1] += p->start[i];
+  for (int i = 0; i < m; i++) p->start[i + 1] += p->start[i];
   p->dead = malloc(sizeof *p->dead * (size_t)(n_keys ? n_keys : 1));
-  int *fill = malloc(sizeof *fill * ((size_t)root + 1));
+  int *fill = malloc(sizeof *fill * (size_t)m);
   if (!p->dead || !fill) {
     free(fill);
     goto fail;
   }
-  memcpy(fill, p->start, sizeof *fill * ((size_t)root + 1));
+  memcpy(fill, p->start, sizeof *fill * (size_t)m);
   for (size_t h = 0; h < cap; h++)
     if (keys[h]) p->dead[fill[last[h]]++] = keys[h];
   free(fill);
@@ -917,6 +948,153 @@ fail:
   free(p->start);
   p->start = NULL;
   return false;
+}
+
+/* Runs the backward functions of nodes root down to lo (root's output has its gradient),
+ * giving back what dies as it goes (free_in_backward); the hook sees each node if hook.
+ * False if planning the releases ran out of memory (nothing ran). */
+static bool backward_range(lv_graph *g, int lo, int root, const lv_tensor *keep, bool hook) {
+  release_plan plan = {0};
+  if (g->free_in_backward && !plan_releases(g, lo, root, &plan)) return false;
+  for (int i = root; i >= lo && !g->failed; i--) {
+    lv_node *n = &g->nodes[i];
+    g->n_temps = 0;
+    if (n->out->grad) n->backward(g, n);
+    if (hook && g->bwd_hook) g->bwd_hook(g->bwd_hook_ctx, i);
+    if (!plan.start) continue;
+    for (int k = 0; k < g->n_temps; k++) buf_unref(g, g->temps[k]);
+    g->n_temps = 0;
+    for (int k = plan.start[i - lo]; k < plan.start[i - lo + 1]; k++) {
+      lv_tensor *t = plan.dead[k];
+      if (t->grad) release_data(g, t->grad);
+      if (t != keep) release_data(g, t);
+    }
+  }
+  free(plan.start);
+  free(plan.dead);
+  return true;
+}
+
+/* ---- Rematerialization (graph.h: lv_graph_remat) ---- */
+
+static bool remat_is_input(const remat_seg *s, const lv_tensor *t) {
+  for (int i = 0; i < s->n_in; i++)
+    if (s->in[i] == t) return true;
+  return false;
+}
+
+/* An op of the tape-less run read ins: each must be one of the segment's inputs, a
+ * variable (noted, for the node), or made inside. */
+static void remat_note(lv_graph *g, lv_op op, int n, lv_tensor *const *ins) {
+  remat_seg *s = g->remat;
+  for (int i = 0; i < n; i++) {
+    lv_tensor *t = ins[i];
+    if (!t || remat_is_input(s, t)) continue;
+    const out_info *o = out_of(g, t);
+    if (t->node >= 0 || (o && t->out_seq <= s->outs0)) {
+      lv_graph_failf(g, op, "input %d (%s, a tensor of the step made before lv_graph_remat) is not among the "
+                     "remat function's inputs: pass every tensor it reads", i, lv_dtype_names[t->dtype]);
+      return;
+    }
+    if (!t->requires_grad) continue;
+    bool seen = false;
+    for (int j = 0; j < s->n_leaves && !seen; j++) seen = s->leaves[j] == t;
+    if (seen) continue;
+    s->leaves = grow_array(s->leaves, s->n_leaves, &s->cap_leaves, sizeof *s->leaves, 16);
+    s->leaves[s->n_leaves++] = t;
+  }
+}
+
+/* Gives back the forward scratch of the ops since buffer bufs0 still held (the ops
+ * whose backward would read it have none, or have run). */
+static void remat_release_scratch(lv_graph *g, int bufs0) {
+  for (int b = bufs0; b < g->n_bufs; b++)
+    if (g->bufs[b].kind == LV_GRAPH_MEM_FWD_SCRATCH && g->bufs[b].refs > 0) {
+      g->bufs[b].refs = 1;
+      buf_unref(g, b + 1);
+    }
+}
+
+static void remat_bwd(lv_graph *g, lv_node *nd) {
+  /* Running fn records nodes: the tape may move, so nd is read now only. */
+  const lv_saved_remat sv = nd->s.remat;
+  lv_tensor **in = nd->in, *gy = nd->out->grad;
+  const int lo = g->n_nodes, bufs0 = g->n_bufs, updates0 = g->n_updates;
+  const uint64_t streams = g->stream_calls;
+  g->stream_calls = sv.streams;
+  g->in_backward = false; /* a forward again: its outputs are activations, its scopes give back */
+  g->remat_depth++;
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  lv_tensor *y = sv.fn(g, sv.ctx, in);
+  g->remat_depth--;
+  g->stream_calls = streams;
+  g->n_updates = updates0;
+  if (y && !g->failed) lv_graph_scope_end(g, &sc, &y, 1);
+  g->in_backward = true;
+  if (!y || g->failed) {
+    if (!g->failed) lv_graph_fail(g, "remat: the forward run again in backward gave no output");
+  } else if (y->node >= lo) {
+    if (!lv_graph_grad_alias(g, y, gy)) {
+      bool acc;
+      lv_tensor *gr = lv_graph_grad(g, y, &acc);
+      if (gr) LV_K(g->be, axpy, lv_tensor_numel(gr), 1.0f, lv_f32(gy), lv_f32(gr), acc);
+    }
+    if (!backward_range(g, lo, y->node, NULL, false)) lv_graph_fail(g, "remat: out of memory planning backward");
+  }
+  remat_release_scratch(g, bufs0);
+  g->n_nodes = lo;
+  g->n_temps = 0;
+}
+
+lv_tensor *lv_graph_remat(lv_graph *g, lv_graph_remat_fn fn, const void *ctx, size_t ctx_bytes, int n_in,
+                          lv_tensor *const *in) {
+  if (!g || g->failed) return NULL;
+  if (!tracking(g) || g->remat_depth) return fn(g, ctx, in);
+  for (int i = 0; i < n_in; i++)
+    if (!in[i]) {
+      lv_graph_fail(g, "remat: input %d is NULL", i);
+      return NULL;
+    }
+  void *cc = ctx_bytes ? meta_alloc(g, "remat", ctx_bytes) : NULL;
+  lv_tensor **ins = meta_alloc(g, "remat", sizeof *ins * (size_t)(n_in ? n_in : 1));
+  if ((ctx_bytes && !cc) || !ins) return NULL;
+  if (cc) memcpy(cc, ctx, ctx_bytes);
+  memcpy(ins, in, sizeof *ins * (size_t)n_in);
+  remat_seg seg = {ins, n_in, g->n_outs, NULL, 0, 0};
+  const uint64_t streams = g->stream_calls;
+  const int bufs0 = g->n_bufs, updates0 = g->n_updates;
+  lv_graph_scope sc = lv_graph_scope_begin(g);
+  g->remat = &seg;
+  g->remat_depth++;
+  lv_tensor *y = fn(g, cc, ins);
+  g->remat = NULL;
+  g->remat_depth--;
+  if (g->n_updates != updates0 && !g->failed)
+    lv_graph_fail(g, "remat: the function deferred variable updates (batch norm's moving statistics), which "
+                  "rematerialization does not support: leave remat off for such layers");
+  if (y && !g->failed && remat_is_input(&seg, y)) {
+    free(seg.leaves);
+    return y;
+  }
+  lv_tensor **all = NULL;
+  if (y && !g->failed) {
+    lv_graph_scope_end(g, &sc, &y, 1);
+    remat_release_scratch(g, bufs0);
+    all = meta_alloc(g, "remat", sizeof *all * (size_t)(n_in + seg.n_leaves + 1));
+  }
+  if (!all) {
+    free(seg.leaves);
+    return NULL;
+  }
+  memcpy(all, ins, sizeof *all * (size_t)n_in);
+  if (seg.n_leaves) memcpy(all + n_in, seg.leaves, sizeof *all * (size_t)seg.n_leaves);
+  lv_node *nd = lv_graph_record(g, LV_OP_REMAT, remat_bwd, y, n_in + seg.n_leaves, all);
+  free(seg.leaves);
+  if (nd) {
+    nd->be = g->be;
+    nd->s.remat = (lv_saved_remat){fn, cc, streams, n_in};
+  }
+  return y;
 }
 
 lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
@@ -941,28 +1119,13 @@ lv_status lv_graph_backward(lv_graph *g, lv_tensor *loss) {
     LV_K(g->be, scale_add, 1, lv_f32(gl), 1.0f, 1.0f, lv_f32(gl));
   else
     LV_K(g->be, fill, 1, 1.0f, lv_f32(gl));
-  release_plan plan = {0};
-  if (g->free_in_backward && !plan_releases(g, loss->node, &plan))
-    return lv_status_make(LV_ERR_RESOURCE, "backward: out of memory planning the release of %d nodes' tensors",
-                          loss->node + 1);
   g->in_backward = true;
-  for (int i = loss->node; i >= 0 && !g->failed; i--) {
-    lv_node *n = &g->nodes[i];
-    g->n_temps = 0;
-    if (n->out->grad) n->backward(g, n);
-    if (g->bwd_hook) g->bwd_hook(g->bwd_hook_ctx, i);
-    if (!plan.start) continue;
-    for (int k = 0; k < g->n_temps; k++) buf_unref(g, g->temps[k]);
-    for (int k = plan.start[i]; k < plan.start[i + 1]; k++) {
-      lv_tensor *t = plan.dead[k];
-      if (t->grad) release_data(g, t->grad);
-      if (t != loss) release_data(g, t);
-    }
-  }
+  bool ok = backward_range(g, 0, loss->node, loss, true);
   g->in_backward = false;
   g->n_temps = 0;
-  free(plan.start);
-  free(plan.dead);
+  if (!ok)
+    return lv_status_make(LV_ERR_RESOURCE, "backward: out of memory planning the release of %d nodes' tensors",
+                          loss->node + 1);
   return lv_graph_status(g);
 }
 

@@ -98,10 +98,17 @@ void lv_graph_mem_stats_get(const lv_graph *g, bool worst, lv_graph_mem_stats *o
  * deferred update reads: read every value you need (metrics) before backward. */
 void lv_graph_set_free_in_backward(lv_graph *g, bool on);
 bool lv_graph_free_in_backward(const lv_graph *g);
+/* Off by default. On: in eval mode (no tape) a forward scope's end gives back every op
+ * output made in it that it does not keep, and ops give back their scratch at once, so a
+ * forward pass holds a layer's temporaries only while the layer runs (an evaler's batch
+ * needs its largest layer, not the sum of all). Until a mark is taken (incremental
+ * decoding): from then to the reset nothing more is given back or reused. */
+void lv_graph_set_free_in_eval(lv_graph *g, bool on);
 /* Forward scopes, as a Python function's locals die when it returns: a layer's fprop
  * between lv_graph_scope_begin and lv_graph_scope_end(keep: its outputs, NULL entries
  * skipped) promises that the op outputs made in between and not kept are read by no
- * later op and not by the host. With lv_graph_set_free_in_backward on, in training, the
+ * later op and not by the host. With lv_graph_set_free_in_backward on, in training (in
+ * eval: lv_graph_set_free_in_eval, before a mark), the
  * scope's end gives back those whose data no backward function recorded in the scope
  * reads (an addition's output, a matmul's, a dropout's input: what PyTorch's autograd
  * does not save); backward gives back the rest as it goes. An op given such a tensor
@@ -111,6 +118,27 @@ typedef struct lv_graph_scope {
 } lv_graph_scope;
 lv_graph_scope lv_graph_scope_begin(const lv_graph *g);
 void lv_graph_scope_end(lv_graph *g, const lv_graph_scope *scope, lv_tensor *const *keep, int n_keep);
+/* Rematerialization (Lingvo's py_utils.RematerializeFn and the `remat` param of its
+ * Conformer layer; PyTorch's torch.utils.checkpoint): y = fn(g, ctx, in) computed so
+ * that nothing fn makes on the way is kept for backward. In a training forward with
+ * lv_graph_set_free_in_backward on, fn runs without a tape, everything it made but y is
+ * given back when it returns (op outputs, the ops' forward scratch: dropout masks, layer
+ * norm statistics, softmax probabilities), and one tape node stands for it, reading in
+ * and the variables fn read. That node's backward runs fn again on the same inputs with
+ * the same random streams (lv_graph_next_stream restarts where the first run started),
+ * with a tape, and backpropagates y's gradient through it; what it made is given back as
+ * that backward goes, so at most one segment's activations are alive at once. Values
+ * and gradients are the same, bit for bit, as calling fn; the cost is fn's forward once
+ * more in backward. A function that defers variable updates (batch norm's moving
+ * statistics) is refused with an error.
+ * fn must read no tensor of the step but in[0, n_in) and variables: an op inside that
+ * reads another tape tensor (or an op output made before the call) fails with an error
+ * naming it. It must not keep what it makes (y aside) for later ops or the host, as in a
+ * forward scope. ctx (ctx_bytes) is copied into the step for the second run. Otherwise
+ * (eval, free_in_backward off, or inside another lv_graph_remat) it just calls fn. */
+typedef lv_tensor *(*lv_graph_remat_fn)(lv_graph *g, const void *ctx, lv_tensor *const *in);
+lv_tensor *lv_graph_remat(lv_graph *g, lv_graph_remat_fn fn, const void *ctx, size_t ctx_bytes, int n_in,
+                          lv_tensor *const *in);
 /* Called by lv_graph_backward after each tape node's backward, with the node's index
  * (descending from the loss's): once node i is done, a leaf whose consumers all have
  * indices >= i has its final gradient (sync replicas start reducing it then). NULL: none.
@@ -153,7 +181,7 @@ typedef struct lv_graph_mark {
   lv_arena_mark arena, meta;
   int n_nodes, n_checks, n_heap_leaves, n_updates, n_bufs;
 } lv_graph_mark;
-lv_graph_mark lv_graph_get_mark(const lv_graph *g);
+lv_graph_mark lv_graph_get_mark(lv_graph *g);
 void lv_graph_rewind(lv_graph *g, const lv_graph_mark *m);
 
 #endif

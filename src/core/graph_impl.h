@@ -74,6 +74,15 @@ typedef struct {
   lv_tensor *m_out;
 } lv_saved_lstm;
 
+/* remat: fn and its ctx (a copy in the step), the stream counter when the first run
+ * began; in[0, n_in) are fn's inputs, the node's other inputs the variables it read. */
+typedef struct {
+  lv_graph_remat_fn fn;
+  const void *ctx;
+  uint64_t streams;
+  int n_in;
+} lv_saved_remat;
+
 /* rnn_seq_anchor: the steps' recurrent inputs, set by lv_op_rnn_seq_finish. */
 typedef struct {
   lv_tensor *act, *m0;
@@ -119,6 +128,7 @@ struct lv_node {
     lv_saved_fake_quant fq;
     lv_saved_xent xent;
     lv_saved_pxent pxent;
+    lv_saved_remat remat;
   } s;
 };
 

@@ -550,6 +550,8 @@ lv_params *lv_transformer_layer_params(void) {
                         "mask_self_atten to true.");
   lv_params_define_int(p, "num_aux_atten_post_proj", 1, "Number of post projections for aux attention (lingvoc "
                        "supports 1).");
+  lv_params_define_bool(p, "remat", false, "If to rematerialize the layer. If true, intermediate tensors are not "
+                        "saved in FProp(): backward runs the layer's forward again (training memory for step time).");
   return p;
 }
 
@@ -561,6 +563,7 @@ static lv_status transformer_create(lv_layer *base, const lv_params *p, const ch
   bool dec = lv_params_bool(p, "is_decoder");
   l->has_aux_atten = dec || lv_params_bool(p, "has_aux_atten");
   l->mask_self_atten = dec || lv_params_bool(p, "mask_self_atten");
+  l->remat = lv_params_bool(p, "remat");
   if (l->source_dim <= 0) return lv_status_make(LV_ERR_INVALID, "%s: source_dim must be > 0", sc);
   if (lv_params_bool(p, "packed_input"))
     return lv_status_make(LV_ERR_INVALID, "%s: packed_input=True is not supported", sc);
@@ -620,8 +623,38 @@ static lv_tensor *transformer_tail(lv_transformer_layer *l, lv_graph *g, lv_tens
   return l->post_ln ? lv_layer_norm_layer_fprop(l->post_ln, g, h) : h;
 }
 
+static bool layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings, lv_tensor *aux_vecs,
+                        lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs);
+
+/* remat: the layer's inputs in[0..] are x, then paddings, aux_vecs, aux_paddings where given. */
+typedef struct remat_args {
+  lv_transformer_layer *l;
+  bool has[3];
+} remat_args;
+
+static lv_tensor *remat_fprop(lv_graph *g, const void *ctx, lv_tensor *const *in) {
+  const remat_args *a = ctx;
+  lv_tensor *opt[3] = {NULL, NULL, NULL}, *y;
+  for (int i = 0, k = 1; i < 3; i++)
+    if (a->has[i]) opt[i] = in[k++];
+  return layer_fprop(a->l, g, in[0], opt[0], opt[1], opt[2], &y, NULL) ? y : NULL;
+}
+
 bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
                                 lv_tensor *aux_vecs, lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs) {
+  if (!l->remat || probs || !x) return layer_fprop(l, g, x, paddings, aux_vecs, aux_paddings, out, probs);
+  remat_args a = {l, {paddings != NULL, aux_vecs != NULL, aux_paddings != NULL}};
+  lv_tensor *in[4] = {x};
+  int n = 1;
+  if (paddings) in[n++] = paddings;
+  if (aux_vecs) in[n++] = aux_vecs;
+  if (aux_paddings) in[n++] = aux_paddings;
+  *out = lv_graph_remat(g, remat_fprop, &a, sizeof a, n, in);
+  return *out != NULL;
+}
+
+static bool layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings, lv_tensor *aux_vecs,
+                        lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs) {
   *out = NULL;
   if (probs) *probs = NULL;
   if (!x) return false;

@@ -103,6 +103,7 @@ typedef struct lv_transformer_layer {
   lv_layer base;
   int64_t source_dim;
   bool has_aux_atten, mask_self_atten;
+  bool remat; /* Lingvo's ConformerLayer param: lv_graph_remat around the layer in training */
   lv_params *self_p, *aux_p, *ff_p, *post_ln_p;
   lv_tr_atten_layer *self_atten, *atten; /* atten NULL without aux attention */
   lv_tr_ff_layer *fflayer;
@@ -135,7 +136,9 @@ lv_tensor *lv_tr_ff_layer_fprop(lv_tr_ff_layer *l, lv_graph *g, lv_tensor *x, lv
 
 /* x [T, B, D], paddings [T, B]; aux_vecs [S, B, D] and aux_paddings [S, B] with
  * has_aux_atten (else NULL). *out [T, B, D]; *probs (may be NULL) [T, B, S] of the aux
- * attention, or [T, B, T] of the self-attention without one. */
+ * attention, or [T, B, T] of the self-attention without one. With remat (and probs
+ * NULL) the layer runs under lv_graph_remat: in training its activations are made again
+ * in backward instead of kept. */
 bool lv_transformer_layer_fprop(lv_transformer_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *paddings,
                                 lv_tensor *aux_vecs, lv_tensor *aux_paddings, lv_tensor **out, lv_tensor **probs);
 /* Packs the encoder output for the aux attention (once per sequence). */

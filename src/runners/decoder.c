@@ -13,6 +13,7 @@
 #include "models/model.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
+#include "runners/memory_report.h"
 #include "runners/model_export.h"
 #include "runners/scorers.h"
 
@@ -75,6 +76,9 @@ static lv_status report(dec_state *d, int64_t step, lv_metric_set *ms, int64_t s
     lv_info("%s: step:%6lld, %s (%lld examples, %.3f s, %.2f examples/sec)", d->job, (long long)step, headline,
             (long long)seen, secs, secs > 0 ? seen / secs : 0);
     if (detail) lv_info("%s: step %lld: %s", d->job, (long long)step, detail);
+    char mem[320];
+    lv_memory_summary(d->m, mem, sizeof mem);
+    lv_info("%s: memory: %s", d->job, mem);
   }
   free(headline);
   free(detail);

@@ -13,6 +13,7 @@
 #include "metrics/metrics.h"
 #include "runners/follower.h"
 #include "runners/instance.h"
+#include "runners/memory_report.h"
 
 typedef struct eval_state {
   lv_instance *m;
@@ -123,6 +124,9 @@ static lv_status eval_checkpoint(eval_state *e, const char *prefix) {
   if (!s) s = lv_path_fmt(path, sizeof path, "%s/score-%08lld.txt", e->dir, (long long)lv_checkpoint_step(prefix));
   if (!s) s = lv_file_write_atomic(path, score, strlen(score));
   lv_info("%s (%lld examples, %.3f s)", status, (long long)seen, lv_now_monotonic() - t0);
+  char mem[320];
+  lv_memory_summary(m, mem, sizeof mem);
+  lv_info("%s: memory: %s", e->job, mem);
   free(score);
   free(status);
   if (!s) s = lv_events_flush(e->ev);

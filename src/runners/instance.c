@@ -97,6 +97,9 @@ static lv_status create(const lv_params *cfg, lv_device dev, bool with_input, lv
   }
   m->graph = lv_graph_create_on(dev, 0);
   LV_ASSERT(m->graph);
+  /* An eval-mode forward (evaler, decoder's encoder pass, scoring) holds one layer's
+   * temporaries at a time, not all of them (graph.h). */
+  lv_graph_set_free_in_eval(m->graph, true);
   *out = m;
   return NULL;
 }

@@ -118,3 +118,21 @@ void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *em
   fflush(out);
   LV_ASSERT(kinds == st.live_peak);
 }
+
+void lv_memory_summary(const lv_instance *m, char *buf, size_t n) {
+  size_t vars = 0;
+  for (int i = 0; i < lv_varstore_count(m->vs); i++) {
+    const lv_var *v = lv_varstore_get(m->vs, i);
+    if (v->value.data) vars += lv_tensor_nbytes(&v->value);
+  }
+  lv_graph_mem_stats st;
+  lv_graph_mem_stats_get(m->graph, true, &st);
+  const size_t arena = st.arena_lifetime_peak > st.arena_peak ? st.arena_lifetime_peak : st.arena_peak;
+  const size_t in_buffer = m->input ? (size_t)lv_input_buffer_peak_bytes(m->input) : 0;
+  const size_t hwm = proc_status_bytes("VmHWM:"), known = vars + arena + in_buffer;
+  snprintf(buf, n,
+           "peak RSS %.1f MB: weights %.1f MB, step arena %.1f MB (worst batch), input buffer %.1f MB, other %.1f MB "
+           "(code, libraries, BLAS and thread buffers, malloc)",
+           (double)hwm / 1e6, (double)vars / 1e6, (double)arena / 1e6, (double)in_buffer / 1e6,
+           hwm > known ? (double)(hwm - known) / 1e6 : 0.0);
+}

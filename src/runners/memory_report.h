@@ -19,4 +19,10 @@
 void lv_memory_report_print(FILE *out, lv_instance *m, lv_learner *l, lv_ema *ema, const lv_batch *batch,
                             int64_t steps, bool free_in_backward);
 
+/* The memory of an evaler's or decoder's pass in one line, for its log: "peak RSS X MB:
+ * weights W MB, step arena A MB (worst batch), input buffer I MB, other O MB (code,
+ * libraries, BLAS and thread buffers, malloc)". What such a job adds beside a training
+ * run is this peak RSS. */
+void lv_memory_summary(const lv_instance *m, char *buf, size_t n);
+
 #endif
