@@ -19,6 +19,12 @@
 #   LM_MODEL (RnnLmSmall; TransformerLmSmall also works), LM_LOGDIR (none: trains LM_STEPS (40)
 #   steps of it here on $LM_DATA/train.txt; speed does not depend on the weights' quality),
 #   LM_DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), LM_LINES (200).
+#   ASR   (with ASR_LOGDIR, a trained speech model's log dir) ASR_MODEL
+#         (asr.synth_en.LasSmall) --decode_audio=@LIST on the first ASR_LINES (50) lines of
+#         ASR_TSV (/tmp/asr_synth/test_bible.tsv: path<TAB>transcript, paths relative to
+#         its directory): real-time factor (wall time of the whole run, model load
+#         included, over the audio's seconds) and WER against the transcripts (the
+#         decoder's text upper-cased, as the corpus writes them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5} LINES=${LINES:-100} THREADS=${THREADS:-2}
@@ -31,9 +37,10 @@ bench_build int8_gemm_bench
 tmp=$(mktemp -d /tmp/bench_int8.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-# stats FILE: "median (min..max)" of the numbers in FILE, one a line.
-stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-                                                   printf "%.2f (%.2f..%.2f)", m, v[1], v[NR] }'; }
+# stats FILE [DIGITS]: "median (min..max)" of the numbers in FILE, one a line, DIGITS
+# (default 2) after the point.
+stats() { sort -g "$1" | awk -v p="${2:-2}" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                                                   f = "%." p "f"; printf f " (" f ".." f ")", m, v[1], v[NR] }'; }
 median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # timed KIND NAME CMD...: runs CMD, appends its wall seconds to $tmp/KIND.NAME.s and its
 # peak RSS (KB) to $tmp/KIND.NAME.rss; stdout to $tmp/KIND.NAME.out.
@@ -127,6 +134,54 @@ if [ -f "$LM_DATA/dev.txt" ]; then
     "peak RSS $(ratio "$(maxof "$tmp/lm.int8.rss")" "$(maxof "$tmp/lm.f32.rss")")x"
 else
   echo "SKIP LM: no $LM_DATA/dev.txt (scripts/prepare_lm_bible.sh $LM_DATA)"
+fi
+
+# ---- ASR ----
+if [ -n "${ASR_LOGDIR:-}" ]; then
+  M=${ASR_MODEL:-asr.synth_en.LasSmall} TSV=${ASR_TSV:-/tmp/asr_synth/test_bible.tsv} AL=${ASR_LINES:-50}
+  [ -f "$TSV" ] || { echo "bench_int8.sh: no $TSV" >&2; exit 2; }
+  bin/export --model="$M" --logdir="$ASR_LOGDIR" --out="$tmp/asr.f32.lvm" >/dev/null
+  bin/export --model="$M" --logdir="$ASR_LOGDIR" --quantize=int8 --out="$tmp/asr.int8.lvm" >/dev/null
+  d=$(cd "$(dirname "$TSV")" && pwd)
+  head -"$AL" "$TSV" | awk -F'\t' -v d="$d" '{ print ($1 ~ /^\// ? "" : d "/") $1 }' >"$tmp/asr.list"
+  head -"$AL" "$TSV" | cut -f2 >"$tmp/asr.ref"
+  secs=$(python3 -c 'import sys, wave
+t = 0.0
+for p in open(sys.argv[1]):
+    with wave.open(p.strip()) as w: t += w.getnframes() / w.getframerate()
+print("%.3f" % t)' "$tmp/asr.list")
+  for r in $(seq "$RUNS"); do
+    for q in f32 int8; do
+      timed asr $q bin/decoder --model_file="$tmp/asr.$q.lvm" --decode_audio=@"$tmp/asr.list" --num_threads="$THREADS"
+    done
+  done
+  echo
+  echo "## ASR $M ($ASR_LOGDIR; --decode_audio, $AL utterances of $TSV, $secs s of audio, $RUNS runs interleaved)"
+  echo
+  echo "| file | bytes | real-time factor | peak RSS (MB) | WER |"
+  echo "|---|---|---|---|---|"
+  for q in f32 int8; do
+    awk -v a="$secs" '{ print $1 / a }' "$tmp/asr.$q.s" >"$tmp/asr.$q.rtf"
+    wer=$(cut -f2 "$tmp/asr.$q.out" | python3 -c 'import sys
+def ed(a, b):
+    d = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        p, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            p, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, p + (x != y))
+    return d[len(b)]
+hyp = [l.upper().split() for l in sys.stdin]
+ref = [l.split() for l in open(sys.argv[1])]
+assert len(hyp) == len(ref), (len(hyp), len(ref))
+print("%.2f%%" % (100.0 * sum(ed(r, h) for r, h in zip(ref, hyp)) / sum(len(r) for r in ref)))' "$tmp/asr.ref")
+    echo "| $q | $(wc -c <"$tmp/asr.$q.lvm") | $(stats "$tmp/asr.$q.rtf" 4) |" \
+      "$(awk '{ printf "%.0f", $1 / 1024 }' <<<"$(maxof "$tmp/asr.$q.rss")") | $wer |"
+  done
+  same=$(paste -d'\t' <(cut -f2 "$tmp/asr.f32.out") <(cut -f2 "$tmp/asr.int8.out") | awk -F'\t' '$1 == $2' | wc -l)
+  echo
+  echo "int8 / float32: speed $(ratio "$(median "$tmp/asr.f32.s")" "$(median "$tmp/asr.int8.s")")x (median wall times)," \
+    "file $(ratio "$(wc -c <"$tmp/asr.int8.lvm")" "$(wc -c <"$tmp/asr.f32.lvm")")x," \
+    "peak RSS $(ratio "$(maxof "$tmp/asr.int8.rss")" "$(maxof "$tmp/asr.f32.rss")")x; $same of $AL transcripts the same"
 fi
 
 # ---- the GEMMs alone ----

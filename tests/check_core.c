@@ -137,6 +137,48 @@ static lv_tensor *f_scale(lv_graph *g, lv_tensor **in, const void *c) {
   (void)c;
   return lv_op_add_scalar(g, lv_op_scale(g, in[0], -2.5f), 3.0f);
 }
+/* a [B, S, H] op b [B, 1, H] (an additive attention's sum): the kernel's blocks of H give
+ * exactly the elementwise results, both operand orders, and the gradient of b (a sum over
+ * S, in S's order) exactly the serial sum. */
+START_TEST(binary_middle_broadcast_exact) {
+  enum { B = 3, S = 5, H = 24 };
+  lv_tensor *(*ops[])(lv_graph *, lv_tensor *, lv_tensor *) = {lv_op_add, lv_op_sub, lv_op_mul, lv_op_div};
+  for (size_t op = 0; op < LV_ARRAY_LEN(ops); op++)
+    for (int swap = 0; swap < 2; swap++) {
+      lv_graph *g = lv_graph_create(0);
+      lv_tensor *a = lv_graph_tensor(g, LV_F32, lv_shape3(B, S, H)), *b = lv_graph_tensor(g, LV_F32, lv_shape3(B, 1, H));
+      float *ra = rand_floats(B * S * H, 60 + op, 0.5, 2), *rb = rand_floats(B * H, 70 + op, 0.5, 2);
+      memcpy(a->data, ra, sizeof(float) * B * S * H);
+      memcpy(b->data, rb, sizeof(float) * B * H);
+      a->requires_grad = b->requires_grad = true;
+      lv_tensor *y = swap ? ops[op](g, b, a) : ops[op](g, a, b);
+      ck_assert_ptr_nonnull(y);
+      for (int i = 0; i < B; i++)
+        for (int t = 0; t < S; t++)
+          for (int h = 0; h < H; h++) {
+            const float x = ra[(i * S + t) * H + h], c = rb[i * H + h];
+            const float p = swap ? c : x, q = swap ? x : c;
+            const float want = op == 0 ? p + q : op == 1 ? p - q : op == 2 ? p * q : p / q;
+            ck_assert_msg(lv_f32(y)[(i * S + t) * H + h] == want, "op %zu swap %d [%d,%d,%d]", op, swap, i, t, h);
+          }
+      if (op < 2) { /* add, sub: b's gradient is +-the sum over S of y's (ones) */
+        EXPECT_OK(lv_graph_backward(g, lv_op_reduce_sum(g, lv_op_mul(g, y, a), LV_ALL_AXES, false)));
+        /* d/db of sum(y * a) with y = a +- b (or b +- a): +-a (or a), summed over S in order. */
+        for (int i = 0; i < B; i++)
+          for (int h = 0; h < H; h++) {
+            float want = 0.0f;
+            for (int t = 0; t < S; t++) want += (op == 1 && !swap ? -1.0f : 1.0f) * ra[(i * S + t) * H + h];
+            ck_assert_msg(lv_f32(b->grad)[i * H + h] == want, "grad op %zu swap %d [%d,%d]: %.9g want %.9g", op, swap, i,
+                          h, (double)lv_f32(b->grad)[i * H + h], (double)want);
+          }
+      }
+      free(ra);
+      free(rb);
+      lv_graph_destroy(g);
+    }
+}
+END_TEST
+
 START_TEST(grad_scale) {
   spec in[1] = {fspec(lv_shape2(3, 5), 3)};
   gradcheck("scale/add_scalar", 1, in, f_scale, NULL, EPS, TOL);
@@ -1859,6 +1901,7 @@ int main(void) {
   tcase_add_test(gc, matmul_ones_col_same_bits);
   tcase_add_test(gc, grad_binary_broadcast);
   tcase_add_test(gc, binary_column_broadcast_exact);
+  tcase_add_test(gc, binary_middle_broadcast_exact);
   tcase_add_test(gc, grad_scale);
   tcase_add_test(gc, grad_activations);
   tcase_add_test(gc, grad_conv2d);

@@ -69,6 +69,19 @@ static bool is_col(const lv_bcast *bc, const int64_t *s, int64_t *inner) {
   return in > 1 && d >= 0;
 }
 
+/* The trailing elements, as many as possible, over which both operands run contiguously
+ * as the output does (each operand's strides there are the output's dense ones): the
+ * output is then blocks of `inner` elements, each x's and b's block at an offset of its
+ * own (a [B, S, H] + [B, 1, H] attention sum: blocks of H). */
+static int64_t inner_run(const lv_bcast *bc) {
+  int64_t st = 1;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    if (bc->shape[d] != 1 && (bc->sa[d] != st || bc->sb[d] != st)) break;
+    st *= bc->shape[d];
+  }
+  return st;
+}
+
 /* What the parallel loops below read. */
 typedef struct ew {
   int op, a;
@@ -110,6 +123,9 @@ static void bin_dense(void *arg, int64_t lo, int64_t hi, int slot) {
 }
 LV_CPU_PAR_LOOP(bin_strided, ew, i,
                 J->out[i] = lv_kbin(J->op, J->x[bc_off(J->bc, J->bc->sa, i)], J->b[bc_off(J->bc, J->bc->sb, i)]);)
+LV_CPU_PAR_LOOP(bin_blocks, ew, r,
+                bin_vec(J->op, J->inner, J->x + bc_off(J->bc, J->bc->sa, r * J->inner),
+                        J->b + bc_off(J->bc, J->bc->sb, r * J->inner), J->out + r * J->inner);)
 LV_CPU_PAR_LOOP(bin_row_b, ew, r, bin_vec(J->op, J->inner, J->x + r * J->inner, J->b, J->out + r * J->inner);)
 LV_CPU_PAR_LOOP(bin_row_a, ew, r, bin_vec(J->op, J->inner, J->x, J->b + r * J->inner, J->out + r * J->inner);)
 /* Row r of a op its one value b[r] (is_col); the common ops vectorize along the row. */
@@ -174,6 +190,11 @@ void lv_cpu_binary(lv_kctx *ctx, lv_binary_op op, const lv_bcast *bc, const floa
     e.inner = inner;
     int64_t rows = n / inner;
     lv_cpu_par(ctx, rows, n > PAR_MIN ? lv_cpu_grain(rows, (4096 + inner - 1) / inner) : rows, bin_col_b, &e);
+  } else if ((inner = inner_run(bc)) >= 8) {
+    e.bc = bc;
+    e.inner = inner;
+    int64_t rows = n / inner;
+    lv_cpu_par(ctx, rows, n > PAR_MIN ? lv_cpu_grain(rows, (4096 + inner - 1) / inner) : rows, bin_blocks, &e);
   } else {
     e.bc = bc;
     lv_cpu_par(ctx, n, n > PAR_MIN ? lv_cpu_grain(n, 4096) : n, bin_strided, &e);
@@ -194,6 +215,19 @@ void lv_cpu_reduce_to(lv_kctx *ctx, const lv_bcast *bc, const float *src, float 
     return;
   }
   if (!acc) memset(dst, 0, (size_t)dn * sizeof(float));
+  /* Blocks of the trailing elements that dst holds contiguously (the [B, 1, H] operand
+   * of a [B, S, H] sum: blocks of H), in the order of i, so each element of dst adds its
+   * sources in the same order as the loop below. */
+  int64_t st = 1;
+  for (int d = bc->rank - 1; d >= 0 && (bc->shape[d] == 1 || bc->sa[d] == st); d--) st *= bc->shape[d];
+  if (st >= 8) {
+    for (int64_t r = 0; r < n / st; r++) {
+      float *d = dst + bc_off(bc, bc->sa, r * st);
+      const float *x = src + r * st;
+      _Pragma("omp simd") for (int64_t j = 0; j < st; j++) d[j] += alpha * x[j];
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; i++) dst[bc_off(bc, bc->sa, i)] += alpha * src[i];
 }
 
