@@ -1624,6 +1624,41 @@ START_TEST(graph_remat_same_bits) {
 }
 END_TEST
 
+/* lv_graph_gather_into: rows of a table straight into a tensor outside the step; a bad id
+ * or a dst too small is an error naming it. */
+START_TEST(graph_gather_into) {
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *table = lv_graph_tensor(g, LV_F32, lv_shape2(4, 3));
+  for (int i = 0; i < 12; i++) lv_f32(table)[i] = (float)i;
+  lv_tensor *ids = lv_graph_tensor(g, LV_I32, lv_shape1(3));
+  const int32_t iv[3] = {2, 0, 2};
+  memcpy(ids->data, iv, sizeof iv);
+  lv_tensor *dst = lv_tensor_new(LV_F32, lv_shape3(2, 3, 3));
+  ck_assert(lv_graph_gather_into(g, dst, table, ids));
+  for (int r = 0; r < 3; r++)
+    for (int j = 0; j < 3; j++) ck_assert_float_eq(lv_f32(dst)[r * 3 + j], (float)(iv[r] * 3 + j));
+  lv_tensor *small = lv_tensor_new(LV_F32, lv_shape1(8));
+  ck_assert(!lv_graph_gather_into(g, small, table, ids));
+  lv_status s = lv_graph_status(g);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(strstr(lv_status_msg(s), "gather_into"), "%s", lv_status_msg(s));
+  lv_status_free(s);
+  lv_graph_reset(g);
+  table = lv_graph_fill(g, lv_shape2(4, 3), 1.0f);
+  ids = lv_graph_tensor(g, LV_I32, lv_shape1(1));
+  lv_i32(ids)[0] = 4;
+  ck_assert(!lv_graph_gather_into(g, dst, table, ids));
+  s = lv_graph_status(g);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(strstr(lv_status_msg(s), "id 4 at position 0 is outside [0, 4)"), "%s", lv_status_msg(s));
+  lv_status_free(s);
+  lv_tensor_free(dst);
+  lv_tensor_free(small);
+  lv_graph_destroy(g);
+}
+END_TEST
+
 START_TEST(graph_sticky_errors) {
   lv_graph *g = lv_graph_create(0);
   lv_tensor *a = lv_graph_zeros(g, LV_F32, lv_shape2(256, 2450));
@@ -1941,6 +1976,7 @@ int main(void) {
   tcase_add_test(gr, graph_device_dispatch);
   tcase_add_test(gr, graph_free_in_backward_same_bits);
   tcase_add_test(gr, graph_remat_same_bits);
+  tcase_add_test(gr, graph_gather_into);
   suite_add_tcase(s, gr);
   TCase *vt = tcase_create("variables");
   tcase_add_test(vt, var_store);

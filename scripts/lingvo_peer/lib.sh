@@ -21,3 +21,15 @@ rate() { # LOG FIRST LAST: steps per second between two logged steps (hh:mm:ss.f
 }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 spread() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+# MT decoders' hypotheses as "src<TAB>n<TAB>score<TAB>hyp" lines, sorted (mt.sh, mt_decode_race.sh).
+hyps_lingvo() { # LOG: from Lingvo's decoder log, each pair once
+  sed -n 's/.*model\.py:[0-9]*\] //p' "$1" | awk '
+    /^source: / { src = substr($0, 9); n = 0; next }
+    /^  -?[0-9]/ { s = $1; sub(/:$/, "", s); h = $0; sub(/^  [^:]*: /, "", h)
+      printf "%s\t%d\t%.4f\t%s\n", src, n++, s, h }' | sort -u
+}
+hyps_lingvoc() { # DECODER_OUT
+  awk '/^src: / { src = substr($0, 6); next }
+    /^hyp [0-9]+: score / { n = $2 + 0; s = $4; sub(/:$/, "", s); h = $0; sub(/^hyp [0-9]+: score [^:]*: /, "", h)
+      printf "%s\t%d\t%.4f\t%s\n", src, n, s, h }' "$1" | sort
+}

@@ -102,17 +102,6 @@ lingvo_job() { # evaler|decoder CKPT DIR: Lingvo's evaler / decoder on CKPT alon
   fi
 }
 metric() { grep -o "$2: [0-9.e+-]*" "$1" | tail -1 | cut -d' ' -f2; }
-hyps_lingvo() { # LOG: "src<TAB>n<TAB>score<TAB>hyp" from Lingvo's decoder log, sorted, each pair once
-  sed -n 's/.*model\.py:[0-9]*\] //p' "$1" | awk '
-    /^source: / { src = substr($0, 9); n = 0; next }
-    /^  -?[0-9]/ { s = $1; sub(/:$/, "", s); h = $0; sub(/^  [^:]*: /, "", h)
-      printf "%s\t%d\t%.4f\t%s\n", src, n++, s, h }' | sort -u
-}
-hyps_lingvoc() { # DECODER_OUT
-  awk '/^src: / { src = substr($0, 6); next }
-    /^hyp [0-9]+: score / { n = $2 + 0; s = $4; sub(/:$/, "", s); h = $0; sub(/^hyp [0-9]+: score [^:]*: /, "", h)
-      printf "%s\t%d\t%.4f\t%s\n", src, n, s, h }' "$1" | sort
-}
 say ""
 say "Checkpoints both ways ($STEPS steps each; the 20 pairs as the test set, beam 8):"
 say ""

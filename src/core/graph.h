@@ -173,6 +173,12 @@ lv_tensor *lv_graph_from_host(lv_graph *g, const lv_tensor *host);
  * incremental decoder's cache). No gradient flows. False with the graph's error set. */
 bool lv_graph_copy_into(lv_graph *g, lv_tensor *dst, int64_t dst_offset, const lv_tensor *src);
 
+/* dst's first numel(ids) * d elements = rows ids of table [v, d] (float32, ids int32),
+ * one kernel, no gradient: an incremental decoder's cache reordered straight into a
+ * tensor of the graph's device that outlives the step. False with the graph's error set
+ * (an id outside [0, v) as lv_op_gather reports it). */
+bool lv_graph_gather_into(lv_graph *g, lv_tensor *dst, lv_tensor *table, lv_tensor *ids);
+
 /* Incremental decoding in eval mode: take a mark after the per-search work (encoder
  * output), rewind to it before each step, and a search's arena use stays that of one
  * step. Rewinding waits for queued kernels, keeps their errors (sticky) and frees every

@@ -51,6 +51,30 @@ lv_tensor *lv_op_gather(lv_graph *g, lv_tensor *table, lv_tensor *ids) {
   return out;
 }
 
+bool lv_graph_gather_into(lv_graph *g, lv_tensor *dst, lv_tensor *table, lv_tensor *ids) {
+  const lv_op op = LV_OP_GATHER;
+  lv_tensor *ins[2] = {table, ids};
+  if (!lv_graph_inputs_ok(g, op, 2, ins)) return false;
+  char s1[128], s2[128], s3[128];
+  if (!dst || dst->dtype != LV_F32 || table->dtype != LV_F32 || table->shape.rank != 2 || ids->dtype != LV_I32 ||
+      lv_tensor_numel(ids) * table->shape.d[1] > lv_tensor_numel(dst)) {
+    lv_graph_failf(g, op, "gather_into: float32 table [v, d], int32 ids and a float32 dst of at least numel(ids) * d "
+                   "elements required, got table %s %s, ids %s %s, dst %s",
+                   lv_dtype_names[table->dtype], LV_SHP(table, s1), lv_dtype_names[ids->dtype], LV_SHP(ids, s2),
+                   dst ? LV_SHP(dst, s3) : "NULL");
+    return false;
+  }
+  lv_tensor *all[3] = {table, ids, dst};
+  const lv_backend *k = lv_graph_kernels(g, op, 3, all);
+  if (!k) return false;
+  char detail[160];
+  snprintf(detail, sizeof detail, "(table %s)", LV_SHP(table, s1));
+  uint64_t tag = lv_graph_id_check(g, op, "id", detail);
+  LV_K(k, gather_fwd, table->shape.d[0], table->shape.d[1], lv_f32(table), lv_tensor_numel(ids), lv_i32(ids),
+       lv_f32(dst), tag);
+  return lv_graph_poll_errors(g);
+}
+
 static void gather_cols_bwd(lv_graph *g, lv_node *nd) {
   lv_tensor *gw = lv_graph_grad_zeroed(g, nd->in[0]);
   if (!gw) return;

@@ -308,13 +308,16 @@ lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t row
     lv_tensor *kv[2] = {c->cache[i].key, c->cache[i].value};
     for (int j = 0; j < 2; j++) {
       lv_tensor *src = kv[j];
-      if (parent) {
-        int64_t d = src->shape.d[2];
-        lv_tensor *sel = lv_op_gather(c->g, lv_op_reshape(c->g, src, lv_shape2(t * rows, d)), ids);
-        src = sel ? lv_op_reshape(c->g, sel, lv_shape3(t, n, d)) : NULL;
-        if (!src) return lv_status_wrap(lv_graph_status(c->g), "%s: reordering the cache", c->who);
+      if (!parent) {
+        LV_TRY(store(c, i, other, j, src, cap));
+        continue;
       }
-      LV_TRY(store(c, i, other, j, src, cap));
+      /* The rows of the parents, gathered straight into the other pair's buffer. */
+      int64_t d = src->shape.d[2];
+      lv_tensor **b = buf_at(c, i, other, j);
+      LV_TRY(ensure_buf(c, b, cap, n, d));
+      if (!lv_graph_gather_into(c->g, *b, lv_op_reshape(c->g, src, lv_shape2(t * rows, d)), ids))
+        return lv_status_wrap(lv_graph_status(c->g), "%s: reordering the cache", c->who);
     }
     use_pair(c, i, other, t);
   }
