@@ -10,6 +10,18 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 B=$LV_BIN
+# The jobs alone (no synthesizer): lines of three kinds interleaved; every held-out espeak-ng
+# voice (12 with their variants) reads more than one kind, and each training synthesizer's
+# voices too.
+for k in b g n; do seq 1 200 | sed "s/^/$k /" >"$T/kind_$k.txt"; done
+jobs() { perl "$LV_ROOT/scripts/data/asr_synth_jobs.pl" jobs "$1" 360 "$T/kind_b.txt" "$T/kind_g.txt" "$T/kind_n.txt"; }
+for set in heldout_espeak train; do
+  jobs $set >"$T/$set.jobs" 2>"$T/err"
+  check "$set jobs: 360 lines" test "$(wc -l <"$T/$set.jobs")" -eq 360
+  one=$(awk -F'\t' '{ split($5, w, " "); k[$3] = k[$3] (index(k[$3], w[1]) ? "" : w[1]) }
+    END { for (v in k) if (length(k[v]) < 2) print v }' "$T/$set.jobs" | head -3)
+  check "$set jobs: no voice reads one kind of text only${one:+ ($one)}" test -z "$one"
+done
 for c in espeak-ng sox flite text2wave perl; do
   command -v $c >/dev/null || skip "$c not installed (LINGVOC_ASR_SYNTH=1 scripts/install-deps.sh)"
 done

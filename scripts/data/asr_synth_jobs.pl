@@ -144,10 +144,14 @@ if ($cmd eq 'texts') {
     }
     my @v = @{$voices{$pool}};
     my @r = @{$rates{$synth}};
-    # each synthesizer's lines take its voices in turn, then its next rate
+    # each synthesizer's lines take its voices in turn, starting one voice later in each
+    # round, and each round its next rate: the lines interleave the text kinds (Bible,
+    # general, numbers) with period 3, so without the shift a pool of 3k voices would give
+    # each voice one kind only (held-out voices reading only digit strings)
     my $slot = $k{$synth}++;
-    my $voice = $v[$slot % @v];
-    my $rate = $r[int($slot / @v) % @r];
+    my $round = int($slot / @v);
+    my $voice = $v[($slot + $round) % @v];
+    my $rate = $r[$round % @r];
     (my $text = $say) =~ s/[\x{201C}\x{201D}]/"/g;
     $text =~ s/\t/ /g;
     my $tr = transcript($text);
