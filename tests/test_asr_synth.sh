@@ -11,7 +11,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 B=$LV_BIN
 # The jobs alone (no synthesizer): lines of three kinds interleaved; every held-out espeak-ng
-# voice (12 with their variants) reads more than one kind, and each training synthesizer's
+# voice (18 with their variants) reads more than one kind, and each training synthesizer's
 # voices too.
 for k in b g n; do seq 1 200 | sed "s/^/$k /" >"$T/kind_$k.txt"; done
 jobs() { perl "$LV_ROOT/scripts/data/asr_synth_jobs.pl" jobs "$1" 360 "$T/kind_b.txt" "$T/kind_g.txt" "$T/kind_n.txt"; }
