@@ -179,6 +179,25 @@ START_TEST(binary_middle_broadcast_exact) {
 }
 END_TEST
 
+/* lv_graph_remat's node: y = tanh(x . w + b) * x with b a variable the function reads
+ * through its ctx (not among its inputs); the graph gives memory back, so the forward runs
+ * without a tape and backward runs it again. */
+static lv_tensor *remat_tanh_body(lv_graph *g, const void *c, lv_tensor *const *in) {
+  lv_tensor *b = *(lv_tensor *const *)c;
+  lv_tensor *h = lv_op_add(g, lv_op_matmul(g, in[0], in[1], false, false), b);
+  return lv_op_mul(g, lv_op_activation(g, h, LV_ACT_TANH), in[0]);
+}
+static lv_tensor *f_remat(lv_graph *g, lv_tensor **in, const void *c) {
+  (void)c;
+  lv_graph_set_free_in_backward(g, true);
+  return lv_graph_remat(g, remat_tanh_body, &in[2], sizeof in[2], 2, in);
+}
+START_TEST(grad_remat) {
+  spec in[3] = {fspec(lv_shape2(3, 4), 41), fspec(lv_shape2(4, 4), 42), fspec(lv_shape1(4), 43)};
+  gradcheck("remat", 3, in, f_remat, NULL, EPS, TOL);
+}
+END_TEST
+
 START_TEST(grad_scale) {
   spec in[1] = {fspec(lv_shape2(3, 5), 3)};
   gradcheck("scale/add_scalar", 1, in, f_scale, NULL, EPS, TOL);
@@ -1937,6 +1956,7 @@ int main(void) {
   tcase_add_test(gc, grad_binary_broadcast);
   tcase_add_test(gc, binary_column_broadcast_exact);
   tcase_add_test(gc, binary_middle_broadcast_exact);
+  tcase_add_test(gc, grad_remat);
   tcase_add_test(gc, grad_scale);
   tcase_add_test(gc, grad_activations);
   tcase_add_test(gc, grad_conv2d);
