@@ -16,7 +16,7 @@
 #   DIR/SET.tfrecords-*            AsrInput records; train's with the samples (pcm16,
 #                                  create_asr_features --write_pcm) for the input's
 #                                  waveform augmentation
-# SETs: train (training voices: espeak-ng 6 lines in 10, flite 2, festival 2); dev (the same
+# SETs: train (training voices: espeak-ng 4 lines in 10, flite 3, festival 3); dev (the same
 # voices, dev texts); test_bible (Bible Test books) and test_general (general and number test
 # sentences), the training voices on unseen text; heldout_espeak (espeak-ng voices
 # en-gb-x-gbclan, en-gb-x-gbcwmd, en-us-nyc and the variants +m4, +m6, never in training),
