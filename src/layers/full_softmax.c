@@ -105,8 +105,23 @@ bool lv_softmax_layer_dense_weights(lv_softmax_layer *l, lv_graph *g, lv_tensor 
   return *w && (!l->b || *b);
 }
 
+/* A sharded softmax of a quantized model file (int8 shards, no float copies) at
+ * inference: each shard's logits from its own int8 GEMM, then the columns concatenated,
+ * rather than a concat of the shards' weights, which would need their floats. */
+static lv_tensor *sharded_q_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *x) {
+  lv_tensor *parts[l->num_shards];
+  for (int i = 0; i < l->num_shards; i++) {
+    lv_tensor *w = &l->w[i]->value;
+    parts[i] = l->b ? lv_op_matmul_bias(g, x, w, &l->b[i]->value) : lv_op_matmul(g, x, w, false, false);
+  }
+  return lv_op_concat(g, parts, l->num_shards, x->shape.rank - 1);
+}
+
 lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *x) {
   lv_tensor *w, *b;
+  if (x && l->num_shards > 1 && l->w[0]->value.qw && !lv_graph_is_training(g) && !lv_qlayer_on(&l->q) &&
+      x->shape.rank >= 1 && x->shape.d[x->shape.rank - 1] == l->input_dim)
+    return sharded_q_logits(l, g, x);
   if (!x || !lv_softmax_layer_dense_weights(l, g, &w, &b)) return NULL;
   char s[96];
   if (x->shape.rank < 1 || x->shape.d[x->shape.rank - 1] != l->input_dim) {
