@@ -11,7 +11,8 @@
 #   mt           mt.bible_en_es.TransformerSmall, MT_GPU_STEPS on the GPU and MT_CPU_STEPS on
 #                the CPU (all cores): curves within a tolerance; the CPU's checkpoint at
 #                MT_CPU_STEPS/2 resumed on the GPU, the GPU's resumed on the CPU and on the
-#                GPU, each continuing the curves to MT_CPU_STEPS
+#                GPU, each continuing the curves to MT_CPU_STEPS; MT_REMAT_STEPS (20) with the
+#                layers rematerialized (remat) on the GPU against the plain GPU curve
 #   multi_gpu    --worker_gpus beyond the visible GPUs refused (exit 2, nothing written);
 #                NCCL one rank against no communicator (SKIP: the bundle is MPI=0)
 #   tensorboard  the trainer's and evaler's event directories read with TensorBoard's
@@ -41,6 +42,8 @@ if [ -n "${GPU_CHECK_WORK:-}" ]; then W=$GPU_CHECK_WORK; mkdir -p "$W"; else W=$
 BUDGET=${GPU_CHECK_BUDGET:-420}
 LENET_STEPS=${LENET_STEPS:-200}
 MT_GPU_STEPS=${MT_GPU_STEPS:-300}
+MT_REMAT_STEPS=${MT_REMAT_STEPS:-20}
+MT_REMAT="task.encoder.transformer_stack.transformer_tpl.remat: true; task.decoder.trans_tpl.remat: true"
 MT_CPU_STEPS=${MT_CPU_STEPS:-80}
 MT_HALF=$((MT_CPU_STEPS / 2))
 # Tolerances (relative, per step): the first EARLY steps must agree closely (a wrong kernel
@@ -245,6 +248,9 @@ if [ "$CPU_ONLY" != 1 ]; then
     train "$W/mt_gpu_from_cpu" gpu 90 "$MT" "$MT_OV; train.max_steps: $MT_CPU_STEPS; train.save_interval_steps: $MT_HALF"
     echo "mt_gpu_from_cpu rc=$?" >>"$W/gpu_runs.log"
   fi
+  # Rematerialized Transformer layers (lv_graph_remat) on the GPU: the plain run's curve.
+  train "$W/mt_gpu_remat" gpu 90 "$MT" "$MT_OV; $MT_REMAT; train.max_steps: $MT_REMAT_STEPS; train.save_interval_steps: $MT_REMAT_STEPS"
+  echo "mt_gpu_remat rc=$?" >>"$W/gpu_runs.log"
 fi
 wait $CPU_PID
 cat "$W/cpu_refs.log" >>"$W/gpu_runs.log"
@@ -274,11 +280,13 @@ else
   # curve (it starts from the GPU's weights: only the drift tolerance).
   for pair in "cpu mt_cpu gpu mt_gpu 1 $EARLY" "cpu mt_cpu cpu->gpu mt_gpu_from_cpu $H1 $EARLY" \
               "gpu mt_gpu gpu->cpu mt_cpu_from_gpu $H1 $EARLY" "gpu mt_gpu gpu->gpu mt_gpu_from_gpu $H1 $EARLY" \
-              "cpu mt_cpu gpu->cpu mt_cpu_from_gpu $H1 0"; do
+              "cpu mt_cpu gpu->cpu mt_cpu_from_gpu $H1 0" "gpu mt_gpu gpu-remat mt_gpu_remat 1 $MT_REMAT_STEPS"; do
     set -- $pair
     note mt "-- $1 ($2) against $3 ($4) from step $5"
+    want=$MT_CPU_STEPS
+    [ "$4" = mt_gpu_remat ] && want=$MT_REMAT_STEPS
     fig=$(curves "$1" "$W/$2.log" "$3" "$W/$4.log" --early "$6" --rtol_early "$RTOL_EARLY" --rtol "$RTOL" \
-          --from "$5" --want "$MT_CPU_STEPS" 2>&1 >>"$OUT/mt.txt") || fails=$((fails + 1))
+          --from "$5" --want "$want" 2>&1 >>"$OUT/mt.txt") || fails=$((fails + 1))
     note mt "$fig"
     figs+=("$3 vs $1: ${fig%%;*}")
   done
