@@ -1049,7 +1049,7 @@ static void remat_bwd(lv_graph *g, lv_node *nd) {
 lv_tensor *lv_graph_remat(lv_graph *g, lv_graph_remat_fn fn, const void *ctx, size_t ctx_bytes, int n_in,
                           lv_tensor *const *in) {
   if (!g || g->failed) return NULL;
-  if (!tracking(g) || g->remat_depth) return fn(g, ctx, in);
+  if (!g->training || !tracking(g) || g->remat_depth) return fn(g, ctx, in);
   for (int i = 0; i < n_in; i++)
     if (!in[i]) {
       lv_graph_fail(g, "remat: input %d is NULL", i);
