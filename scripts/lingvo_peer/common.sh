@@ -71,10 +71,10 @@ one_step() {
   local one="train.max_steps: 1; input.file_buffer_size: 1; input.file_parallelism: 1"
   shift 3
   env "$@" "$PY" "$ROOT/scripts/lingvo_peer/run.py" trainer --model=$M --run_locally=cpu --mode=sync \
-    --logdir="$WORK/one_lingvo" --model_params_override="$one; task.train.max_steps: 1${LV_OV:+; $LV_OV}" >one_lingvo.log 2>&1
+    --logdir="$WORK/one_lingvo" --model_params_override="$one; task.train.max_steps: 1${ONE_OV:+; $ONE_OV}${LV_OV:+; $LV_OV}" >one_lingvo.log 2>&1
   logdir_of "$WORK/one_lingvo/train/ckpt-00000000" "$WORK/one_lingvoc"
   "$BIN/trainer" --model=$M --logdir="$WORK/one_lingvoc" --log_interval_steps=1 \
-    --model_params_override="$lcdata; $one${LC_OV:+; $LC_OV}" >one_lingvoc.log 2>&1
+    --model_params_override="$lcdata; $one${ONE_OV:+; $ONE_OV}${LC_OV:+; $LC_OV}" >one_lingvoc.log 2>&1
   "$PY" "$ROOT/scripts/lingvo_peer/event_scalars.py" --step=1 one_lingvo/train/events.* >one_lingvo.scalars 2>/dev/null
   lc_line=$(grep 'step: *1,' one_lingvoc.log)
   l2=$(grep -m1 -o "l2_regularizer_weight : [0-9.e+-]*" one_lingvo/train/trainer_params.txt | cut -d' ' -f3)
