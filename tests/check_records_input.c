@@ -259,6 +259,23 @@ START_TEST(test_shuffle_determinism) {
 }
 END_TEST
 
+/* Records "r-0" .. "r-<n-1>" read for `epochs` epochs: each epoch (n consecutive records)
+ * holds every record exactly once. */
+static void each_epoch_once(const rec_list *a, int epochs, int n, const char *what) {
+  ck_assert_int_ge(a->n, epochs * n);
+  for (int e = 0; e < epochs; e++) {
+    int count[64] = {0};
+    ck_assert(n <= 64);
+    for (int i = n * e; i < n * e + n; i++) {
+      int k = -1;
+      ck_assert_msg(sscanf(a->r[i], "r-%d", &k) == 1 && k >= 0 && k < n, "%s: record %d is \"%s\"", what, i, a->r[i]);
+      count[k]++;
+    }
+    for (int k = 0; k < n; k++)
+      ck_assert_msg(count[k] == 1, "%s, epoch %d has record %d %d times", what, e, k, count[k]);
+  }
+}
+
 /* Lingvo's epoch barrier: the shuffle buffer drains before the next epoch starts, so with
  * a buffer larger than the file each epoch's 7 records come out together, each once, in
  * another order each epoch (a buffer that kept filling across epochs held each record
@@ -275,32 +292,16 @@ START_TEST(test_shuffle_buffer_repeats) {
   rec_list a;
   drain(&o, &a);
   ck_assert_int_eq(a.n, 2100);
+  each_epoch_once(&a, 300, 7, "buffer 1000");
   int orders_differ = 0;
-  for (int e = 0; e < 300; e++) {
-    int count[7] = {0};
-    for (int i = 7 * e; i < 7 * e + 7; i++) {
-      int k = -1;
-      ck_assert_msg(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7, "record %d is \"%s\"", i, a.r[i]);
-      count[k]++;
-    }
-    for (int k = 0; k < 7; k++) ck_assert_msg(count[k] == 1, "epoch %d has record %d %d times", e, k, count[k]);
-    if (e > 0) orders_differ += strcmp(a.r[7 * e], a.r[7 * e - 7]) != 0;
-  }
+  for (int e = 1; e < 300; e++) orders_differ += strcmp(a.r[7 * e], a.r[7 * e - 7]) != 0;
   ck_assert_int_gt(orders_differ, 200); /* the first record changes in ~6 of 7 epochs */
   rec_list_free(&a);
   o.buffer_size = 3;
   o.repeat_count = 20;
   drain(&o, &a);
   ck_assert_int_eq(a.n, 140);
-  for (int e = 0; e < 20; e++) {
-    int count[7] = {0};
-    for (int i = 7 * e; i < 7 * e + 7; i++) {
-      int k = -1;
-      ck_assert(sscanf(a.r[i], "r-%d", &k) == 1 && k >= 0 && k < 7);
-      count[k]++;
-    }
-    for (int k = 0; k < 7; k++) ck_assert_msg(count[k] == 1, "buffer 3, epoch %d has record %d %d times", e, k, count[k]);
-  }
+  each_epoch_once(&a, 20, 7, "buffer 3");
   rec_list_free(&a);
   o.buffer_size = 1000;
   o.repeat_count = -1;
@@ -344,15 +345,7 @@ START_TEST(test_shuffle_buffer_bytes) {
   lv_record_yielder_destroy(y);
   ck_assert_msg(peak > 12 && peak <= 20, "peak %lld bytes", (long long)peak);
   ck_assert_int_eq(capped.n, 150);
-  for (int e = 0; e < 3; e++) {
-    int count[50] = {0};
-    for (int i = 50 * e; i < 50 * e + 50; i++) {
-      int k = -1;
-      ck_assert(sscanf(capped.r[i], "r-%d", &k) == 1 && k >= 0 && k < 50);
-      count[k]++;
-    }
-    for (int k = 0; k < 50; k++) ck_assert_msg(count[k] == 1, "epoch %d has record %d %d times", e, k, count[k]);
-  }
+  each_epoch_once(&capped, 3, 50, "20-byte cap");
   ck_assert(!same_order(&free_order, &capped));
   drain(&o, &again);
   ck_assert(same_order(&capped, &again));

@@ -21,6 +21,9 @@ rate() { # LOG FIRST LAST: steps per second between two logged steps (hh:mm:ss.f
 }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 spread() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+file_metric() { # FILE KEY: the last "KEY: value" of a score file or log (mt.sh, mt_decode_race.sh)
+  grep -o "$2: [0-9.e+-]*" "$1" | tail -1 | cut -d' ' -f2
+}
 # MT decoders' hypotheses as "src<TAB>n<TAB>score<TAB>hyp" lines, sorted (mt.sh, mt_decode_race.sh).
 hyps_lingvo() { # LOG: from Lingvo's decoder log, each pair once
   sed -n 's/.*model\.py:[0-9]*\] //p' "$1" | awk '

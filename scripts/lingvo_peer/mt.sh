@@ -101,7 +101,6 @@ lingvo_job() { # evaler|decoder CKPT DIR: Lingvo's evaler / decoder on CKPT alon
       --model_params_override="train.max_steps: $STEPS; task.train.max_steps: $STEPS" >"$3.log" 2>&1
   fi
 }
-metric() { grep -o "$2: [0-9.e+-]*" "$1" | tail -1 | cut -d' ' -f2; }
 say ""
 say "Checkpoints both ways ($STEPS steps each; the 20 pairs as the test set, beam 8):"
 say ""
@@ -125,14 +124,14 @@ for who in Lingvo lingvoc; do
   lv_sc=$(ls de_lingvo_of_$who/decoder_test/score-*.txt) lc_sc=$(ls de_lingvoc_of_$who/decoder_test/score-*.txt)
   for e in Lingvo lingvoc; do
     if [ $e = Lingvo ]; then ev=$lv_ev sc=$lv_sc; else ev=$lc_ev sc=$lc_sc; fi
-    say "| $who | $e | $(metric "$ev" log_pplx) | $(metric "$ev" loss) | $(metric "$ev" fraction_of_correct_next_step_preds) | $(metric "$sc" corpus_bleu) | $top1/$nsrc | $allsame |"
+    say "| $who | $e | $(file_metric "$ev" log_pplx) | $(file_metric "$ev" loss) | $(file_metric "$ev" fraction_of_correct_next_step_preds) | $(file_metric "$sc" corpus_bleu) | $top1/$nsrc | $allsame |"
   done
   for m in log_pplx loss; do
-    awk -v a="$(metric "$lv_ev" $m)" -v b="$(metric "$lc_ev" $m)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
-      { say "DISAGREE: $who's checkpoint, $m: Lingvo's evaler $(metric "$lv_ev" $m), lingvoc's $(metric "$lc_ev" $m)"; BAD=1; }
+    awk -v a="$(file_metric "$lv_ev" $m)" -v b="$(file_metric "$lc_ev" $m)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
+      { say "DISAGREE: $who's checkpoint, $m: Lingvo's evaler $(file_metric "$lv_ev" $m), lingvoc's $(file_metric "$lc_ev" $m)"; BAD=1; }
   done
-  awk -v a="$(metric "$lv_sc" corpus_bleu)" -v b="$(metric "$lc_sc" corpus_bleu)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
-    { say "DISAGREE: $who's checkpoint, corpus_bleu: Lingvo $(metric "$lv_sc" corpus_bleu), lingvoc $(metric "$lc_sc" corpus_bleu)"; BAD=1; }
+  awk -v a="$(file_metric "$lv_sc" corpus_bleu)" -v b="$(file_metric "$lc_sc" corpus_bleu)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
+    { say "DISAGREE: $who's checkpoint, corpus_bleu: Lingvo $(file_metric "$lv_sc" corpus_bleu), lingvoc $(file_metric "$lc_sc" corpus_bleu)"; BAD=1; }
   [ "$top1" = "$nsrc" ] && [ "$nsrc" -gt 0 ] || { say "DISAGREE: $who's checkpoint: top-1 hypotheses differ ($top1 of $nsrc the same)"; BAD=1; }
   paste "hyps_lingvo_of_$who.tsv" "hyps_lingvoc_of_$who.tsv" | awk -F'\t' '$3 != $7 { d = $3 - $7; if (d < 0) d = -d; if (d > m) m = d } END { printf "%g\n", m + 0 }' >"score_diff_$who"
 done

@@ -64,7 +64,6 @@ done
 hyps_lingvo lv_1.log | awk -F'\t' '$2 == 0' | cut -f1,4 | sort >top_lingvo.tsv
 hyps_lingvoc "$(ls lc_1/decoder_test/decoder_out_* | head -1)" | awk -F'\t' '$2 == 0' | cut -f1,4 | sort >top_lingvoc.tsv
 n=$(wc -l <top_lingvoc.tsv) same=$(comm -12 top_lingvo.tsv top_lingvoc.tsv | wc -l)
-metric() { grep -o "$2: [0-9.e+-]*" "$1" | tail -1 | cut -d' ' -f2; }
 lv=$(cut -d' ' -f1 lingvo.runs | median) lc=$(cut -d' ' -f1 lingvoc.runs | median)
 say ""
 say "| | Lingvo | lingvoc | ratio |"
@@ -72,7 +71,7 @@ say "|---|---|---|---|"
 say "| decoding examples/s (median of $RUNS [min-max]) | $lv [$(cut -d' ' -f1 lingvo.runs | spread)] | $lc [$(cut -d' ' -f1 lingvoc.runs | spread)] | **$(awk -v a="$lc" -v b="$lv" 'BEGIN { printf "%.2fx", a / b }')** |"
 say "| whole job, s (median) | $(cut -d' ' -f2 lingvo.runs | median) | $(cut -d' ' -f2 lingvoc.runs | median) | |"
 say "| peak RSS, MiB (median) | $(( $(cut -d' ' -f3 lingvo.runs | median) / 1024 )) | $(( $(cut -d' ' -f3 lingvoc.runs | median) / 1024 )) | |"
-say "| corpus_bleu (run 1) | $(metric "$(ls lv_1/decoder_test/score-*.txt)" corpus_bleu) | $(metric "$(ls lc_1/decoder_test/score-*.txt)" corpus_bleu) | |"
+say "| corpus_bleu (run 1) | $(file_metric "$(ls lv_1/decoder_test/score-*.txt)" corpus_bleu) | $(file_metric "$(ls lc_1/decoder_test/score-*.txt)" corpus_bleu) | |"
 say ""
 say "Top-1 hypotheses with the same text: $same of $n sources (run 1)."
 echo "report: $R" >&2

@@ -1034,11 +1034,7 @@ static void remat_bwd(lv_graph *g, lv_node *nd) {
   if (!y || g->failed) {
     if (!g->failed) lv_graph_fail(g, "remat: the forward run again in backward gave no output");
   } else if (y->node >= lo) {
-    if (!lv_graph_grad_alias(g, y, gy)) {
-      bool acc;
-      lv_tensor *gr = lv_graph_grad(g, y, &acc);
-      if (gr) LV_K(g->be, axpy, lv_tensor_numel(gr), 1.0f, lv_f32(gy), lv_f32(gr), acc);
-    }
+    lv_graph_grad_pass(g, g->be, y, gy);
     if (!backward_range(g, lo, y->node, NULL, false)) lv_graph_fail(g, "remat: out of memory planning backward");
   }
   remat_release_scratch(g, bufs0);
@@ -1049,7 +1045,7 @@ static void remat_bwd(lv_graph *g, lv_node *nd) {
 lv_tensor *lv_graph_remat(lv_graph *g, lv_graph_remat_fn fn, const void *ctx, size_t ctx_bytes, int n_in,
                           lv_tensor *const *in) {
   if (!g || g->failed) return NULL;
-  if (!g->training || !tracking(g) || g->remat_depth) return fn(g, ctx, in);
+  if (!g->training || !tracking(g) || g->remat_depth) return fn(g, ctx, in); /* eval, no give-back, nested */
   for (int i = 0; i < n_in; i++)
     if (!in[i]) {
       lv_graph_fail(g, "remat: input %d is NULL", i);

@@ -118,11 +118,7 @@ static lv_tensor *sharded_q_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
 }
 
 lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *x) {
-  lv_tensor *w, *b;
-  if (x && l->num_shards > 1 && l->w[0]->value.qw && !lv_graph_is_training(g) && !lv_qlayer_on(&l->q) &&
-      x->shape.rank >= 1 && x->shape.d[x->shape.rank - 1] == l->input_dim)
-    return sharded_q_logits(l, g, x);
-  if (!x || !lv_softmax_layer_dense_weights(l, g, &w, &b)) return NULL;
+  if (!x) return NULL;
   char s[96];
   if (x->shape.rank < 1 || x->shape.d[x->shape.rank - 1] != l->input_dim) {
     lv_graph_fail(g, "%s: input_dim is %lld but the input has shape %s", l->base.scope, (long long)l->input_dim,
@@ -130,6 +126,10 @@ lv_tensor *lv_softmax_layer_logits(lv_softmax_layer *l, lv_graph *g, lv_tensor *
     return NULL;
   }
   lv_qlayer *q = &l->q;
+  if (l->num_shards > 1 && l->w[0]->value.qw && !lv_graph_is_training(g) && !lv_qlayer_on(q))
+    return sharded_q_logits(l, g, x);
+  lv_tensor *w, *b;
+  if (!lv_softmax_layer_dense_weights(l, g, &w, &b)) return NULL;
   if (!lv_qlayer_on(q)) {
     /* The GEMM's output dies once the bias is added, before a loss allocates its softmax. */
     const lv_graph_scope scope = lv_graph_scope_begin(g);
