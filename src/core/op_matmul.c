@@ -124,11 +124,23 @@ lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor 
   const bool fused = r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 && bias->dtype == LV_F32 &&
                      bias->shape.rank == 1 && bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] &&
                      use_twin(g, LV_OP_MATMUL, k, w, false, false, w->shape.d[0], w->shape.d[1]);
-  if (!fused) return lv_op_add(g, lv_op_matmul(g, a, w, false, false), bias);
+  /* Outside training a float w multiplies into rows that already hold the bias (one GEMM
+   * with beta 1: no add pass, no tape); in training the add keeps its own gradient. */
+  const bool rows = !fused && !lv_graph_is_training(g) && r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 &&
+                    w->dtype == LV_F32 && bias->dtype == LV_F32 && bias->shape.rank == 1 &&
+                    bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] && !w->qw;
+  if (!fused && !rows) return lv_op_add(g, lv_op_matmul(g, a, w, false, false), bias);
   lv_shape os = a->shape;
   os.d[r - 1] = w->shape.d[1];
   lv_tensor *out = lv_graph_out(g, LV_OP_MATMUL, LV_F32, os);
-  if (out) twin_matmul(k, lv_tensor_numel(a) / w->shape.d[0], a, w, bias, false, out);
+  if (!out) return NULL;
+  const int64_t kk = w->shape.d[0], n = w->shape.d[1], m = lv_tensor_numel(a) / kk;
+  if (fused) {
+    twin_matmul(k, m, a, w, bias, false, out);
+    return out;
+  }
+  LV_K(k, copy_block, m, n, 1, lv_f32(bias), 0, 0, lv_f32(out), n, 0, false);
+  LV_K(k, gemm, false, false, m, n, kk, 1.0f, lv_f32(a), kk, lv_f32(w), n, 1.0f, lv_f32(out), n);
   return out;
 }
 

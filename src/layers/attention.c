@@ -306,8 +306,9 @@ static lv_tensor *affine_t(const lv_layer *l, lv_graph *g, lv_tensor *x, lv_tens
     return NULL;
   }
   if (!b) return lv_op_matmul(g, x, w, false, false);
-  /* A quantized w multiplies on its own and adds b in the same kernel. */
-  if (w->qw && !lv_graph_is_training(g)) return lv_op_matmul_bias(g, x, w, b);
+  /* Outside training b is added by the GEMM (a quantized w's kernel, or a float GEMM into
+   * rows holding b): no [w; b] concat per call. */
+  if (!lv_graph_is_training(g)) return lv_op_matmul_bias(g, x, w, b);
   lv_tensor *x2 = lv_op_reshape(g, x, lv_shape2(lv_tensor_numel(x) / k, k));
   lv_tensor *wb[2] = {w, lv_op_reshape(g, b, lv_shape2(1, h))};
   lv_tensor *y = lv_op_matmul_ones_col(g, x2, lv_op_concat(g, wb, 2, 0));
