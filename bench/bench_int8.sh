@@ -7,7 +7,7 @@
 #         outputs' whitespace-separated words: the two files' outputs are nearly the same
 #         text, so the ratio is the ratio of time), wall time including the model's load;
 #         sacrebleu BLEU of the same lines against /tmp/bible/test.es;
-#   LM    lm.bible.LM_MODEL --score_text on the first LM_LINES lines of $LM_DATA/dev.txt:
+#   LM    lm.bible.LM_MODEL --score_text on the first LM_LINES lines of $LM_DATA/LM_SPLIT.txt:
 #         predicted tokens/s (</s> included) and the corpus perplexity of each file.
 #   GEMM  the kernels alone (bench/int8_gemm_bench.c): float32 lv_cpu_gemm against every
 #         int8 path the CPU has, on decoder-step and encoder shapes, us per call and GOP/s.
@@ -18,7 +18,8 @@
 #   can rotate its checkpoints), LINES (100), RUNS (5), THREADS (2),
 #   LM_MODEL (RnnLmSmall; TransformerLmSmall also works), LM_LOGDIR (none: trains LM_STEPS (40)
 #   steps of it here on $LM_DATA/train.txt; speed does not depend on the weights' quality),
-#   LM_DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), LM_LINES (200).
+#   LM_DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), LM_SPLIT (dev; test for a quality
+#   figure), LM_LINES (200).
 #   ASR   (with ASR_LOGDIR, a trained speech model's log dir) ASR_MODEL
 #         (asr.synth_en.LasSmall) --decode_audio=@LIST on the first ASR_LINES (50) lines of
 #         ASR_TSV (/tmp/asr_synth/test_bible.tsv: path<TAB>transcript, paths relative to
@@ -30,6 +31,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5} LINES=${LINES:-100} THREADS=${THREADS:-2}
 MT_LOGDIR=${MT_LOGDIR:-/tmp/q/transformer}
 LM_MODEL=${LM_MODEL:-RnnLmSmall} LM_DATA=${LM_DATA:-/tmp/lm_bible} LM_LINES=${LM_LINES:-200} LM_STEPS=${LM_STEPS:-40}
+LM_SPLIT=${LM_SPLIT:-dev}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 make -s -j2 bin/export bin/decoder bin/trainer bin/sacrebleu_score
 . bench/build.sh
@@ -98,7 +100,7 @@ else
 fi
 
 # ---- LM ----
-if [ -f "$LM_DATA/dev.txt" ]; then
+if [ -f "$LM_DATA/$LM_SPLIT.txt" ]; then
   M=lm.bible.$LM_MODEL
   OV="input.file_pattern: \"text:$LM_DATA/train.txt\""
   lm_logdir=${LM_LOGDIR:-}
@@ -110,7 +112,7 @@ if [ -f "$LM_DATA/dev.txt" ]; then
   fi
   bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --out="$tmp/lm.f32.lvm" >/dev/null
   bin/export --model=$M --logdir="$lm_logdir" --model_params_override="$OV" --quantize=int8 --out="$tmp/lm.int8.lvm" >/dev/null
-  head -"$LM_LINES" "$LM_DATA/dev.txt" >"$tmp/lm.in"
+  head -"$LM_LINES" "$LM_DATA/$LM_SPLIT.txt" >"$tmp/lm.in"
   for r in $(seq "$RUNS"); do
     for q in f32 int8; do
       timed lm $q bin/decoder --model_file="$tmp/lm.$q.lvm" --score_text="$tmp/lm.in" --num_threads="$THREADS"
@@ -118,7 +120,7 @@ if [ -f "$LM_DATA/dev.txt" ]; then
   done
   step=$(grep -o 'step [0-9]*' "$tmp/err" | head -1)
   echo
-  echo "## LM $M (${lm_logdir#$tmp/}, $step; --score_text, $LM_LINES lines of $LM_DATA/dev.txt, $RUNS runs interleaved)"
+  echo "## LM $M (${lm_logdir#$tmp/}, $step; --score_text, $LM_LINES lines of $LM_DATA/$LM_SPLIT.txt, $RUNS runs interleaved)"
   echo
   echo "| file | bytes | tokens/s | peak RSS (MB) | perplexity |"
   echo "|---|---|---|---|---|"
@@ -133,7 +135,7 @@ if [ -f "$LM_DATA/dev.txt" ]; then
     "file $(ratio "$(wc -c <"$tmp/lm.int8.lvm")" "$(wc -c <"$tmp/lm.f32.lvm")")x," \
     "peak RSS $(ratio "$(maxof "$tmp/lm.int8.rss")" "$(maxof "$tmp/lm.f32.rss")")x"
 else
-  echo "SKIP LM: no $LM_DATA/dev.txt (scripts/prepare_lm_bible.sh $LM_DATA)"
+  echo "SKIP LM: no $LM_DATA/$LM_SPLIT.txt (scripts/prepare_lm_bible.sh $LM_DATA)"
 fi
 
 # ---- ASR ----

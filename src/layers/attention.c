@@ -462,14 +462,13 @@ static lv_tensor *mha_project_query(lv_multi_headed_attention *m, lv_graph *g, l
   if (!m->inner_is_dot)
     return m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj") : q;
   lv_tensor *sc = mha_head_scale(m, g);
-  if (lv_qlayer_on(&m->a.q)) { /* the quantized projection, then the scale (Lingvo's order) */
+  /* The projection, then the scale on the projected queries: quantized (Lingvo's order),
+   * and outside training, where a quantized query_proj keeps its twin and a float one is
+   * not scaled whole ([K, H]) at every decoding step. */
+  if (lv_qlayer_on(&m->a.q) || !lv_graph_is_training(g) || !m->enable_query_proj) {
     lv_tensor *y = m->enable_query_proj ? mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj") : q;
     return lv_op_mul(g, y, sc);
   }
-  if (!m->enable_query_proj) return lv_op_mul(g, q, sc);
-  /* A quantized query_proj keeps its twin: the scale goes on the projected queries. */
-  if (m->query_proj->value.qw && !lv_graph_is_training(g))
-    return lv_op_mul(g, mha_affine(m, g, q, m->query_proj, m->query_proj_b, "query_proj"), sc);
   lv_tensor *w = lv_op_mul(g, &m->query_proj->value, sc);
   lv_tensor *b = m->query_proj_b ? lv_op_mul(g, &m->query_proj_b->value, sc) : NULL;
   return affine_t(&m->a.base, g, q, w, b);
