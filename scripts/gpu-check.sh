@@ -13,6 +13,10 @@
 #                MT_CPU_STEPS/2 resumed on the GPU, the GPU's resumed on the CPU and on the
 #                GPU, each continuing the curves to MT_CPU_STEPS; MT_REMAT_STEPS (20) with the
 #                layers rematerialized (remat) on the GPU against the plain GPU curve
+#   int8         an int8 model file (bin/export --quantize=int8 of the GPU run's last checkpoint)
+#                decoding 20 Test lines on the GPU (its weights dequantized to float32
+#                there: the int8 kernels are CPU-only) against the same file on the CPU with
+#                LINGVOC_INT8=float (float32 GEMMs on the same values)
 #   multi_gpu    --worker_gpus beyond the visible GPUs refused (exit 2, nothing written);
 #                NCCL one rank against no communicator (SKIP: the bundle is MPI=0)
 #   tensorboard  the trainer's and evaler's event directories read with TensorBoard's
@@ -54,7 +58,7 @@ RTOL=${GPU_CHECK_RTOL:-2e-2}
 NPROC=$(nproc)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PY=${PYTHON:-python3}
-rm -f "$OUT"/summary.txt "$OUT"/{ops,lenet5,mt,multi_gpu,tensorboard,speed}.txt "$OUT"/logs.tar.gz
+rm -f "$OUT"/summary.txt "$OUT"/{ops,lenet5,mt,int8,multi_gpu,tensorboard,speed}.txt "$OUT"/logs.tar.gz
 elapsed() { echo $(($(date +%s) - T0)); }
 # result CHECK FILE STATUS FIGURE: one summary line, also at the end of the check's file.
 result() {
@@ -295,6 +299,48 @@ else
   note mt "GPU run to step $MT_GPU_STEPS: $fig"
   [ $fails -eq 0 ] && result mt mt PASS "$(IFS=';'; echo "${figs[*]}"); GPU ${gpu_end#step }" ||
     result mt mt FAIL "$fails comparison(s) out of tolerance or incomplete: $(IFS=';'; echo "${figs[*]}")"
+fi
+
+# ---- int8 ------------------------------------------------------------------------------------
+# The GPU run's model (the CPU run's without a GPU) exported int8; each decode's text and log.
+if [ "$CPU_ONLY" = 1 ]; then I8_RUN=$W/mt_cpu; else I8_RUN=$W/mt_gpu; fi
+I8=$W/mt_int8.lvm I8_SRC=$DATA/bible/test20.en
+echo "int8 model file: bin/export --quantize=int8 of $I8_RUN's last checkpoint; --decode_text of $I8_SRC" >"$OUT/int8.txt"
+# i8_decode NAME [ARGS...]: the decoder on the int8 file, its lines in $W/NAME.txt, its log in $W/NAME.log.
+i8_decode() {
+  local name=$1; shift
+  timeout -k 5 120 "$BIN/decoder" --model_file="$I8" --decode_text="$I8_SRC" "$@" >"$W/$name.txt" 2>"$W/$name.log"
+  local rc=$?
+  note int8 "-- $name ($*): exit $rc"
+  grep 'model file' "$W/$name.log" >>"$OUT/int8.txt"
+  return $rc
+}
+same_lines() { paste -d '\n' "$1" "$2" | awk 'NR % 2 { a = $0; next } { n += (a == $0) } END { print n + 0 }'; }
+if ! [ -f "$I8_SRC" ]; then
+  result int8 int8 FAIL "no $I8_SRC in the bundle (make gpu-bundle again)"
+elif ! "$BIN/export" --model=$MT --logdir="$I8_RUN" --quantize=int8 --out="$I8" \
+       --model_params_override="input.tokenizer.vocab_filepath: \"$DATA/bible/wpm.voc\"" >"$W/int8_export.log" 2>&1; then
+  result int8 int8 FAIL "bin/export --quantize=int8 failed: $(tail -1 "$W/int8_export.log")"
+else
+  note int8 "$(tail -1 "$W/int8_export.log")"
+  n=$(wc -l <"$I8_SRC")
+  LINGVOC_INT8=float i8_decode int8_cpu_float; rcf=$?
+  i8_decode int8_cpu; rci=$?
+  cpu_same=$(same_lines "$W/int8_cpu_float.txt" "$W/int8_cpu.txt")
+  if [ $rcf -ne 0 ] || [ $rci -ne 0 ]; then
+    result int8 int8 FAIL "the CPU decodes failed (exit $rcf with LINGVOC_INT8=float, $rci with the int8 GEMM)"
+  elif [ "$CPU_ONLY" = 1 ]; then
+    result int8 int8 SKIP "no GPU (CPU_ONLY); on the CPU the int8 GEMM and float32 GEMMs on the same values: $cpu_same of $n lines the same"
+  else
+    i8_decode int8_gpu --run_locally=gpu; rc=$?
+    gpu_same=$(same_lines "$W/int8_cpu_float.txt" "$W/int8_gpu.txt")
+    fig="$gpu_same of $n lines the same as the CPU's float32 GEMMs on the same values (CPU int8 GEMM: $cpu_same)"
+    if [ $rc -ne 0 ]; then result int8 int8 FAIL "exit $rc on the GPU: $(tail -1 "$W/int8_gpu.log")"
+    elif ! grep -q 'dequantized to float32 on cuda' "$W/int8_gpu.log"; then result int8 int8 FAIL "no 'dequantized to float32 on cuda' line in the GPU decoder's log; $fig"
+    elif [ $((gpu_same * 4)) -lt $((n * 3)) ]; then result int8 int8 FAIL "$fig (want at least 3/4)"
+    else result int8 int8 PASS "$fig"
+    fi
+  fi
 fi
 
 # ---- multi_gpu -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 # (cuBLAS and the runtime under /usr/local/cuda), python3 with PyTorch and TensorBoard, but
 # none of lingvoc's Debian libraries and no network; there scripts/gpu-check.sh (copied in)
 # runs every GPU check. In DIR:
-#   bin/         trainer evaler decoder ckpt_inspect keras2ckpt wpm_encode_file,
+#   bin/         trainer evaler decoder export ckpt_inspect keras2ckpt wpm_encode_file,
 #                check_backend_ops and bench/mt_bench from `make CUDA=1 MPI=0` (into
 #                BUILD, default build-gpu-bundle/), linked with RPATH $ORIGIN/../lib
 #                (DT_RPATH, so the libraries' own dependencies are found there too)
@@ -20,7 +20,8 @@
 #                a Fashion-MNIST subset (FM_TRAIN=12000 / FM_TEST=2000 images, IDX gz) and
 #                a Bible en-es subset (every BIBLE_EVERY=5th training pair of BIBLE_DIR,
 #                default /tmp/bible from scripts/prepare_bible_en_es.sh, encoded with its
-#                wpm.voc; the Dev records and the vocabulary as they are). Compressed
+#                wpm.voc; the Dev records and the vocabulary as they are; the first 20 Test
+#                source lines, test20.en, for the int8 model file check). Compressed
 #                because OpenBLAS alone is 36 MB; gpu-check.sh unpacks it.
 #   experiments/ scripts/gpu-check.sh scripts/gpu_check_*.py bench/{lenet5,mt}_torch.py
 #   MANIFEST     commit, build flags, contents
@@ -44,13 +45,13 @@ die() { echo "make-gpu-bundle.sh: $*" >&2; exit 1; }
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   [ -f "$FM_DIR/$f.gz" ] || die "$FM_DIR/$f.gz missing (apt-get install dataset-fashion-mnist, or FM_DIR=)"
 done
-for f in train.en train.es wpm.voc dev.tfrecord-00000-of-00001; do
+for f in train.en train.es test.en wpm.voc dev.tfrecord-00000-of-00001; do
   [ -f "$BIBLE_DIR/$f" ] || die "$BIBLE_DIR/$f missing: run scripts/prepare_bible_en_es.sh $BIBLE_DIR first (or BIBLE_DIR=)"
 done
 
 # 1. The CUDA build, MPI=0, linked with RPATH $ORIGIN/../lib (relinked every time: the
 #    link flags are not part of make's dependencies).
-BINS=(trainer evaler decoder ckpt_inspect keras2ckpt wpm_encode_file)
+BINS=(trainer evaler decoder export ckpt_inspect keras2ckpt wpm_encode_file)
 targets=()
 for b in "${BINS[@]}"; do targets+=("$B/bin/$b"); done
 targets+=("$B/tests/check_backend_ops" "$B/bench/mt_bench")
@@ -116,6 +117,7 @@ awk -v e="$BIBLE_EVERY" 'NR % e == 1' "$BIBLE_DIR/train.es" >"$tmp/train.es"
   --wpm_filepath="$BIBLE_DIR/wpm.voc" --output_filepath="$tmp/data/bible/train.tfrecord" --max_len=100 \
   --progress_seconds=0 >/dev/null
 cp "$BIBLE_DIR/wpm.voc" "$BIBLE_DIR/dev.tfrecord-00000-of-00001" "$tmp/data/bible/"
+head -20 "$BIBLE_DIR/test.en" >"$tmp/data/bible/test20.en"
 tar -C "$tmp" --owner=0 --group=0 --sort=name -cf - cudnn-shim lib data | xz -T"$JOBS" -6 >"$out/payload.tar.xz"
 
 # 4. Scripts, experiments, the PyTorch baselines.

@@ -80,7 +80,7 @@ paths_same() {
       rm -f "$out.$isa"
       continue
     fi
-    check "$what ($isa): the log names the int8 matrices and the path" grep -qE "[1-9][0-9]* int8 weight matrices, their matmuls on $isa\$" "$T/err"
+    check "$what ($isa): the log names the int8 matrices and the path" grep -qE "[1-9][0-9]* int8 weight matrices, their matmuls on the int8 GEMM, path $isa\$" "$T/err"
     [ -z "$ran" ] && floats_check "$what"
     ran="$ran $isa"
   done

@@ -419,6 +419,7 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
   int n = 0;
   lv_saveable *items = lv_instance_saveables(m, &n);
   lv_status s = NULL;
+  int on_device = 0; /* quantized weights made float32 for a device without int8 kernels */
   for (int i = 0; !s && i < n; i++) {
     const lv_mf_tensor *t = lv_model_file_tensor(f, items[i].name);
     if (!t) {
@@ -432,6 +433,7 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
                          items[i].name, lv_dtype_names[t->dtype], a, lv_dtype_names[items[i].dtype], b);
     } else if (t->quantized) {
       s = restore_quantized(f, t, lv_varstore_get(m->vs, i), &items[i]);
+      on_device += !lv_device_is_host(items[i].device);
     } else {
       lv_tensor v = lv_tensor_view(items[i].dtype, items[i].shape, items[i].data);
       v.device = items[i].device;
@@ -446,9 +448,16 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
   }
   for (int q = 0; q < LV_QTYPE_COUNT; q++) {
     if (twins[q])
-      lv_info("model file %s: %d %s weight matrices, their matmuls on %s", f->path, twins[q], lv_qtype_names[q],
-              lv_qweights_enabled() ? lv_qtype_traits_of((lv_qtype)q)->path() : "float32 GEMMs (LINGVOC_INT8=float)");
+      lv_info("model file %s: %d %s weight matrices, their matmuls on %s%s", f->path, twins[q], lv_qtype_names[q],
+              lv_qweights_enabled() ? "the int8 GEMM, path " : "float32 GEMMs (LINGVOC_INT8=float)",
+              lv_qweights_enabled() ? lv_qtype_traits_of((lv_qtype)q)->path() : "");
     if (tables[q]) lv_info("model file %s: %d %s gather tables", f->path, tables[q], lv_qtype_names[q]);
+  }
+  if (!s && on_device) {
+    char dn[32];
+    lv_info("model file %s: %d quantized weights dequantized to float32 on %s (int8 kernels are CPU-only: the "
+            "values are the int8 model's, the arithmetic float32)", f->path, on_device,
+            lv_device_str(items[0].device, dn, sizeof dn));
   }
   if (deferred)
     lv_info("model file %s: %d quantized weights without float copies (floats only for an op that needs them)",
