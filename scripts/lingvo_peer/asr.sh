@@ -11,6 +11,8 @@
 #   scripts/lingvo_peer/asr.sh             # STEPS=100 RUNS=1 WORK=/tmp/lingvo_peer_asr
 #   RUNS=0 STEPS=40 scripts/lingvo_peer/asr.sh   # no race: the crossings only
 #   EMA=0.99 RUNS=0 STEPS=40 scripts/lingvo_peer/asr.sh   # with moving averages (see below)
+#   MODEL=LasSmall RUNS=3 STEPS=40 scripts/lingvo_peer/asr.sh   # the Small model (no dropout
+#                                   # either), its one step, crossings and race on the same batch
 #
 # The data: eight utterances of two words spoken by espeak-ng (as tests/test_asr_e2e.sh
 # makes them), one record file of lingvoc's create_asr_features (Lingvo's layout: uttid,
@@ -19,7 +21,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STEPS=${STEPS:-100} RUNS=${RUNS:-1} WORK=${WORK:-/tmp/lingvo_peer_asr}
-BIN=${LV_BIN:-$ROOT/bin} M=asr.bible_tts.TinyTest
+BIN=${LV_BIN:-$ROOT/bin} M=asr.bible_tts.${MODEL:-TinyTest}
 export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN outside the checkout
 # EMA=DECAY: both train with task.train.ema_decay DECAY (the moving averages in the
 # checkpoints as <var>/ExponentialMovingAverage, batch-norm statistics included), and both

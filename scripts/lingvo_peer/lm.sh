@@ -28,7 +28,10 @@ export LINGVOC_EXPERIMENTS=${LINGVOC_EXPERIMENTS:-$ROOT/experiments} # a $LV_BIN
 case $M in *Transformer*) ONE_STEP_EXEMPT=/source_proj_b/ ;; esac
 # The one step runs without dropout on both sides (their generators differ): the
 # TinyTests have none, the Small models' is switched off for that step (ONE_OV, common.sh).
-case $M in *TransformerLm*) ONE_OV="task.lm.residual_dropout_prob: 0.0" ;; esac
+case $M in
+  *TransformerLm*) ONE_OV="task.lm.residual_dropout_prob: 0.0" ;;
+  *RnnLm*) ONE_OV="task.lm.embedding_dropout_keep_prob: 1.0; task.lm.rnns.dropout.keep_prob: 1.0" ;;
+esac
 # EMA=DECAY: both train with task.train.ema_decay DECAY (the moving averages in the
 # checkpoints as <var>/ExponentialMovingAverage), and both evalers read the averages.
 if [ -n "${EMA:-}" ]; then
