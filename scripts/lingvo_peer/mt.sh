@@ -83,6 +83,7 @@ if "$PY" "$ROOT/scripts/lingvo_peer/compare_ckpts.py" one_lingvo/train/ckpt-0000
   say "is rounding noise of order 1e-9, and Adam's first update g / (sqrt(v) + 1e-9) makes noise a full step)"
 else
   say "DISAGREE: the weights after one step: $(tail -1 one_step_weights.log)"; BAD=1
+  grep OUTSIDE one_step_weights.log | while read -r line; do say "  $line"; done
 fi
 
 # 2. Checkpoints both ways: STEPS steps of each trainer (dropout on, as configured), then
