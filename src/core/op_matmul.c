@@ -121,14 +121,14 @@ lv_tensor *lv_op_matmul_bias(lv_graph *g, lv_tensor *a, lv_tensor *w, lv_tensor 
   const lv_backend *k = lv_graph_kernels(g, LV_OP_MATMUL, 3, ins);
   if (!k) return NULL;
   const int r = a->shape.rank;
-  const bool fused = r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 && bias->dtype == LV_F32 &&
-                     bias->shape.rank == 1 && bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] &&
-                     use_twin(g, LV_OP_MATMUL, k, w, false, false, w->shape.d[0], w->shape.d[1]);
+  const bool shapes = r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 && bias->dtype == LV_F32 &&
+                      bias->shape.rank == 1 && bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0];
+  /* use_twin, when it says no, has given a float-less w its floats. */
+  const bool fused = shapes && use_twin(g, LV_OP_MATMUL, k, w, false, false, w->shape.d[0], w->shape.d[1]);
+  if (lv_graph_failed(g)) return NULL;
   /* Outside training a float w multiplies into rows that already hold the bias (one GEMM
    * with beta 1: no add pass, no tape); in training the add keeps its own gradient. */
-  const bool rows = !fused && !lv_graph_is_training(g) && r >= 2 && w->shape.rank == 2 && a->dtype == LV_F32 &&
-                    w->dtype == LV_F32 && bias->dtype == LV_F32 && bias->shape.rank == 1 &&
-                    bias->shape.d[0] == w->shape.d[1] && a->shape.d[r - 1] == w->shape.d[0] && !w->qw;
+  const bool rows = shapes && !fused && !lv_graph_is_training(g) && w->dtype == LV_F32;
   if (!fused && !rows) return lv_op_add(g, lv_op_matmul(g, a, w, false, false), bias);
   lv_shape os = a->shape;
   os.d[r - 1] = w->shape.d[1];
