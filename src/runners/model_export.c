@@ -446,11 +446,12 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
     if (v->quant) (v->quant->axis ? twins : tables)[v->quant->type]++;
     deferred += v->deferred;
   }
+  const bool twin_gemm = lv_qweights_enabled();
   for (int q = 0; q < LV_QTYPE_COUNT; q++) {
     if (twins[q])
       lv_info("model file %s: %d %s weight matrices, their matmuls on %s%s", f->path, twins[q], lv_qtype_names[q],
-              lv_qweights_enabled() ? "the int8 GEMM, path " : "float32 GEMMs (LINGVOC_INT8=float)",
-              lv_qweights_enabled() ? lv_qtype_traits_of((lv_qtype)q)->path() : "");
+              twin_gemm ? "the int8 GEMM, path " : "float32 GEMMs (LINGVOC_INT8=float)",
+              twin_gemm ? lv_qtype_traits_of((lv_qtype)q)->path() : "");
     if (tables[q]) lv_info("model file %s: %d %s gather tables", f->path, tables[q], lv_qtype_names[q]);
   }
   if (!s && on_device) {
