@@ -2,11 +2,16 @@
 # Post-training int8 against float32, the same trained model, the same machine, in the same
 # run (issue 46): bin/export writes the model float32 and --quantize=int8, and RUNS
 # interleaved runs of bin/decoder --model_file time each file:
-#   MT    mt.bible_en_es.TransformerSmall, beam search (the experiment's: 4 hyps) on the
-#         first LINES lines of /tmp/bible/test.en: sentences/s and target words/s (the
-#         outputs' whitespace-separated words: the two files' outputs are nearly the same
-#         text, so the ratio is the ratio of time), wall time including the model's load;
-#         sacrebleu BLEU of the same lines against /tmp/bible/test.es;
+#   MT    mt.bible_en_es.MT_MODEL (TransformerSmall; RNMTSmall), beam search (the
+#         experiment's) on the first LINES lines of /tmp/bible/test.en: sentences/s and
+#         target words/s (the outputs' whitespace-separated words: the two files' outputs
+#         are nearly the same text, so the ratio is the ratio of time), wall time including
+#         the model's load; sacrebleu BLEU of the same lines against /tmp/bible/test.es;
+#   PUNCT (with PUNCT_LOGDIR, a trained punctuator's log dir) punctuator.codelab.PUNCT_MODEL
+#         (RNMTModelSmall; TransformerSmall) --decode_text of the first LINES lines of
+#         $PUNCT_DATA/test.txt (/tmp/punctuator_data: scripts/prepare_punctuator.sh; the
+#         decoder lower-cases and strips each line as PunctuatorInput does): the same
+#         speed figures, and punct_score's BLEU, exact match, F1 of commas, of all marks and of capitals;
 #   LM    lm.bible.LM_MODEL --score_text on the first LM_LINES lines of $LM_DATA/LM_SPLIT.txt:
 #         predicted tokens/s (</s> included) and the corpus perplexity of each file.
 #   GEMM  the kernels alone (bench/int8_gemm_bench.c): float32 lv_cpu_gemm against every
@@ -14,8 +19,9 @@
 # Each: median and spread (min..max) of the runs, peak RSS (/usr/bin/time, max over runs),
 # the files' sizes, and the int8 path picked (LINGVOC_INT8 as set, default the CPU's best).
 # Usage: bench/bench_int8.sh
-#   MT_LOGDIR (/tmp/q/transformer) MT_CKPT (its latest; copied first, so a running trainer
-#   can rotate its checkpoints), LINES (100), RUNS (5), THREADS (2),
+#   MT_LOGDIR (/tmp/q/transformer) MT_MODEL (TransformerSmall) MT_CKPT (its latest; copied
+#   first, so a running trainer can rotate its checkpoints), LINES (100: MT and PUNCT),
+#   RUNS (5), THREADS (2), PUNCT_LOGDIR (none: no PUNCT), PUNCT_MODEL, PUNCT_DATA,
 #   LM_MODEL (RnnLmSmall; TransformerLmSmall also works), LM_LOGDIR (none: trains LM_STEPS (40)
 #   steps of it here on $LM_DATA/train.txt; speed does not depend on the weights' quality),
 #   LM_DATA (/tmp/lm_bible: scripts/prepare_lm_bible.sh), LM_SPLIT (dev; test for a quality
@@ -29,11 +35,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5} LINES=${LINES:-100} THREADS=${THREADS:-2}
-MT_LOGDIR=${MT_LOGDIR:-/tmp/q/transformer}
+MT_LOGDIR=${MT_LOGDIR:-/tmp/q/transformer} MT_MODEL=${MT_MODEL:-TransformerSmall}
+PUNCT_MODEL=${PUNCT_MODEL:-RNMTModelSmall} PUNCT_DATA=${PUNCT_DATA:-/tmp/punctuator_data}
 LM_MODEL=${LM_MODEL:-RnnLmSmall} LM_DATA=${LM_DATA:-/tmp/lm_bible} LM_LINES=${LM_LINES:-200} LM_STEPS=${LM_STEPS:-40}
 LM_SPLIT=${LM_SPLIT:-dev}
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
-make -s -j2 bin/export bin/decoder bin/trainer bin/sacrebleu_score
+make -s -j2 bin/export bin/decoder bin/trainer bin/sacrebleu_score bin/punct_score
 . bench/build.sh
 bench_build int8_gemm_bench
 tmp=$(mktemp -d /tmp/bench_int8.XXXXXX)
@@ -61,42 +68,70 @@ echo "# bench_int8.sh $(date -u +%FT%TZ) on $(nproc) cores ($(grep -m1 'model na
   "load average $(cut -d' ' -f1-3 /proc/loadavg), THREADS=$THREADS, LINGVOC_INT8=${LINGVOC_INT8:-(best)}"
 grep -qw avx512_vnni /proc/cpuinfo && echo "# this CPU has AVX-512 VNNI" || echo "# this CPU has no AVX-512 VNNI"
 
-# ---- MT ----
-if [ -n "${MT_CKPT:-}" ] || [ -f "$MT_LOGDIR/train/checkpoint" ]; then
-  ck=${MT_CKPT:-$MT_LOGDIR/train/$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$MT_LOGDIR/train/checkpoint")}
-  mkdir -p "$tmp/mt/train"
-  cp "$ck".* "$tmp/mt/train/"
-  ck=$tmp/mt/train/$(basename "$ck")
-  M=mt.bible_en_es.TransformerSmall
-  bin/export --model=$M --logdir="$tmp/mt" --checkpoint="$ck" --out="$tmp/mt.f32.lvm" >/dev/null
-  bin/export --model=$M --logdir="$tmp/mt" --checkpoint="$ck" --quantize=int8 --out="$tmp/mt.int8.lvm" >/dev/null
-  head -"$LINES" /tmp/bible/test.en >"$tmp/mt.in"
-  head -"$LINES" /tmp/bible/test.es >"$tmp/mt.ref"
+# text_bench KIND MODEL LOGDIR CKPT IN REF: bin/export of LOGDIR's checkpoint CKPT (its
+# latest when empty; copied first, so a running trainer can rotate its checkpoints) float32
+# and int8, RUNS interleaved --decode_text runs of each on the first LINES lines of IN, and
+# the table: sentences/s, output words/s, peak RSS and the quality against the first LINES
+# lines of REF (MT: sacrebleu BLEU; punctuator: punct_score's BLEU and exact match).
+text_bench() {
+  local kind=$1 M=$2 logdir=$3 ck=$4 in=$5 ref=$6 q
+  [ -n "$ck" ] || ck=$logdir/train/$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$logdir/train/checkpoint")
+  mkdir -p "$tmp/$kind/train"
+  cp "$ck".* "$tmp/$kind/train/"
+  ck=$tmp/$kind/train/$(basename "$ck")
+  bin/export --model="$M" --logdir="$tmp/$kind" --checkpoint="$ck" --out="$tmp/$kind.f32.lvm" >/dev/null
+  bin/export --model="$M" --logdir="$tmp/$kind" --checkpoint="$ck" --quantize=int8 --out="$tmp/$kind.int8.lvm" >/dev/null
+  head -"$LINES" "$in" >"$tmp/$kind.in"
+  head -"$LINES" "$ref" >"$tmp/$kind.ref"
   for r in $(seq "$RUNS"); do
     for q in f32 int8; do
-      timed mt $q bin/decoder --model_file="$tmp/mt.$q.lvm" --decode_text="$tmp/mt.in" --num_threads="$THREADS"
+      timed "$kind" $q bin/decoder --model_file="$tmp/$kind.$q.lvm" --decode_text="$tmp/$kind.in" --num_threads="$THREADS"
     done
   done
   echo
-  echo "## MT $M ($(basename "$ck"), beam search, $LINES lines of /tmp/bible/test.en, $RUNS runs interleaved)"
+  echo "## $kind $M ($(basename "$ck"), beam search, $LINES lines of $in, $RUNS runs interleaved)"
   echo
-  echo "| file | bytes | sentences/s | target words/s | peak RSS (MB) | BLEU |"
-  echo "|---|---|---|---|---|---|"
+  if [ "$kind" = punct ]; then
+    echo "| file | bytes | sentences/s | output words/s | peak RSS (MB) | BLEU | exact match | , F1 | marks F1 | capitals F1 |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+  else
+    echo "| file | bytes | sentences/s | target words/s | peak RSS (MB) | BLEU |"
+    echo "|---|---|---|---|---|---|"
+  fi
   for q in f32 int8; do
-    words=$(wc -w <"$tmp/mt.$q.out")
-    awk -v n="$LINES" '{ print n / $1 }' "$tmp/mt.$q.s" >"$tmp/mt.$q.sps"
-    awk -v n="$words" '{ print n / $1 }' "$tmp/mt.$q.s" >"$tmp/mt.$q.wps"
-    bleu=$(bin/sacrebleu_score --ref="$tmp/mt.ref" --hyp="$tmp/mt.$q.out" | awk '{ print $3 }')
-    echo "| $q | $(wc -c <"$tmp/mt.$q.lvm") | $(stats "$tmp/mt.$q.sps") | $(stats "$tmp/mt.$q.wps") |" \
-      "$(awk '{ printf "%.0f", $1 / 1024 }' <<<"$(maxof "$tmp/mt.$q.rss")") | $bleu |"
+    local words score
+    words=$(wc -w <"$tmp/$kind.$q.out")
+    awk -v n="$LINES" '{ print n / $1 }' "$tmp/$kind.$q.s" >"$tmp/$kind.$q.sps"
+    awk -v n="$words" '{ print n / $1 }' "$tmp/$kind.$q.s" >"$tmp/$kind.$q.wps"
+    if [ "$kind" = punct ]; then
+      bin/punct_score --ref="$tmp/$kind.ref" --hyp="$tmp/$kind.$q.out" >"$tmp/punct.$q.score"
+      score=$(awk '/^BLEU =/ { b = $3 } /^exact match/ { e = $3 } $1 == "," { c = $7 } $1 == "marks" { m = $7 }
+                   $1 == "Capital" { k = $7 } END { printf "%s | %s | %s | %s | %s", b, e, c, m, k }' "$tmp/punct.$q.score")
+    else
+      score=$(bin/sacrebleu_score --ref="$tmp/$kind.ref" --hyp="$tmp/$kind.$q.out" | awk '{ print $3 }')
+    fi
+    echo "| $q | $(wc -c <"$tmp/$kind.$q.lvm") | $(stats "$tmp/$kind.$q.sps") | $(stats "$tmp/$kind.$q.wps") |" \
+      "$(awk '{ printf "%.0f", $1 / 1024 }' <<<"$(maxof "$tmp/$kind.$q.rss")") | $score |"
   done
-  same=$(paste -d'\t' "$tmp/mt.f32.out" "$tmp/mt.int8.out" | awk -F'\t' '$1 == $2' | wc -l)
+  local same
+  same=$(paste -d'\t' "$tmp/$kind.f32.out" "$tmp/$kind.int8.out" | awk -F'\t' '$1 == $2' | wc -l)
   echo
-  echo "int8 / float32: speed $(ratio "$(median "$tmp/mt.f32.s")" "$(median "$tmp/mt.int8.s")")x (median wall times)," \
-    "file $(ratio "$(wc -c <"$tmp/mt.int8.lvm")" "$(wc -c <"$tmp/mt.f32.lvm")")x," \
-    "peak RSS $(ratio "$(maxof "$tmp/mt.int8.rss")" "$(maxof "$tmp/mt.f32.rss")")x; $same of $LINES lines the same text"
+  echo "int8 / float32: speed $(ratio "$(median "$tmp/$kind.f32.s")" "$(median "$tmp/$kind.int8.s")")x (median wall times)," \
+    "file $(ratio "$(wc -c <"$tmp/$kind.int8.lvm")" "$(wc -c <"$tmp/$kind.f32.lvm")")x," \
+    "peak RSS $(ratio "$(maxof "$tmp/$kind.int8.rss")" "$(maxof "$tmp/$kind.f32.rss")")x; $same of $LINES lines the same text"
+}
+
+# ---- MT ----
+if [ -n "${MT_CKPT:-}" ] || [ -f "$MT_LOGDIR/train/checkpoint" ]; then
+  text_bench mt "mt.bible_en_es.$MT_MODEL" "$MT_LOGDIR" "${MT_CKPT:-}" /tmp/bible/test.en /tmp/bible/test.es
 else
-  echo "SKIP MT: no $MT_LOGDIR/train/checkpoint (train mt.bible_en_es.TransformerSmall there, or set MT_LOGDIR)"
+  echo "SKIP MT: no $MT_LOGDIR/train/checkpoint (train mt.bible_en_es.$MT_MODEL there, or set MT_LOGDIR)"
+fi
+
+# ---- punctuator ----
+if [ -n "${PUNCT_LOGDIR:-}" ]; then
+  [ -f "$PUNCT_DATA/test.txt" ] || { echo "bench_int8.sh: no $PUNCT_DATA/test.txt (scripts/prepare_punctuator.sh)" >&2; exit 2; }
+  text_bench punct "punctuator.codelab.$PUNCT_MODEL" "$PUNCT_LOGDIR" "" "$PUNCT_DATA/test.txt" "$PUNCT_DATA/test.txt"
 fi
 
 # ---- LM ----

@@ -750,6 +750,38 @@ START_TEST(fwd_softmax_stable_and_xent) {
 }
 END_TEST
 
+/* log_softmax sums its exps without storing them (the beam search's 8000-way rows);
+ * that sum (the same exps, in double) must be the one sparse_softmax_xent takes from the
+ * softmax: its loss (max - x[id]) + lse is then exactly -log_softmax[id] (equal values; 0
+ * and -0). Rows of several lengths (the vector loops' tails) and an 8000-way one. A float
+ * sum fails it. */
+START_TEST(fwd_log_softmax_sum_is_softmax_sum) {
+  const int64_t lens[] = {1, 7, 33, 8000};
+  lv_rng st;
+  lv_rng_init(&st, 5, 0);
+  for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+    const int64_t rows = 3, c = lens[li];
+    lv_graph *g = lv_graph_create(0);
+    float *xv = malloc(sizeof(float) * (size_t)(rows * c));
+    ck_assert_ptr_nonnull(xv);
+    for (int64_t i = 0; i < rows * c; i++) xv[i] = 4.0f * lv_rng_normal(&st);
+    lv_tensor *x = tensor_of(g, lv_shape2(rows, c), xv);
+    lv_tensor *ids = lv_graph_tensor(g, LV_I32, lv_shape1(rows));
+    for (int64_t r = 0; r < rows; r++) lv_i32(ids)[r] = (int32_t)((r * 7919) % c);
+    lv_tensor *ls = lv_op_log_softmax(g, x), *l = lv_op_sparse_softmax_xent(g, x, ids);
+    ck_assert_ptr_nonnull(ls);
+    ck_assert_ptr_nonnull(l);
+    for (int64_t r = 0; r < rows; r++) {
+      const float a = lv_f32(l)[r], b = -lv_f32(ls)[r * c + lv_i32(ids)[r]];
+      ck_assert_msg(a == b, "row %lld of %lld: xent %.9g, -log_softmax %.9g", (long long)r,
+                    (long long)c, a, b);
+    }
+    free(xv);
+    lv_graph_destroy(g);
+  }
+}
+END_TEST
+
 /* ulp distance between two finite floats of the same sign region (bit patterns as
  * sign-magnitude integers). */
 static int64_t ulp_dist(float a, float b) {
@@ -1974,6 +2006,7 @@ int main(void) {
   tcase_add_test(fw, fwd_conv_values);
   tcase_add_test(fw, fwd_per_image_std_in_top_k_argmax);
   tcase_add_test(fw, fwd_softmax_stable_and_xent);
+  tcase_add_test(fw, fwd_log_softmax_sum_is_softmax_sum);
   tcase_add_test(fw, fwd_cpu_exp_le0_accuracy);
   tcase_add_test(fw, fwd_cpu_tanh_sigmoid_accuracy);
   tcase_add_test(fw, lstm_step_simd_rows_match_plain);

@@ -246,18 +246,34 @@ typedef struct q8_job {
   int32_t *sums; /* [m, n] when xs is NULL */
 } q8_job;
 
-/* Row r's columns [j0, j0 + nv) from their int32 sums s (offset already taken off). */
-static inline void epilogue(const q8_job *j, int64_t r, int64_t j0, int64_t nv, const int32_t *s) {
+/* Row r's columns [j0, j0 + nv) from their int32 sums s; vnni: the sums are of a + 128,
+ * and 128 times the columns' sums come off first (in unsigned arithmetic: the VNNI sum may
+ * wrap past int32, its u8 values reaching 255; the difference is the exact sum all the
+ * same). One loop for each case, so that each vectorizes whole. */
+static inline void epilogue(const q8_job *j, int64_t r, int64_t j0, int64_t nv, int32_t *s, bool vnni) {
+  if (vnni) {
+    const int32_t *cs = j->w->colsum + j0;
+#pragma omp simd
+    for (int64_t c = 0; c < nv; c++) s[c] = (int32_t)((uint32_t)s[c] - (uint32_t)cs[c] * 128u);
+  }
   if (!j->xs) {
     memcpy(j->sums + r * j->w->n + j0, s, (size_t)nv * sizeof *s);
     return;
   }
   const float xs = j->xs[r], *ws = j->w->scale + j0, *bias = j->bias ? j->bias + j0 : NULL;
   float *y = j->y + r * j->ldy + j0;
-  for (int64_t c = 0; c < nv; c++) {
-    float v = (float)s[c] * (xs * ws[c]);
-    if (bias) v = v + bias[c];
-    y[c] = j->accumulate ? y[c] + v : v;
+  if (bias && j->accumulate) {
+#pragma omp simd
+    for (int64_t c = 0; c < nv; c++) y[c] = y[c] + ((float)s[c] * (xs * ws[c]) + bias[c]);
+  } else if (bias) {
+#pragma omp simd
+    for (int64_t c = 0; c < nv; c++) y[c] = (float)s[c] * (xs * ws[c]) + bias[c];
+  } else if (j->accumulate) {
+#pragma omp simd
+    for (int64_t c = 0; c < nv; c++) y[c] = y[c] + (float)s[c] * (xs * ws[c]);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < nv; c++) y[c] = (float)s[c] * (xs * ws[c]);
   }
 }
 
@@ -287,36 +303,37 @@ static void q8_piece(void *arg, int64_t lo, int64_t hi, int slot) {
           tile_scalar(mr, (int)nb, kp, bstride, (const int8_t *)j->a + r0 * kp, wp, s);
           break;
       }
-      for (int r = 0; r < mr; r++)
-        for (int64_t b = 0; b < nb; b++) {
-          const int64_t jc = (b0 + b) * LV_Q8_NB;
-          if (jc >= w->n) break;
-          int32_t *sb = s + r * nb * LV_Q8_NB + b * LV_Q8_NB;
-          if (j->isa == LV_INT8_AVX512)
-            /* In unsigned arithmetic: the VNNI sum may wrap past int32 (its u8 values reach
-             * 255), the difference is the exact sum all the same. */
-            for (int c = 0; c < LV_Q8_NB; c++) sb[c] = (int32_t)((uint32_t)sb[c] - (uint32_t)w->colsum[jc + c] * 128u);
-          epilogue(j, r0 + r, jc, w->n - jc < LV_Q8_NB ? w->n - jc : LV_Q8_NB, sb);
-        }
+      /* Every path leaves row r's nb blocks side by side: s + r * nb * 16, columns from jc. */
+      const int64_t jc = b0 * LV_Q8_NB, nv = w->n - jc < nb * LV_Q8_NB ? w->n - jc : nb * LV_Q8_NB;
+      if (nv > 0)
+        for (int r = 0; r < mr; r++) epilogue(j, r0 + r, jc, nv, s + r * nb * LV_Q8_NB, j->isa == LV_INT8_AVX512);
     }
   }
 }
 
-/* a [m, k] int8 (row stride k) into the isa's form, rows kp long, zero-padded (u8: 128). */
+/* a [m, k] int8 (row stride k) into the isa's form, rows kp long, zero-padded (u8: a + 128,
+ * padded with 128). */
 static void *to_isa_form(lv_int8_isa isa, int64_t m, const int8_t *a, int64_t k, int64_t kp) {
   const size_t el = isa == LV_INT8_AVX2 ? 2 : 1;
   void *buf = aligned_alloc(64, round_up((int64_t)el * m * kp, 64));
   LV_ASSERTF(buf, "out of memory for int8 GEMM activations (%lld x %lld)", (long long)m, (long long)kp);
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t p = 0; p < kp; p++) {
-      const int8_t v = p < k ? a[i * k + p] : 0;
-      if (isa == LV_INT8_AVX2)
-        ((int16_t *)buf)[i * kp + p] = v;
-      else if (isa == LV_INT8_AVX512)
-        ((uint8_t *)buf)[i * kp + p] = (uint8_t)(v + 128);
-      else
-        ((int8_t *)buf)[i * kp + p] = v;
+  for (int64_t i = 0; i < m; i++) {
+    const int8_t *ai = a + i * k;
+    if (isa == LV_INT8_AVX2) {
+      int16_t *o = (int16_t *)buf + i * kp;
+#pragma omp simd
+      for (int64_t p = 0; p < k; p++) o[p] = ai[p];
+      for (int64_t p = k; p < kp; p++) o[p] = 0;
+    } else if (isa == LV_INT8_AVX512) {
+      uint8_t *o = (uint8_t *)buf + i * kp;
+#pragma omp simd
+      for (int64_t p = 0; p < k; p++) o[p] = (uint8_t)((uint8_t)ai[p] ^ 0x80u); /* (uint8_t)(v + 128) */
+      memset(o + k, 128, (size_t)(kp - k));
+    } else {
+      memcpy((int8_t *)buf + i * kp, ai, (size_t)k);
+      memset((int8_t *)buf + i * kp + k, 0, (size_t)(kp - k));
     }
+  }
   return buf;
 }
 

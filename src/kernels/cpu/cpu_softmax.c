@@ -53,11 +53,34 @@ typedef struct sm_job {
   bool log_, acc;
 } sm_job;
 
+/* log(sum(exp(x - max))) of a row with *max <- max(x): softmax_row's sum, the same bits,
+ * without storing the exps (log-softmax needs only the sum: the beam search's 8000-way
+ * rows at every step). */
+static float logsumexp_row(int64_t c, const float *x, float *max) {
+  float m = -FLT_MAX;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < c; j++) s += lv_kexp_le0(x[j] - m);
+  *max = m;
+  return (float)log(s);
+}
+
+static void log_softmax_row(int64_t c, const float *x, float *out) {
+  float m;
+  const float ls = logsumexp_row(c, x, &m);
+#pragma omp simd
+  for (int64_t j = 0; j < c; j++) out[j] = (x[j] - m) - ls;
+}
+
 LV_CPU_PAR_LOOP(softmax_rows, sm_job, r, {
   const int64_t c = J->c;
-  float m, ls = softmax_row(c, J->x + r * c, J->out + r * c, &m);
+  float m;
   if (J->log_)
-    for (int64_t j = 0; j < c; j++) J->out[r * c + j] = (J->x[r * c + j] - m) - ls;
+    log_softmax_row(c, J->x + r * c, J->out + r * c);
+  else
+    softmax_row(c, J->x + r * c, J->out + r * c, &m);
 })
 
 void lv_cpu_softmax_fwd(lv_kctx *ctx, int64_t rows, int64_t c, const float *x, float *y, bool log_) {
