@@ -626,6 +626,21 @@ static void cases_reduce_softmax(void) {
     DESC("pad variant %d", v);
     RUN("masked_softmax_fwd", MATH) KT->masked_softmax_fwd(CTX, &bc, PF(x), PF(pad), PF(y));
   }
+  /* A decoding step's cached attention: in order (anc NULL), through ancestors (each
+   * step's row another hypothesis's), one ancestor outside the caches (the kernel error),
+   * and heads of 64 over 37 steps (the vector loops' full width). */
+  for (int v = 0; v < 4; v++) {
+    const int64_t R = v == 3 ? 4 : 3, N = v == 3 ? 4 : 2, d = v == 3 ? 64 : 5, dv = v == 3 ? 64 : 4;
+    const int64_t cap = v == 3 ? 40 : 6, t = v == 3 ? 37 : 4;
+    int q = fin(R * N * d, -1, 1), k = fin(cap * R * N * d, -1, 1), vv = fin(cap * R * N * dv, -1, 1);
+    int anc = v ? iin(t * R, 0, 1) : -1, sc = fout(R * N * t), out = fout(R * N * dv);
+    for (int64_t st = 0; v && st < t; st++)
+      for (int64_t r = 0; r < R; r++) HI(anc)[st * R + r] = (int32_t)(st * R + (r * 2 + st) % R);
+    if (v == 2) HI(anc)[7] = (int32_t)(cap * R);
+    DESC("variant %d", v);
+    RUN("cached_attention", MATH)
+    KT->cached_attention(CTX, t, R, N, d, dv, cap, PF(q), PF(k), PF(vv), v ? PI(anc) : NULL, PF(sc), PF(out), 17);
+  }
   /* Ids: all in range, one out of range (lowest bad position reported), empty. */
   for (int v = 0; v < 3; v++) {
     const int64_t n = v == 2 ? 0 : 3000;

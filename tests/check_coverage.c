@@ -34,6 +34,7 @@ static const char *const kNoGradient[] = {
     "top_k",                     /* integer indices, values used only in beam search */
     "compare",                   /* boolean mask output */
     "moving_average",            /* a deferred variable update, not part of the loss */
+    "cached_attention",          /* a decoding step's attention over key/value caches */
 };
 
 typedef struct {

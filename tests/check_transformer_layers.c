@@ -99,6 +99,14 @@ END_TEST
 enum { T = 5, B = 3, D = 8, S = 4 };
 static const int kLens[B] = {5, 3, 4}, kAuxLens[B] = {4, 2, 1};
 
+/* The kDec layer with its variables finalized and drawn from seed. */
+static lv_layer *dec_layer(lv_varstore *vs, lv_params **p, uint64_t seed) {
+  lv_layer *l = att_layer("TransformerLayer", kDec, vs, p);
+  EXPECT_OK(lv_varstore_finalize(vs, 1));
+  att_randomize_vars(vs, 0.4f, seed);
+  return l;
+}
+
 static lv_tensor *run_layer(lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *aux) {
   lv_tensor *y = NULL;
   ck_assert(lv_transformer_layer_fprop((lv_transformer_layer *)l, g, x, att_pads(g, T, B, kLens), aux,
@@ -109,9 +117,7 @@ static lv_tensor *run_layer(lv_layer *l, lv_graph *g, lv_tensor *x, lv_tensor *a
 START_TEST(test_causal_and_padding_masks) {
   lv_varstore *vs = lv_varstore_create();
   lv_params *p;
-  lv_layer *l = att_layer("TransformerLayer", kDec, vs, &p);
-  EXPECT_OK(lv_varstore_finalize(vs, 1));
-  att_randomize_vars(vs, 0.4f, 3);
+  lv_layer *l = dec_layer(vs, &p, 3);
   lv_graph *g = lv_graph_create(0);
   lv_graph_set_training(g, false);
   lv_tensor *x = att_rand(g, lv_shape3(T, B, D), 1.0f, 1), *aux = att_rand(g, lv_shape3(S, B, D), 1.0f, 2);
@@ -168,9 +174,7 @@ END_TEST
 START_TEST(test_extend_step_matches_fprop) {
   lv_varstore *vs = lv_varstore_create();
   lv_params *p;
-  lv_layer *l = att_layer("TransformerLayer", kDec, vs, &p);
-  EXPECT_OK(lv_varstore_finalize(vs, 1));
-  att_randomize_vars(vs, 0.4f, 5);
+  lv_layer *l = dec_layer(vs, &p, 5);
   lv_transformer_layer *tl = (lv_transformer_layer *)l;
   lv_graph *g = lv_graph_create(0);
   lv_graph_set_training(g, false);
@@ -225,6 +229,48 @@ START_TEST(test_extend_step_matches_fprop) {
   ck_assert(!lv_tr_atten_layer_extend_step(tl->atten, g, lv_op_reshape(g, lv_op_slice(g, x, 0, 0, 1), lv_shape2(B, D)),
                                            &c3, &o, NULL));
   EXPECT_ERR(lv_graph_status(g), LV_ERR_INVALID, "tr/multihead_atten", "is_masked");
+  lv_graph_destroy(g);
+  lv_layer_free(l);
+  lv_params_free(p);
+  lv_varstore_destroy(vs);
+}
+END_TEST
+
+/* A search's self-attention caches (lv_tr_step_caches): the cached step through the
+ * ancestors (no probs asked) against the packing path on the rows gathered into order
+ * (probs asked), the same inputs and parents: step 0 with B rows, then 2B (a new row
+ * count: gathered), a reorder at every step (composed ancestors) and growth past the
+ * buffers' first 8 steps (gathered again). */
+START_TEST(test_step_caches_cached_attention_matches_packing) {
+  lv_varstore *vs = lv_varstore_create();
+  lv_params *p;
+  lv_layer *l = dec_layer(vs, &p, 5);
+  lv_tr_atten_layer *sa = ((lv_transformer_layer *)l)->self_atten;
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tr_step_caches c[2];
+  for (int m = 0; m < 2; m++) lv_tr_step_caches_init(&c[m], g, 1, "test");
+  int32_t parent[2 * B];
+  int composed = 0;
+  for (int t = 0, rows = B; t < 11; t++) {
+    const int n = t ? 2 * B : B;
+    for (int r = 0; r < n; r++) parent[r] = t == 1 ? r % B : (r * 3 + t) % n;
+    lv_tensor *x = att_rand(g, lv_shape2(n, D), 1.0f, 100 + (uint64_t)t), *y[2];
+    for (int m = 0; m < 2; m++) {
+      if (t) EXPECT_OK(lv_tr_step_caches_prepare(&c[m], t, rows, n, parent));
+      lv_tensor *pr = NULL;
+      ck_assert_msg(lv_tr_atten_layer_extend_step(sa, g, x, &c[m].cache[0], &y[m], m ? &pr : NULL), "%s",
+                    lv_status_msg(lv_graph_status(g)));
+      if (!t) EXPECT_OK(lv_tr_step_caches_keep_first(&c[m]));
+    }
+    composed += c[0].cache[0].anc != NULL;
+    for (int64_t i = 0; i < n * D; i++)
+      ck_assert_msg(fabsf(lv_f32(y[0])[i] - lv_f32(y[1])[i]) < 1e-5f, "step %d [%lld]: cached %g, packed %g", t,
+                    (long long)i, lv_f32(y[0])[i], lv_f32(y[1])[i]);
+    rows = n;
+  }
+  ck_assert_int_eq(composed, 8); /* steps 2-7 and 9-10; 1 (new row count) and 8 (growth) gathered */
+  for (int m = 0; m < 2; m++) lv_tr_step_caches_free(&c[m]);
   lv_graph_destroy(g);
   lv_layer_free(l);
   lv_params_free(p);
@@ -413,6 +459,7 @@ int main(void) {
   tcase_add_test(tc, test_normalized_residual);
   tcase_add_test(tc, test_causal_and_padding_masks);
   tcase_add_test(tc, test_extend_step_matches_fprop);
+  tcase_add_test(tc, test_step_caches_cached_attention_matches_packing);
   tcase_add_test(tc, test_transformer_finite_differences);
   tcase_add_test(tc, test_feed_forward_layer);
   tcase_add_test(tc, test_nmap_interface_and_errors);

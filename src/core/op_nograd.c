@@ -1,4 +1,5 @@
-/* Ops without gradients: cast, per-image standardization, in_top_k, argmax. */
+/* Ops without gradients: cast, per-image standardization, in_top_k, argmax, a decoding
+ * step's cached attention. */
 #include <math.h>
 
 #include "core/graph_impl.h"
@@ -77,6 +78,45 @@ lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x) {
   int64_t c = x->shape.d[x->shape.rank - 1];
   LV_K(k, argmax, lv_tensor_numel(x) / c, c, lv_f32(x), lv_i32(out));
   return out;
+}
+
+lv_tensor *lv_op_cached_attention(lv_graph *g, lv_tensor *q, lv_tensor *k, lv_tensor *v, int64_t t, int64_t heads,
+                                  lv_tensor *anc) {
+  const lv_op op = LV_OP_CACHED_ATTENTION;
+  lv_tensor *ins[4] = {q, k, v, anc};
+  if (!lv_graph_inputs_ok(g, op, anc ? 4 : 3, ins)) return NULL;
+  char s1[128], s2[128], s3[128], s4[128];
+  const int64_t R = q->shape.rank == 2 ? q->shape.d[0] : -1, cap = k->shape.rank == 3 ? k->shape.d[0] : -1;
+  if (q->dtype != LV_F32 || k->dtype != LV_F32 || v->dtype != LV_F32 || q->shape.rank != 2 || k->shape.rank != 3 ||
+      v->shape.rank != 3 || heads < 1 || q->shape.d[1] % heads || v->shape.d[2] % heads || k->shape.d[1] != R ||
+      k->shape.d[2] != q->shape.d[1] || v->shape.d[0] != cap || v->shape.d[1] != R || t < 1 || t > cap ||
+      (anc && (anc->dtype != LV_I32 || lv_tensor_numel(anc) < t * R))) {
+    lv_graph_failf(g, op,
+                   "float32 q [R, heads * d], k [cap, R, heads * d], v [cap, R, heads * dv] with 1 <= t <= cap and "
+                   "int32 anc of >= t * R ids required, got q %s, k %s, v %s, anc %s, t %lld, heads %lld",
+                   LV_SHP(q, s1), LV_SHP(k, s2), LV_SHP(v, s3), anc ? LV_SHP(anc, s4) : "none", (long long)t,
+                   (long long)heads);
+    return NULL;
+  }
+  if (lv_graph_is_training(g) && (q->requires_grad || k->requires_grad || v->requires_grad)) {
+    lv_graph_failf(g, op, "has no gradient: a graph that trains cannot use it (decoding only)");
+    return NULL;
+  }
+  const lv_backend *kt = lv_graph_kernels(g, op, anc ? 4 : 3, ins);
+  if (!kt) return NULL;
+  const int64_t d = q->shape.d[1] / heads, dv = v->shape.d[2] / heads;
+  lv_tensor *scratch = lv_graph_tensor(g, LV_F32, lv_shape1(R * heads * t));
+  lv_tensor *out = scratch ? lv_graph_out(g, op, LV_F32, lv_shape2(R, heads * dv)) : NULL;
+  if (!out) return NULL;
+  uint64_t tag = 0;
+  if (anc) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "(a cache row of the [%lld, %lld] rows)", (long long)cap, (long long)R);
+    tag = lv_graph_id_check(g, op, "cache row", detail);
+  }
+  LV_K(kt, cached_attention, t, R, heads, d, dv, cap, lv_f32(q), lv_f32(k), lv_f32(v), anc ? lv_i32(anc) : NULL,
+       lv_f32(scratch), lv_f32(out), tag);
+  return lv_graph_poll_errors(g) ? out : NULL;
 }
 
 bool lv_op_moving_average_update(lv_graph *g, lv_tensor *avg, lv_tensor *x, double decay) {

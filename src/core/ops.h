@@ -143,6 +143,15 @@ lv_tensor *lv_op_per_image_standardization(lv_graph *g, lv_tensor *x);
 lv_tensor *lv_op_in_top_k(lv_graph *g, lv_tensor *logits, lv_tensor *labels, int k);
 /* [...,C] -> int32 [...]. */
 lv_tensor *lv_op_argmax(lv_graph *g, lv_tensor *x);
+/* One decoding step of multi-head dot-product attention over key/value caches, without a
+ * gradient (a graph that trains refuses it for a query that needs one): q [R, heads * d]
+ * (projected and scaled), k [cap, R, heads * d] and v [cap, R, heads * dv] time-major
+ * buffers whose first t steps hold the keys and values, anc NULL (row r of step s is at
+ * s * R + r) or int32 [>= t * R]: anc[s * R + r], the row of the buffers' [cap * R] that
+ * holds step s of row r (a beam search's ancestors, so the caches need no reorder).
+ * Returns out [R, heads * dv]: row r, head n is sum_s softmax_s(q[r, n] . k[s, n]) v[s, n]. */
+lv_tensor *lv_op_cached_attention(lv_graph *g, lv_tensor *q, lv_tensor *k, lv_tensor *v, int64_t t, int64_t heads,
+                                  lv_tensor *anc);
 /* avg = avg * decay + x * (1 - decay), computed in double (batch norm's moving
  * statistics), applied only once the step succeeds: it is queued in the graph and run by
  * lv_graph_apply_updates after the learner applied the step (so replicas can all-reduce

@@ -528,6 +528,30 @@ bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_pac
   return *ctx != NULL;
 }
 
+bool lv_mha_can_attend_cached(const lv_multi_headed_attention *m, const lv_graph *g) {
+  return m->inner_is_dot && !lv_qlayer_on(&m->a.q) && !lv_qlayer_on(&m->inner->q) && !lv_graph_is_training(g);
+}
+
+bool lv_mha_attend_cached(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *query, lv_tensor *key_buf,
+                          lv_tensor *value_buf, int64_t t, lv_tensor *anc, lv_tensor **ctx) {
+  *ctx = NULL;
+  if (!query) return false;
+  if (!lv_mha_can_attend_cached(m, g)) {
+    lv_graph_fail(g, "%s: the cached decoding step needs an inner DotProductAttention, no quantization domain and "
+                  "a graph that does not train", m->a.base.scope);
+    return false;
+  }
+  if (query->shape.rank != 2 || query->shape.d[1] != m->a.query_dim) {
+    char want[64];
+    snprintf(want, sizeof want, "[B, %lld]", (long long)m->a.query_dim);
+    return fail_shape(&m->a.base, g, "query", query, want);
+  }
+  lv_tensor *qp = mha_project_query(m, g, query); /* [B, H], scaled */
+  lv_tensor *c = qp ? lv_op_cached_attention(g, qp, key_buf, value_buf, t, m->num_heads, anc) : NULL;
+  *ctx = mha_post(m, g, c);
+  return *ctx != NULL;
+}
+
 static bool mha_context(lv_attention *a, lv_graph *g, const lv_atten_packed *src, lv_tensor *query,
                         lv_tensor **ctx, lv_tensor **probs) {
   lv_multi_headed_attention *m = (lv_multi_headed_attention *)a;

@@ -113,6 +113,16 @@ bool lv_mha_pack_projected(lv_multi_headed_attention *m, lv_graph *g, lv_tensor 
 bool lv_mha_attend(lv_multi_headed_attention *m, lv_graph *g, const lv_atten_packed *src, lv_tensor *query,
                    bool causal, lv_tensor **ctx, lv_tensor **probs);
 
+/* Whether lv_mha_attend_cached computes what lv_mha_attend would for a decoding step:
+ * an inner DotProductAttention, no quantization domain, a graph that does not train. */
+bool lv_mha_can_attend_cached(const lv_multi_headed_attention *m, const lv_graph *g);
+/* One decoding step over time-major key / value caches (lv_op_cached_attention): query
+ * [B, query_dim], key_buf [cap, B, H] and value_buf [cap, B, C] holding t steps (rows
+ * of anc's ancestors, or in order with anc NULL) -> *ctx [B, out] after ctx_post_proj:
+ * lv_mha_attend's context without packing the caches into heads. */
+bool lv_mha_attend_cached(lv_multi_headed_attention *m, lv_graph *g, lv_tensor *query, lv_tensor *key_buf,
+                          lv_tensor *value_buf, int64_t t, lv_tensor *anc, lv_tensor **ctx);
+
 /* x [..., K] . w [K, H] + b [H] (b may be NULL), failing the graph naming layer l when
  * x's last dim is not K. With a bias it is one GEMM [x, 1] . [w; b]: the bias costs a
  * copy of x (K wide) instead of an add over the output (H wide), and its gradient comes

@@ -240,6 +240,8 @@ void lv_tr_step_caches_free(lv_tr_step_caches *c) {
   free(c->bufs);
   free(c->cache);
   free(c->idx);
+  free(c->anc);
+  free(c->anc_next);
   memset(c, 0, sizeof *c);
 }
 
@@ -281,16 +283,54 @@ lv_status lv_tr_step_caches_keep_first(lv_tr_step_caches *c) {
     LV_TRY(store(c, i, 0, 0, c->cache[i].key, c->cap));
     LV_TRY(store(c, i, 0, 1, c->cache[i].value, c->cap));
     use_pair(c, i, 0, 1);
+    c->cache[i].anc = NULL;
   }
   c->cur = 0;
+  c->anc_on = false;
+  return NULL;
+}
+
+/* The row that holds step s of row i of the previous step (rows wide). */
+static int32_t anc_row(const lv_tr_step_caches *c, int64_t s, int64_t rows, int64_t i) {
+  return c->anc_on ? c->anc[s * rows + i] : (int32_t)(s * rows + i);
+}
+
+/* The reorder by parent as ancestors: anc_next [t + 1, n] (step t in order), then every
+ * layer's cache reads through it. rows == n. */
+static lv_status compose_ancestors(lv_tr_step_caches *c, int64_t t, int64_t n, const int32_t *parent) {
+  const int64_t need = (t + 1) * n;
+  if (c->anc_cap < need) {
+    const int64_t cap = need > 2 * c->anc_cap ? need : 2 * c->anc_cap;
+    int32_t *a = realloc(c->anc, sizeof *a * (size_t)cap), *b = a ? realloc(c->anc_next, sizeof *b * (size_t)cap) : NULL;
+    if (a) c->anc = a;
+    if (b) c->anc_next = b;
+    if (!a || !b) return lv_status_make(LV_ERR_RESOURCE, "%s: out of memory for the beam's ancestors", c->who);
+    c->anc_cap = cap;
+  }
+  for (int64_t s = 0; s < t; s++)
+    for (int64_t i = 0; i < n; i++) c->anc_next[s * n + i] = anc_row(c, s, n, parent ? parent[i] : i);
+  for (int64_t i = 0; i < n; i++) c->anc_next[t * n + i] = (int32_t)(t * n + i);
+  int32_t *tmp = c->anc;
+  c->anc = c->anc_next, c->anc_next = tmp;
+  c->anc_on = true;
+  lv_tensor hv = lv_tensor_view(LV_I32, lv_shape1(need), c->anc);
+  lv_tensor *anc = lv_graph_from_host(c->g, &hv);
+  if (!anc) return lv_status_wrap(lv_graph_status(c->g), "%s: the beam's ancestors", c->who);
+  for (int i = 0; i < c->num_layers; i++) {
+    use_pair(c, i, c->cur, t);
+    c->cache[i].anc = anc;
+  }
   return NULL;
 }
 
 lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t rows, int n, const int32_t *parent) {
   bool grow = c->cap <= t;
+  if (!grow && rows == n && (parent || c->anc_on)) return compose_ancestors(c, t, n, parent);
   if (!parent && !grow) return NULL;
   int64_t cap = grow ? 2 * c->cap : c->cap;
-  if (parent) {
+  /* The rows in order: gathered by parent through the ancestors, or stored as they are. */
+  const bool gather = parent || c->anc_on;
+  if (gather) {
     if (c->idx_cap < t * n) {
       free(c->idx);
       c->idx_cap = t * n;
@@ -298,17 +338,17 @@ lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t row
       LV_ASSERT(c->idx);
     }
     for (int64_t s = 0; s < t; s++)
-      for (int i = 0; i < n; i++) c->idx[s * n + i] = (int32_t)(s * rows + parent[i]);
+      for (int i = 0; i < n; i++) c->idx[s * n + i] = anc_row(c, s, rows, parent ? parent[i] : i);
   }
   lv_tensor hi = lv_tensor_view(LV_I32, lv_shape1(t * n), c->idx);
-  lv_tensor *ids = parent ? lv_graph_from_host(c->g, &hi) : NULL;
-  if (parent && !ids) return lv_status_wrap(lv_graph_status(c->g), "%s: reorder ids", c->who);
+  lv_tensor *ids = gather ? lv_graph_from_host(c->g, &hi) : NULL;
+  if (gather && !ids) return lv_status_wrap(lv_graph_status(c->g), "%s: reorder ids", c->who);
   int other = 1 - c->cur;
   for (int i = 0; i < c->num_layers; i++) {
     lv_tensor *kv[2] = {c->cache[i].key, c->cache[i].value};
     for (int j = 0; j < 2; j++) {
       lv_tensor *src = kv[j];
-      if (!parent) {
+      if (!gather) {
         LV_TRY(store(c, i, other, j, src, cap));
         continue;
       }
@@ -320,9 +360,11 @@ lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t row
         return lv_status_wrap(lv_graph_status(c->g), "%s: reordering the cache", c->who);
     }
     use_pair(c, i, other, t);
+    c->cache[i].anc = NULL;
   }
   c->cur = other;
   c->cap = cap;
+  c->anc_on = false;
   return NULL;
 }
 
@@ -358,7 +400,24 @@ bool lv_tr_atten_layer_extend_step(lv_tr_atten_layer *l, lv_graph *g, lv_tensor 
         !lv_graph_copy_into(g, cache->value_buf, t * B * vs->d[2], v))
       return false;
     lv_tr_cache_view(cache, t + 1);
+    if (!probs && lv_mha_can_attend_cached(l->atten, g)) {
+      /* Straight from the buffers, through the ancestors: no head packing, no reorder. */
+      lv_tensor *ctx;
+      if (!lv_mha_attend_cached(l->atten, g, lv_op_reshape(g, xn, lv_shape2(B, l->source_dim)), cache->key_buf,
+                                cache->value_buf, t + 1, cache->anc, &ctx))
+        return false;
+      lv_tensor *h = tr_atten_residual(l, g, x3, xn, lv_op_reshape(g, ctx, lv_shape3(1, B, ctx->shape.d[1])));
+      *out = h ? lv_op_reshape(g, h, lv_shape2(B, l->source_dim)) : NULL;
+      return *out != NULL;
+    }
     k = cache->key, v = cache->value;
+    if (cache->anc) {
+      /* The rows in order for the packing path: gathered through the ancestors. */
+      k = lv_op_gather(g, lv_op_reshape(g, k, lv_shape2((t + 1) * B, ks->d[2])), cache->anc);
+      v = lv_op_gather(g, lv_op_reshape(g, v, lv_shape2((t + 1) * B, vs->d[2])), cache->anc);
+      k = k ? lv_op_reshape(g, k, lv_shape3(t + 1, B, ks->d[2])) : NULL;
+      v = v ? lv_op_reshape(g, v, lv_shape3(t + 1, B, vs->d[2])) : NULL;
+    }
   } else {
     if (cache->key) {
       lv_tensor *ks[2] = {cache->key, k}, *vs[2] = {cache->value, v};

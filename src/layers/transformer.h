@@ -45,6 +45,12 @@ typedef struct lv_tr_cache {
   lv_tensor *value; /* [t, B, C] values */
   lv_tensor *key_buf, *value_buf;
   lv_tensor key_view, value_view;
+  /* With buffers: NULL when row b of step s is row s * B + b of the buffers, else int32
+   * [(t + 1) * B] on the graph's device: the row that holds step s of row b (a search's
+   * ancestors; step t, the one ExtendStep writes, in order), so that a beam's reorder
+   * moves no cache rows (lv_op_cached_attention reads through it; key / value are then
+   * in the buffers' order, not the rows'). */
+  lv_tensor *anc;
 } lv_tr_cache;
 
 /* Points key / value at the first t rows of key_buf / value_buf (t = 0: empty cache). */
@@ -68,6 +74,11 @@ typedef struct lv_tr_step_caches {
   int64_t cap;        /* steps the buffers hold */
   int32_t *idx;       /* host scratch for the reorder's row ids */
   int64_t idx_cap;
+  /* The rows' ancestors (lv_tr_cache.anc) on the host: anc [t, rows] while anc_on, and
+   * the next step's being made in anc_next; both anc_cap ids. */
+  int32_t *anc, *anc_next;
+  int64_t anc_cap;
+  bool anc_on;
 } lv_tr_step_caches;
 
 void lv_tr_step_caches_init(lv_tr_step_caches *c, lv_graph *g, int num_layers, const char *who);
@@ -76,7 +87,10 @@ void lv_tr_step_caches_free(lv_tr_step_caches *c);
 lv_status lv_tr_step_caches_keep_first(lv_tr_step_caches *c);
 /* Before step t > 0: every layer's cache [t, rows, .] reordered by parent [n] (host; rows
  * of the previous step; NULL: kept as is, n == rows) into buffers that hold at least
- * t + 1 steps. The graph memory this takes is the step's (rewound before the next). */
+ * t + 1 steps. While the row count stays (n == rows) and the buffers hold the step, the
+ * reorder moves no rows: it composes the ancestors (lv_tr_cache.anc) instead; a growth
+ * or a new row count gathers the rows into order. The graph memory this takes is the
+ * step's (rewound before the next). */
 lv_status lv_tr_step_caches_prepare(lv_tr_step_caches *c, int64_t t, int64_t rows, int n, const int32_t *parent);
 
 typedef struct lv_tr_atten_layer {

@@ -404,3 +404,53 @@ void lv_cpu_xent_chunk_grad(lv_kctx *ctx, int64_t rows, int64_t cs, int64_t c0, 
   smoothing_targets(c, smoothing, &j.on, &j.off);
   lv_cpu_par(ctx, rows, rows * cs > 65536 ? lv_cpu_grain(rows, 8) : rows, chunk_grad_rows, &j);
 }
+
+/* ---- a decoding step's attention over time-major caches (kernels.def) ---- */
+
+typedef struct ca_job {
+  int64_t t, rows, heads, d, dv;
+  const float *q, *k, *v;
+  const int32_t *anc;
+  float *scratch, *out;
+} ca_job;
+
+/* Item i = r * heads + n: its logits into scratch, softmax_row's probabilities in place,
+ * then the values' rows summed in step order. */
+static void cached_attention_item(const ca_job *J, int64_t i) {
+  const int64_t t = J->t, rows = J->rows, r = i / J->heads, n = i % J->heads, d = J->d, dv = J->dv;
+  const int64_t H = J->heads * d, C = J->heads * dv;
+  const float *q = J->q + r * H + n * d;
+  float *p = J->scratch + i * t, *o = J->out + r * C + n * dv, m;
+  for (int64_t s = 0; s < t; s++) {
+    const float *kr = J->k + (J->anc ? J->anc[s * rows + r] : s * rows + r) * H + n * d;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t j = 0; j < d; j++) acc += q[j] * kr[j];
+    p[s] = acc;
+  }
+  softmax_row(t, p, p, &m);
+  memset(o, 0, sizeof *o * (size_t)dv);
+  for (int64_t s = 0; s < t; s++) {
+    const float *vr = J->v + (J->anc ? J->anc[s * rows + r] : s * rows + r) * C + n * dv, ps = p[s];
+#pragma omp simd
+    for (int64_t j = 0; j < dv; j++) o[j] += ps * vr[j];
+  }
+}
+
+LV_CPU_PAR_LOOP(cached_attention_items, ca_job, i, { cached_attention_item(J, i); })
+
+void lv_cpu_cached_attention(lv_kctx *ctx, int64_t t, int64_t rows, int64_t heads, int64_t d, int64_t dv, int64_t cap,
+                             const float *q, const float *k, const float *v, const int32_t *anc, float *scratch,
+                             float *out, uint64_t tag) {
+  if (rows <= 0 || heads <= 0) return;
+  if (anc)
+    for (int64_t i = 0; i < t * rows; i++)
+      if (anc[i] < 0 || anc[i] >= cap * rows) {
+        lv_cpu_record_error(ctx, (lv_kerror){tag, i, anc[i], cap * rows});
+        return;
+      }
+  ca_job j = {.t = t, .rows = rows, .heads = heads, .d = d, .dv = dv, .q = q, .k = k, .v = v, .anc = anc,
+              .scratch = scratch, .out = out};
+  const int64_t items = rows * heads;
+  lv_cpu_par(ctx, items, items * t * (d + dv) > 65536 ? lv_cpu_grain(items, 4) : items, cached_attention_items, &j);
+}

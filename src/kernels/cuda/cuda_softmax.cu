@@ -437,3 +437,46 @@ extern "C" void lv_cuda_xent_chunk_grad(lv_kctx *ctx, int64_t rows, int64_t cs, 
                                                                                     weights, on, off, max, ls, gloss);
   LV_CUDA_LAUNCHED();
 }
+
+/* ---- a decoding step's attention over time-major caches (kernels.def): one block per
+ * (row, head), its logits in scratch, softmax_row's probabilities in place ---- */
+
+__global__ void cached_attention_k(int64_t t, int64_t rows, int64_t heads, int64_t d, int64_t dv, int64_t cap,
+                                   const float *q, const float *k, const float *v, const int32_t *anc,
+                                   float *scratch, float *out) {
+  const int64_t H = heads * d, C = heads * dv, bound = cap * rows;
+  ROW_LOOP(i, rows * heads) {
+    const int64_t r = i / heads, n = i % heads;
+    const float *qr = q + r * H + n * d;
+    float *p = scratch + i * t;
+    COL_LOOP(s, t) {
+      const int64_t a = anc ? anc[s * rows + r] : s * rows + r;
+      float acc = 0.0f;
+      if (a >= 0 && a < bound)
+        for (int64_t j = 0; j < d; j++) acc += qr[j] * k[a * H + n * d + j];
+      p[s] = acc;
+    }
+    float m;
+    softmax_row(t, p, p, &m);
+    __syncthreads();
+    COL_LOOP(j, dv) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < t; s++) {
+        const int64_t a = anc ? anc[s * rows + r] : s * rows + r;
+        if (a >= 0 && a < bound) acc += p[s] * v[a * C + n * dv + j];
+      }
+      out[r * C + n * dv + j] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+extern "C" void lv_cuda_cached_attention(lv_kctx *ctx, int64_t t, int64_t rows, int64_t heads, int64_t d, int64_t dv,
+                                         int64_t cap, const float *q, const float *k, const float *v,
+                                         const int32_t *anc, float *scratch, float *out, uint64_t tag) {
+  if (rows <= 0 || heads <= 0) return;
+  if (anc) lv_cuda_check_ids(ctx, t * rows, anc, cap * rows, tag);
+  cached_attention_k<<<row_blocks(rows * heads), ROW_THREADS, 0, ctx->stream>>>(t, rows, heads, d, dv, cap, q, k, v,
+                                                                                anc, scratch, out);
+  LV_CUDA_LAUNCHED();
+}
