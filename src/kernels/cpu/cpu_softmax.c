@@ -15,14 +15,26 @@ void lv_cpu_exp_le0(int64_t n, const float *x, float *y) {
   for (int64_t i = 0; i < n; i++) y[i] = lv_kexp_le0(x[i]);
 }
 
-/* p[j] <- exp(p[j]) in place; returns their sum in double (a fixed lane-wise order: the
- * same bits for a row whatever the thread count). */
-static double exp_sum(int64_t c, float *p) {
+#define EXP_CHUNK 256
+
+/* e[j] <- exp(x[j] - m) for j < c (e NULL: into a scratch chunk; e == x: in place) and
+ * returns their sum in double, chunk by chunk: each chunk's exps in a float loop of their
+ * own (a double accumulator in the same loop widens every lane's select to doubles), then
+ * the chunk's sum in a fixed lane order. One helper for every softmax here, so a row's
+ * sum has the same bits whichever op takes it, whatever the thread count. */
+static double exp_sum(int64_t c, const float *x, float m, float *e) {
+  float buf[EXP_CHUNK];
   double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < c; j++) {
-    p[j] = lv_kexp_le0(p[j]);
-    s += p[j];
+  for (int64_t j0 = 0; j0 < c; j0 += EXP_CHUNK) {
+    const int64_t n = c - j0 < EXP_CHUNK ? c - j0 : EXP_CHUNK;
+    const float *xc = x + j0;
+    float *o = e ? e + j0 : buf;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) o[j] = lv_kexp_le0(xc[j] - m);
+    double cs = 0;
+#pragma omp simd reduction(+ : cs)
+    for (int64_t j = 0; j < n; j++) cs += o[j];
+    s += cs;
   }
   return s;
 }
@@ -33,9 +45,7 @@ static float softmax_row(int64_t c, const float *x, float *p, float *max) {
   float m = -FLT_MAX;
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
-#pragma omp simd
-  for (int64_t j = 0; j < c; j++) p[j] = x[j] - m;
-  double s = exp_sum(c, p);
+  double s = exp_sum(c, x, m, p);
   float inv = (float)(1.0 / s);
 #pragma omp simd
   for (int64_t j = 0; j < c; j++) p[j] *= inv;
@@ -54,15 +64,13 @@ typedef struct sm_job {
 } sm_job;
 
 /* log(sum(exp(x - max))) of a row with *max <- max(x): softmax_row's sum, the same bits,
- * without storing the exps (log-softmax needs only the sum: the beam search's 8000-way
+ * without keeping the exps (log-softmax needs only the sum: the beam search's 8000-way
  * rows at every step). */
 static float logsumexp_row(int64_t c, const float *x, float *max) {
   float m = -FLT_MAX;
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < c; j++) m = x[j] > m ? x[j] : m;
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < c; j++) s += lv_kexp_le0(x[j] - m);
+  const double s = exp_sum(c, x, m, NULL);
   *max = m;
   return (float)log(s);
 }
@@ -222,7 +230,7 @@ LV_CPU_PAR_LOOP(masked_rows, msm_job, r, {
     for (int64_t j = 0; j < c; j++) yr[j] = 0.0f;
   } else {
     for (int64_t j = 0; j < c; j++) yr[j] = pr[j * ps] <= 0.5f ? xr[j] - m : -INFINITY;
-    double s = exp_sum(c, yr);
+    double s = exp_sum(c, yr, 0.0f, yr);
     float inv = (float)(1.0 / s);
     for (int64_t j = 0; j < c; j++) yr[j] *= inv;
   }
