@@ -6,6 +6,7 @@
  * shares the twin, and keep the others float-less. And a QAT grid's values stored as its
  * levels (quantize_grid). */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,67 @@ START_TEST(floatless_weights_give_the_same_bytes) {
 }
 END_TEST
 
+/* bf16: rounding to nearest even (NaN stays NaN, infinity infinity), scales 1; its twins
+ * (float-less W and E) give every op the bytes of plain float32 variables holding the
+ * rounded values. */
+START_TEST(bf16_twins_give_the_rounded_floats_bytes) {
+  const lv_qtype_traits *tr = lv_qtype_traits_of(LV_QTYPE_BF16);
+  const float in[6] = {1.0f, 1.00390625f, 1.01171875f, -2.5f, 1e-40f, 3.0e38f};
+  const uint16_t want[6] = {0x3f80, 0x3f80, 0x3f82, 0xc020, 0x0001, 0x7f62};
+  uint16_t got[6];
+  float sc[6];
+  tr->quantize(in, 1, 6, 1, got, sc);
+  for (int i = 0; i < 6; i++) {
+    ck_assert_msg(got[i] == want[i], "%.9g: bf16 %04x, want %04x", in[i], got[i], want[i]);
+    ck_assert(sc[i] == 1.0f);
+  }
+  const float odd[2] = {NAN, INFINITY};
+  tr->quantize(odd, 1, 2, 1, got, sc);
+  ck_assert(isnan(sc[0]) && isnan(sc[1])); /* export refuses them */
+  float w[K * N], e[V * D], sw[N], se[V];
+  uint16_t qw[K * N], qe[V * D];
+  fill(w, K * N, 1);
+  fill(e, V * D, 2);
+  tr->quantize(w, K, N, 1, qw, sw);
+  tr->quantize(e, V, D, 0, qe, se);
+  tr->dequantize(qw, sw, K, N, 1, w);
+  tr->dequantize(qe, se, V, D, 0, e);
+  lv_var *v[2][2];
+  lv_varstore *vs[2];
+  lv_var_init zero = {LV_INIT_CONSTANT, 0.0};
+  for (int m = 0; m < 2; m++) {
+    vs[m] = lv_varstore_create();
+    EXPECT_OK(lv_varstore_add(vs[m], "w/var", LV_F32, lv_shape2(K, N), zero, true, &v[m][0]));
+    EXPECT_OK(lv_varstore_add(vs[m], "e/var", LV_F32, lv_shape2(V, D), zero, true, &v[m][1]));
+    lv_varstore_set_no_grads(vs[m]);
+    if (m) {
+      lv_var_defer(v[m][0]);
+      lv_var_defer(v[m][1]);
+    }
+    EXPECT_OK(lv_varstore_finalize(vs[m], 1));
+    if (m) {
+      lv_var_set_quant(v[m][0], lv_qweight_new(LV_QTYPE_BF16, qw, sw, K, N));
+      lv_var_set_quant(v[m][1], lv_qweight_new_rows(LV_QTYPE_BF16, qe, se, V, D));
+    } else {
+      memcpy(v[m][0]->value.data, w, sizeof w);
+      memcpy(v[m][1]->value.data, e, sizeof e);
+    }
+  }
+  lv_graph *g = lv_graph_create(0);
+  lv_graph_set_training(g, false);
+  lv_tensor *a[5], *b[5];
+  run_ops(g, v[0][0], v[0][1], a);
+  run_ops(g, v[1][0], v[1][1], b);
+  EXPECT_OK(lv_graph_status(g));
+  static const char *const what[5] = {"matmul", "matmul_bias", "addmm", "matmul of a row slice", "gather"};
+  for (int i = 0; i < 5; i++) same_bytes(a[i], b[i], what[i]);
+  ck_assert_ptr_null(v[1][0]->value.data);
+  ck_assert_ptr_null(v[1][0]->quant->floats);
+  lv_graph_destroy(g);
+  for (int m = 0; m < 2; m++) lv_varstore_destroy(vs[m]);
+}
+END_TEST
+
 START_TEST(ops_without_an_int8_path_make_the_floats_once) {
   qdata q;
   qdata_make(&q);
@@ -216,6 +278,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, ops_without_an_int8_path_make_the_floats_once);
   tcase_add_test(tc, unpack_gives_the_dequantized_floats);
   tcase_add_test(tc, quantize_grid_keeps_the_grid);
+  tcase_add_test(tc, bf16_twins_give_the_rounded_floats_bytes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -31,8 +31,10 @@ G=$LV_ROOT/tests/data/decode_golden
 ISAS="avx512 avx2 off"
 
 # size_check FLOAT INT8: the matrices' bytes and the rest, from the files' tensor sections.
+# size_check FLOAT QUANTIZED [DTYPE (qint8) RATIO (0.3)]: every float matrix of FLOAT is
+# DTYPE in QUANTIZED, and the matrices take at most RATIO of their float bytes.
 size_check() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "${3:-qint8}" "${4:-0.3}" <<'PY'
 import struct, sys
 def tensors(path):
     d = open(path, "rb").read()
@@ -53,10 +55,11 @@ vq, sq, tq = tensors(sys.argv[2])
 mats = [k for k, v in tf.items() if v[1] == 2 and v[0] == "float32"]
 fm = sum(tf[k][2] for k in mats)
 qm = sum(tq[k][2] for k in mats)
-quantized = all(tq[k][0] == "qint8" for k in mats)
-print("float %d bytes (matrices %d), int8 %d bytes (matrices %d, %.3fx), file %.3fx, versions %d %d" %
-      (sf, fm, sq, qm, qm / fm, sq / sf, vf, vq))
-ok = quantized and qm <= 0.3 * fm + 64 * len(mats) and sq <= 0.3 * fm + (sf - fm) + 64 * len(mats)
+dt, ratio = sys.argv[3], float(sys.argv[4])
+quantized = all(tq[k][0] == dt for k in mats)
+print("float %d bytes (matrices %d), %s %d bytes (matrices %d, %.3fx), file %.3fx, versions %d %d" %
+      (sf, fm, dt, sq, qm, qm / fm, sq / sf, vf, vq))
+ok = quantized and qm <= ratio * fm + 64 * len(mats) and sq <= ratio * fm + (sf - fm) + 64 * len(mats)
 ok = ok and vf == 1 and vq == 2 and len(mats) > 0
 sys.exit(0 if ok else 1)
 PY
@@ -66,7 +69,7 @@ PY
 # float copies, and no op made any (kernels/qweight.h).
 floats_check() {
   check "$1: the quantized weights loaded without float copies" grep -qE "[1-9][0-9]* quantized weights without float copies" "$T/err"
-  check "$1: no op needed float values (all read the int8 weights)" sh -c '! grep -q "gets float values" "$0"' "$T/err"
+  check "$1: no op needed float values (all read the quantized weights)" sh -c '! grep -q "gets float values" "$0"' "$T/err"
 }
 
 # paths_same WHAT OUT_PREFIX CMD...: runs CMD under each path into OUT_PREFIX.<isa>; the
@@ -110,6 +113,29 @@ for name in $GOLDEN_MODELS; do
   total=$(wc -l <"$T/$name.float")
   echo "$name: $same of $total lines the same text as float32"
   check "$name: at least two thirds of the lines as float32's" test "$((3 * same))" -ge "$((2 * total))"
+done
+
+# ---- bf16: the first golden model rounded to bfloat16, float32 GEMMs ----
+for name in ${GOLDEN_MODELS%% *}; do
+  M=$(golden_var MODEL "$name") DS=$(golden_var DATASET "$name") OVN=$(golden_var OV "$name")
+  TXT=$G/$(golden_var TEXT "$name") ck=$G/$name/ckpt-00000020
+  expect_exit 0 "$name: bin/export --quantize=bf16" "$LV_BIN/export" --model="$M" --logdir="$T/log" --checkpoint="$ck" \
+    --dataset="$DS" --model_params_override="$OVN" --quantize=bf16 --out="$T/$name.bf.lvm"
+  size_check "$T/$name.lvm" "$T/$name.bf.lvm" qbf16 0.5 >"$T/size" 2>&1
+  check "$name: bf16 matrices <= 0.5x float32's ($(cat "$T/size"))" test $? -eq 0
+  "$LV_BIN/decoder" --model_file="$T/$name.bf.lvm" --decode_text="$TXT" >"$T/$name.bf" 2>"$T/err" ||
+    fail "$name: bf16 decode: $(tail -2 "$T/err")"
+  check "$name: the log names the bf16 matrices and float32 GEMMs" \
+    grep -qE "[1-9][0-9]* bf16 weight matrices, their matmuls on float32 GEMMs" "$T/err"
+  floats_check "$name (bf16)"
+  same=$(paste -d'\t' "$T/$name.float" "$T/$name.bf" | awk -F'\t' '$1 == $2' | wc -l)
+  total=$(wc -l <"$T/$name.float")
+  echo "$name: bf16 $same of $total lines the same text as float32"
+  check "$name: bf16 gives at least two thirds of the lines as float32's" test "$((3 * same))" -ge "$((2 * total))"
+  expect_exit 2 "$name: bin/export --quantize=int4 is refused" "$LV_BIN/export" --model="$M" --logdir="$T/log" \
+    --checkpoint="$ck" --dataset="$DS" --model_params_override="$OVN" --quantize=int4 --out="$T/$name.int4.lvm"
+  check "$name: the refusal names the types" grep -q "expected int8 or bf16" "$T/err"
+  check "$name: nothing written for the refused type" test ! -e "$T/$name.int4.lvm"
 done
 
 # ---- LAS: --decode_audio (AsrEncoder's convolutions stay float32, its LSTMs do not) ----

@@ -275,8 +275,8 @@ bool lv_graph_floats(lv_graph *g, lv_op op, lv_tensor *t) {
     return false;
   }
   if (made)
-    lv_info("%s: a quantized [%lld, %lld] weight gets float values (this op has no int8 path; kept from now on)",
-            lv_op_names[op], (long long)r->k, (long long)r->n);
+    lv_info("%s: a quantized (%s) [%lld, %lld] weight gets float values (this op has no path for it; kept from now "
+            "on)", lv_op_names[op], lv_qtype_names[r->type], (long long)r->k, (long long)r->n);
   t->data = (void *)x;
   return true;
 }

@@ -2,6 +2,7 @@
 #include "kernels/qweight.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +12,8 @@
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-const char *const lv_qtype_names[LV_QTYPE_COUNT] = {"int8"};
-const char *const lv_qtype_dtype_names[LV_QTYPE_COUNT] = {"qint8"};
+const char *const lv_qtype_names[LV_QTYPE_COUNT] = {"int8", "bf16"};
+const char *const lv_qtype_dtype_names[LV_QTYPE_COUNT] = {"qint8", "qbf16"};
 
 bool lv_qtype_from_name(const char *name, lv_qtype *out) {
   int i = lv_name_index(lv_qtype_names, LV_QTYPE_COUNT, name);
@@ -102,35 +103,46 @@ static void q8_unpack(const lv_qweight *w, float *x) {
   }
 }
 
-typedef struct q8_gather_job {
-  const int8_t *q;
+/* Rows ids of an axis-0 table (k * n values of elem bytes, then k scales) into out, each
+ * row widened by row(); an id outside [0, k) is recorded as gather_fwd records it. */
+typedef void (*row_fn)(const void *q, int64_t d, float s, float *y);
+
+typedef struct table_gather_job {
+  const char *q;
+  size_t row_bytes;
   const float *s;
   int64_t d;
   const int32_t *ids;
   float *out;
-} q8_gather_job;
+  row_fn row;
+} table_gather_job;
 
-static void q8_gather_rows(void *arg, int64_t lo, int64_t hi, int slot) {
-  const q8_gather_job *J = arg;
+static void table_gather_rows(void *arg, int64_t lo, int64_t hi, int slot) {
+  const table_gather_job *J = arg;
   (void)slot;
-  for (int64_t i = lo; i < hi; i++) {
-    const int64_t r = J->ids[i];
-    const int8_t *q = J->q + r * J->d;
-    const float s = J->s[r];
-    float *y = J->out + i * J->d;
-    for (int64_t c = 0; c < J->d; c++) y[c] = (float)q[c] * s;
-  }
+  for (int64_t i = lo; i < hi; i++) J->row(J->q + J->ids[i] * J->row_bytes, J->d, J->s[J->ids[i]], J->out + i * J->d);
 }
 
-static void q8_gather(lv_kctx *ctx, const lv_qweight *w, int64_t n_ids, const int32_t *ids, float *out, uint64_t tag) {
+static void table_gather(lv_kctx *ctx, const lv_qweight *w, int64_t n_ids, const int32_t *ids, float *out,
+                         uint64_t tag, size_t elem, row_fn row) {
   for (int64_t i = 0; i < n_ids; i++)
     if (ids[i] < 0 || ids[i] >= w->k) {
       lv_cpu_record_error(ctx, (lv_kerror){tag, i, ids[i], w->k});
       return;
     }
-  q8_gather_job j = {.q = w->packed, .s = (const float *)((const char *)w->packed + rows_scales_at(w->k, w->n, 1)),
-                     .d = w->n, .ids = ids, .out = out};
-  lv_cpu_par(ctx, n_ids, n_ids * w->n > 65536 ? lv_cpu_grain(n_ids, 16) : n_ids, q8_gather_rows, &j);
+  table_gather_job j = {.q = w->packed, .row_bytes = (size_t)w->n * elem,
+                        .s = (const float *)((const char *)w->packed + rows_scales_at(w->k, w->n, elem)), .d = w->n,
+                        .ids = ids, .out = out, .row = row};
+  lv_cpu_par(ctx, n_ids, n_ids * w->n > 65536 ? lv_cpu_grain(n_ids, 16) : n_ids, table_gather_rows, &j);
+}
+
+static void q8_row(const void *q, int64_t d, float s, float *y) {
+  const int8_t *v = q;
+  for (int64_t c = 0; c < d; c++) y[c] = (float)v[c] * s;
+}
+
+static void q8_gather(lv_kctx *ctx, const lv_qweight *w, int64_t n_ids, const int32_t *ids, float *out, uint64_t tag) {
+  table_gather(ctx, w, n_ids, ids, out, tag, 1, q8_row);
 }
 
 static bool q8_slice_rows(const lv_qweight *w, int64_t r0, int64_t len, void *(*alloc)(void *, size_t), void *actx,
@@ -148,7 +160,99 @@ static void q8_matmul(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, cons
   lv_cpu_q8_gemm(ctx, m, x, ldx, w->packed, bias, accumulate, y, ldy);
 }
 
-static const char *q8_path(void) { return lv_int8_isa_names[lv_cpu_int8_isa()]; }
+static const char *q8_engine(void) {
+  static char buf[64];
+  snprintf(buf, sizeof buf, "the int8 GEMM, path %s", lv_int8_isa_names[lv_cpu_int8_isa()]);
+  return buf;
+}
+
+/* ---- bf16: values rounded to bfloat16, scales 1; widened to float32 at load ---- */
+
+/* Round to nearest, ties to even; a NaN stays a (quiet) NaN, an infinity an infinity. */
+static uint16_t bf16_of(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40u);
+  return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+static float float_of_bf16(uint16_t h) {
+  const uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+static void bf16_quantize(const float *x, int64_t rows, int64_t cols, int axis, void *q, float *scales) {
+  uint16_t *v = q;
+  for (int64_t c = 0; c < (axis ? cols : rows); c++) scales[c] = 1.0f;
+  for (int64_t i = 0; i < rows * cols; i++) {
+    v[i] = bf16_of(x[i]);
+    /* A NaN or infinity makes its channel's scale NaN, as int8's does: export refuses it. */
+    if (!isfinite(x[i])) scales[axis ? i % cols : i / cols] = NAN;
+  }
+}
+
+static void bf16_dequantize(const void *q, const float *scales, int64_t rows, int64_t cols, int axis, float *x) {
+  const uint16_t *v = q;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) x[r * cols + c] = float_of_bf16(v[r * cols + c]) * scales[axis == 0 ? r : c];
+}
+
+/* The packed twin is the widened [k, n] floats themselves. */
+static bool bf16_pack(lv_qweight *w, const void *q, const float *scales, int64_t k, int64_t n) {
+  float *x = malloc(sizeof(float) * (size_t)(k * n) + 1);
+  if (!x) return false;
+  bf16_dequantize(q, scales, k, n, 1, x);
+  w->packed = x;
+  return true;
+}
+
+static void bf16_free(lv_qweight *w) { free(w->packed); }
+
+static void bf16_unpack(const lv_qweight *w, float *x) {
+  if (w->axis == 0)
+    bf16_dequantize(w->packed, (const float *)((const char *)w->packed + rows_scales_at(w->k, w->n, 2)), w->k, w->n,
+                    0, x);
+  else
+    memcpy(x, w->packed, sizeof(float) * (size_t)(w->k * w->n));
+}
+
+static void bf16_row(const void *q, int64_t d, float s, float *y) {
+  const uint16_t *v = q;
+  for (int64_t c = 0; c < d; c++) y[c] = float_of_bf16(v[c]) * s;
+}
+
+static void bf16_gather(lv_kctx *ctx, const lv_qweight *w, int64_t n_ids, const int32_t *ids, float *out,
+                        uint64_t tag) {
+  table_gather(ctx, w, n_ids, ids, out, tag, 2, bf16_row);
+}
+
+static bool bf16_slice_rows(const lv_qweight *w, int64_t r0, int64_t len, void *(*alloc)(void *, size_t), void *actx,
+                            lv_qweight *out) {
+  (void)alloc, (void)actx;
+  if (r0 < 0 || len <= 0 || r0 + len > w->k) return false;
+  *out = (lv_qweight){.type = LV_QTYPE_BF16, .k = len, .n = w->n, .axis = 1,
+                      .packed = (float *)w->packed + r0 * w->n, .owned = false};
+  return true;
+}
+
+static void bf16_matmul(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, const lv_qweight *w, const float *bias,
+                        bool accumulate, float *y, int64_t ldy) {
+  for (int64_t r = 0; bias && r < m; r++) {
+    float *yr = y + r * ldy;
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t c = 0; c < w->n; c++) yr[c] += bias[c];
+    } else {
+      memcpy(yr, bias, sizeof *yr * (size_t)w->n);
+    }
+  }
+  lv_cpu_gemm(ctx, false, false, m, w->n, w->k, 1.0f, x, ldx, w->packed, w->n, bias || accumulate ? 1.0f : 0.0f, y,
+              ldy);
+}
+
+static const char *bf16_engine(void) { return "float32 GEMMs (the bf16 values widened at load)"; }
 
 const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT] = {
     [LV_QTYPE_INT8] = {.elem_bytes = 1,
@@ -161,7 +265,18 @@ const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT] = {
                        .gather = q8_gather,
                        .slice_rows = q8_slice_rows,
                        .matmul = q8_matmul,
-                       .path = q8_path},
+                       .engine = q8_engine},
+    [LV_QTYPE_BF16] = {.elem_bytes = 2,
+                       .quantize = bf16_quantize,
+                       .quantize_grid = NULL,
+                       .dequantize = bf16_dequantize,
+                       .pack = bf16_pack,
+                       .free_packed = bf16_free,
+                       .unpack = bf16_unpack,
+                       .gather = bf16_gather,
+                       .slice_rows = bf16_slice_rows,
+                       .matmul = bf16_matmul,
+                       .engine = bf16_engine},
 };
 
 static lv_qweight *root_new(lv_qtype type, int axis, int64_t k, int64_t n) {

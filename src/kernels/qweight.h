@@ -33,9 +33,12 @@
 
 #include "kernels/kernels.h"
 
-typedef enum { LV_QTYPE_INT8, LV_QTYPE_COUNT } lv_qtype;
-/* The types' names in model files and on bin/export's --quantize ("int8"), and the
- * dtype names their tensors carry in a model file ("qint8"). */
+/* int8: symmetric per channel, multiplied by the int8 GEMM (cpu_int8.h). bf16: each value
+ * rounded to bfloat16 (scales 1), half the file; widened to float32 at load and multiplied
+ * by the float32 GEMM (nothing to gain in speed, nearly nothing lost in quality). */
+typedef enum { LV_QTYPE_INT8, LV_QTYPE_BF16, LV_QTYPE_COUNT } lv_qtype;
+/* The types' names in model files and on bin/export's --quantize ("int8", "bf16"), and
+ * the dtype names their tensors carry in a model file ("qint8", "qbf16"). */
 extern const char *const lv_qtype_names[LV_QTYPE_COUNT];
 extern const char *const lv_qtype_dtype_names[LV_QTYPE_COUNT];
 bool lv_qtype_from_name(const char *name, lv_qtype *out);
@@ -68,7 +71,7 @@ typedef struct lv_qtype_traits {
    * clamped to it, counted in *clamped); any other channel as quantize stores it.
    * Returns how many channels kept the grid. */
   int64_t (*quantize_grid)(const float *x, int64_t rows, int64_t cols, int axis, float step, void *q, float *scales,
-                           int64_t *clamped);
+                           int64_t *clamped); /* NULL: the type keeps no grid (quantize) */
   /* The float values q and scales stand for. */
   void (*dequantize)(const void *q, const float *scales, int64_t rows, int64_t cols, int axis, float *x);
   /* The packed twin of W [k, n] quantized per column (axis 1); false if out of memory. */
@@ -87,8 +90,8 @@ typedef struct lv_qtype_traits {
   /* y [m, n] (row stride ldy) = x [m, k] (row stride ldx) w (+ bias [n]) (+ y), on the CPU. */
   void (*matmul)(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, const lv_qweight *w, const float *bias,
                  bool accumulate, float *y, int64_t ldy);
-  /* The code path matmul takes in this process ("avx512", ...), for logs. */
-  const char *(*path)(void);
+  /* What matmul runs on in this process ("the int8 GEMM, path avx512", ...), for logs. */
+  const char *(*engine)(void);
 } lv_qtype_traits;
 
 extern const lv_qtype_traits lv_qtype_traits_table[LV_QTYPE_COUNT];

@@ -137,7 +137,7 @@ static lv_status quantize_tensor(export_state *e, int i, lv_qtype qt, int axis, 
   char *buf = malloc(at + sizeof(float) * (size_t)nch);
   LV_ASSERT(buf);
   float *scales = (float *)(buf + at);
-  if (grid > 0)
+  if (grid > 0 && tr->quantize_grid)
     *grid_channels += tr->quantize_grid(e->host[i], rows, cols, axis, grid, buf, scales, clamped);
   else
     tr->quantize(e->host[i], rows, cols, axis, buf, scales);
@@ -207,7 +207,9 @@ static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, 
     lv_var *v = lv_varstore_get(m->vs, i);
     if (e->t[i].dtype != LV_F32 || e->t[i].shape.rank != 2 || strcmp(v->name, e->t[i].name)) continue;
     float step = 0;
+    /* A QAT weight at its inference values; int8 keeps the domain's grid where it can. */
     if (v->qdomain) LV_TRY(qat_weight(m, v, e->host[i], &step));
+    if (!lv_qtype_traits_of(qt)->quantize_grid) step = 0;
     const int axis = v->lp_looked_up_rows ? 0 : 1;
     LV_TRY(quantize_tensor(e, i, qt, axis, step, &info->n_qat_grid_channels, &clamped));
     info->n_quantized++;
@@ -216,7 +218,7 @@ static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, 
       channels += e->t[i].shape.d[axis ? 1 : 0];
     }
   }
-  if (info->n_qat)
+  if (info->n_qat && lv_qtype_traits_of(qt)->quantize_grid)
     lv_info("export: %d weights of quantization domains at their inference values; %lld of their %lld channels on "
             "the domain's grid (%lld values clamped into int8 from one level past it), the others rescaled",
             info->n_qat, (long long)info->n_qat_grid_channels, (long long)channels, (long long)clamped);
@@ -272,7 +274,7 @@ lv_status lv_export_model_file(const lv_params *cfg, const char *checkpoint, con
   lv_qtype qt = LV_QTYPE_INT8;
   const bool quantized = quantize && *quantize;
   if (quantized && !lv_qtype_from_name(quantize, &qt))
-    return lv_status_make(LV_ERR_INVALID, "--quantize=%s: expected int8 (or nothing: float32)", quantize);
+    return lv_status_make(LV_ERR_INVALID, "--quantize=%s: expected int8 or bf16 (or nothing: float32)", quantize);
   LV_TRY(lv_decoder_checkpoint_prefix(cfg, checkpoint, "export", info->checkpoint, sizeof info->checkpoint));
   export_state e = {0};
   lv_instance *m = NULL;
@@ -449,15 +451,14 @@ lv_status lv_instance_restore_model_file(lv_instance *m, const lv_model_file *f)
   const bool twin_gemm = lv_qweights_enabled();
   for (int q = 0; q < LV_QTYPE_COUNT; q++) {
     if (twins[q])
-      lv_info("model file %s: %d %s weight matrices, their matmuls on %s%s", f->path, twins[q], lv_qtype_names[q],
-              twin_gemm ? "the int8 GEMM, path " : "float32 GEMMs (LINGVOC_INT8=float)",
-              twin_gemm ? lv_qtype_traits_of((lv_qtype)q)->path() : "");
+      lv_info("model file %s: %d %s weight matrices, their matmuls on %s", f->path, twins[q], lv_qtype_names[q],
+              twin_gemm ? lv_qtype_traits_of((lv_qtype)q)->engine() : "float32 GEMMs (LINGVOC_INT8=float)");
     if (tables[q]) lv_info("model file %s: %d %s gather tables", f->path, tables[q], lv_qtype_names[q]);
   }
   if (!s && on_device) {
     char dn[32];
-    lv_info("model file %s: %d quantized weights dequantized to float32 on %s (int8 kernels are CPU-only: the "
-            "values are the int8 model's, the arithmetic float32)", f->path, on_device,
+    lv_info("model file %s: %d quantized weights dequantized to float32 on %s (the quantized kernels are CPU-only: "
+            "the values are the quantized model's, the arithmetic float32)", f->path, on_device,
             lv_device_str(items[0].device, dn, sizeof dn));
   }
   if (deferred)
