@@ -89,7 +89,7 @@ text_bench() {
     done
   done
   echo
-  echo "## $kind $M ($(basename "$ck"), beam search, $LINES lines of $in, $RUNS runs interleaved)"
+  echo "## $kind $M ($(basename "$ck"), beam search, $(wc -l <"$tmp/$kind.in") lines of $in, $RUNS runs interleaved)"
   echo
   if [ "$kind" = punct ]; then
     echo "| file | bytes | sentences/s | output words/s | peak RSS (MB) | BLEU | exact match | , F1 | marks F1 | capitals F1 |"
@@ -118,7 +118,7 @@ text_bench() {
   echo
   echo "int8 / float32: speed $(ratio "$(median "$tmp/$kind.f32.s")" "$(median "$tmp/$kind.int8.s")")x (median wall times)," \
     "file $(ratio "$(wc -c <"$tmp/$kind.int8.lvm")" "$(wc -c <"$tmp/$kind.f32.lvm")")x," \
-    "peak RSS $(ratio "$(maxof "$tmp/$kind.int8.rss")" "$(maxof "$tmp/$kind.f32.rss")")x; $same of $LINES lines the same text"
+    "peak RSS $(ratio "$(maxof "$tmp/$kind.int8.rss")" "$(maxof "$tmp/$kind.f32.rss")")x; $same of $(wc -l <"$tmp/$kind.in") lines the same text"
 }
 
 # ---- MT ----
@@ -155,7 +155,7 @@ if [ -f "$LM_DATA/$LM_SPLIT.txt" ]; then
   done
   step=$(grep -o 'step [0-9]*' "$tmp/err" | head -1)
   echo
-  echo "## LM $M (${lm_logdir#$tmp/}, $step; --score_text, $LM_LINES lines of $LM_DATA/$LM_SPLIT.txt, $RUNS runs interleaved)"
+  echo "## LM $M (${lm_logdir#$tmp/}, $step; --score_text, $(wc -l <"$tmp/lm.in") lines of $LM_DATA/$LM_SPLIT.txt, $RUNS runs interleaved)"
   echo
   echo "| file | bytes | tokens/s | peak RSS (MB) | perplexity |"
   echo "|---|---|---|---|---|"
