@@ -2,7 +2,6 @@
 #include "kernels/qweight.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,9 +160,13 @@ static void q8_matmul(lv_kctx *ctx, int64_t m, const float *x, int64_t ldx, cons
 }
 
 static const char *q8_engine(void) {
-  static char buf[64];
-  snprintf(buf, sizeof buf, "the int8 GEMM, path %s", lv_int8_isa_names[lv_cpu_int8_isa()]);
-  return buf;
+  /* Literals, one per lv_int8_isa (no shared buffer for concurrent loads to write). */
+  static const char *const kEngines[LV_INT8_ISA_COUNT] = {
+      [LV_INT8_OFF] = "the int8 GEMM, path off",
+      [LV_INT8_AVX2] = "the int8 GEMM, path avx2",
+      [LV_INT8_AVX512] = "the int8 GEMM, path avx512",
+  };
+  return kEngines[lv_cpu_int8_isa()];
 }
 
 /* ---- bf16: values rounded to bfloat16, scales 1; widened to float32 at load ---- */
