@@ -207,9 +207,9 @@ static lv_status quantize_tensors(lv_instance *m, export_state *e, lv_qtype qt, 
     lv_var *v = lv_varstore_get(m->vs, i);
     if (e->t[i].dtype != LV_F32 || e->t[i].shape.rank != 2 || strcmp(v->name, e->t[i].name)) continue;
     float step = 0;
-    /* A QAT weight at its inference values; int8 keeps the domain's grid where it can. */
+    /* A QAT weight at its inference values; a type with quantize_grid (int8) keeps the
+     * domain's grid where it can (quantize_tensor). */
     if (v->qdomain) LV_TRY(qat_weight(m, v, e->host[i], &step));
-    if (!lv_qtype_traits_of(qt)->quantize_grid) step = 0;
     const int axis = v->lp_looked_up_rows ? 0 : 1;
     LV_TRY(quantize_tensor(e, i, qt, axis, step, &info->n_qat_grid_channels, &clamped));
     info->n_quantized++;
